@@ -1,0 +1,331 @@
+//! [`Cri`]: one typed async method per CRI v1 RPC that atoll uses.
+//!
+//! Each method builds the request, picks the local deadline kubelet would use for that call
+//! (the runtime request timeout, plus the call's own timeout for ExecSync and StopContainer,
+//! none for PullImage), and returns the reply or a [`Status`] naming the RPC.
+
+use super::api::*;
+use super::grpc::Channel;
+use super::status::{Code, Status};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// kubelet's default `runtimeRequestTimeout`.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the runtime listens: kubelet's `containerRuntimeEndpoint`, `unix:///path` or a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint(PathBuf);
+
+impl Endpoint {
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let s = s.trim();
+        let path = if let Some(rest) = s.strip_prefix("unix://") {
+            rest
+        } else if s.starts_with('/') {
+            s
+        } else if let Some((scheme, _)) = s.split_once("://") {
+            return Err(format!(
+                "container runtime endpoint {s:?}: scheme {scheme:?} is not supported; use unix:///path/to/socket"
+            ));
+        } else {
+            return Err(format!(
+                "container runtime endpoint {s:?}: expected unix:///path/to/socket or an absolute path"
+            ));
+        };
+        if !path.starts_with('/') || path.len() < 2 {
+            return Err(format!("container runtime endpoint {s:?}: the socket path must be absolute"));
+        }
+        Ok(Endpoint(PathBuf::from(path)))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unix://{}", self.0.display())
+    }
+}
+
+/// A CRI runtime and image service client on one socket.
+pub struct Cri {
+    channel: Channel,
+    request_timeout: Duration,
+    pull_timeout: Option<Duration>,
+}
+
+/// `(method name, gRPC path)` of a CRI RPC, both `'static`.
+macro_rules! rpc {
+    ($service:ident, $name:literal) => {
+        ($name, concat!("/runtime.v1.", stringify!($service), "/", $name))
+    };
+}
+
+impl Cri {
+    /// A client for `endpoint`; it connects on its first call and again whenever the
+    /// runtime restarts.
+    pub fn new(endpoint: &Endpoint) -> Cri {
+        Cri {
+            channel: Channel::new(endpoint.path()),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            pull_timeout: None,
+        }
+    }
+
+    /// The deadline for ordinary calls (kubelet's `runtimeRequestTimeout`).
+    pub fn with_request_timeout(mut self, t: Duration) -> Cri {
+        self.request_timeout = t;
+        self
+    }
+
+    /// A deadline for image pulls; by default none, as kubelet.
+    pub fn with_pull_timeout(mut self, t: Option<Duration>) -> Cri {
+        self.pull_timeout = t;
+        self
+    }
+
+    /// Caps the size of one message in either direction (default 16 MiB).
+    pub fn with_max_message(mut self, bytes: usize) -> Cri {
+        self.channel = Channel::new(self.channel.socket().to_path_buf()).with_max_message(bytes);
+        self
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        self.channel.socket()
+    }
+
+    async fn call<Q, R>(&self, rpc: (&'static str, &'static str), req: Q, timeout: Option<Duration>) -> Result<R, Status>
+    where
+        Q: prost::Message,
+        R: prost::Message + Default,
+    {
+        let (name, path) = rpc;
+        self.channel
+            .unary(path, &req, timeout)
+            .await
+            .map_err(|s| s.in_method(name))
+    }
+
+    fn t(&self) -> Option<Duration> {
+        Some(self.request_timeout)
+    }
+
+    // ---- RuntimeService ----------------------------------------------------------------
+
+    pub async fn version(&self) -> Result<VersionResponse, Status> {
+        self.call(rpc!(RuntimeService, "Version"), VersionRequest { version: "v1".into() }, self.t()).await
+    }
+
+    pub async fn status(&self, verbose: bool) -> Result<StatusResponse, Status> {
+        self.call(rpc!(RuntimeService, "Status"), StatusRequest { verbose }, self.t()).await
+    }
+
+    /// Creates and starts a sandbox; returns its id.
+    pub async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
+        let req = RunPodSandboxRequest { config: Some(config), runtime_handler: runtime_handler.into() };
+        let resp: RunPodSandboxResponse = self.call(rpc!(RuntimeService, "RunPodSandbox"), req, self.t()).await?;
+        if resp.pod_sandbox_id.is_empty() {
+            return Err(Status::new(Code::Internal, "runtime returned an empty sandbox id").in_method("RunPodSandbox"));
+        }
+        Ok(resp.pod_sandbox_id)
+    }
+
+    pub async fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        let _: StopPodSandboxResponse = self
+            .call(rpc!(RuntimeService, "StopPodSandbox"), StopPodSandboxRequest { pod_sandbox_id: id.into() }, self.t())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        let _: RemovePodSandboxResponse = self
+            .call(rpc!(RuntimeService, "RemovePodSandbox"), RemovePodSandboxRequest { pod_sandbox_id: id.into() }, self.t())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn pod_sandbox_status(&self, id: &str, verbose: bool) -> Result<PodSandboxStatusResponse, Status> {
+        let req = PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose };
+        let resp: PodSandboxStatusResponse = self.call(rpc!(RuntimeService, "PodSandboxStatus"), req, self.t()).await?;
+        if resp.status.is_none() {
+            return Err(Status::new(Code::Internal, "runtime returned no sandbox status").in_method("PodSandboxStatus"));
+        }
+        Ok(resp)
+    }
+
+    pub async fn list_pod_sandbox(&self, filter: Option<PodSandboxFilter>) -> Result<Vec<PodSandbox>, Status> {
+        let resp: ListPodSandboxResponse =
+            self.call(rpc!(RuntimeService, "ListPodSandbox"), ListPodSandboxRequest { filter }, self.t()).await?;
+        Ok(resp.items)
+    }
+
+    /// Creates a container in a sandbox; returns its id.
+    pub async fn create_container(
+        &self,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+        sandbox_config: PodSandboxConfig,
+    ) -> Result<String, Status> {
+        let req = CreateContainerRequest {
+            pod_sandbox_id: pod_sandbox_id.into(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config),
+        };
+        let resp: CreateContainerResponse = self.call(rpc!(RuntimeService, "CreateContainer"), req, self.t()).await?;
+        if resp.container_id.is_empty() {
+            return Err(Status::new(Code::Internal, "runtime returned an empty container id").in_method("CreateContainer"));
+        }
+        Ok(resp.container_id)
+    }
+
+    pub async fn start_container(&self, id: &str) -> Result<(), Status> {
+        let _: StartContainerResponse = self
+            .call(rpc!(RuntimeService, "StartContainer"), StartContainerRequest { container_id: id.into() }, self.t())
+            .await?;
+        Ok(())
+    }
+
+    /// Stops a container, giving it `grace` before the runtime kills it. The local deadline
+    /// is the grace plus the request timeout, as kubelet.
+    pub async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), Status> {
+        let req = StopContainerRequest { container_id: id.into(), timeout: grace.as_secs() as i64 };
+        let deadline = self.request_timeout + grace;
+        let _: StopContainerResponse = self.call(rpc!(RuntimeService, "StopContainer"), req, Some(deadline)).await?;
+        Ok(())
+    }
+
+    pub async fn remove_container(&self, id: &str) -> Result<(), Status> {
+        let _: RemoveContainerResponse = self
+            .call(rpc!(RuntimeService, "RemoveContainer"), RemoveContainerRequest { container_id: id.into() }, self.t())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn list_containers(&self, filter: Option<ContainerFilter>) -> Result<Vec<Container>, Status> {
+        let resp: ListContainersResponse =
+            self.call(rpc!(RuntimeService, "ListContainers"), ListContainersRequest { filter }, self.t()).await?;
+        Ok(resp.containers)
+    }
+
+    pub async fn container_status(&self, id: &str, verbose: bool) -> Result<ContainerStatusResponse, Status> {
+        let req = ContainerStatusRequest { container_id: id.into(), verbose };
+        let resp: ContainerStatusResponse = self.call(rpc!(RuntimeService, "ContainerStatus"), req, self.t()).await?;
+        if resp.status.is_none() {
+            return Err(Status::new(Code::Internal, "runtime returned no container status").in_method("ContainerStatus"));
+        }
+        Ok(resp)
+    }
+
+    pub async fn update_container_resources(&self, id: &str, linux: LinuxContainerResources) -> Result<(), Status> {
+        let req = UpdateContainerResourcesRequest { container_id: id.into(), linux: Some(linux), ..Default::default() };
+        let _: UpdateContainerResourcesResponse =
+            self.call(rpc!(RuntimeService, "UpdateContainerResources"), req, self.t()).await?;
+        Ok(())
+    }
+
+    /// Asks the runtime to reopen the container's log file (after rotation).
+    pub async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
+        let req = ReopenContainerLogRequest { container_id: id.into() };
+        let _: ReopenContainerLogResponse = self.call(rpc!(RuntimeService, "ReopenContainerLog"), req, self.t()).await?;
+        Ok(())
+    }
+
+    /// Runs `cmd` in a container and waits for it. `timeout` is passed to the runtime; zero
+    /// means none. The local deadline is `timeout` plus the request timeout, or none when
+    /// `timeout` is zero (kubelet's rule).
+    pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<ExecSyncResponse, Status> {
+        let req = ExecSyncRequest { container_id: id.into(), cmd, timeout: timeout.as_secs() as i64 };
+        let deadline = (!timeout.is_zero()).then(|| timeout + self.request_timeout);
+        self.exec_sync_with_deadline(req, deadline).await
+    }
+
+    /// ExecSync with an explicit local deadline (probes use their own).
+    pub async fn exec_sync_with_deadline(
+        &self,
+        req: ExecSyncRequest,
+        deadline: Option<Duration>,
+    ) -> Result<ExecSyncResponse, Status> {
+        self.call(rpc!(RuntimeService, "ExecSync"), req, deadline).await
+    }
+
+    pub async fn container_stats(&self, id: &str) -> Result<Option<ContainerStats>, Status> {
+        let resp: ContainerStatsResponse = self
+            .call(rpc!(RuntimeService, "ContainerStats"), ContainerStatsRequest { container_id: id.into() }, self.t())
+            .await?;
+        Ok(resp.stats)
+    }
+
+    pub async fn list_container_stats(&self, filter: Option<ContainerStatsFilter>) -> Result<Vec<ContainerStats>, Status> {
+        let resp: ListContainerStatsResponse =
+            self.call(rpc!(RuntimeService, "ListContainerStats"), ListContainerStatsRequest { filter }, self.t()).await?;
+        Ok(resp.stats)
+    }
+
+    // ---- ImageService ------------------------------------------------------------------
+
+    pub async fn list_images(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, Status> {
+        let resp: ListImagesResponse = self.call(rpc!(ImageService, "ListImages"), ListImagesRequest { filter }, self.t()).await?;
+        Ok(resp.images)
+    }
+
+    /// The image if the runtime has it, `None` if not (CRI answers an empty reply).
+    pub async fn image_status(&self, image: &str) -> Result<Option<Image>, Status> {
+        let req = ImageStatusRequest { image: Some(image_spec(image)), verbose: false };
+        let resp: ImageStatusResponse = self.call(rpc!(ImageService, "ImageStatus"), req, self.t()).await?;
+        Ok(resp.image)
+    }
+
+    /// Pulls an image; returns the runtime's reference to it (an image id or digest).
+    pub async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<AuthConfig>,
+        sandbox_config: Option<PodSandboxConfig>,
+    ) -> Result<String, Status> {
+        let req = PullImageRequest { image: Some(image_spec(image)), auth, sandbox_config };
+        let resp: PullImageResponse = self.call(rpc!(ImageService, "PullImage"), req, self.pull_timeout).await?;
+        Ok(resp.image_ref)
+    }
+
+    pub async fn remove_image(&self, image: &str) -> Result<(), Status> {
+        let req = RemoveImageRequest { image: Some(image_spec(image)) };
+        let _: RemoveImageResponse = self.call(rpc!(ImageService, "RemoveImage"), req, self.t()).await?;
+        Ok(())
+    }
+
+    pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, Status> {
+        self.call(rpc!(ImageService, "ImageFsInfo"), ImageFsInfoRequest {}, self.t()).await
+    }
+}
+
+fn image_spec(image: &str) -> ImageSpec {
+    ImageSpec { image: image.into(), ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_accept_unix_urls_and_paths_only() {
+        let e = Endpoint::parse("unix:///run/containerd/containerd.sock").unwrap();
+        assert_eq!(e.path(), std::path::Path::new("/run/containerd/containerd.sock"));
+        assert_eq!(e.to_string(), "unix:///run/containerd/containerd.sock");
+        assert_eq!(Endpoint::parse("/run/crio/crio.sock").unwrap().path(), std::path::Path::new("/run/crio/crio.sock"));
+        let err = Endpoint::parse("tcp://127.0.0.1:1234").unwrap_err();
+        assert!(err.contains("scheme \"tcp\" is not supported"), "{err}");
+        assert!(Endpoint::parse("unix://relative.sock").unwrap_err().contains("absolute"));
+        assert!(Endpoint::parse("containerd.sock").is_err());
+        assert!(Endpoint::parse("unix:///").is_err());
+    }
+
+    #[test]
+    fn rpc_names_and_paths_agree() {
+        assert_eq!(rpc!(RuntimeService, "Version"), ("Version", "/runtime.v1.RuntimeService/Version"));
+        assert_eq!(rpc!(ImageService, "PullImage"), ("PullImage", "/runtime.v1.ImageService/PullImage"));
+    }
+}

@@ -1,0 +1,419 @@
+//! A thin unary gRPC client over HTTP/2 on a unix socket.
+//!
+//! Owns one HTTP/2 connection to the runtime (h2 driven by smol), the gRPC wire format
+//! (5-byte length-prefixed messages, `te: trailers`, `grpc-timeout`, `grpc-status` and
+//! `grpc-message` from trailers or a Trailers-Only response), a size cap on what it sends and
+//! receives, a local deadline on every call, and reconnection: when the runtime restarts, the
+//! dead connection is noticed and the next call dials again. A call that fails before its
+//! request could reach the runtime is retried once on a fresh connection; a call that may have
+//! reached it is never repeated here (the caller decides, since CRI calls are not idempotent).
+//!
+//! In: a method path and a prost message. Out: the decoded reply or a [`Status`].
+//! Knows nothing of CRI semantics; see `client.rs` for those.
+
+use super::status::{decode_grpc_message, Code, Status};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use h2::client::SendRequest;
+use smol::lock::Mutex;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::compat::FuturesAsyncReadCompatExt;
+
+/// The largest message atoll sends or accepts, as kubelet's CRI client (16 MiB).
+pub const DEFAULT_MAX_MESSAGE: usize = 16 << 20;
+
+/// Bytes of the gRPC message prefix: a compression flag and a big-endian length.
+const PREFIX: usize = 5;
+
+/// An HTTP/2 connection in use, and whether its driver task still runs.
+#[derive(Clone)]
+struct Conn {
+    send: SendRequest<Bytes>,
+    alive: Arc<AtomicBool>,
+}
+
+/// A gRPC channel to one unix socket. Cheap to share: calls run concurrently as separate
+/// HTTP/2 streams on one connection.
+pub struct Channel {
+    socket: PathBuf,
+    connect_timeout: Duration,
+    max_message: usize,
+    conn: Mutex<Option<Conn>>,
+}
+
+/// Why starting a call failed, and whether the request can have reached the server.
+enum StartError {
+    /// Nothing was delivered: safe to try again on a new connection.
+    NotSent(Status),
+    /// The request may have been delivered.
+    Failed(Status),
+}
+
+impl Channel {
+    /// A channel that dials `socket` lazily, on its first call.
+    pub fn new(socket: impl Into<PathBuf>) -> Channel {
+        Channel {
+            socket: socket.into(),
+            connect_timeout: Duration::from_secs(5),
+            max_message: DEFAULT_MAX_MESSAGE,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Caps the size of a message in either direction.
+    pub fn with_max_message(mut self, bytes: usize) -> Channel {
+        self.max_message = bytes;
+        self
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Makes a unary call. `timeout` is a local deadline for the whole call, also sent to the
+    /// server as `grpc-timeout`; `None` waits as long as the server takes.
+    pub async fn unary<Q, R>(&self, path: &'static str, request: &Q, timeout: Option<Duration>) -> Result<R, Status>
+    where
+        Q: prost::Message,
+        R: prost::Message + Default,
+    {
+        let body = encode_message(request, self.max_message)?;
+        let call = async {
+            let mut retried = false;
+            loop {
+                let conn = self.connection().await?;
+                match self.start(&conn, path, body.clone(), timeout).await {
+                    Ok(response) => return self.finish(&conn, response).await,
+                    Err(StartError::NotSent(status)) if !retried => {
+                        log::debug!("{path}: {status}; dialling again");
+                        self.forget(&conn).await;
+                        retried = true;
+                    }
+                    Err(StartError::NotSent(status)) | Err(StartError::Failed(status)) => return Err(status),
+                }
+            }
+        };
+        match timeout {
+            Some(t) => with_deadline(t, call)
+                .await
+                .unwrap_or_else(|| Err(Status::new(Code::DeadlineExceeded, format!("no reply within {t:?}")))),
+            None => call.await,
+        }
+    }
+
+    /// The live connection, dialling a new one when there is none or the last one died.
+    async fn connection(&self) -> Result<Conn, Status> {
+        let mut slot = self.conn.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if conn.alive.load(Ordering::Acquire) {
+                return Ok(conn.clone());
+            }
+        }
+        *slot = None;
+        let conn = self.dial().await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops `conn` from the slot if it is still the current one.
+    async fn forget(&self, conn: &Conn) {
+        conn.alive.store(false, Ordering::Release);
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(&c.alive, &conn.alive)) {
+            *slot = None;
+        }
+    }
+
+    async fn dial(&self) -> Result<Conn, Status> {
+        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+            Status::new(Code::Unavailable, format!("{what} runtime socket {}: {e}", self.socket.display()))
+        };
+        let stream = with_deadline(self.connect_timeout, smol::net::unix::UnixStream::connect(&self.socket))
+            .await
+            .ok_or_else(|| unavailable("timed out connecting to", &"no answer"))?
+            .map_err(|e| unavailable("cannot connect to", &e))?;
+        let frame_cap = u32::try_from(self.max_message.min(16 << 20)).unwrap_or(u32::MAX);
+        let (send, connection) = h2::client::Builder::new()
+            .initial_window_size(1 << 20)
+            .initial_connection_window_size(2 << 20)
+            .max_frame_size(frame_cap.clamp(16 << 10, (16 << 20) - 1))
+            .max_header_list_size(64 << 10)
+            .handshake::<_, Bytes>(stream.compat())
+            .await
+            .map_err(|e| unavailable("HTTP/2 handshake failed on", &e))?;
+        let alive = Arc::new(AtomicBool::new(true));
+        let flag = alive.clone();
+        let socket = self.socket.clone();
+        smol::spawn(async move {
+            if let Err(e) = connection.await {
+                log::debug!("CRI connection to {} ended: {e}", socket.display());
+            }
+            flag.store(false, Ordering::Release);
+        })
+        .detach();
+        Ok(Conn { send, alive })
+    }
+
+    async fn start(
+        &self,
+        conn: &Conn,
+        path: &'static str,
+        body: Bytes,
+        timeout: Option<Duration>,
+    ) -> Result<http::Response<h2::RecvStream>, StartError> {
+        let not_sent = |e: h2::Error| StartError::NotSent(transport_status(&e));
+        let mut send = conn.send.clone().ready().await.map_err(not_sent)?;
+        let mut builder = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(format!("http://localhost{path}"))
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .header(http::header::TE, "trailers")
+            .header(http::header::USER_AGENT, concat!("atoll/", env!("CARGO_PKG_VERSION")));
+        if let Some(t) = timeout {
+            builder = builder.header("grpc-timeout", grpc_timeout(t));
+        }
+        let request = builder
+            .body(())
+            .map_err(|e| StartError::NotSent(Status::new(Code::Internal, format!("bad request for {path}: {e}"))))?;
+        let (response, mut stream) = send.send_request(request, false).map_err(not_sent)?;
+        stream
+            .send_data(body, true)
+            .map_err(|e| StartError::Failed(self.broken(conn, &e)))?;
+        response.await.map_err(|e| {
+            if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                StartError::NotSent(transport_status(&e))
+            } else {
+                StartError::Failed(self.broken(conn, &e))
+            }
+        })
+    }
+
+    /// Reads the reply: status line, then either Trailers-Only or one message plus trailers.
+    async fn finish<R: prost::Message + Default>(
+        &self,
+        conn: &Conn,
+        response: http::Response<h2::RecvStream>,
+    ) -> Result<R, Status> {
+        let (head, mut body) = response.into_parts();
+        if head.status != http::StatusCode::OK {
+            return Err(Status::new(
+                Code::from_http(head.status.as_u16()),
+                format!("runtime answered HTTP {}", head.status),
+            ));
+        }
+        if head.headers.contains_key("grpc-status") {
+            // Trailers-Only: the call failed (or returned nothing) without a body.
+            return match status_from(&head.headers) {
+                Err(status) => Err(status),
+                Ok(()) => Err(Status::new(Code::Internal, "runtime sent OK without a message")),
+            };
+        }
+        let cap = self.max_message + PREFIX;
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(|e| self.broken(conn, &e))?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+            if buf.len() + chunk.len() > cap {
+                return Err(Status::new(
+                    Code::ResourceExhausted,
+                    format!("reply larger than the {} byte limit", self.max_message),
+                ));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        let trailers = body.trailers().await.map_err(|e| self.broken(conn, &e))?;
+        match trailers {
+            Some(t) => status_from(&t)?,
+            None => return Err(Status::new(Code::Internal, "reply ended without grpc-status")),
+        }
+        decode_message(buf.freeze(), self.max_message)
+    }
+
+    /// Turns an h2 error into a status, retiring the connection if it is the connection
+    /// (not only this stream) that failed.
+    fn broken(&self, conn: &Conn, e: &h2::Error) -> Status {
+        if e.is_io() || e.is_go_away() {
+            conn.alive.store(false, Ordering::Release);
+        }
+        transport_status(e)
+    }
+}
+
+/// Runs `f` until it finishes or `limit` passes.
+pub async fn with_deadline<F: Future>(limit: Duration, f: F) -> Option<F::Output> {
+    smol::future::or(async { Some(f.await) }, async {
+        smol::Timer::after(limit).await;
+        None
+    })
+    .await
+}
+
+/// The status a transport failure maps to.
+fn transport_status(e: &h2::Error) -> Status {
+    let code = match e.reason() {
+        Some(h2::Reason::CANCEL) => Code::Cancelled,
+        Some(h2::Reason::ENHANCE_YOUR_CALM) => Code::ResourceExhausted,
+        Some(h2::Reason::INADEQUATE_SECURITY) => Code::PermissionDenied,
+        Some(h2::Reason::REFUSED_STREAM) => Code::Unavailable,
+        Some(h2::Reason::NO_ERROR) if e.is_go_away() => Code::Unavailable,
+        Some(_) if !e.is_go_away() && !e.is_io() => Code::Internal,
+        _ => Code::Unavailable,
+    };
+    Status::new(code, format!("connection to the runtime failed: {e}"))
+}
+
+/// Reads `grpc-status` and `grpc-message` from a header or trailer block.
+fn status_from(headers: &http::HeaderMap) -> Result<(), Status> {
+    let Some(raw) = headers.get("grpc-status") else {
+        return Err(Status::new(Code::Internal, "reply has no grpc-status"));
+    };
+    let code = raw
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .map(Code::from_i32)
+        .unwrap_or(Code::Unknown);
+    if code == Code::Ok {
+        return Ok(());
+    }
+    let message = headers
+        .get("grpc-message")
+        .map(|m| decode_grpc_message(m.as_bytes()))
+        .unwrap_or_default();
+    Err(Status::new(code, message))
+}
+
+/// Formats a deadline as gRPC's `grpc-timeout` header: at most eight digits and a unit.
+pub(crate) fn grpc_timeout(t: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let ms = t.as_millis().max(1);
+    if ms <= MAX {
+        return format!("{ms}m");
+    }
+    let secs = t.as_secs();
+    if u128::from(secs) <= MAX {
+        return format!("{secs}S");
+    }
+    format!("{}H", (secs / 3600).min(MAX as u64))
+}
+
+/// Frames one message: flag 0 (uncompressed), a big-endian length, the bytes.
+pub(crate) fn encode_message<M: prost::Message>(m: &M, max: usize) -> Result<Bytes, Status> {
+    let len = m.encoded_len();
+    if len > max {
+        return Err(Status::new(
+            Code::ResourceExhausted,
+            format!("request of {len} bytes is over the {max} byte limit"),
+        ));
+    }
+    let mut buf = BytesMut::with_capacity(PREFIX + len);
+    buf.put_u8(0);
+    buf.put_u32(len as u32);
+    m.encode(&mut buf)
+        .map_err(|e| Status::new(Code::Internal, format!("encoding request: {e}")))?;
+    Ok(buf.freeze())
+}
+
+/// Reads exactly one framed message from a unary reply body.
+pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: usize) -> Result<M, Status> {
+    if body.len() < PREFIX {
+        return Err(Status::new(
+            Code::Internal,
+            format!("reply body of {} bytes has no message", body.len()),
+        ));
+    }
+    let compressed = body.get_u8();
+    let len = body.get_u32() as usize;
+    if compressed != 0 {
+        return Err(Status::new(
+            Code::Internal,
+            "runtime sent a compressed message although atoll asked for none",
+        ));
+    }
+    if len > max {
+        return Err(Status::new(
+            Code::ResourceExhausted,
+            format!("reply message of {len} bytes is over the {max} byte limit"),
+        ));
+    }
+    if body.len() != len {
+        return Err(Status::new(
+            Code::Internal,
+            format!("reply frame says {len} bytes but {} follow", body.len()),
+        ));
+    }
+    M::decode(body).map_err(|e| Status::new(Code::Internal, format!("decoding reply: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cri::api::{ExecSyncResponse, VersionRequest};
+
+    #[test]
+    fn timeout_header_uses_at_most_eight_digits() {
+        assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500m");
+        assert_eq!(grpc_timeout(Duration::from_micros(10)), "1m");
+        assert_eq!(grpc_timeout(Duration::from_secs(120)), "120000m");
+        assert_eq!(grpc_timeout(Duration::from_secs(100_000_000)), "27777H");
+        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
+    }
+
+    #[test]
+    fn a_message_survives_framing() {
+        let m = VersionRequest { version: "v1".into() };
+        let framed = encode_message(&m, 1024).unwrap();
+        assert_eq!(&framed[..5], &[0, 0, 0, 0, 4]);
+        let back: VersionRequest = decode_message(framed, 1024).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn oversize_messages_are_refused_both_ways() {
+        let m = ExecSyncResponse { stdout: vec![b'x'; 100], ..Default::default() };
+        assert_eq!(encode_message(&m, 50).unwrap_err().code, Code::ResourceExhausted);
+        let framed = encode_message(&m, 1000).unwrap();
+        let err = decode_message::<ExecSyncResponse>(framed, 50).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted);
+    }
+
+    #[test]
+    fn broken_frames_are_internal_errors() {
+        let short = Bytes::from_static(&[0, 0, 0]);
+        assert_eq!(decode_message::<VersionRequest>(short, 100).unwrap_err().code, Code::Internal);
+        let compressed = Bytes::from_static(&[1, 0, 0, 0, 0]);
+        let err = decode_message::<VersionRequest>(compressed, 100).unwrap_err();
+        assert!(err.message.contains("compressed"), "{err}");
+        let truncated = Bytes::from_static(&[0, 0, 0, 0, 9, 1, 2]);
+        let err = decode_message::<VersionRequest>(truncated, 100).unwrap_err();
+        assert!(err.message.contains("says 9 bytes but 2 follow"), "{err}");
+        let garbage = Bytes::from_static(&[0, 0, 0, 0, 2, 0xff, 0xff]);
+        assert_eq!(decode_message::<VersionRequest>(garbage, 100).unwrap_err().code, Code::Internal);
+    }
+
+    #[test]
+    fn status_comes_from_grpc_status_and_message() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(status_from(&h).unwrap_err().code, Code::Internal);
+        h.insert("grpc-status", "0".parse().unwrap());
+        assert!(status_from(&h).is_ok());
+        h.insert("grpc-status", "5".parse().unwrap());
+        h.insert("grpc-message", "container %22c1%22 not found".parse().unwrap());
+        let err = status_from(&h).unwrap_err();
+        assert_eq!(err.code, Code::NotFound);
+        assert_eq!(err.message, "container \"c1\" not found");
+        h.insert("grpc-status", "banana".parse().unwrap());
+        assert_eq!(status_from(&h).unwrap_err().code, Code::Unknown);
+    }
+
+    #[test]
+    fn deadline_cuts_a_future_that_never_ends() {
+        let out = smol::block_on(with_deadline(Duration::from_millis(20), smol::future::pending::<()>()));
+        assert!(out.is_none());
+        let out = smol::block_on(with_deadline(Duration::from_secs(5), async { 7 }));
+        assert_eq!(out, Some(7));
+    }
+}
