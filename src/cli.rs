@@ -42,10 +42,22 @@ struct FlagSpec {
 
 const RUN_FLAGS: &[FlagSpec] = &[
     FlagSpec { name: "config", kind: Kind::Value, help: "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)" },
-    FlagSpec { name: "pod-manifest-path", kind: Kind::Value, help: "directory or file of static pod manifests (staticPodPath)" },
+    FlagSpec {
+        name: "pod-manifest-path",
+        kind: Kind::Value,
+        help: "directory or file of static pod manifests (staticPodPath)",
+    },
     FlagSpec { name: "manifest-url", kind: Kind::Value, help: "URL of static pod manifests (staticPodURL)" },
-    FlagSpec { name: "manifest-url-header", kind: Kind::Repeated, help: "'Name:value,Name:value' headers for --manifest-url (repeatable)" },
-    FlagSpec { name: "container-runtime-endpoint", kind: Kind::Value, help: "CRI socket, default unix:///run/containerd/containerd.sock" },
+    FlagSpec {
+        name: "manifest-url-header",
+        kind: Kind::Repeated,
+        help: "'Name:value,Name:value' headers for --manifest-url (repeatable)",
+    },
+    FlagSpec {
+        name: "container-runtime-endpoint",
+        kind: Kind::Value,
+        help: "CRI socket, default unix:///run/containerd/containerd.sock",
+    },
     FlagSpec { name: "hostname-override", kind: Kind::Value, help: "node name instead of the host name" },
     FlagSpec { name: "root-dir", kind: Kind::Value, help: "atoll's state directory, default /var/lib/atoll" },
     FlagSpec { name: "kubeconfig", kind: Kind::Value, help: "API server to mirror pods to, when reachable" },
@@ -204,10 +216,10 @@ mod tests {
 
     #[test]
     fn repeated_flags_keep_every_value_and_last_wins_for_single_ones() {
-        let Command::Run(f) = parse(args(
-            "run --manifest-url-header=a:b --manifest-url-header c:d,e:f --root-dir=/a --root-dir=/b",
-        ))
-        .unwrap() else {
+        let Command::Run(f) =
+            parse(args("run --manifest-url-header=a:b --manifest-url-header c:d,e:f --root-dir=/a --root-dir=/b"))
+                .unwrap()
+        else {
             panic!("expected run")
         };
         assert_eq!(f.all("manifest-url-header"), vec!["a:b", "c:d,e:f"]);

@@ -43,10 +43,7 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
         v if v.parse::<u8>().is_ok() => log::LevelFilter::Trace,
         v => return Err(format!("flag --v takes a number, got {v:?}")),
     };
-    simple_logger::SimpleLogger::new()
-        .with_level(level)
-        .init()
-        .map_err(|e| format!("cannot start logging: {e}"))
+    simple_logger::SimpleLogger::new().with_level(level).init().map_err(|e| format!("cannot start logging: {e}"))
 }
 
 /// Connects to the runtime and reports what it is. The pod engine is not built yet, so this
@@ -60,10 +57,7 @@ fn run(flags: &Flags) -> Result<(), String> {
     };
     let cri = Cri::new(&endpoint).with_request_timeout(timeout);
     smol::block_on(async {
-        let v = cri
-            .version()
-            .await
-            .map_err(|e| format!("cannot reach the container runtime at {endpoint}: {e}"))?;
+        let v = cri.version().await.map_err(|e| format!("cannot reach the container runtime at {endpoint}: {e}"))?;
         log::info!(
             "connected to {} {} (CRI {}) at {endpoint}",
             v.runtime_name,

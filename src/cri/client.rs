@@ -69,11 +69,7 @@ impl Cri {
     /// A client for `endpoint`; it connects on its first call and again whenever the
     /// runtime restarts.
     pub fn new(endpoint: &Endpoint) -> Cri {
-        Cri {
-            channel: Channel::new(endpoint.path()),
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            pull_timeout: None,
-        }
+        Cri { channel: Channel::new(endpoint.path()), request_timeout: DEFAULT_REQUEST_TIMEOUT, pull_timeout: None }
     }
 
     /// The deadline for ordinary calls (kubelet's `runtimeRequestTimeout`).
@@ -98,16 +94,18 @@ impl Cri {
         self.channel.socket()
     }
 
-    async fn call<Q, R>(&self, rpc: (&'static str, &'static str), req: Q, timeout: Option<Duration>) -> Result<R, Status>
+    async fn call<Q, R>(
+        &self,
+        rpc: (&'static str, &'static str),
+        req: Q,
+        timeout: Option<Duration>,
+    ) -> Result<R, Status>
     where
         Q: prost::Message,
         R: prost::Message + Default,
     {
         let (name, path) = rpc;
-        self.channel
-            .unary(path, &req, timeout)
-            .await
-            .map_err(|s| s.in_method(name))
+        self.channel.unary(path, &req, timeout).await.map_err(|s| s.in_method(name))
     }
 
     fn t(&self) -> Option<Duration> {
@@ -143,7 +141,11 @@ impl Cri {
 
     pub async fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let _: RemovePodSandboxResponse = self
-            .call(rpc!(RuntimeService, "RemovePodSandbox"), RemovePodSandboxRequest { pod_sandbox_id: id.into() }, self.t())
+            .call(
+                rpc!(RuntimeService, "RemovePodSandbox"),
+                RemovePodSandboxRequest { pod_sandbox_id: id.into() },
+                self.t(),
+            )
             .await?;
         Ok(())
     }
@@ -177,7 +179,9 @@ impl Cri {
         };
         let resp: CreateContainerResponse = self.call(rpc!(RuntimeService, "CreateContainer"), req, self.t()).await?;
         if resp.container_id.is_empty() {
-            return Err(Status::new(Code::Internal, "runtime returned an empty container id").in_method("CreateContainer"));
+            return Err(
+                Status::new(Code::Internal, "runtime returned an empty container id").in_method("CreateContainer")
+            );
         }
         Ok(resp.container_id)
     }
@@ -215,7 +219,9 @@ impl Cri {
         let req = ContainerStatusRequest { container_id: id.into(), verbose };
         let resp: ContainerStatusResponse = self.call(rpc!(RuntimeService, "ContainerStatus"), req, self.t()).await?;
         if resp.status.is_none() {
-            return Err(Status::new(Code::Internal, "runtime returned no container status").in_method("ContainerStatus"));
+            return Err(
+                Status::new(Code::Internal, "runtime returned no container status").in_method("ContainerStatus")
+            );
         }
         Ok(resp)
     }
@@ -230,7 +236,8 @@ impl Cri {
     /// Asks the runtime to reopen the container's log file (after rotation).
     pub async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
         let req = ReopenContainerLogRequest { container_id: id.into() };
-        let _: ReopenContainerLogResponse = self.call(rpc!(RuntimeService, "ReopenContainerLog"), req, self.t()).await?;
+        let _: ReopenContainerLogResponse =
+            self.call(rpc!(RuntimeService, "ReopenContainerLog"), req, self.t()).await?;
         Ok(())
     }
 
@@ -259,16 +266,21 @@ impl Cri {
         Ok(resp.stats)
     }
 
-    pub async fn list_container_stats(&self, filter: Option<ContainerStatsFilter>) -> Result<Vec<ContainerStats>, Status> {
-        let resp: ListContainerStatsResponse =
-            self.call(rpc!(RuntimeService, "ListContainerStats"), ListContainerStatsRequest { filter }, self.t()).await?;
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<ContainerStatsFilter>,
+    ) -> Result<Vec<ContainerStats>, Status> {
+        let resp: ListContainerStatsResponse = self
+            .call(rpc!(RuntimeService, "ListContainerStats"), ListContainerStatsRequest { filter }, self.t())
+            .await?;
         Ok(resp.stats)
     }
 
     // ---- ImageService ------------------------------------------------------------------
 
     pub async fn list_images(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, Status> {
-        let resp: ListImagesResponse = self.call(rpc!(ImageService, "ListImages"), ListImagesRequest { filter }, self.t()).await?;
+        let resp: ListImagesResponse =
+            self.call(rpc!(ImageService, "ListImages"), ListImagesRequest { filter }, self.t()).await?;
         Ok(resp.images)
     }
 

@@ -179,9 +179,7 @@ impl Channel {
             .body(())
             .map_err(|e| StartError::NotSent(Status::new(Code::Internal, format!("bad request for {path}: {e}"))))?;
         let (response, mut stream) = send.send_request(request, false).map_err(not_sent)?;
-        stream
-            .send_data(body, true)
-            .map_err(|e| StartError::Failed(self.broken(conn, &e)))?;
+        stream.send_data(body, true).map_err(|e| StartError::Failed(self.broken(conn, &e)))?;
         response.await.map_err(|e| {
             if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
                 StartError::NotSent(transport_status(&e))
@@ -270,19 +268,12 @@ fn status_from(headers: &http::HeaderMap) -> Result<(), Status> {
     let Some(raw) = headers.get("grpc-status") else {
         return Err(Status::new(Code::Internal, "reply has no grpc-status"));
     };
-    let code = raw
-        .to_str()
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .map(Code::from_i32)
-        .unwrap_or(Code::Unknown);
+    let code =
+        raw.to_str().ok().and_then(|s| s.trim().parse::<i32>().ok()).map(Code::from_i32).unwrap_or(Code::Unknown);
     if code == Code::Ok {
         return Ok(());
     }
-    let message = headers
-        .get("grpc-message")
-        .map(|m| decode_grpc_message(m.as_bytes()))
-        .unwrap_or_default();
+    let message = headers.get("grpc-message").map(|m| decode_grpc_message(m.as_bytes())).unwrap_or_default();
     Err(Status::new(code, message))
 }
 
@@ -312,26 +303,19 @@ pub(crate) fn encode_message<M: prost::Message>(m: &M, max: usize) -> Result<Byt
     let mut buf = BytesMut::with_capacity(PREFIX + len);
     buf.put_u8(0);
     buf.put_u32(len as u32);
-    m.encode(&mut buf)
-        .map_err(|e| Status::new(Code::Internal, format!("encoding request: {e}")))?;
+    m.encode(&mut buf).map_err(|e| Status::new(Code::Internal, format!("encoding request: {e}")))?;
     Ok(buf.freeze())
 }
 
 /// Reads exactly one framed message from a unary reply body.
 pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: usize) -> Result<M, Status> {
     if body.len() < PREFIX {
-        return Err(Status::new(
-            Code::Internal,
-            format!("reply body of {} bytes has no message", body.len()),
-        ));
+        return Err(Status::new(Code::Internal, format!("reply body of {} bytes has no message", body.len())));
     }
     let compressed = body.get_u8();
     let len = body.get_u32() as usize;
     if compressed != 0 {
-        return Err(Status::new(
-            Code::Internal,
-            "runtime sent a compressed message although atoll asked for none",
-        ));
+        return Err(Status::new(Code::Internal, "runtime sent a compressed message although atoll asked for none"));
     }
     if len > max {
         return Err(Status::new(
@@ -340,10 +324,7 @@ pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: 
         ));
     }
     if body.len() != len {
-        return Err(Status::new(
-            Code::Internal,
-            format!("reply frame says {len} bytes but {} follow", body.len()),
-        ));
+        return Err(Status::new(Code::Internal, format!("reply frame says {len} bytes but {} follow", body.len())));
     }
     M::decode(body).map_err(|e| Status::new(Code::Internal, format!("decoding reply: {e}")))
 }
@@ -407,6 +388,56 @@ mod tests {
         assert_eq!(err.message, "container \"c1\" not found");
         h.insert("grpc-status", "banana".parse().unwrap());
         assert_eq!(status_from(&h).unwrap_err().code, Code::Unknown);
+    }
+
+    /// A unix socket whose server accepts connections and does `then` with each.
+    fn server(name: &str, then: fn(std::os::unix::net::UnixStream)) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("atoll-grpc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                then(conn);
+            }
+        });
+        path
+    }
+
+    #[test]
+    fn a_server_that_never_answers_hits_the_local_deadline() {
+        let path = server("silent", |conn| {
+            // Hold the connection open, say nothing.
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(30));
+                drop(conn);
+            });
+        });
+        let channel = Channel::new(path);
+        let req = VersionRequest { version: "v1".into() };
+        let result: Result<VersionRequest, Status> =
+            smol::block_on(channel.unary("/runtime.v1.RuntimeService/Version", &req, Some(Duration::from_millis(300))));
+        assert_eq!(result.unwrap_err().code, Code::DeadlineExceeded);
+    }
+
+    #[test]
+    fn a_server_that_hangs_up_is_unavailable_not_a_hang() {
+        let path = server("hangup", drop);
+        let channel = Channel::new(path);
+        let req = VersionRequest { version: "v1".into() };
+        let result: Result<VersionRequest, Status> =
+            smol::block_on(channel.unary("/runtime.v1.RuntimeService/Version", &req, Some(Duration::from_secs(10))));
+        assert_eq!(result.unwrap_err().code, Code::Unavailable);
+    }
+
+    #[test]
+    fn a_missing_socket_is_unavailable_and_named() {
+        let channel = Channel::new("/nonexistent/atoll/cri.sock");
+        let req = VersionRequest::default();
+        let err = smol::block_on(channel.unary::<_, VersionRequest>("/x/Y", &req, None)).unwrap_err();
+        assert_eq!(err.code, Code::Unavailable);
+        assert!(err.message.contains("/nonexistent/atoll/cri.sock"), "{err}");
     }
 
     #[test]

@@ -117,11 +117,7 @@ fn add_message(s: &mut Shape, prefix: &str, m: &DescriptorProto) {
         .iter()
         .map(|f| {
             let label = if f.label() == Label::Repeated { "repeated " } else { "" };
-            let ty = if f.type_name().is_empty() {
-                format!("{:?}", f.r#type())
-            } else {
-                f.type_name().to_string()
-            };
+            let ty = if f.type_name().is_empty() { format!("{:?}", f.r#type()) } else { f.type_name().to_string() };
             (f.name().to_string(), format!("{label}{ty} = {}", f.number()))
         })
         .collect();

@@ -1,0 +1,195 @@
+//! Shared by the end-to-end tests: one private containerd test bed per test binary.
+//!
+//! The first test that asks for [`testbed()`] starts `tests/testbed/testbed.sh run DIR` and
+//! waits for it to print READY. The script holds our end of a pipe as its standard input; when
+//! the test binary exits (or dies), the pipe closes and the script tears everything down. A
+//! test bed that cannot start fails the test with the script's log: nothing is skipped.
+
+#![allow(dead_code)]
+
+use atoll::cri::api::{
+    LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig,
+    PodSandboxMetadata,
+};
+use atoll::cri::{Cri, Endpoint};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub struct Testbed {
+    pub dir: PathBuf,
+    pub endpoint: Endpoint,
+    pub logs: PathBuf,
+    pub busybox: String,
+    pub pause: String,
+    /// An image that only the test bed's registry has: pulling it is a real pull.
+    pub pullable: String,
+    pub subnet_prefix: String,
+    env: HashMap<String, String>,
+    // Kept for the life of the test binary: dropping it would close the script's stdin.
+    _runner: Mutex<Child>,
+}
+
+static TESTBED: OnceLock<Testbed> = OnceLock::new();
+
+pub fn testbed() -> &'static Testbed {
+    TESTBED.get_or_init(start)
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testbed/testbed.sh")
+}
+
+fn start() -> Testbed {
+    let dir = std::env::temp_dir().join(format!("atoll-testbed-{}", std::process::id()));
+    let log_path = std::env::temp_dir().join(format!("atoll-testbed-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).expect("create test bed log");
+    let mut child = Command::new("bash")
+        .arg(script())
+        .arg("run")
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("start tests/testbed/testbed.sh");
+    let stdout = child.stdout.take().expect("test bed stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(env) = line.strip_prefix("READY ") {
+                let _ = tx.send(Some(PathBuf::from(env)));
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    // Generous: a fresh machine installs packages first, and another binary's test bed may
+    // still be tearing down.
+    let env_file = match rx.recv_timeout(Duration::from_secs(900)) {
+        Ok(Some(p)) => p,
+        _ => {
+            let _ = child.kill();
+            let mut text = String::new();
+            let _ = std::fs::File::open(&log_path).and_then(|mut f| f.read_to_string(&mut text));
+            let tail: Vec<&str> = text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!("the containerd test bed did not start; its log ({}):\n{}", log_path.display(), tail.join("\n"));
+        }
+    };
+    // Started: the log is only kept for a test bed that fails to start.
+    let _ = std::fs::remove_file(&log_path);
+    let env: HashMap<String, String> = std::fs::read_to_string(&env_file)
+        .expect("read test bed env")
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let get = |k: &str| env.get(k).unwrap_or_else(|| panic!("test bed env lacks {k}")).clone();
+    let subnet = get("ATOLL_TB_SUBNET");
+    let subnet_prefix = subnet.rsplit_once('.').map(|(p, _)| format!("{p}.")).expect("subnet a.b.c.0/24");
+    let tb = Testbed {
+        dir: dir.clone(),
+        endpoint: Endpoint::parse(&get("ATOLL_TB_ENDPOINT")).expect("endpoint"),
+        logs: PathBuf::from(get("ATOLL_TB_LOGS")),
+        busybox: get("ATOLL_TB_BUSYBOX_IMAGE"),
+        pause: get("ATOLL_TB_PAUSE_IMAGE"),
+        pullable: get("ATOLL_TB_PULLABLE_IMAGE"),
+        subnet_prefix,
+        env,
+        _runner: Mutex::new(child),
+    };
+    tb.wait_for_cri();
+    tb
+}
+
+impl Testbed {
+    pub fn cri(&self) -> Cri {
+        Cri::new(&self.endpoint).with_request_timeout(Duration::from_secs(60))
+    }
+
+    pub fn var(&self, key: &str) -> &str {
+        self.env.get(key).map(String::as_str).unwrap_or("")
+    }
+
+    /// Stops the test bed's containerd and starts it again; running containers stay up.
+    pub fn restart_containerd(&self) {
+        let status =
+            Command::new("bash").arg(script()).arg("restart").arg(&self.dir).status().expect("run testbed.sh restart");
+        assert!(status.success(), "restarting containerd failed");
+        self.wait_for_cri();
+    }
+
+    /// Waits until containerd's CRI service answers (it initialises after the daemon's own
+    /// API is up, and says "server is not initialized yet" until then). Uses a client of its
+    /// own, so the tests' clients have to find their way back by themselves.
+    fn wait_for_cri(&self) {
+        let probe = Cri::new(&self.endpoint).with_request_timeout(Duration::from_secs(5));
+        eventually(Duration::from_secs(60), "containerd's CRI service", || smol::block_on(probe.version()).ok());
+    }
+
+    /// Stops the test bed's containerd without starting it again.
+    pub fn stop_containerd(&self) {
+        let pid = std::fs::read_to_string(self.dir.join("containerd.pid")).expect("containerd.pid");
+        let pid = pid.trim();
+        assert!(Command::new("kill").arg(pid).status().expect("kill").success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A unique suffix for names in one test run.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A sandbox config as kubelet would make it for a pod `name` in namespace `default`.
+pub fn sandbox_config(tb: &Testbed, name: &str, host_network: bool) -> PodSandboxConfig {
+    let uid = format!("uid-{name}");
+    let log_directory = tb.logs.join(format!("default_{name}_{uid}"));
+    std::fs::create_dir_all(&log_directory).expect("create pod log dir");
+    let labels = HashMap::from([
+        ("io.kubernetes.pod.name".to_string(), name.to_string()),
+        ("io.kubernetes.pod.namespace".to_string(), "default".to_string()),
+        ("io.kubernetes.pod.uid".to_string(), uid.clone()),
+        ("atoll.test".to_string(), "cri-client".to_string()),
+    ]);
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata { name: name.into(), uid, namespace: "default".into(), attempt: 0 }),
+        // As kubelet: host-network sandboxes get no hostname (they share the node's).
+        hostname: if host_network { String::new() } else { name.into() },
+        log_directory: log_directory.to_string_lossy().into_owned(),
+        labels,
+        linux: Some(LinuxPodSandboxConfig {
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: if host_network { NamespaceMode::Node } else { NamespaceMode::Pod } as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    target_id: String::new(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `limit`.
+pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
