@@ -87,6 +87,17 @@ impl Flags {
     pub fn is_set(&self, name: &str) -> bool {
         self.get(name).is_some_and(|v| v == "true")
     }
+
+    /// The distinct flag names given, in first-seen order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        for (n, _) in &self.given {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
+        names
+    }
 }
 
 /// Parses the arguments after the program name.

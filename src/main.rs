@@ -6,6 +6,10 @@ use atoll::config::parse_duration;
 use atoll::cri::{Cri, Endpoint};
 use std::process::ExitCode;
 
+/// The `run` flags this version acts on; the others are parsed (so kubelet command lines and
+/// unit files keep working) and reported as unused, never silently ignored.
+const RUN_FLAGS_IN_USE: &[&str] = &["container-runtime-endpoint", "runtime-request-timeout", "v"];
+
 const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 
 fn main() -> ExitCode {
@@ -50,6 +54,11 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
 /// stops there rather than pretend to run pods.
 fn run(flags: &Flags) -> Result<(), String> {
     init_logging(flags)?;
+    for name in flags.names() {
+        if !RUN_FLAGS_IN_USE.contains(&name) {
+            log::warn!("flag --{name} is accepted but not used by this version of atoll yet");
+        }
+    }
     let endpoint = Endpoint::parse(flags.get("container-runtime-endpoint").unwrap_or(DEFAULT_RUNTIME_ENDPOINT))?;
     let timeout = match flags.get("runtime-request-timeout") {
         Some(t) => parse_duration(t).map_err(|e| format!("flag --runtime-request-timeout: {e}"))?,

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The demo: builds atoll, brings up a private containerd (the test bed in tests/testbed, with
+# its offline busybox images), and runs atoll on the example manifests in configs/examples.
+# Stop it with Ctrl-C; everything it started is torn down. Run as root on Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+  [ -x "$HOME/.cargo/bin/cargo" ] || {
+    echo "demo: installing the Rust toolchain with rustup" >&2
+    command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl ca-certificates >&2; }
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >&2
+  }
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+bash tests/testbed/testbed.sh install
+cargo build --release --locked
+
+dir=$(mktemp -d /tmp/atoll-demo.XXXXXX)
+mkfifo "$dir.ctl"
+# The test bed runs until its standard input closes: fd 3 holds it open for the demo's life.
+bash tests/testbed/testbed.sh run "$dir/testbed" <"$dir.ctl" >"$dir.out" 2>"$dir.log" &
+testbed=$!
+exec 3>"$dir.ctl"
+cleanup() {
+  exec 3>&- || true
+  echo "demo: tearing down the test bed" >&2
+  wait "$testbed" 2>/dev/null || true
+  rm -rf "$dir" "$dir.ctl" "$dir.out" "$dir.log"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+echo "demo: starting a private containerd (log: $dir.log)" >&2
+for _ in $(seq 600); do
+  grep -q '^READY ' "$dir.out" 2>/dev/null && break
+  kill -0 "$testbed" 2>/dev/null || { cat "$dir.log" >&2; exit 1; }
+  sleep 0.5
+done
+grep -q '^READY ' "$dir.out" || { echo "demo: the test bed did not start" >&2; cat "$dir.log" >&2; exit 1; }
+# shellcheck disable=SC1090
+. "$(sed -n 's/^READY //p' "$dir.out")"
+
+./target/release/atoll run \
+  --container-runtime-endpoint="$ATOLL_TB_ENDPOINT" \
+  --pod-manifest-path="$PWD/configs/examples" \
+  --root-dir="$dir/state" \
+  --hostname-override=atoll-demo

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Cross-builds atoll as static musl binaries for the edge targets, prints their sizes, and runs
+# `atoll version` for each under qemu-user-static.
+#
+#   cross/build.sh                 all three targets
+#   cross/build.sh TARGET...       only these (aarch64-unknown-linux-musl,
+#                                  armv7-unknown-linux-musleabihf, x86_64-unknown-linux-musl)
+#
+# How: cargo-zigbuild with zig as C compiler and linker, both from PyPI (in a venv under
+# ~/.cache/atoll-cross). aarch64 and x86_64 use rustup's musl std. rustup has no armv7 musl
+# std to download, so for armv7 std is built from source (-Zbuild-std, on the stable
+# toolchain through RUSTC_BOOTSTRAP=1, with the rust-src component) and zig provides musl's
+# crt objects and libc (-C link-self-contained=no). Binaries land in target/cross/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl)
+TOOLS=${ATOLL_CROSS_TOOLS:-$HOME/.cache/atoll-cross}
+ZIGLANG_VERSION=0.15.1
+ZIGBUILD_VERSION=0.20.1
+
+say() { echo "cross: $*" >&2; }
+
+need_apt=()
+command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
+command -v file >/dev/null || need_apt+=(file)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
+fi
+
+if [ ! -x "$TOOLS/venv/bin/cargo-zigbuild" ] || ! "$TOOLS/venv/bin/python" -m ziglang version >/dev/null 2>&1; then
+  say "installing zig $ZIGLANG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION into $TOOLS/venv"
+  python3 -m venv "$TOOLS/venv"
+  "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+fi
+export PATH="$TOOLS/venv/bin:$PATH"
+
+for t in "${TARGETS[@]}"; do
+  case "$t" in
+    aarch64-unknown-linux-musl | x86_64-unknown-linux-musl)
+      rustup target list --installed | grep -qx "$t" || rustup target add "$t" >&2 ;;
+    armv7-unknown-linux-musleabihf)
+      rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src >&2 ;;
+    *) say "unknown target $t"; exit 2 ;;
+  esac
+done
+
+mkdir -p target/cross
+rows=()
+fail=0
+for t in "${TARGETS[@]}"; do
+  say "building $t"
+  case "$t" in
+    armv7-unknown-linux-musleabihf)
+      RUSTC_BOOTSTRAP=1 RUSTFLAGS="-C link-self-contained=no" \
+        cargo zigbuild --release --locked --target "$t" -Zbuild-std=std,panic_abort >&2 ;;
+    *)
+      cargo zigbuild --release --locked --target "$t" >&2 ;;
+  esac
+  bin="target/cross/atoll-$t"
+  cp "target/$t/release/atoll" "$bin"
+  case "$t" in
+    aarch64-*) qemu=qemu-aarch64-static ;;
+    armv7-*) qemu=qemu-arm-static ;;
+    x86_64-*) qemu=qemu-x86_64-static ;;
+  esac
+  kind=$(file -b "$bin")
+  size=$(stat -c %s "$bin")
+  if ! grep -q "statically linked" <<<"$kind"; then
+    say "FAIL: $bin is not statically linked: $kind"
+    fail=1
+  fi
+  if ! version=$("$qemu" "$bin" version); then
+    say "FAIL: $bin did not run under $qemu"
+    fail=1
+  fi
+  echo "$version" | sed "s/^/  [$t] /"
+  if ! grep -qx "target: $t" <<<"$version"; then
+    say "FAIL: $bin reports a target other than $t"
+    fail=1
+  fi
+  rows+=("$(printf '%-32s %9d bytes %6d KiB  %s' "$t" "$size" $((size / 1024)) "$(cut -d, -f1-2 <<<"$kind")")")
+done
+
+echo
+echo "atoll release binaries (stripped, static):"
+printf '  %s\n' "${rows[@]}"
+exit $fail

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs all of atoll's tests: unit, integration, and end-to-end against a private containerd
+# (tests/testbed/testbed.sh, started by the tests themselves). Installs what it needs first.
+# Run as root on Debian: the test bed starts containerd and creates network namespaces.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+  [ -x "$HOME/.cargo/bin/cargo" ] || {
+    echo "tests: installing the Rust toolchain with rustup" >&2
+    command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl ca-certificates >&2; }
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >&2
+  }
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+bash tests/testbed/testbed.sh install
+
+cargo test --locked --all-targets "$@"
