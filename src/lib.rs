@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod cri;
+pub mod pod;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

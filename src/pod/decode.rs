@@ -1,0 +1,338 @@
+//! Bytes → typed Pods, with every problem named by its field path.
+//!
+//! YAML (1.1 booleans and legacy octal such as `0644`, as kubectl reads them; merge keys; alias
+//! bombs limited by serde-saphyr's budget) and JSON both become a JSON value first, as kubelet
+//! converts YAML to JSON. Then `apiVersion`/`kind` are checked and the typed decode runs with
+//! two observers: serde_path_to_error names the field of a type error, and serde_ignored
+//! names every field atoll does not implement (reported, never silently dropped).
+//! In: bytes. Out: pods plus [`Finding`]s (warnings), or an error list.
+
+use super::types::Pod;
+use super::Finding;
+use serde_json::Value;
+
+/// Largest manifest atoll reads (kubelet's `maxConfigLength`).
+pub const MAX_MANIFEST_BYTES: usize = 10 << 20;
+
+/// What a payload may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A manifest file: exactly one Pod.
+    SinglePod,
+    /// A URL payload: a Pod, a PodList or a v1 List of Pods.
+    PodOrList,
+}
+
+/// What a payload held.
+#[derive(Debug)]
+pub struct Decoded {
+    pub pods: Vec<Pod>,
+    pub warnings: Vec<Finding>,
+    /// A PodList or List: field paths of its pods start with `items[i]`.
+    pub list: bool,
+}
+
+/// Decodes a payload into pods (not yet defaulted or validated) and warnings.
+pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
+    let mut warnings = Vec::new();
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(vec![Finding::root(format!(
+            "{} bytes is over the {} byte limit for a manifest",
+            bytes.len(),
+            MAX_MANIFEST_BYTES
+        ))]);
+    }
+    let value = to_value(bytes, &mut warnings).map_err(|e| vec![e])?;
+    let obj = match &value {
+        Value::Object(o) => o,
+        Value::Null => return Err(vec![Finding::root("empty manifest")]),
+        other => return Err(vec![Finding::root(format!("expected an object, found {}", kind_of(other)))]),
+    };
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(vec![Finding::root(
+            "apiVersion and kind are required (expected apiVersion: v1 and kind: Pod)".to_string(),
+        )]);
+    }
+    match (api_version.as_str(), kind.as_str(), shape) {
+        ("v1", "Pod", _) => {
+            let pod = typed_pod(value, "", &mut warnings)?;
+            Ok(Decoded { pods: vec![pod], warnings, list: false })
+        }
+        ("v1", "PodList" | "List", Shape::PodOrList) => {
+            let Some(Value::Object(mut obj)) = Some(value) else { unreachable!() };
+            let items = match obj.remove("items") {
+                Some(Value::Array(items)) => items,
+                None | Some(Value::Null) => Vec::new(),
+                Some(other) => {
+                    return Err(vec![Finding::new("items", format!("expected a list, found {}", kind_of(&other)))]);
+                }
+            };
+            for key in obj.keys().filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")) {
+                warnings.push(Finding::new(key, "not implemented by atoll; ignored"));
+            }
+            let mut pods = Vec::with_capacity(items.len());
+            let mut errors = Vec::new();
+            for (i, item) in items.into_iter().enumerate() {
+                let prefix = format!("items[{i}]");
+                let item_kind = item.get("kind").and_then(Value::as_str).unwrap_or("");
+                let item_api = item.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                // Items of a PodList may leave apiVersion/kind out; a List's must say Pod.
+                let acceptable = match kind.as_str() {
+                    "PodList" => {
+                        (item_kind.is_empty() || item_kind == "Pod") && (item_api.is_empty() || item_api == "v1")
+                    }
+                    _ => item_kind == "Pod" && item_api == "v1",
+                };
+                if !acceptable {
+                    errors.push(Finding::new(
+                        &prefix,
+                        format!("expected a v1 Pod, found apiVersion {item_api:?} kind {item_kind:?}"),
+                    ));
+                    continue;
+                }
+                match typed_pod(item, &prefix, &mut warnings) {
+                    Ok(p) => pods.push(p),
+                    Err(mut e) => errors.append(&mut e),
+                }
+            }
+            if errors.is_empty() {
+                Ok(Decoded { pods, warnings, list: true })
+            } else {
+                Err(errors)
+            }
+        }
+        ("v1", "PodList" | "List", Shape::SinglePod) => Err(vec![Finding::root(format!(
+            "a manifest file holds exactly one Pod; found a {kind} (lists are accepted only from a manifest URL)"
+        ))]),
+        _ => Err(vec![Finding::root(format!(
+            "expected apiVersion: v1 and kind: Pod, found apiVersion: {api_version} and kind: {kind}"
+        ))]),
+    }
+}
+
+/// Parses JSON or YAML into a JSON value. A YAML stream with several documents yields the
+/// first (as kubelet) with a warning naming how many were left out.
+fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Value, Finding> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Finding::root(format!("not UTF-8 text: {e}")))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+            return Ok(v);
+        }
+    }
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    options.with_snippet = false;
+    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
+        .map_err(|e| Finding::root(format!("not valid YAML or JSON: {}", one_line(&e.to_string()))))?;
+    let mut docs = docs.into_iter().filter(|d| !d.is_null());
+    let first = docs.next().unwrap_or(Value::Null);
+    let rest = docs.count();
+    if rest > 0 {
+        warnings.push(Finding::root(format!(
+            "the file holds {} YAML documents; only the first is used (one Pod per manifest)",
+            rest + 1
+        )));
+    }
+    Ok(first)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Decodes one Pod object, collecting unknown fields under `prefix` as warnings.
+fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<Pod, Vec<Finding>> {
+    let mut ignored = Vec::new();
+    let mut note = |path: serde_ignored::Path<'_>| ignored.push(render(&path));
+    let de = serde_ignored::Deserializer::new(value, &mut note);
+    let result: Result<Pod, _> = serde_path_to_error::deserialize(de);
+    match result {
+        Ok(pod) => {
+            for path in ignored {
+                warnings.push(Finding::new(&join(prefix, &path), "not implemented by atoll; ignored"));
+            }
+            Ok(pod)
+        }
+        Err(e) => {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            Err(vec![Finding::new(&join(prefix, &path), e.into_inner().to_string())])
+        }
+    }
+}
+
+fn join(prefix: &str, path: &str) -> String {
+    match (prefix.is_empty(), path.is_empty()) {
+        (true, _) => path.to_string(),
+        (false, true) => prefix.to_string(),
+        (false, false) => format!("{prefix}.{path}"),
+    }
+}
+
+/// `spec.containers[0].volumeDevices`, kubectl's way of writing a field path.
+fn render(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", render(parent)),
+        Path::Map { parent, key } => {
+            let p = render(parent);
+            if p.is_empty() {
+                key.clone()
+            } else {
+                format!("{p}.{key}")
+            }
+        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => render(parent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(src: &str) -> (Vec<Pod>, Vec<String>) {
+        let d = decode(src.as_bytes(), Shape::PodOrList).unwrap_or_else(|e| panic!("{e:?}"));
+        (d.pods, d.warnings.iter().map(|f| f.to_string()).collect())
+    }
+
+    fn err(src: &str, shape: Shape) -> String {
+        let e = decode(src.as_bytes(), shape).unwrap_err();
+        e.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n")
+    }
+
+    const MIN: &str =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: busybox\n";
+
+    #[test]
+    fn yaml_and_json_give_the_same_pod() {
+        let (y, _) = ok(MIN);
+        let (j, _) = ok(
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#,
+        );
+        assert_eq!(y, j);
+        assert_eq!(y[0].spec.containers[0].image, "busybox");
+    }
+
+    #[test]
+    fn unknown_fields_are_reported_with_their_path() {
+        let src =
+            format!("{MIN}    volumeDevices:\n    - name: d\n      devicePath: /dev/x\n  nodeSelector:\n    a: b\n");
+        let (_, w) = ok(&src);
+        assert!(
+            w.contains(&"spec.containers[0].volumeDevices: not implemented by atoll; ignored".to_string()),
+            "{w:?}"
+        );
+        assert!(w.contains(&"spec.nodeSelector: not implemented by atoll; ignored".to_string()), "{w:?}");
+    }
+
+    #[test]
+    fn kubeadm_style_status_and_creation_timestamp_are_quiet() {
+        let src = "apiVersion: v1\nkind: Pod\nmetadata:\n  creationTimestamp: null\n  name: etcd\nspec:\n  containers:\n  - name: c\n    image: x:1\nstatus: {}\n";
+        let (pods, w) = ok(src);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(pods[0].metadata.name, "etcd");
+    }
+
+    #[test]
+    fn type_errors_name_the_field() {
+        let src = format!("{MIN}    ports:\n    - containerPort: eighty\n");
+        let e = err(&src, Shape::SinglePod);
+        assert!(e.starts_with("spec.containers[0].ports[0].containerPort: invalid type: string \"eighty\""), "{e}");
+        let e = err("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [1]\n", Shape::SinglePod);
+        assert!(e.starts_with("metadata.name: invalid type: sequence"), "{e}");
+    }
+
+    #[test]
+    fn kind_and_api_version_are_required_and_checked() {
+        assert!(err("metadata:\n  name: x\n", Shape::SinglePod).contains("apiVersion and kind are required"));
+        let e = err("apiVersion: apps/v1\nkind: Deployment\n", Shape::SinglePod);
+        assert!(e.contains("found apiVersion: apps/v1 and kind: Deployment"), "{e}");
+        let e = err("apiVersion: v1\nkind: PodList\nitems: []\n", Shape::SinglePod);
+        assert!(e.contains("exactly one Pod; found a PodList"), "{e}");
+    }
+
+    #[test]
+    fn garbage_and_empty_input_are_errors_not_panics() {
+        assert!(err("", Shape::SinglePod).contains("empty manifest"));
+        assert!(err("# only a comment\n", Shape::SinglePod).contains("empty manifest"));
+        assert!(err("{{{{", Shape::SinglePod).contains("not valid YAML or JSON"));
+        assert!(err("- a\n- b\n", Shape::SinglePod).contains("expected an object, found a list"));
+        assert!(err("key: [unclosed\n", Shape::SinglePod).contains("not valid YAML"));
+        let e = decode(&[0xff, 0xfe, 0x00], Shape::SinglePod).unwrap_err();
+        assert!(e[0].to_string().contains("not UTF-8"));
+    }
+
+    #[test]
+    fn oversize_input_is_refused_before_parsing() {
+        let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
+        assert!(err(std::str::from_utf8(&big).unwrap(), Shape::SinglePod).contains("over the 10485760 byte limit"));
+    }
+
+    #[test]
+    fn multi_document_files_use_the_first_with_a_warning() {
+        let src = format!("---\n{MIN}---\n{}", MIN.replace("web", "other"));
+        let (pods, w) = ok(&src);
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].metadata.name, "web");
+        assert!(w[0].contains("holds 2 YAML documents; only the first is used"), "{w:?}");
+    }
+
+    #[test]
+    fn yaml_1_1_octal_and_merge_keys_read_like_kubectl() {
+        let src = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: w\n  labels: &l\n    a: b\n  annotations:\n    <<: *l\n    c: d\nspec:\n  securityContext:\n    runAsUser: 0644\n  containers:\n  - name: c\n    image: x\n";
+        let (pods, _) = ok(src);
+        assert_eq!(pods[0].spec.security_context.as_ref().unwrap().run_as_user, Some(420));
+        assert_eq!(pods[0].metadata.annotations.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        // Ten levels of ten-fold aliases: 10^10 nodes if expanded.
+        let mut src = String::from(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bomb\nx:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n",
+        );
+        let mut prev = 'a';
+        for name in "bcdefghij".chars() {
+            let refs = vec![format!("*{prev}"); 10].join(", ");
+            src.push_str(&format!("  {name}: &{name} [{refs}]\n"));
+            prev = name;
+        }
+        let e = err(&src, Shape::SinglePod);
+        assert!(e.contains("not valid YAML"), "{e}");
+        assert!(e.to_lowercase().contains("alias") || e.to_lowercase().contains("budget"), "{e}");
+    }
+
+    #[test]
+    fn lists_from_urls_hold_pods_and_one_bad_item_rejects_all() {
+        let list = r#"{"apiVersion":"v1","kind":"PodList","items":[
+            {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"x"}]}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"x"}]}}]}"#;
+        let (pods, _) = ok(list);
+        assert_eq!(pods.iter().map(|p| p.metadata.name.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
+
+        let generic =
+            r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}]}"#;
+        assert_eq!(ok(generic).0.len(), 1);
+        let wrong = r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a"}}]}"#;
+        assert!(err(wrong, Shape::PodOrList).contains("items[0]: expected a v1 Pod"));
+        let bad_item =
+            r#"{"apiVersion":"v1","kind":"PodList","items":[{"metadata":{"name":"a"}},{"metadata":{"name":7}}]}"#;
+        assert!(err(bad_item, Shape::PodOrList).starts_with("items[1].metadata.name: invalid type"));
+    }
+}

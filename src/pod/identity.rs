@@ -1,0 +1,173 @@
+//! Static pod identity, as kubelet gives it: name `<name>-<node>`, `spec.nodeName`, a UID
+//! that is a hash of the defaulted content plus the node and the source, and the
+//! `kubernetes.io/config.*` annotations.
+//!
+//! The UID hash is FNV-128a (kubelet's current algorithm) over canonical JSON of the defaulted
+//! pod (maps sorted, quantities canonical, `status` and `creationTimestamp` left out), so
+//! reformatting a manifest keeps the UID and any semantic edit changes it. Its bytes differ
+//! from kubelet's (Go's deep hash cannot be reproduced), its properties do not.
+
+use super::types::{Pod, Toleration};
+use std::fmt;
+use std::path::PathBuf;
+
+pub const ANNOTATION_HASH: &str = "kubernetes.io/config.hash";
+pub const ANNOTATION_SOURCE: &str = "kubernetes.io/config.source";
+pub const ANNOTATION_SEEN: &str = "kubernetes.io/config.seen";
+
+/// Where a static pod came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Origin {
+    /// A manifest file (absolute path).
+    File(PathBuf),
+    /// A manifest URL.
+    Url(String),
+}
+
+impl Origin {
+    /// The `kubernetes.io/config.source` value.
+    pub fn source_name(&self) -> &'static str {
+        match self {
+            Origin::File(_) => "file",
+            Origin::Url(_) => "http",
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Url(u) => write!(f, "{u}"),
+        }
+    }
+}
+
+/// A pod ready to run: defaulted, named for this node, with its UID.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StaticPod {
+    pub pod: Pod,
+    pub uid: String,
+    pub origin: Origin,
+}
+
+/// The node name as kubelet derives it: trimmed and lowercased.
+pub fn node_name(raw: &str) -> String {
+    raw.trim().to_lowercase()
+}
+
+/// Gives a defaulted pod its static identity on `node`.
+pub fn make_static(mut pod: Pod, origin: &Origin, node: &str) -> StaticPod {
+    let node = node_name(node);
+    if pod.metadata.namespace.is_empty() {
+        pod.metadata.namespace = "default".into();
+    }
+    let uid = if pod.metadata.uid.is_empty() { content_uid(&pod, origin, &node) } else { pod.metadata.uid.clone() };
+    pod.metadata.uid = uid.clone();
+    pod.metadata.name = format!("{}-{node}", pod.metadata.name);
+    pod.spec.node_name = Some(node);
+    pod.metadata.annotations.insert(ANNOTATION_HASH.into(), uid.clone());
+    pod.metadata.annotations.insert(ANNOTATION_SOURCE.into(), origin.source_name().into());
+    if matches!(origin, Origin::File(_)) {
+        // File pods tolerate every NoExecute taint (kubelet adds this; URL pods do not get it).
+        let t = Toleration { operator: Some("Exists".into()), effect: Some("NoExecute".into()), ..Default::default() };
+        if !pod.spec.tolerations.contains(&t) {
+            pod.spec.tolerations.push(t);
+        }
+    }
+    StaticPod { pod, uid, origin: origin.clone() }
+}
+
+/// The UID of a pod without `metadata.uid`: a hash of its canonical content, the node (file
+/// pods only, as kubelet) and the source.
+fn content_uid(pod: &Pod, origin: &Origin, node: &str) -> String {
+    let mut canonical = pod.clone();
+    canonical.status = None;
+    canonical.metadata.creation_timestamp = None;
+    let mut bytes = serde_json::to_vec(&canonical).unwrap_or_default();
+    match origin {
+        Origin::File(path) => {
+            bytes.extend_from_slice(format!("\nhost:{node}\nfile:{}", path.display()).as_bytes());
+        }
+        Origin::Url(url) => bytes.extend_from_slice(format!("\nurl:{url}").as_bytes()),
+    }
+    format!("{:032x}", fnv1a_128(&bytes))
+}
+
+/// FNV-1a, 128-bit.
+fn fnv1a_128(data: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    data.iter().fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::defaults;
+
+    fn pod(yaml_json: &str) -> Pod {
+        let mut p: Pod = serde_json::from_str(yaml_json).unwrap();
+        defaults::apply(&mut p);
+        p
+    }
+
+    const WEB: &str =
+        r#"{"metadata":{"name":"web","labels":{"a":"1","b":"2"}},"spec":{"containers":[{"name":"c","image":"x:1"}]}}"#;
+
+    fn file(p: &str) -> Origin {
+        Origin::File(PathBuf::from(p))
+    }
+
+    #[test]
+    fn fnv_128a_matches_its_reference_values() {
+        assert_eq!(fnv1a_128(b""), 0x6c62272e07bb014262b821756295c58d);
+        assert_eq!(fnv1a_128(b"a"), 0xd228cb696f1a8caf78912b704e4a8964);
+    }
+
+    #[test]
+    fn name_node_namespace_and_annotations_follow_kubelet() {
+        let sp = make_static(pod(WEB), &file("/etc/kubernetes/manifests/web.yaml"), " Edge-1 ");
+        assert_eq!(sp.pod.metadata.name, "web-edge-1");
+        assert_eq!(sp.pod.metadata.namespace, "default");
+        assert_eq!(sp.pod.spec.node_name.as_deref(), Some("edge-1"));
+        assert_eq!(sp.uid.len(), 32);
+        assert_eq!(sp.pod.metadata.uid, sp.uid);
+        assert_eq!(sp.pod.metadata.annotations[ANNOTATION_HASH], sp.uid);
+        assert_eq!(sp.pod.metadata.annotations[ANNOTATION_SOURCE], "file");
+        assert!(sp
+            .pod
+            .spec
+            .tolerations
+            .iter()
+            .any(|t| t.operator.as_deref() == Some("Exists") && t.effect.as_deref() == Some("NoExecute")));
+
+        let url = make_static(pod(WEB), &Origin::Url("http://127.0.0.1/pods".into()), "edge-1");
+        assert_eq!(url.pod.metadata.annotations[ANNOTATION_SOURCE], "http");
+        assert!(url.pod.spec.tolerations.is_empty(), "URL pods get no NoExecute toleration");
+    }
+
+    #[test]
+    fn uid_is_stable_for_equal_content_and_changes_with_meaning_or_place() {
+        let f = file("/m/web.yaml");
+        let base = make_static(pod(WEB), &f, "edge-1").uid;
+        // Same meaning, other spelling: key order, explicit defaults, namespace spelt out.
+        let respelt = r#"{"spec":{"restartPolicy":"Always","containers":[{"image":"x:1","name":"c","imagePullPolicy":"IfNotPresent"}]},"metadata":{"namespace":"default","labels":{"b":"2","a":"1"},"name":"web"}}"#;
+        assert_eq!(make_static(pod(respelt), &f, "edge-1").uid, base);
+        // A label changes the pod.
+        assert_ne!(make_static(pod(&WEB.replace(r#""b":"2""#, r#""b":"3""#)), &f, "edge-1").uid, base);
+        // So does moving the file, or another node.
+        assert_ne!(make_static(pod(WEB), &file("/m/web2.yaml"), "edge-1").uid, base);
+        assert_ne!(make_static(pod(WEB), &f, "edge-2").uid, base);
+        // URL pods do not hash the node: every node gets the same UID.
+        let u = Origin::Url("http://127.0.0.1/p".into());
+        assert_eq!(make_static(pod(WEB), &u, "edge-1").uid, make_static(pod(WEB), &u, "edge-2").uid);
+    }
+
+    #[test]
+    fn a_uid_in_the_manifest_is_kept() {
+        let sp = make_static(pod(&WEB.replace(r#""name":"web","#, r#""name":"web","uid":"abc","#)), &file("/m/w"), "n");
+        assert_eq!(sp.uid, "abc");
+        assert_eq!(sp.pod.metadata.annotations[ANNOTATION_HASH], "abc");
+    }
+}
