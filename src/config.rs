@@ -71,3 +71,79 @@ mod tests {
         assert!(parse_duration("1..2s").unwrap_err().contains("bad number"));
     }
 }
+
+/// The agent's settings, from flags (the KubeletConfiguration file joins later; a flag will
+/// override it). Every value is checked here, so the parts get only valid settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub node_name: String,
+    pub pod_manifest_path: Option<std::path::PathBuf>,
+    pub manifest_url: Option<String>,
+    pub manifest_url_headers: Vec<(String, String)>,
+    pub manifest_url_ca_file: Option<std::path::PathBuf>,
+    pub file_check_frequency: Duration,
+    pub http_check_frequency: Duration,
+    pub runtime_endpoint: crate::cri::Endpoint,
+    pub runtime_request_timeout: Duration,
+    pub root_dir: std::path::PathBuf,
+    pub strict: bool,
+}
+
+pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+pub const DEFAULT_ROOT_DIR: &str = "/var/lib/atoll";
+pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+
+impl Settings {
+    pub fn from_flags(flags: &crate::cli::Flags) -> Result<Settings, String> {
+        let duration = |name: &str, default: Duration| -> Result<Duration, String> {
+            match flags.get(name) {
+                Some(v) => {
+                    let d = parse_duration(v).map_err(|e| format!("flag --{name}: {e}"))?;
+                    if d.is_zero() {
+                        return Err(format!("flag --{name}: must be more than zero"));
+                    }
+                    Ok(d)
+                }
+                None => Ok(default),
+            }
+        };
+        let mut headers = Vec::new();
+        for v in flags.all("manifest-url-header") {
+            headers.extend(
+                crate::source::http::parse_header_flag(v).map_err(|e| format!("flag --manifest-url-header: {e}"))?,
+            );
+        }
+        let node_name = match flags.get("hostname-override") {
+            Some(h) => h.to_string(),
+            None => hostname(),
+        };
+        let node_name = crate::pod::identity::node_name(&node_name);
+        crate::pod::validate::dns1123_subdomain(&node_name).map_err(|e| format!("node name {node_name:?} {e}"))?;
+        Ok(Settings {
+            node_name,
+            pod_manifest_path: flags.get("pod-manifest-path").map(|p| p.trim_end_matches('/').to_string()).map(|p| {
+                if p.is_empty() {
+                    "/".into()
+                } else {
+                    p.into()
+                }
+            }),
+            manifest_url: flags.get("manifest-url").map(String::from),
+            manifest_url_headers: headers,
+            manifest_url_ca_file: flags.get("manifest-url-ca-file").map(Into::into),
+            file_check_frequency: duration("file-check-frequency", DEFAULT_CHECK_FREQUENCY)?,
+            http_check_frequency: duration("http-check-frequency", DEFAULT_CHECK_FREQUENCY)?,
+            runtime_endpoint: crate::cri::Endpoint::parse(
+                flags.get("container-runtime-endpoint").unwrap_or(DEFAULT_RUNTIME_ENDPOINT),
+            )?,
+            runtime_request_timeout: duration("runtime-request-timeout", crate::cri::client::DEFAULT_REQUEST_TIMEOUT)?,
+            root_dir: flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into(),
+            strict: flags.is_set("strict"),
+        })
+    }
+}
+
+/// The machine's host name (kubelet's default node name).
+pub fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}

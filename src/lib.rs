@@ -8,6 +8,8 @@ pub mod cli;
 pub mod config;
 pub mod cri;
 pub mod pod;
+pub mod rfc3339;
+pub mod source;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

@@ -2,15 +2,29 @@
 //! Exit codes: 0 success, 1 failure, 2 usage error.
 
 use atoll::cli::{self, Command, Flags};
-use atoll::config::parse_duration;
-use atoll::cri::{Cri, Endpoint};
+use atoll::config::Settings;
+use atoll::cri::Cri;
+use atoll::pod::{self, Origin, Policy, Shape};
+use atoll::source::{self, file, http, merge, SourceId};
 use std::process::ExitCode;
+use std::time::SystemTime;
 
 /// The `run` flags this version acts on; the others are parsed (so kubelet command lines and
 /// unit files keep working) and reported as unused, never silently ignored.
-const RUN_FLAGS_IN_USE: &[&str] = &["container-runtime-endpoint", "runtime-request-timeout", "v"];
-
-const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+const RUN_FLAGS_IN_USE: &[&str] = &[
+    "container-runtime-endpoint",
+    "runtime-request-timeout",
+    "v",
+    "pod-manifest-path",
+    "manifest-url",
+    "manifest-url-header",
+    "manifest-url-ca-file",
+    "file-check-frequency",
+    "http-check-frequency",
+    "hostname-override",
+    "root-dir",
+    "strict",
+];
 
 fn main() -> ExitCode {
     match cli::parse(std::env::args().skip(1)) {
@@ -29,10 +43,14 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Ok(Command::Validate { .. }) => {
-            eprintln!("atoll validate: manifest validation is not built yet; nothing was checked");
-            ExitCode::FAILURE
-        }
+        Ok(Command::Validate { flags, targets }) => match validate(&flags, &targets) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("atoll validate: {e}");
+                ExitCode::from(2)
+            }
+        },
         Err(e) => {
             eprintln!("atoll: {e}\nRun `atoll help` for usage.");
             ExitCode::from(2)
@@ -50,8 +68,8 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
     simple_logger::SimpleLogger::new().with_level(level).init().map_err(|e| format!("cannot start logging: {e}"))
 }
 
-/// Connects to the runtime and reports what it is. The pod engine is not built yet, so this
-/// stops there rather than pretend to run pods.
+/// Runs the manifest sources and keeps the desired set of pods. The pod engine is not built
+/// yet, so the desired set is logged, not run; the runtime is checked and reported.
 fn run(flags: &Flags) -> Result<(), String> {
     init_logging(flags)?;
     for name in flags.names() {
@@ -59,30 +77,159 @@ fn run(flags: &Flags) -> Result<(), String> {
             log::warn!("flag --{name} is accepted but not used by this version of atoll yet");
         }
     }
-    let endpoint = Endpoint::parse(flags.get("container-runtime-endpoint").unwrap_or(DEFAULT_RUNTIME_ENDPOINT))?;
-    let timeout = match flags.get("runtime-request-timeout") {
-        Some(t) => parse_duration(t).map_err(|e| format!("flag --runtime-request-timeout: {e}"))?,
-        None => atoll::cri::client::DEFAULT_REQUEST_TIMEOUT,
-    };
-    let cri = Cri::new(&endpoint).with_request_timeout(timeout);
+    let s = Settings::from_flags(flags)?;
+    let policy = Policy { strict: s.strict };
+    let cri = Cri::new(&s.runtime_endpoint).with_request_timeout(s.runtime_request_timeout);
     smol::block_on(async {
-        let v = cri.version().await.map_err(|e| format!("cannot reach the container runtime at {endpoint}: {e}"))?;
-        log::info!(
-            "connected to {} {} (CRI {}) at {endpoint}",
-            v.runtime_name,
-            v.runtime_version,
-            v.runtime_api_version
-        );
-        let status = cri.status(false).await.map_err(|e| e.to_string())?;
-        for c in status.status.map(|s| s.conditions).unwrap_or_default() {
-            log::info!(
-                "runtime condition {}={}{}",
-                c.r#type,
-                c.status,
-                if c.reason.is_empty() { String::new() } else { format!(" ({}: {})", c.reason, c.message) }
-            );
+        match cri.version().await {
+            Ok(v) => log::info!(
+                "connected to {} {} (CRI {}) at {}",
+                v.runtime_name,
+                v.runtime_version,
+                v.runtime_api_version,
+                s.runtime_endpoint
+            ),
+            Err(e) => log::warn!("cannot reach the container runtime at {}: {e}", s.runtime_endpoint),
         }
-        log::info!("nothing to run yet: the pod engine is not built in this version of atoll");
+        let (tx, rx) = smol::channel::bounded::<source::Update>(16);
+        let mut sources = Vec::new();
+        let mut tasks = Vec::new();
+        if let Some(path) = &s.pod_manifest_path {
+            sources.push(SourceId::File);
+            let cfg = file::FileSourceConfig {
+                path: path.clone(),
+                check_frequency: s.file_check_frequency,
+                node: s.node_name.clone(),
+                policy,
+            };
+            tasks.push(smol::spawn(file::run(cfg, tx.clone())));
+        }
+        if let Some(url) = &s.manifest_url {
+            sources.push(SourceId::Http);
+            let cfg = http::HttpSourceConfig {
+                url: url.clone(),
+                headers: s.manifest_url_headers.clone(),
+                check_frequency: s.http_check_frequency,
+                timeout: http::DEFAULT_TIMEOUT,
+                ca_file: s.manifest_url_ca_file.clone(),
+                cache_dir: Some(s.root_dir.join("sources")),
+                node: s.node_name.clone(),
+                policy,
+            };
+            tasks.push(smol::spawn(http::run(cfg, tx.clone())));
+        }
+        drop(tx);
+        if sources.is_empty() {
+            log::warn!("no manifest source given (--pod-manifest-path or --manifest-url): nothing to run");
+        }
+        log::info!(
+            "node {}: the pod engine is not built in this version; desired pods are logged, not run",
+            s.node_name
+        );
+        let mut merger = merge::Merger::new(sources);
+        while let Ok(update) = rx.recv().await {
+            for change in merger.apply(update, SystemTime::now()) {
+                let (what, sp) = match &change {
+                    merge::Change::Add(p) => ("add", p),
+                    merge::Change::Update(p) => ("update", p),
+                    merge::Change::Remove(p) => ("remove", p),
+                };
+                log::info!("desired: {what} pod {} uid {} from {}", sp.pod.key(), sp.uid, sp.origin);
+            }
+        }
+        drop(tasks);
         Ok(())
     })
+}
+
+/// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
+/// Returns whether everything was valid.
+fn validate(flags: &Flags, targets: &[String]) -> Result<bool, String> {
+    let s = Settings::from_flags(flags)?;
+    let policy = Policy { strict: s.strict };
+    let mut all_ok = true;
+    for target in targets {
+        let lower = target.to_ascii_lowercase();
+        if lower.starts_with("http://") || lower.starts_with("https://") {
+            all_ok &= validate_url(&s, target, policy);
+            continue;
+        }
+        let scan = file::scan(std::path::Path::new(target), &s.node_name, policy);
+        if let Some(p) = &scan.path_problem {
+            println!("{target}: error: {p}");
+            all_ok = false;
+        }
+        for (p, why) in &scan.skipped {
+            println!("{}: skipped: {why}", p.display());
+        }
+        let mut files: Vec<&std::path::PathBuf> = scan.by_file.keys().chain(scan.errors.keys()).collect();
+        files.sort();
+        for f in files {
+            if let Some(pods) = scan.by_file.get(f) {
+                for sp in pods {
+                    println!("{}: ok: pod {} uid {}", f.display(), sp.pod.key(), sp.uid);
+                }
+                for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
+                    println!("{}: warning: {w}", f.display());
+                }
+            }
+            if let Some(e) = scan.errors.get(f) {
+                all_ok = false;
+                for p in &e.problems {
+                    println!("{}: error: {p}", f.display());
+                }
+            }
+        }
+    }
+    Ok(all_ok)
+}
+
+fn validate_url(s: &Settings, url: &str, policy: Policy) -> bool {
+    let shown = http::redact_url(url);
+    let client = match http::Client::new(
+        url,
+        s.manifest_url_headers.clone(),
+        http::DEFAULT_TIMEOUT,
+        s.manifest_url_ca_file.as_deref(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{shown}: error: {e}");
+            return false;
+        }
+    };
+    match client.fetch(&Default::default()) {
+        Ok(http::Fetched::Body { bytes, .. }) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            println!("{shown}: ok: empty body (no pods)");
+            true
+        }
+        Ok(http::Fetched::Body { bytes, .. }) => {
+            match pod::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
+                Ok(loaded) => {
+                    for sp in &loaded.pods {
+                        println!("{shown}: ok: pod {} uid {}", sp.pod.key(), sp.uid);
+                    }
+                    for w in &loaded.warnings {
+                        println!("{shown}: warning: {w}");
+                    }
+                    true
+                }
+                Err(e) => {
+                    for p in &e.problems {
+                        println!("{shown}: error: {p}");
+                    }
+                    false
+                }
+            }
+        }
+        Ok(http::Fetched::NotModified) => {
+            println!("{shown}: error: answered 304 Not Modified to an unconditional request");
+            false
+        }
+        Err(e) => {
+            let prefix = format!("{shown}: ");
+            println!("{shown}: error: {}", e.strip_prefix(&prefix).unwrap_or(&e));
+            false
+        }
+    }
 }

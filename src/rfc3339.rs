@@ -1,0 +1,51 @@
+//! RFC 3339 timestamps in UTC (`2026-11-22T19:16:30.123456789Z`), as Kubernetes writes
+//! `kubernetes.io/config.seen`, without a date library.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Formats `t` with nanoseconds (Go's RFC3339Nano drops trailing zeros; so does this).
+pub fn format_nanos(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, day) = civil_from_days(days);
+    let mut s = format!("{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60);
+    let nanos = d.subsec_nanos();
+    if nanos > 0 {
+        let frac = format!("{nanos:09}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
+    s.push('Z');
+    s
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_nanos(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::new(1_795_373_717, 599_741_188);
+        assert_eq!(format_nanos(t), "2026-11-22T18:55:17.599741188Z");
+        let leap = UNIX_EPOCH + Duration::new(951_782_400, 500_000_000); // 2000-02-29
+        assert_eq!(format_nanos(leap), "2000-02-29T00:00:00.5Z");
+        assert_eq!(format_nanos(UNIX_EPOCH + Duration::from_secs(4_102_444_799)), "2099-12-31T23:59:59Z");
+    }
+}

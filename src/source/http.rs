@@ -1,0 +1,428 @@
+//! The URL source (`staticPodURL`, `--manifest-url`, with `staticPodURLHeader` /
+//! `--manifest-url-header`).
+//!
+//! Polls at start and then every `httpCheckFrequency` after each poll ends: a 10 s timeout,
+//! a 10 MiB body limit, the configured headers (repeatable, multi-valued), `If-None-Match` /
+//! `If-Modified-Since` from the last good payload so an unchanged payload costs a 304.
+//! The body is a Pod, a PodList or a v1 List; one bad item rejects the whole payload.
+//! Errors, timeouts and non-200 answers keep the previous pods; a 200 with an empty body
+//! removes the URL's pods (kubelet rule).
+//!
+//! Better than kubelet: the last good payload is kept on disk (written atomically and synced)
+//! and served at start when the URL cannot be reached, so an offline reboot brings URL pods
+//! back. Header values and URL credentials never reach the logs.
+
+use super::{SourceId, Update};
+use crate::pod::{self, Origin, Policy, Shape};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug)]
+pub struct HttpSourceConfig {
+    pub url: String,
+    /// Header name and value pairs, sent in order (a name may repeat).
+    pub headers: Vec<(String, String)>,
+    pub check_frequency: Duration,
+    pub timeout: Duration,
+    /// Extra trusted CA certificates (PEM), for a private PKI.
+    pub ca_file: Option<PathBuf>,
+    /// Where the last good payload is kept; `None` keeps none.
+    pub cache_dir: Option<PathBuf>,
+    pub node: String,
+    pub policy: Policy,
+}
+
+/// Parses kubelet's `--manifest-url-header` value: `Name:value,Name:value`.
+pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let Some((name, value)) = part.split_once(':') else {
+            return Err(format!("manifest URL header {part:?} is not Name:value"));
+        };
+        let name = name.trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_!#$%&'*+.^`|~".contains(c)) {
+            return Err(format!("manifest URL header name {name:?} is not a valid header name"));
+        }
+        out.push((name.to_string(), value.trim().to_string()));
+    }
+    Ok(out)
+}
+
+/// The URL as it may be logged: no user info, no query values.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("<redacted>@{host}"),
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?<redacted>"),
+        None => path.to_string(),
+    };
+    if scheme.is_empty() {
+        format!("{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}{path}")
+    }
+}
+
+/// One poll's answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fetched {
+    NotModified,
+    Body { bytes: Vec<u8>, etag: Option<String>, last_modified: Option<String> },
+}
+
+/// The validators of the payload now in use, sent back to make an unchanged poll a 304.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// A blocking HTTP client for the manifest URL.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Client {
+    pub fn new(
+        url: &str,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+        ca_file: Option<&Path>,
+    ) -> Result<Client, String> {
+        let lower = url.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(format!("manifest URL {}: only http:// and https:// are supported", redact_url(url)));
+        }
+        let mut certs = system_roots();
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path).map_err(|e| format!("CA file {}: {e}", path.display()))?;
+            let before = certs.len();
+            certs.extend(pem_certs(&pem));
+            if certs.len() == before {
+                return Err(format!("CA file {}: no PEM certificates in it", path.display()));
+            }
+        }
+        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .max_redirects(10)
+            .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
+            .tls_config(tls)
+            .build();
+        Ok(Client { agent: config.into(), url: url.to_string(), headers })
+    }
+
+    /// One GET, conditional on `validators`.
+    pub fn fetch(&self, validators: &Validators) -> Result<Fetched, String> {
+        let shown = redact_url(&self.url);
+        let mut req = self.agent.get(&self.url);
+        for (name, value) in &self.headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        if let Some(etag) = &validators.etag {
+            req = req.header("If-None-Match", etag.as_str());
+        }
+        if let Some(lm) = &validators.last_modified {
+            req = req.header("If-Modified-Since", lm.as_str());
+        }
+        let mut resp = req.call().map_err(|e| format!("{shown}: {e}"))?;
+        let status = resp.status().as_u16();
+        if status == 304 {
+            return Ok(Fetched::NotModified);
+        }
+        if status != 200 {
+            return Err(format!("{shown}: HTTP {status}"));
+        }
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (etag, last_modified) = (header("etag"), header("last-modified"));
+        let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
+        let bytes =
+            resp.body_mut().with_config().limit(limit + 1).read_to_vec().map_err(|e| format!("{shown}: {e}"))?;
+        if bytes.len() as u64 > limit {
+            return Err(format!("{shown}: body is larger than the {limit} byte limit"));
+        }
+        Ok(Fetched::Body { bytes, etag, last_modified })
+    }
+}
+
+fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
+    ureq::tls::parse_pem(pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations).
+fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
+    let candidates = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from).into_iter().chain(
+        ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
+            .map(PathBuf::from),
+    );
+    for path in candidates {
+        if let Ok(pem) = std::fs::read(&path) {
+            let certs = pem_certs(&pem);
+            if !certs.is_empty() {
+                return certs;
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// The on-disk copy of the last good payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheRecord {
+    pub url: String,
+    pub validators: Validators,
+    pub fetched_at: String,
+    pub body: String,
+}
+
+/// `<dir>/manifest-url-<hash of the URL>.json`
+pub fn cache_path(dir: &Path, url: &str) -> PathBuf {
+    let h = url.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+    dir.join(format!("manifest-url-{h:016x}.json"))
+}
+
+/// Writes `record` so that a crash leaves either the old file or the new one: a temporary
+/// file, fsync, rename over, fsync of the directory.
+pub fn write_cache(path: &Path, record: &CacheRecord) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("cache")));
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(&serde_json::to_vec(record).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// The cached payload for `url`, if there is one and it is for this URL.
+pub fn read_cache(path: &Path, url: &str) -> Option<CacheRecord> {
+    let bytes = std::fs::read(path).ok()?;
+    let record: CacheRecord = serde_json::from_slice(&bytes).ok()?;
+    (record.url == url).then_some(record)
+}
+
+struct Poller {
+    cfg: HttpSourceConfig,
+    cache: Option<PathBuf>,
+    /// The body of the last 200, good or bad: a bad payload served again is not re-parsed.
+    last_body: Option<Vec<u8>>,
+    validators: Validators,
+    failures: u32,
+    delivered: bool,
+}
+
+impl Poller {
+    fn shown(&self) -> String {
+        redact_url(&self.cfg.url)
+    }
+
+    /// Handles one poll result; returns the snapshot to send, if any.
+    fn handle(&mut self, result: Result<Fetched, String>) -> Option<Update> {
+        match result {
+            Ok(Fetched::NotModified) => {
+                self.failures = 0;
+                None
+            }
+            Ok(Fetched::Body { bytes, etag, last_modified }) => {
+                self.failures = 0;
+                if self.last_body.as_ref() == Some(&bytes) {
+                    return None;
+                }
+                self.last_body = Some(bytes.clone());
+                let validators = Validators { etag, last_modified };
+                if bytes.iter().all(u8::is_ascii_whitespace) {
+                    log::warn!("URL source: {} returned an empty body; removing its pods", self.shown());
+                    self.accept(&bytes, validators);
+                    return Some(Update { source: SourceId::Http, pods: vec![], errors: vec![] });
+                }
+                let origin = Origin::Url(self.cfg.url.clone());
+                match pod::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
+                    Ok(loaded) => {
+                        for w in &loaded.warnings {
+                            log::warn!("URL source: {}: {w}", self.shown());
+                        }
+                        log::info!("URL source: {} delivered {} pod(s)", self.shown(), loaded.pods.len());
+                        self.accept(&bytes, validators);
+                        Some(Update { source: SourceId::Http, pods: loaded.pods, errors: vec![] })
+                    }
+                    Err(mut e) => {
+                        e.origin = self.shown();
+                        log::error!("URL source: payload rejected, keeping the previous pods:\n{e}");
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                self.failures += 1;
+                match self.failures {
+                    1..=3 => log::warn!("URL source: {e}; keeping the previous pods"),
+                    4 => log::warn!("URL source: {e}; further failures are logged at debug level until it answers"),
+                    _ => log::debug!("URL source: {e}"),
+                }
+                if self.delivered {
+                    return None;
+                }
+                self.serve_cached()
+            }
+        }
+    }
+
+    /// Takes a good payload into use: validators for the next poll, and the disk copy.
+    fn accept(&mut self, bytes: &[u8], validators: Validators) {
+        self.validators = validators.clone();
+        self.delivered = true;
+        let Some(path) = &self.cache else { return };
+        let record = CacheRecord {
+            url: self.cfg.url.clone(),
+            validators,
+            fetched_at: crate::rfc3339::format_nanos(SystemTime::now()),
+            body: String::from_utf8_lossy(bytes).into_owned(),
+        };
+        if let Err(e) = write_cache(path, &record) {
+            log::warn!("URL source: cannot keep the payload in {}: {e}", path.display());
+        }
+    }
+
+    /// At start with the URL unreachable: the last good payload from disk.
+    fn serve_cached(&mut self) -> Option<Update> {
+        let path = self.cache.clone()?;
+        let record = read_cache(&path, &self.cfg.url)?;
+        let origin = Origin::Url(self.cfg.url.clone());
+        let pods = if record.body.trim().is_empty() {
+            vec![]
+        } else {
+            match pod::load(record.body.as_bytes(), Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
+                Ok(l) => l.pods,
+                Err(e) => {
+                    log::warn!("URL source: the cached payload in {} is no longer valid: {e}", path.display());
+                    return None;
+                }
+            }
+        };
+        log::warn!(
+            "URL source: {} unreachable; serving the last good payload from {} (fetched {}, {} pod(s))",
+            self.shown(),
+            path.display(),
+            record.fetched_at,
+            pods.len()
+        );
+        self.validators = record.validators;
+        self.last_body = Some(record.body.into_bytes());
+        self.delivered = true;
+        Some(Update { source: SourceId::Http, pods, errors: vec![] })
+    }
+}
+
+/// Runs the URL source until the receiver goes away.
+pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
+    let client = match Client::new(&cfg.url, cfg.headers.clone(), cfg.timeout, cfg.ca_file.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("URL source disabled: {e}");
+            return;
+        }
+    };
+    let names: Vec<&str> = cfg.headers.iter().map(|(n, _)| n.as_str()).collect();
+    log::info!(
+        "URL source: polling {} every {:?}{}",
+        redact_url(&cfg.url),
+        cfg.check_frequency,
+        if names.is_empty() { String::new() } else { format!(" with headers {}", names.join(", ")) }
+    );
+    let cache = cfg.cache_dir.as_deref().map(|d| cache_path(d, &cfg.url));
+    let every = cfg.check_frequency;
+    let mut poller =
+        Poller { cfg, cache, last_body: None, validators: Validators::default(), failures: 0, delivered: false };
+    loop {
+        let (c, v) = (client.clone(), poller.validators.clone());
+        let result = smol::unblock(move || c.fetch(&v)).await;
+        if let Some(update) = poller.handle(result) {
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+        smol::Timer::after(every).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_flags_parse_like_kubelet() {
+        assert_eq!(
+            parse_header_flag("a:hello,b:again,c:world").unwrap(),
+            vec![("a".into(), "hello".into()), ("b".into(), "again".into()), ("c".into(), "world".into())]
+        );
+        assert_eq!(
+            parse_header_flag("Authorization: Bearer x:y").unwrap(),
+            vec![("Authorization".into(), "Bearer x:y".into())]
+        );
+        assert!(parse_header_flag("novalue").unwrap_err().contains("not Name:value"));
+        assert!(parse_header_flag("bad name:v").unwrap_err().contains("not a valid header name"));
+    }
+
+    #[test]
+    fn urls_are_logged_without_credentials_or_query_values() {
+        assert_eq!(
+            redact_url("https://user:pw@h.example:8443/pods?token=s3cret"),
+            "https://<redacted>@h.example:8443/pods?<redacted>"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:8080/pods.yaml"), "http://127.0.0.1:8080/pods.yaml");
+        assert_eq!(redact_url("http://h"), "http://h");
+    }
+
+    #[test]
+    fn only_http_and_https_urls_are_accepted() {
+        let e = Client::new("ftp://x/p", vec![], DEFAULT_TIMEOUT, None).err().unwrap();
+        assert!(e.contains("only http:// and https://"), "{e}");
+        let e =
+            Client::new("https://x/p", vec![], DEFAULT_TIMEOUT, Some(Path::new("/nonexistent/ca.pem"))).err().unwrap();
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+    }
+
+    #[test]
+    fn the_cache_survives_a_round_trip_and_belongs_to_one_url() {
+        let dir = std::env::temp_dir().join(format!("atoll-cache-test-{}", std::process::id()));
+        let path = cache_path(&dir, "http://127.0.0.1/a");
+        assert_ne!(path, cache_path(&dir, "http://127.0.0.1/b"));
+        let rec = CacheRecord {
+            url: "http://127.0.0.1/a".into(),
+            validators: Validators { etag: Some("\"v1\"".into()), last_modified: None },
+            fetched_at: "2026-01-01T00:00:00Z".into(),
+            body: "apiVersion: v1\n".into(),
+        };
+        write_cache(&path, &rec).unwrap();
+        assert_eq!(read_cache(&path, "http://127.0.0.1/a"), Some(rec));
+        assert_eq!(read_cache(&path, "http://127.0.0.1/other"), None);
+        let leftovers: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind: {leftovers:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

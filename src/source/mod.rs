@@ -1,0 +1,38 @@
+//! Manifest sources: where desired pods come from.
+//!
+//! `file` (staticPodPath: a directory or file, inotify plus a periodic rescan) and `http`
+//! (staticPodURL: polled, with ETag and an on-disk copy of the last good payload) each send
+//! full snapshots as [`Update`]s; `merge` turns snapshots into add/update/remove changes keyed
+//! by UID. A source never waits on another, and a bad manifest only ever affects its own pods.
+
+pub mod file;
+pub mod http;
+pub mod merge;
+
+use crate::pod::{ManifestError, StaticPod};
+use std::fmt;
+
+/// Which source an update came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceId {
+    File,
+    Http,
+}
+
+impl fmt::Display for SourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SourceId::File => "file",
+            SourceId::Http => "http",
+        })
+    }
+}
+
+/// A source's complete current set of pods, plus the manifests it could not use.
+#[derive(Clone, Debug)]
+pub struct Update {
+    pub source: SourceId,
+    pub pods: Vec<StaticPod>,
+    /// Manifests that failed this time (their last good pods, if any, are still in `pods`).
+    pub errors: Vec<ManifestError>,
+}
