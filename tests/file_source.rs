@@ -1,0 +1,235 @@
+//! The file source on real directories with real inotify: what an operator does to a
+//! manifest directory, and what atoll makes of it.
+
+use atoll::pod::Policy;
+use atoll::source::file::{self, FileSourceConfig};
+use atoll::source::{SourceId, Update};
+use smol::channel::Receiver;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A temporary manifest directory and a running file source on it.
+struct Bed {
+    dir: PathBuf,
+    rx: Receiver<Update>,
+    _task: smol::Task<()>,
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("atoll-file-source-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Starts a source on `path` (which may not exist yet). The periodic rescan is long (60 s),
+/// so every update a test sees within seconds came from inotify.
+fn start(dir: PathBuf, path: PathBuf) -> Bed {
+    let (tx, rx) = smol::channel::bounded(64);
+    let cfg = FileSourceConfig {
+        path,
+        check_frequency: Duration::from_secs(60),
+        node: "edge-1".into(),
+        policy: Policy::default(),
+    };
+    let task = smol::spawn(file::run(cfg, tx));
+    Bed { dir, rx, _task: task }
+}
+
+fn pod_yaml(name: &str, label: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    v: \"{label}\"\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
+    )
+}
+
+fn next(bed: &Bed) -> Update {
+    smol::block_on(async {
+        let timeout = async {
+            smol::Timer::after(Duration::from_secs(5)).await;
+            None
+        };
+        smol::future::or(async { bed.rx.recv().await.ok() }, timeout).await
+    })
+    .expect("an update within 5 s")
+}
+
+/// Asserts that no update arrives within `d`.
+fn quiet(bed: &Bed, d: Duration) {
+    let got = smol::block_on(async {
+        let timeout = async {
+            smol::Timer::after(d).await;
+            None
+        };
+        smol::future::or(async { bed.rx.recv().await.ok() }, timeout).await
+    });
+    if let Some(u) = got {
+        panic!("expected no update, got {:?}", names(&u));
+    }
+}
+
+fn names(u: &Update) -> Vec<String> {
+    u.pods.iter().map(|p| p.pod.metadata.name.clone()).collect()
+}
+
+fn uid_of(u: &Update, name: &str) -> String {
+    u.pods.iter().find(|p| p.pod.metadata.name == name).map(|p| p.uid.clone()).unwrap_or_default()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn files_added_edited_and_deleted_become_snapshots() {
+    let dir = tempdir("lifecycle");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1"));
+    let bed = start(dir.clone(), dir.clone());
+    let first = next(&bed);
+    assert_eq!(first.source, SourceId::File);
+    assert_eq!(names(&first), vec!["a-edge-1"]);
+    let a1 = uid_of(&first, "a-edge-1");
+
+    write(
+        &dir.join("b.json"),
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"x:1"}]}}"#,
+    );
+    assert_eq!(names(&next(&bed)), vec!["a-edge-1", "b-edge-1"]);
+
+    write(&dir.join("a.yaml"), &pod_yaml("a", "2"));
+    let edited = next(&bed);
+    assert_ne!(uid_of(&edited, "a-edge-1"), a1, "a semantic edit gives a new UID");
+
+    // Re-formatting with the same meaning: no update at all.
+    write(
+        &dir.join("a.yaml"),
+        &format!("# a comment\n{}", pod_yaml("a", "2").replace("  labels:\n    v: \"2\"", "  labels: {v: \"2\"}")),
+    );
+    quiet(&bed, Duration::from_millis(600));
+
+    std::fs::remove_file(dir.join("b.json")).unwrap();
+    assert_eq!(names(&next(&bed)), vec!["a-edge-1"]);
+}
+
+#[test]
+fn an_atomic_replace_is_one_update_even_through_a_visible_temp_file() {
+    let dir = tempdir("atomic");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1"));
+    let bed = start(dir.clone(), dir.clone());
+    let first = next(&bed);
+
+    // What `sed -i` and many config tools do: a full copy under another (non-dot) name, then
+    // a rename over the original.
+    // The tool takes a moment between the two steps, as real ones can.
+    let tmp = dir.join("sedXy12Z");
+    write(&tmp, &pod_yaml("a", "2"));
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::rename(&tmp, dir.join("a.yaml")).unwrap();
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    assert_ne!(uid_of(&u, "a-edge-1"), uid_of(&first, "a-edge-1"));
+    assert_eq!(u.pods[0].origin.to_string(), dir.join("a.yaml").display().to_string(), "the pod belongs to a.yaml");
+    quiet(&bed, Duration::from_millis(600));
+
+    // And an editor's dot-file temp: likewise one update.
+    let dot = dir.join(".a.yaml.swp");
+    write(&dot, &pod_yaml("a", "3"));
+    std::fs::rename(&dot, dir.join("a.yaml")).unwrap();
+    assert_eq!(names(&next(&bed)), vec!["a-edge-1"]);
+    quiet(&bed, Duration::from_millis(600));
+}
+
+#[test]
+fn dot_files_sub_directories_and_other_files_are_not_pods() {
+    let dir = tempdir("ignored");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1"));
+    write(&dir.join("sub/x.yaml"), &pod_yaml("x", "1"));
+    let bed = start(dir.clone(), dir.clone());
+    assert_eq!(names(&next(&bed)), vec!["a-edge-1"]);
+
+    write(&dir.join(".hidden.yaml"), &pod_yaml("hidden", "1"));
+    quiet(&bed, Duration::from_millis(600));
+    write(&dir.join("sub/y.yaml"), &pod_yaml("y", "1"));
+    quiet(&bed, Duration::from_millis(600));
+    // A file that is not a manifest is an error of its own; the other pods stay.
+    write(&dir.join("README.md"), "# notes\nnot a pod\n");
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    assert_eq!(u.errors.len(), 1);
+    assert!(u.errors[0].to_string().contains("README.md"), "{}", u.errors[0]);
+}
+
+#[test]
+fn an_invalid_edit_keeps_the_last_valid_pod_and_reports_the_field() {
+    let dir = tempdir("invalid-edit");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1"));
+    write(&dir.join("b.yaml"), &pod_yaml("b", "1"));
+    let bed = start(dir.clone(), dir.clone());
+    let first = next(&bed);
+    let a = uid_of(&first, "a-edge-1");
+
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1").replace("image: busybox:1.36", "image: \"\""));
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["a-edge-1", "b-edge-1"], "a keeps running in its last valid form");
+    assert_eq!(uid_of(&u, "a-edge-1"), a);
+    let err = u.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n");
+    assert!(err.contains("a.yaml: spec.containers[0].image: an image is required"), "{err}");
+
+    // Fixed again: the error goes, the pod follows the file.
+    write(&dir.join("a.yaml"), &pod_yaml("a", "9"));
+    let u = next(&bed);
+    assert!(u.errors.is_empty());
+    assert_ne!(uid_of(&u, "a-edge-1"), a);
+}
+
+#[test]
+fn a_directory_created_later_is_picked_up() {
+    let dir = tempdir("later");
+    let bed = start(dir.clone(), dir.clone());
+    let first = next(&bed);
+    assert!(first.pods.is_empty(), "a missing directory is an empty snapshot");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir.join("a.yaml"), &pod_yaml("a", "1"));
+    let u = next(&bed);
+    let u = if u.pods.is_empty() { next(&bed) } else { u };
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    // And it is watched from then on.
+    write(&dir.join("b.yaml"), &pod_yaml("b", "1"));
+    assert_eq!(names(&next(&bed)), vec!["a-edge-1", "b-edge-1"]);
+}
+
+#[test]
+fn a_single_manifest_file_can_be_the_path() {
+    let dir = tempdir("single");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("only.yaml");
+    write(&file, &pod_yaml("only", "1"));
+    write(&dir.join("other.yaml"), &pod_yaml("other", "1"));
+    let bed = start(dir.clone(), file.clone());
+    assert_eq!(names(&next(&bed)), vec!["only-edge-1"]);
+    write(&dir.join("other.yaml"), &pod_yaml("other", "2"));
+    quiet(&bed, Duration::from_millis(600));
+    write(&file, &pod_yaml("only", "2"));
+    assert_eq!(names(&next(&bed)), vec!["only-edge-1"]);
+}
+
+#[test]
+fn the_same_pod_in_two_files_goes_to_the_lexically_last() {
+    let dir = tempdir("dup");
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir.join("1-a.yaml"), &pod_yaml("a", "first"));
+    write(&dir.join("2-a.yaml"), &pod_yaml("a", "second"));
+    let bed = start(dir.clone(), dir.clone());
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    assert_eq!(u.pods[0].pod.metadata.labels["v"], "second");
+    assert!(u.pods[0].origin.to_string().ends_with("2-a.yaml"));
+}

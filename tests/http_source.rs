@@ -1,0 +1,299 @@
+//! The URL source against a real HTTP server on 127.0.0.1 whose answers each test scripts:
+//! Pod, PodList, List, 500, timeout, garbage, oversize, empty body, ETag 304, headers, and an
+//! offline start served from the on-disk copy of the last good payload.
+
+use atoll::pod::Policy;
+use atoll::source::http::{self, HttpSourceConfig};
+use atoll::source::{SourceId, Update};
+use smol::channel::Receiver;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the server answers next.
+#[derive(Clone)]
+enum Answer {
+    /// 200 with this body, an ETag, and 304 when the client already has that ETag.
+    Payload {
+        body: Vec<u8>,
+        etag: String,
+    },
+    Status(u16),
+    /// Answers only after this long (longer than the client's timeout).
+    Slow(Duration),
+}
+
+#[derive(Default)]
+struct Log {
+    /// Each request's header lines, lower-cased names.
+    requests: Vec<Vec<(String, String)>>,
+}
+
+struct Server {
+    port: u16,
+    answer: Arc<Mutex<Answer>>,
+    log: Arc<Mutex<Log>>,
+}
+
+impl Server {
+    fn start(first: Answer) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answer = Arc::new(Mutex::new(first));
+        let log = Arc::new(Mutex::new(Log::default()));
+        let (a, l) = (answer.clone(), log.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (a, l) = (a.clone(), l.clone());
+                std::thread::spawn(move || serve(conn, &a, &l));
+            }
+        });
+        Server { port, answer, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/pods", self.port)
+    }
+
+    fn set(&self, a: Answer) {
+        *self.answer.lock().unwrap() = a;
+    }
+
+    fn requests(&self) -> Vec<Vec<(String, String)>> {
+        self.log.lock().unwrap().requests.clone()
+    }
+}
+
+fn serve(conn: TcpStream, answer: &Mutex<Answer>, log: &Mutex<Log>) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let if_none_match = headers.iter().find(|(n, _)| n == "if-none-match").map(|(_, v)| v.clone());
+        log.lock().unwrap().requests.push(headers);
+        let current = answer.lock().unwrap().clone();
+        let mut out = &conn;
+        let response = match current {
+            Answer::Payload { etag, .. } if if_none_match.as_deref() == Some(etag.as_str()) => {
+                format!("HTTP/1.1 304 Not Modified\r\nETag: {etag}\r\nContent-Length: 0\r\n\r\n").into_bytes()
+            }
+            Answer::Payload { body, etag } => {
+                let mut r =
+                    format!("HTTP/1.1 200 OK\r\nETag: {etag}\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+                r.extend_from_slice(&body);
+                r
+            }
+            Answer::Status(code) => format!("HTTP/1.1 {code} Oops\r\nContent-Length: 5\r\n\r\noops!").into_bytes(),
+            Answer::Slow(d) => {
+                std::thread::sleep(d);
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec()
+            }
+        };
+        if out.write_all(&response).is_err() {
+            return;
+        }
+    }
+}
+
+fn pod_yaml(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n")
+}
+
+fn payload(body: &str, etag: &str) -> Answer {
+    Answer::Payload { body: body.as_bytes().to_vec(), etag: format!("\"{etag}\"") }
+}
+
+struct Source {
+    rx: Receiver<Update>,
+    _task: smol::Task<()>,
+}
+
+fn cache_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("atoll-http-source-{name}-{}", std::process::id()))
+}
+
+fn start(url: &str, headers: Vec<(String, String)>, cache: Option<PathBuf>) -> Source {
+    let (tx, rx) = smol::channel::bounded(64);
+    let cfg = HttpSourceConfig {
+        url: url.into(),
+        headers,
+        check_frequency: Duration::from_millis(200),
+        timeout: Duration::from_millis(700),
+        ca_file: None,
+        cache_dir: cache,
+        node: "edge-1".into(),
+        policy: Policy::default(),
+    };
+    Source { rx, _task: smol::spawn(http::run(cfg, tx)) }
+}
+
+fn recv(s: &Source, within: Duration) -> Option<Update> {
+    smol::block_on(async {
+        let timeout = async {
+            smol::Timer::after(within).await;
+            None
+        };
+        smol::future::or(async { s.rx.recv().await.ok() }, timeout).await
+    })
+}
+
+fn next(s: &Source) -> Update {
+    recv(s, Duration::from_secs(5)).expect("an update within 5 s")
+}
+
+fn names(u: &Update) -> Vec<String> {
+    u.pods.iter().map(|p| p.pod.metadata.name.clone()).collect()
+}
+
+#[test]
+fn a_single_pod_a_pod_list_and_a_list_are_all_accepted() {
+    let server = Server::start(payload(&pod_yaml("web"), "1"));
+    let src = start(&server.url(), vec![], None);
+    let u = next(&src);
+    assert_eq!(u.source, SourceId::Http);
+    assert_eq!(names(&u), vec!["web-edge-1"]);
+    assert_eq!(u.pods[0].pod.metadata.annotations["kubernetes.io/config.source"], "http");
+
+    let list = r#"{"apiVersion":"v1","kind":"PodList","items":[
+        {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"x:1"}]}},
+        {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"x:1"}]}}]}"#;
+    server.set(payload(list, "2"));
+    assert_eq!(names(&next(&src)), vec!["a-edge-1", "b-edge-1"]);
+
+    let generic = format!("apiVersion: v1\nkind: List\nitems:\n- {}", pod_yaml("c").replace('\n', "\n  "));
+    server.set(payload(&generic, "3"));
+    assert_eq!(names(&next(&src)), vec!["c-edge-1"]);
+}
+
+#[test]
+fn errors_timeouts_garbage_and_bad_items_keep_the_previous_pods() {
+    let server = Server::start(payload(&pod_yaml("web"), "1"));
+    let src = start(&server.url(), vec![], None);
+    assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
+    let quiet = |what: &str| {
+        if let Some(u) = recv(&src, Duration::from_millis(1200)) {
+            panic!("{what}: expected the previous pods to stay, got an update {:?}", names(&u));
+        }
+    };
+    server.set(Answer::Status(500));
+    quiet("HTTP 500");
+    server.set(Answer::Slow(Duration::from_millis(1500)));
+    quiet("a timeout");
+    server.set(payload("{{{ not yaml", "g"));
+    quiet("garbage");
+    let mut big = pod_yaml("big").into_bytes();
+    big.resize(10 * 1024 * 1024 + 10, b' ');
+    server.set(Answer::Payload { body: big, etag: "\"big\"".into() });
+    quiet("an oversize body");
+    let one_bad = r#"{"apiVersion":"v1","kind":"PodList","items":[
+        {"metadata":{"name":"ok"},"spec":{"containers":[{"name":"c","image":"x:1"}]}},
+        {"metadata":{"name":"bad"},"spec":{"containers":[{"name":"c"}]}}]}"#;
+    server.set(payload(one_bad, "b"));
+    quiet("one invalid item");
+    // Still alive and listening: a good payload goes through.
+    server.set(payload(&pod_yaml("next"), "n"));
+    assert_eq!(names(&next(&src)), vec!["next-edge-1"]);
+}
+
+#[test]
+fn an_empty_body_removes_the_url_pods() {
+    let server = Server::start(payload(&pod_yaml("web"), "1"));
+    let src = start(&server.url(), vec![], None);
+    assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
+    server.set(payload("", "empty"));
+    assert!(next(&src).pods.is_empty());
+    // And the same payload as before brings them back (kubelet would not, as its cache still
+    // held it).
+    server.set(payload(&pod_yaml("web"), "1"));
+    assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
+}
+
+#[test]
+fn an_unchanged_payload_costs_a_304() {
+    let server = Server::start(payload(&pod_yaml("web"), "v1"));
+    let src = start(&server.url(), vec![], None);
+    next(&src);
+    std::thread::sleep(Duration::from_millis(700));
+    let reqs = server.requests();
+    assert!(reqs.len() >= 2, "polled again: {}", reqs.len());
+    assert_eq!(reqs[0].iter().find(|(n, _)| n == "if-none-match"), None);
+    let later = &reqs[reqs.len() - 1];
+    assert_eq!(later.iter().find(|(n, _)| n == "if-none-match").map(|(_, v)| v.as_str()), Some("\"v1\""));
+    assert!(recv(&src, Duration::from_millis(400)).is_none(), "a 304 changes nothing");
+}
+
+#[test]
+fn configured_headers_are_sent_in_order_on_every_poll() {
+    let server = Server::start(payload(&pod_yaml("web"), "1"));
+    let headers = vec![
+        ("Authorization".to_string(), "Bearer s3cret".to_string()),
+        ("X-A".to_string(), "1".to_string()),
+        ("X-A".to_string(), "2".to_string()),
+    ];
+    let src = start(&server.url(), headers, None);
+    next(&src);
+    let first = &server.requests()[0];
+    assert_eq!(first.iter().find(|(n, _)| n == "authorization").map(|(_, v)| v.as_str()), Some("Bearer s3cret"));
+    let xa: Vec<&str> = first.iter().filter(|(n, _)| n == "x-a").map(|(_, v)| v.as_str()).collect();
+    assert_eq!(xa, vec!["1", "2"]);
+}
+
+#[test]
+fn an_offline_start_serves_the_last_good_payload_from_disk() {
+    let cache = cache_dir("offline");
+    let _ = std::fs::remove_dir_all(&cache);
+    let server = Server::start(payload(&pod_yaml("web"), "v7"));
+    let url = server.url();
+    {
+        let src = start(&url, vec![], Some(cache.clone()));
+        assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
+    }
+    let file = http::cache_path(&cache, &url);
+    let record = http::read_cache(&file, &url).expect("the payload was kept on disk");
+    assert_eq!(record.validators.etag.as_deref(), Some("\"v7\""));
+
+    // "Reboot" with the server unreachable: the same URL answers 503 now.
+    server.set(Answer::Status(503));
+    let src = start(&url, vec![], Some(cache.clone()));
+    let u = next(&src);
+    assert_eq!(names(&u), vec!["web-edge-1"], "URL pods come back from the disk copy");
+
+    // A URL nobody listens on at all, with a copy on disk under that URL: same.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://127.0.0.1:{}/pods", closed.local_addr().unwrap().port());
+    drop(closed);
+    let mut rec = record.clone();
+    rec.url = dead_url.clone();
+    http::write_cache(&http::cache_path(&cache, &dead_url), &rec).unwrap();
+    let src = start(&dead_url, vec![], Some(cache.clone()));
+    assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+#[test]
+fn without_a_disk_copy_an_unreachable_url_delivers_nothing() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/pods", closed.local_addr().unwrap().port());
+    drop(closed);
+    let cache = cache_dir("none");
+    let src = start(&url, vec![], Some(cache));
+    assert!(recv(&src, Duration::from_millis(800)).is_none());
+}

@@ -1,0 +1,67 @@
+//! `atoll validate` as a manifest repository's CI would run it.
+
+use std::process::Command;
+
+fn validate(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
+        .arg("validate")
+        .args(args)
+        .arg("--hostname-override=ci-node")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run atoll validate");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_example_manifests_are_valid() {
+    let (code, out) = validate(&["configs/examples"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("configs/examples/hello-web.yaml: ok: pod default/hello-web-ci-node uid "), "{out}");
+    assert!(out.contains("configs/examples/ticker.yaml: ok: pod default/ticker-ci-node uid "), "{out}");
+    assert!(!out.contains("error"), "{out}");
+}
+
+#[test]
+fn bad_manifests_fail_with_file_and_field_named() {
+    let (code, out) = validate(&["configs/bad-examples"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("configs/bad-examples/no-image.yaml: error: spec.containers[0].image: an image is required"),
+        "{out}"
+    );
+    assert!(
+        out.contains("configs/bad-examples/uses-secret.yaml: error: spec.containers[0].env[0].valueFrom.secretKeyRef: static pods may not reference secrets"),
+        "{out}"
+    );
+}
+
+#[test]
+fn strict_mode_turns_unimplemented_fields_into_errors() {
+    let dir = std::env::temp_dir().join(format!("atoll-validate-strict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("p.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    disk: ssd\n  containers:\n  - name: c\n    image: x:1\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out) = validate(&[path]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("warning: spec.nodeSelector: not implemented by atoll; ignored"), "{out}");
+    let (code, out) = validate(&[path, "--strict"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("error: spec.nodeSelector: not implemented by atoll; ignored (--strict)"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_path_and_a_usage_error_are_reported() {
+    let (code, out) = validate(&["/nonexistent/manifests"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("/nonexistent/manifests: error: path does not exist"), "{out}");
+    let out = Command::new(env!("CARGO_BIN_EXE_atoll")).arg("validate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least one manifest"));
+}
