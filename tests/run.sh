@@ -16,3 +16,6 @@ fi
 bash tests/testbed/testbed.sh install
 
 cargo test --locked --all-targets "$@"
+
+# A short fuzz run of the manifest parser (it must never panic on any input).
+bash fuzz/run.sh 20000
