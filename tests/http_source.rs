@@ -297,3 +297,108 @@ fn without_a_disk_copy_an_unreachable_url_delivers_nothing() {
     let src = start(&url, vec![], Some(cache));
     assert!(recv(&src, Duration::from_millis(800)).is_none());
 }
+
+/// A TLS server (Debian's `openssl s_server`) with a certificate from a private CA, serving
+/// `DIR/pods`. Returns the URL, the CA file and the server process.
+fn tls_server(dir: &std::path::Path) -> (String, PathBuf, std::process::Child) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=atoll test CA",
+    ]);
+    run(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1"]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "san.cnf",
+    ]);
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = std::process::Command::new("openssl")
+        .args([
+            "s_server",
+            "-quiet",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-cert",
+            "srv.pem",
+            "-key",
+            "srv.key",
+            "-WWW",
+        ])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start openssl s_server");
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (format!("https://127.0.0.1:{port}/pods"), dir.join("ca.pem"), child)
+}
+
+#[test]
+fn https_works_with_a_private_ca_and_fails_without_it() {
+    let dir = cache_dir("tls");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pods"), pod_yaml("secure")).unwrap();
+    let (url, ca, mut server) = tls_server(&dir);
+
+    let trusting = HttpSourceConfig {
+        url: url.clone(),
+        headers: vec![],
+        check_frequency: Duration::from_millis(300),
+        timeout: Duration::from_secs(5),
+        ca_file: Some(ca),
+        cache_dir: None,
+        node: "edge-1".into(),
+        policy: Policy::default(),
+    };
+    let (tx, rx) = smol::channel::bounded(8);
+    let task = smol::spawn(http::run(trusting.clone(), tx));
+    let src = Source { rx, _task: task };
+    assert_eq!(names(&next(&src)), vec!["secure-edge-1"]);
+
+    // Without the private CA the server's certificate is not trusted: no pods.
+    let (tx, rx) = smol::channel::bounded(8);
+    let task = smol::spawn(http::run(HttpSourceConfig { ca_file: None, ..trusting }, tx));
+    let untrusting = Source { rx, _task: task };
+    assert!(recv(&untrusting, Duration::from_secs(2)).is_none(), "an untrusted certificate must not deliver pods");
+    let _ = server.kill();
+    let _ = server.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

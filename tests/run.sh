@@ -14,6 +14,8 @@ if ! command -v cargo >/dev/null; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
 bash tests/testbed/testbed.sh install
+# openssl: the URL source's HTTPS test runs a TLS server with a private CA.
+command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssl >&2; }
 
 cargo test --locked --all-targets "$@"
 
