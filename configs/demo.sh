@@ -22,7 +22,9 @@ mkfifo "$dir.ctl"
 bash tests/testbed/testbed.sh run "$dir/testbed" <"$dir.ctl" >"$dir.out" 2>"$dir.log" &
 testbed=$!
 exec 3>"$dir.ctl"
+atoll=""
 cleanup() {
+  if [ -n "$atoll" ]; then kill "$atoll" 2>/dev/null || true; wait "$atoll" 2>/dev/null || true; fi
   exec 3>&- || true
   echo "demo: tearing down the test bed" >&2
   wait "$testbed" 2>/dev/null || true
@@ -45,4 +47,6 @@ grep -q '^READY ' "$dir.out" || { echo "demo: the test bed did not start" >&2; c
   --container-runtime-endpoint="$ATOLL_TB_ENDPOINT" \
   --pod-manifest-path="$PWD/configs/examples" \
   --root-dir="$dir/state" \
-  --hostname-override=atoll-demo
+  --hostname-override=atoll-demo &
+atoll=$!
+wait "$atoll"
