@@ -58,6 +58,17 @@ const RUN_FLAGS: &[FlagSpec] = &[
         kind: Kind::Value,
         help: "CRI socket, default unix:///run/containerd/containerd.sock",
     },
+    FlagSpec {
+        name: "manifest-url-ca-file",
+        kind: Kind::Value,
+        help: "extra CA certificates (PEM) for an https --manifest-url",
+    },
+    FlagSpec {
+        name: "file-check-frequency",
+        kind: Kind::Value,
+        help: "full rescan of --pod-manifest-path, default 20s",
+    },
+    FlagSpec { name: "http-check-frequency", kind: Kind::Value, help: "poll period of --manifest-url, default 20s" },
     FlagSpec { name: "hostname-override", kind: Kind::Value, help: "node name instead of the host name" },
     FlagSpec { name: "root-dir", kind: Kind::Value, help: "atoll's state directory, default /var/lib/atoll" },
     FlagSpec { name: "kubeconfig", kind: Kind::Value, help: "API server to mirror pods to, when reachable" },

@@ -72,8 +72,9 @@ mod tests {
     }
 }
 
-/// The agent's settings, from flags (the KubeletConfiguration file joins later; a flag will
-/// override it). Every value is checked here, so the parts get only valid settings.
+/// The agent's settings: a flag wins over the `--config` file (a kubelet
+/// `KubeletConfiguration`), which wins over kubelet's defaults. Every value is checked here,
+/// so the parts get only valid settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub node_name: String,
@@ -87,28 +88,115 @@ pub struct Settings {
     pub runtime_request_timeout: Duration,
     pub root_dir: std::path::PathBuf,
     pub strict: bool,
+    /// What the config file held that this version does not act on, one line each.
+    pub config_notes: Vec<String>,
 }
 
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/atoll";
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 
-impl Settings {
-    pub fn from_flags(flags: &crate::cli::Flags) -> Result<Settings, String> {
-        let duration = |name: &str, default: Duration| -> Result<Duration, String> {
-            match flags.get(name) {
-                Some(v) => {
-                    let d = parse_duration(v).map_err(|e| format!("flag --{name}: {e}"))?;
-                    if d.is_zero() {
-                        return Err(format!("flag --{name}: must be more than zero"));
-                    }
-                    Ok(d)
-                }
-                None => Ok(default),
+/// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
+/// on. Field names are kubelet's.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfiguration {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    pub static_pod_path: Option<String>,
+    #[serde(rename = "staticPodURL")]
+    pub static_pod_url: Option<String>,
+    #[serde(rename = "staticPodURLHeader")]
+    pub static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    pub file_check_frequency: Option<String>,
+    pub http_check_frequency: Option<String>,
+    pub container_runtime_endpoint: Option<String>,
+    pub runtime_request_timeout: Option<String>,
+}
+
+/// KubeletConfiguration fields atoll will act on in a later version (the design's
+/// compatibility surface); reported as "not used yet" rather than "not supported".
+const LATER_FIELDS: &[&str] = &[
+    "podLogsDir",
+    "containerLogMaxSize",
+    "containerLogMaxFiles",
+    "healthzPort",
+    "healthzBindAddress",
+    "readOnlyPort",
+    "nodeStatusUpdateFrequency",
+    "nodeStatusReportFrequency",
+    "clusterDNS",
+    "clusterDomain",
+    "resolvConf",
+    "maxPods",
+    "syncFrequency",
+];
+
+impl KubeletConfiguration {
+    /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
+    /// this version does not act on.
+    pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {
+        let shown = path.display();
+        let bytes = std::fs::read(path).map_err(|e| format!("config {shown}: {e}"))?;
+        let mut warnings = Vec::new();
+        let value = crate::pod::decode::to_value(&bytes, &mut warnings).map_err(|e| format!("config {shown}: {e}"))?;
+        let mut ignored = Vec::new();
+        let mut note = |p: serde_ignored::Path<'_>| ignored.push(crate::pod::decode::render(&p));
+        let cfg: KubeletConfiguration =
+            serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note))
+                .map_err(|e| format!("config {shown}: {}: {}", e.path(), e.inner()))?;
+        if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
+            return Err(format!(
+                "config {shown}: expected kind KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1, found kind {:?} of {:?}",
+                cfg.kind, cfg.api_version
+            ));
+        }
+        let mut notes: Vec<String> = warnings.iter().map(|w| format!("config {shown}: {w}")).collect();
+        for field in ignored {
+            let top = field.split(['.', '[']).next().unwrap_or("");
+            if LATER_FIELDS.contains(&top) {
+                notes.push(format!("config {shown}: {field}: not used by this version of atoll yet"));
+            } else {
+                notes.push(format!("config {shown}: {field}: not supported by atoll; ignored"));
             }
+        }
+        Ok((cfg, notes))
+    }
+}
+
+impl Settings {
+    /// Flags, over the `--config` file, over defaults.
+    pub fn load(flags: &crate::cli::Flags) -> Result<Settings, String> {
+        let (cfg, config_notes) = match flags.get("config") {
+            Some(path) => KubeletConfiguration::load(std::path::Path::new(path))?,
+            None => (KubeletConfiguration::default(), Vec::new()),
+        };
+        let duration = |flag: &str, field: &str, from_config: &Option<String>, default: Duration| {
+            let (raw, whence) = match (flags.get(flag), from_config) {
+                (Some(v), _) => (v.to_string(), format!("flag --{flag}")),
+                (None, Some(v)) => (v.clone(), format!("config field {field}")),
+                (None, None) => return Ok(default),
+            };
+            let d = parse_duration(&raw).map_err(|e| format!("{whence}: {e}"))?;
+            if d.is_zero() {
+                return Err(format!("{whence}: must be more than zero"));
+            }
+            Ok(d)
         };
         let mut headers = Vec::new();
-        for v in flags.all("manifest-url-header") {
+        let header_flags = flags.all("manifest-url-header");
+        if header_flags.is_empty() {
+            for (name, values) in cfg.static_pod_url_header.iter().flatten() {
+                for v in values {
+                    let parsed = crate::source::http::parse_header_flag(&format!("{name}:{v}"))
+                        .map_err(|e| format!("config field staticPodURLHeader: {e}"))?;
+                    headers.extend(parsed);
+                }
+            }
+        }
+        for v in header_flags {
             headers.extend(
                 crate::source::http::parse_header_flag(v).map_err(|e| format!("flag --manifest-url-header: {e}"))?,
             );
@@ -119,26 +207,52 @@ impl Settings {
         };
         let node_name = crate::pod::identity::node_name(&node_name);
         crate::pod::validate::dns1123_subdomain(&node_name).map_err(|e| format!("node name {node_name:?} {e}"))?;
+        let manifest_path = flags.get("pod-manifest-path").map(String::from).or(cfg.static_pod_path.clone());
+        let endpoint = flags
+            .get("container-runtime-endpoint")
+            .map(String::from)
+            .or(cfg.container_runtime_endpoint.clone())
+            .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
         Ok(Settings {
             node_name,
-            pod_manifest_path: flags.get("pod-manifest-path").map(|p| p.trim_end_matches('/').to_string()).map(|p| {
-                if p.is_empty() {
+            // kubelet strips trailing separators.
+            pod_manifest_path: manifest_path.filter(|p| !p.is_empty()).map(|p| {
+                let t = p.trim_end_matches('/');
+                if t.is_empty() {
                     "/".into()
                 } else {
-                    p.into()
+                    t.into()
                 }
             }),
-            manifest_url: flags.get("manifest-url").map(String::from),
+            manifest_url: flags
+                .get("manifest-url")
+                .map(String::from)
+                .or(cfg.static_pod_url.clone())
+                .filter(|u| !u.is_empty()),
             manifest_url_headers: headers,
             manifest_url_ca_file: flags.get("manifest-url-ca-file").map(Into::into),
-            file_check_frequency: duration("file-check-frequency", DEFAULT_CHECK_FREQUENCY)?,
-            http_check_frequency: duration("http-check-frequency", DEFAULT_CHECK_FREQUENCY)?,
-            runtime_endpoint: crate::cri::Endpoint::parse(
-                flags.get("container-runtime-endpoint").unwrap_or(DEFAULT_RUNTIME_ENDPOINT),
+            file_check_frequency: duration(
+                "file-check-frequency",
+                "fileCheckFrequency",
+                &cfg.file_check_frequency,
+                DEFAULT_CHECK_FREQUENCY,
             )?,
-            runtime_request_timeout: duration("runtime-request-timeout", crate::cri::client::DEFAULT_REQUEST_TIMEOUT)?,
+            http_check_frequency: duration(
+                "http-check-frequency",
+                "httpCheckFrequency",
+                &cfg.http_check_frequency,
+                DEFAULT_CHECK_FREQUENCY,
+            )?,
+            runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
+            runtime_request_timeout: duration(
+                "runtime-request-timeout",
+                "runtimeRequestTimeout",
+                &cfg.runtime_request_timeout,
+                crate::cri::client::DEFAULT_REQUEST_TIMEOUT,
+            )?,
             root_dir: flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into(),
             strict: flags.is_set("strict"),
+            config_notes,
         })
     }
 }
@@ -146,4 +260,100 @@ impl Settings {
 /// The machine's host name (kubelet's default node name).
 pub fn hostname() -> String {
     rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::*;
+    use crate::cli::{parse, Command};
+
+    fn flags(args: &[&str]) -> crate::cli::Flags {
+        let mut all = vec!["run".to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        match parse(all).unwrap() {
+            Command::Run(f) => f,
+            _ => unreachable!(),
+        }
+    }
+
+    fn config_file(name: &str, text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("atoll-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    const KUBELET: &str = "apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests/
+staticPodURL: http://127.0.0.1:8080/pods
+staticPodURLHeader:
+  Authorization: [\"Bearer t\"]
+  X-A: [\"1\", \"2\"]
+fileCheckFrequency: 5s
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+podLogsDir: /var/log/pods
+cgroupDriver: systemd
+authentication:
+  anonymous:
+    enabled: false
+";
+
+    #[test]
+    fn an_existing_kubelet_config_file_drives_the_sources() {
+        let path = config_file("kubelet.yaml", KUBELET);
+        let s = Settings::load(&flags(&[&format!("--config={path}"), "--hostname-override=Edge-1"])).unwrap();
+        assert_eq!(s.pod_manifest_path.as_deref(), Some(std::path::Path::new("/etc/kubernetes/manifests")));
+        assert_eq!(s.manifest_url.as_deref(), Some("http://127.0.0.1:8080/pods"));
+        assert_eq!(
+            s.manifest_url_headers,
+            vec![("Authorization".into(), "Bearer t".into()), ("X-A".into(), "1".into()), ("X-A".into(), "2".into())]
+        );
+        assert_eq!(s.file_check_frequency, Duration::from_secs(5));
+        assert_eq!(s.http_check_frequency, DEFAULT_CHECK_FREQUENCY);
+        assert_eq!(s.runtime_endpoint.to_string(), "unix:///run/crio/crio.sock");
+        assert_eq!(s.node_name, "edge-1");
+        let notes = s.config_notes.join("\n");
+        assert!(notes.contains("podLogsDir: not used by this version of atoll yet"), "{notes}");
+        assert!(notes.contains("cgroupDriver: not supported by atoll; ignored"), "{notes}");
+        assert!(notes.contains("authentication: not supported by atoll; ignored"), "{notes}");
+    }
+
+    #[test]
+    fn flags_win_over_the_config_file() {
+        let path = config_file("kubelet2.yaml", KUBELET);
+        let s = Settings::load(&flags(&[
+            &format!("--config={path}"),
+            "--pod-manifest-path=/srv/pods",
+            "--file-check-frequency=1m",
+            "--manifest-url-header=X-B:3",
+            "--hostname-override=n",
+        ]))
+        .unwrap();
+        assert_eq!(s.pod_manifest_path.as_deref(), Some(std::path::Path::new("/srv/pods")));
+        assert_eq!(s.file_check_frequency, Duration::from_secs(60));
+        assert_eq!(s.manifest_url_headers, vec![("X-B".into(), "3".into())]);
+    }
+
+    #[test]
+    fn bad_config_files_are_named_with_the_field() {
+        let wrong_kind = config_file("wrong.yaml", "apiVersion: v1\nkind: Pod\n");
+        let e = Settings::load(&flags(&[&format!("--config={wrong_kind}"), "--hostname-override=n"])).unwrap_err();
+        assert!(e.contains("wrong.yaml") && e.contains("expected kind KubeletConfiguration"), "{e}");
+        let bad_duration = config_file(
+            "dur.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfileCheckFrequency: soon\n",
+        );
+        let e = Settings::load(&flags(&[&format!("--config={bad_duration}"), "--hostname-override=n"])).unwrap_err();
+        assert!(e.starts_with("config field fileCheckFrequency:"), "{e}");
+        let bad_type = config_file(
+            "type.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: [a]\n",
+        );
+        let e = Settings::load(&flags(&[&format!("--config={bad_type}"), "--hostname-override=n"])).unwrap_err();
+        assert!(e.contains("type.yaml: staticPodPath: invalid type"), "{e}");
+        let e = Settings::load(&flags(&["--config=/nonexistent/kubelet.yaml"])).unwrap_err();
+        assert!(e.contains("/nonexistent/kubelet.yaml"), "{e}");
+    }
 }

@@ -24,6 +24,7 @@ const RUN_FLAGS_IN_USE: &[&str] = &[
     "hostname-override",
     "root-dir",
     "strict",
+    "config",
 ];
 
 fn main() -> ExitCode {
@@ -77,7 +78,10 @@ fn run(flags: &Flags) -> Result<(), String> {
             log::warn!("flag --{name} is accepted but not used by this version of atoll yet");
         }
     }
-    let s = Settings::from_flags(flags)?;
+    let s = Settings::load(flags)?;
+    for note in &s.config_notes {
+        log::warn!("{note}");
+    }
     let policy = Policy { strict: s.strict };
     let cri = Cri::new(&s.runtime_endpoint).with_request_timeout(s.runtime_request_timeout);
     smol::block_on(async {
@@ -145,7 +149,7 @@ fn run(flags: &Flags) -> Result<(), String> {
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
 /// Returns whether everything was valid.
 fn validate(flags: &Flags, targets: &[String]) -> Result<bool, String> {
-    let s = Settings::from_flags(flags)?;
+    let s = Settings::load(flags)?;
     let policy = Policy { strict: s.strict };
     let mut all_ok = true;
     for target in targets {

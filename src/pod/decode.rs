@@ -114,7 +114,7 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
 
 /// Parses JSON or YAML into a JSON value. A YAML stream with several documents yields the
 /// first (as kubelet) with a warning naming how many were left out.
-fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Value, Finding> {
+pub(crate) fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Value, Finding> {
     let text = std::str::from_utf8(bytes).map_err(|e| Finding::root(format!("not UTF-8 text: {e}")))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
@@ -185,7 +185,7 @@ fn join(prefix: &str, path: &str) -> String {
 }
 
 /// `spec.containers[0].volumeDevices`, kubectl's way of writing a field path.
-fn render(path: &serde_ignored::Path<'_>) -> String {
+pub(crate) fn render(path: &serde_ignored::Path<'_>) -> String {
     use serde_ignored::Path;
     match path {
         Path::Root => String::new(),
