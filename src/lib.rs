@@ -9,6 +9,7 @@ pub mod config;
 pub mod cri;
 pub mod pod;
 pub mod rfc3339;
+pub mod runtime;
 pub mod source;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.

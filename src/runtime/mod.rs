@@ -1,0 +1,7 @@
+//! The pod engine: turns the desired set of pods into sandboxes and containers and keeps them
+//! so. `plan` decides a sync as a pure function of desired and observed state; `backoff`
+//! keeps kubelet's restart and pull back-off. (The worker, the runtime observer and the
+//! CRI config builders join them.)
+
+pub mod backoff;
+pub mod plan;

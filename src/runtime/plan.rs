@@ -1,0 +1,708 @@
+//! The pod sync decision, as a pure function: desired pod + what the runtime shows + back-off
+//! state + probe verdicts → what to do (kubelet's computePodActions).
+//!
+//! No I/O and no clock: the worker observes the runtime (`Observed`), calls [`plan`], and
+//! carries the [`Plan`] out. Re-planning after a partial act is always safe, because every
+//! decision is made again from what the runtime shows.
+
+use super::backoff::Backoff;
+use crate::pod::types::{Container, Pod};
+use std::time::{Duration, SystemTime};
+
+/// A sandbox as the runtime reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxObs {
+    pub id: String,
+    pub attempt: u32,
+    pub ready: bool,
+    /// The pod IP (empty for host-network sandboxes, or when networking failed).
+    pub ip: String,
+    pub host_network: bool,
+    /// Nanoseconds since the epoch; the newest sandbox decides.
+    pub created_at: i64,
+}
+
+/// A container's state, as CRI reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+/// A container instance as the runtime reports it (atoll's labels and annotations decoded).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerObs {
+    pub id: String,
+    pub name: String,
+    pub sandbox_id: String,
+    pub restart_count: u32,
+    /// The `io.kubernetes.container.hash` annotation.
+    pub hash: String,
+    pub state: CState,
+    pub exit_code: i32,
+    pub reason: String,
+    pub created_at: i64,
+    pub finished_at: Option<SystemTime>,
+}
+
+/// Everything the runtime shows for one pod UID.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub sandboxes: Vec<SandboxObs>,
+    pub containers: Vec<ContainerObs>,
+}
+
+impl Observed {
+    /// Sorts newest first, as kubelet reads them.
+    pub fn normalise(&mut self) {
+        self.sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        self.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    }
+
+    /// The newest instance of the container `name`.
+    pub fn newest(&self, name: &str) -> Option<&ContainerObs> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+}
+
+/// Failed probes that call for a restart, by container id.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeVerdicts {
+    pub liveness_failed: Vec<String>,
+    pub startup_failed: Vec<String>,
+}
+
+/// Which container of the spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Which {
+    Init(usize),
+    Regular(usize),
+}
+
+/// Stop one container instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kill {
+    pub id: String,
+    pub name: String,
+    /// kubelet's reason: `Killing` event text, e.g. "Container c failed liveness probe".
+    pub message: String,
+}
+
+/// Start a new instance of a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub which: Which,
+    pub name: String,
+    /// `metadata.attempt` and the restartCount annotation of the new instance.
+    pub restart_count: u32,
+    /// Back-off to advance when the start happens: key and the event it counts from.
+    pub backoff: Option<(String, SystemTime)>,
+}
+
+/// A container that should start but must wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub name: String,
+    pub reason: String,
+    pub message: String,
+    pub retry_in: Duration,
+}
+
+/// The actions of one sync, to be carried out in order: kills, sandbox, starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Stop every container and every sandbox of the pod.
+    pub kill_pod: bool,
+    /// Create a new sandbox with this attempt number.
+    pub create_sandbox: Option<u32>,
+    /// The sandbox to create containers in, when none is created.
+    pub sandbox_id: Option<String>,
+    /// Remove init containers of old sandboxes before initialising anew.
+    pub purge_init: bool,
+    pub kill: Vec<Kill>,
+    pub start: Vec<Start>,
+    pub waiting: Vec<Waiting>,
+}
+
+/// The back-off key of a container (kubelet's stable key: a new spec starts afresh).
+pub fn backoff_key(pod: &Pod, c: &Container) -> String {
+    format!("{}_{}_{}_{}_{}", pod.metadata.name, pod.metadata.namespace, pod.metadata.uid, c.name, container_hash(c))
+}
+
+/// `io.kubernetes.container.hash`: FNV-32a over the container's name and image (what current
+/// kubelet hashes), so only an image change restarts a running container.
+pub fn container_hash(c: &Container) -> String {
+    let text = format!("{{\"name\":{:?},\"image\":{:?}}}", c.name, c.image);
+    let h = text.bytes().fold(0x811c9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x01000193));
+    format!("{h:x}")
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec.restart_policy.as_deref().unwrap_or("Always")
+}
+
+fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// Whether a regular container that is not running should start again (kubelet's
+/// ShouldContainerBeRestarted, for a pod that is not being deleted).
+fn should_restart(pod: &Pod, newest: Option<&ContainerObs>) -> bool {
+    let Some(c) = newest else { return true };
+    match c.state {
+        CState::Running => false,
+        CState::Unknown | CState::Created => true,
+        CState::Exited => match restart_policy(pod) {
+            "Never" => false,
+            "OnFailure" => c.exit_code != 0,
+            _ => true,
+        },
+    }
+}
+
+/// Decides one sync.
+pub fn plan(
+    pod: &Pod,
+    obs: &Observed,
+    probes: &ProbeVerdicts,
+    backoff: &Backoff,
+    now: SystemTime,
+    deleting: bool,
+) -> Plan {
+    let mut p = Plan::default();
+    if deleting {
+        p.kill_pod = true;
+        p.kill = running_or_unknown(obs, "Stopping container");
+        return p;
+    }
+    let host_network = pod.spec.host_network;
+    let newest = obs.sandboxes.first();
+    let max_attempt = obs.sandboxes.iter().map(|s| s.attempt).max();
+    let ready = obs.sandboxes.iter().filter(|s| s.ready).count();
+    let sandbox_changed = match newest {
+        None => true,
+        Some(s) => ready > 1 || !s.ready || s.host_network != host_network || (!host_network && s.ip.is_empty()),
+    };
+
+    if sandbox_changed {
+        let attempt = max_attempt.map_or(0, |a| a + 1);
+        // A Never pod whose sandbox went away after it ran is finished, not restarted.
+        if restart_policy(pod) == "Never" && attempt != 0 && !obs.containers.is_empty() {
+            p.kill_pod = true;
+            p.kill = running_or_unknown(obs, "Stopping container");
+            return p;
+        }
+        let initialised = initialised(pod, obs);
+        // In a new sandbox every container runs again, except OnFailure ones that succeeded.
+        let succeeded =
+            |c: &Container| obs.newest(&c.name).is_some_and(|o| o.state == CState::Exited && o.exit_code == 0);
+        let to_start: Vec<usize> = pod
+            .spec
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !(restart_policy(pod) == "OnFailure" && succeeded(c)))
+            .map(|(i, _)| i)
+            .collect();
+        if to_start.is_empty() && initialised && newest.is_some() {
+            // Nothing left to run (OnFailure/Never pods that finished): only clean up.
+            p.kill_pod = true;
+            p.kill = running_or_unknown(obs, "Stopping container");
+            return p;
+        }
+        p.kill_pod = newest.is_some();
+        p.kill = running_or_unknown(obs, "Stopping container");
+        p.create_sandbox = Some(attempt);
+        p.purge_init = newest.is_some();
+        if !pod.spec.init_containers.is_empty() {
+            push_start(&mut p, pod, obs, backoff, now, Which::Init(0));
+        } else {
+            for i in to_start {
+                push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+            }
+        }
+        return p;
+    }
+
+    let sandbox = newest.expect("a sandbox exists when it has not changed");
+    p.sandbox_id = Some(sandbox.id.clone());
+
+    // Containers whose state is unknown are stopped before anything replaces them.
+    for c in pod.spec.init_containers.iter().chain(pod.spec.containers.iter()) {
+        if let Some(o) = obs.newest(&c.name) {
+            if o.state == CState::Unknown {
+                p.kill.push(Kill {
+                    id: o.id.clone(),
+                    name: c.name.clone(),
+                    message: format!("Container {} is in an unknown state", c.name),
+                });
+            }
+        }
+    }
+
+    // Init containers, strictly in order.
+    if !initialised(pod, obs) {
+        for (i, c) in pod.spec.init_containers.iter().enumerate() {
+            let o = obs.newest(&c.name);
+            let sidecar = is_sidecar(c);
+            match o.map(|o| o.state) {
+                Some(CState::Running) if sidecar => {
+                    if let Some(k) = probe_kill(c, o.expect("running"), probes) {
+                        p.kill.push(k);
+                        push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                        return p;
+                    }
+                    continue; // a started sidecar lets the next init container run
+                }
+                Some(CState::Running) => return p, // wait for it to finish
+                Some(CState::Exited) if !sidecar && o.is_some_and(|o| o.exit_code == 0) => continue,
+                Some(CState::Exited) if !sidecar && restart_policy(pod) == "Never" => {
+                    // A failed init container of a Never pod fails the pod.
+                    p.kill_pod = true;
+                    p.kill = running_or_unknown(obs, "Stopping container");
+                    return p;
+                }
+                Some(CState::Created) => {
+                    p.kill.push(Kill {
+                        id: o.expect("created").id.clone(),
+                        name: c.name.clone(),
+                        message: format!("Container {} was created but never started", c.name),
+                    });
+                    push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                    return p;
+                }
+                _ => {
+                    push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                    return p;
+                }
+            }
+        }
+    } else {
+        // Sidecars keep running alongside the regular containers.
+        for (i, c) in pod.spec.init_containers.iter().enumerate().filter(|(_, c)| is_sidecar(c)) {
+            match obs.newest(&c.name) {
+                Some(o) if o.state == CState::Running => {
+                    if let Some(k) = probe_kill(c, o, probes) {
+                        p.kill.push(k);
+                        push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                    }
+                }
+                _ => push_start(&mut p, pod, obs, backoff, now, Which::Init(i)),
+            }
+        }
+    }
+
+    // Regular containers, in spec order.
+    let mut keep = 0;
+    for (i, c) in pod.spec.containers.iter().enumerate() {
+        let o = obs.newest(&c.name);
+        match o {
+            Some(o) if o.state == CState::Running => {
+                let changed = !o.hash.is_empty() && o.hash != container_hash(c);
+                if changed {
+                    p.kill.push(Kill {
+                        id: o.id.clone(),
+                        name: c.name.clone(),
+                        message: format!("Container {} definition changed, will be restarted", c.name),
+                    });
+                    push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                } else if let Some(k) = probe_kill(c, o, probes) {
+                    let restart = restart_policy(pod) != "Never";
+                    p.kill.push(Kill {
+                        message: if restart { format!("{}, will be restarted", k.message) } else { k.message },
+                        ..k
+                    });
+                    if restart {
+                        push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                    }
+                } else {
+                    keep += 1;
+                }
+            }
+            Some(o) if o.state == CState::Created => {
+                p.kill.push(Kill {
+                    id: o.id.clone(),
+                    name: c.name.clone(),
+                    message: format!("Container {} was created but never started", c.name),
+                });
+                push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+            }
+            _ => {
+                if should_restart(pod, o) {
+                    push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                }
+            }
+        }
+    }
+    if initialised(pod, obs) && keep == 0 && p.start.is_empty() && p.waiting.is_empty() {
+        // Everything has finished for good: release the sandbox (and stop sidecars).
+        p.kill_pod = true;
+        p.kill = running_or_unknown(obs, "Stopping container");
+        p.start.clear();
+    }
+    p
+}
+
+/// Whether the pod's init containers are done: all non-sidecar ones exited 0 and every
+/// sidecar has started, or a regular container has already run (then they never re-run).
+fn initialised(pod: &Pod, obs: &Observed) -> bool {
+    if pod.spec.containers.iter().any(|c| obs.newest(&c.name).is_some()) {
+        return true;
+    }
+    pod.spec.init_containers.iter().all(|c| match obs.newest(&c.name) {
+        Some(o) if is_sidecar(c) => o.state == CState::Running,
+        Some(o) => o.state == CState::Exited && o.exit_code == 0,
+        None => false,
+    })
+}
+
+fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option<Kill> {
+    if probes.liveness_failed.contains(&o.id) {
+        return Some(Kill {
+            id: o.id.clone(),
+            name: c.name.clone(),
+            message: format!("Container {} failed liveness probe", c.name),
+        });
+    }
+    if probes.startup_failed.contains(&o.id) {
+        return Some(Kill {
+            id: o.id.clone(),
+            name: c.name.clone(),
+            message: format!("Container {} failed startup probe", c.name),
+        });
+    }
+    None
+}
+
+fn running_or_unknown(obs: &Observed, message: &str) -> Vec<Kill> {
+    obs.containers
+        .iter()
+        .filter(|c| matches!(c.state, CState::Running | CState::Unknown | CState::Created))
+        .map(|c| Kill { id: c.id.clone(), name: c.name.clone(), message: format!("{message} {}", c.name) })
+        .collect()
+}
+
+/// Adds a start for `which`, or a CrashLoopBackOff wait if its back-off has not run out.
+fn push_start(p: &mut Plan, pod: &Pod, obs: &Observed, backoff: &Backoff, now: SystemTime, which: Which) {
+    let c = match which {
+        Which::Init(i) => &pod.spec.init_containers[i],
+        Which::Regular(i) => &pod.spec.containers[i],
+    };
+    let newest = obs.newest(&c.name);
+    let restart_count = newest.map_or(0, |o| o.restart_count + 1);
+    let key = backoff_key(pod, c);
+    let last_exit =
+        obs.containers.iter().find(|o| o.name == c.name && o.state == CState::Exited).and_then(|o| o.finished_at);
+    let advance = match last_exit {
+        Some(finished) => {
+            if let Some(wait) = backoff.remaining(&key, finished, now) {
+                p.waiting.push(Waiting {
+                    name: c.name.clone(),
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "back-off {:?} restarting failed container={} pod={}",
+                        backoff.delay(&key).unwrap_or_default(),
+                        c.name,
+                        pod.metadata.name
+                    ),
+                    retry_in: wait,
+                });
+                return;
+            }
+            Some((key, finished))
+        }
+        None => None,
+    };
+    p.start.push(Start { which, name: c.name.clone(), restart_count, backoff: advance });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::{defaults, identity};
+
+    fn pod(spec: &str) -> Pod {
+        let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
+        defaults::apply(&mut p);
+        identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod
+    }
+
+    const TWO: &str = r#"{"containers":[{"name":"a","image":"x:1"},{"name":"b","image":"x:1"}]}"#;
+    const INIT: &str = r#"{"initContainers":[{"name":"i0","image":"x:1"},{"name":"i1","image":"x:1"}],"containers":[{"name":"a","image":"x:1"}]}"#;
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
+    }
+
+    fn sandbox(id: &str, attempt: u32, ready: bool) -> SandboxObs {
+        SandboxObs {
+            id: id.into(),
+            attempt,
+            ready,
+            ip: "10.0.0.2".into(),
+            host_network: false,
+            created_at: attempt as i64,
+        }
+    }
+
+    fn ctr(pod: &Pod, name: &str, state: CState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
+        let spec = pod.spec.init_containers.iter().chain(pod.spec.containers.iter()).find(|c| c.name == name).unwrap();
+        ContainerObs {
+            id: format!("{name}-{created}"),
+            name: name.into(),
+            sandbox_id: "s1".into(),
+            restart_count: restarts,
+            hash: container_hash(spec),
+            state,
+            exit_code: exit,
+            reason: String::new(),
+            created_at: created,
+            finished_at: (state == CState::Exited).then(|| t(created as u64)),
+        }
+    }
+
+    fn obs(sandboxes: Vec<SandboxObs>, containers: Vec<ContainerObs>) -> Observed {
+        let mut o = Observed { sandboxes, containers };
+        o.normalise();
+        o
+    }
+
+    fn run(pod: &Pod, o: &Observed) -> Plan {
+        plan(pod, o, &ProbeVerdicts::default(), &Backoff::default(), t(100), false)
+    }
+
+    fn starts(p: &Plan) -> Vec<(Which, u32)> {
+        p.start.iter().map(|s| (s.which, s.restart_count)).collect()
+    }
+
+    #[test]
+    fn a_new_pod_gets_a_sandbox_and_all_its_containers() {
+        let pod = pod(TWO);
+        let p = run(&pod, &Observed::default());
+        assert_eq!(p.create_sandbox, Some(0));
+        assert!(!p.kill_pod && !p.purge_init);
+        assert_eq!(starts(&p), vec![(Which::Regular(0), 0), (Which::Regular(1), 0)]);
+    }
+
+    #[test]
+    fn a_healthy_running_pod_is_left_alone_which_is_how_adoption_works() {
+        let pod = pod(TWO);
+        let o = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&pod, "a", CState::Running, 0, 3, 5), ctr(&pod, "b", CState::Running, 0, 0, 6)],
+        );
+        let p = run(&pod, &o);
+        assert_eq!(p, Plan { sandbox_id: Some("s1".into()), ..Default::default() });
+    }
+
+    #[test]
+    fn init_containers_run_one_at_a_time_in_order() {
+        let pod = pod(INIT);
+        let fresh = run(&pod, &Observed::default());
+        assert_eq!(fresh.create_sandbox, Some(0));
+        assert_eq!(starts(&fresh), vec![(Which::Init(0), 0)], "only the first init container starts");
+
+        let running = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", CState::Running, 0, 0, 1)]);
+        assert!(run(&pod, &running).start.is_empty(), "wait while it runs");
+
+        let done0 = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", CState::Exited, 0, 0, 1)]);
+        assert_eq!(starts(&run(&pod, &done0)), vec![(Which::Init(1), 0)]);
+
+        let done1 = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&pod, "i0", CState::Exited, 0, 0, 1), ctr(&pod, "i1", CState::Exited, 0, 0, 2)],
+        );
+        assert_eq!(starts(&run(&pod, &done1)), vec![(Which::Regular(0), 0)]);
+    }
+
+    #[test]
+    fn a_failed_init_container_is_retried_or_fails_a_never_pod() {
+        let p = pod(INIT);
+        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&p, "i0", CState::Exited, 1, 0, 1)]);
+        assert_eq!(starts(&run(&p, &failed)), vec![(Which::Init(0), 1)], "the same init container again");
+
+        let never = pod(&INIT.replace(r#""containers""#, r#""restartPolicy":"Never","containers""#));
+        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&never, "i0", CState::Exited, 1, 0, 1)]);
+        let plan = run(&never, &failed);
+        assert!(plan.kill_pod && plan.start.is_empty());
+    }
+
+    #[test]
+    fn restart_policies_decide_what_happens_after_an_exit() {
+        let always = pod(TWO);
+        let o = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&always, "a", CState::Exited, 0, 2, 5), ctr(&always, "b", CState::Running, 0, 0, 6)],
+        );
+        assert_eq!(
+            starts(&run(&always, &o)),
+            vec![(Which::Regular(0), 3)],
+            "restartCount continues from the annotation"
+        );
+
+        let on_failure = pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"OnFailure","containers""#));
+        let ok = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&on_failure, "a", CState::Exited, 0, 0, 5), ctr(&on_failure, "b", CState::Exited, 0, 0, 6)],
+        );
+        let p = run(&on_failure, &ok);
+        assert!(p.start.is_empty() && p.kill_pod, "all succeeded: release the sandbox");
+        let failed = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&on_failure, "a", CState::Exited, 2, 0, 5), ctr(&on_failure, "b", CState::Running, 0, 0, 6)],
+        );
+        assert_eq!(starts(&run(&on_failure, &failed)), vec![(Which::Regular(0), 1)]);
+
+        let never = pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"Never","containers""#));
+        let o = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&never, "a", CState::Exited, 1, 0, 5), ctr(&never, "b", CState::Exited, 0, 0, 6)],
+        );
+        let p = run(&never, &o);
+        assert!(p.start.is_empty() && p.kill_pod);
+        // And once its sandbox is gone, a Never pod stays finished.
+        let gone = obs(vec![sandbox("s1", 0, false)], o.containers.clone());
+        let p = run(&never, &gone);
+        assert_eq!(p.create_sandbox, None);
+        assert!(p.kill_pod);
+    }
+
+    #[test]
+    fn crash_loops_wait_out_their_back_off() {
+        let pod = pod(TWO);
+        let crashed = ctr(&pod, "a", CState::Exited, 1, 4, 90); // finished at t(90)
+        let o = obs(vec![sandbox("s1", 0, true)], vec![crashed, ctr(&pod, "b", CState::Running, 0, 0, 6)]);
+        let key = backoff_key(&pod, &pod.spec.containers[0]);
+        let mut b = Backoff::default();
+        b.advance(&key, t(50), t(50));
+        b.advance(&key, t(80), t(80)); // now 20 s
+        let p = plan(&pod, &o, &ProbeVerdicts::default(), &b, t(100), false);
+        assert!(p.start.is_empty());
+        assert_eq!(p.waiting.len(), 1);
+        assert_eq!(p.waiting[0].reason, "CrashLoopBackOff");
+        assert_eq!(p.waiting[0].retry_in, Duration::from_secs(10));
+        assert!(!p.kill_pod, "a pod waiting to restart keeps its sandbox");
+        // After the window the start happens and carries the back-off to advance.
+        let p = plan(&pod, &o, &ProbeVerdicts::default(), &b, t(111), false);
+        assert_eq!(p.start[0].backoff, Some((key, t(90))));
+    }
+
+    #[test]
+    fn a_dead_sandbox_is_replaced_and_initialisation_starts_over() {
+        let pod = pod(INIT);
+        let o = obs(
+            vec![sandbox("s1", 0, false)],
+            vec![
+                ctr(&pod, "i0", CState::Exited, 0, 0, 1),
+                ctr(&pod, "i1", CState::Exited, 0, 0, 2),
+                ctr(&pod, "a", CState::Running, 0, 0, 3),
+            ],
+        );
+        let p = run(&pod, &o);
+        assert_eq!(p.create_sandbox, Some(1));
+        assert!(p.kill_pod && p.purge_init);
+        assert_eq!(p.kill.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), vec!["a"]);
+        assert_eq!(starts(&p), vec![(Which::Init(0), 1)]);
+    }
+
+    #[test]
+    fn sandboxes_are_recreated_when_they_no_longer_fit() {
+        let pod = pod(TWO);
+        let two_ready = obs(vec![sandbox("s1", 0, true), sandbox("s2", 1, true)], vec![]);
+        assert_eq!(run(&pod, &two_ready).create_sandbox, Some(2));
+        let mut no_ip = sandbox("s1", 0, true);
+        no_ip.ip.clear();
+        assert_eq!(run(&pod, &obs(vec![no_ip], vec![])).create_sandbox, Some(1));
+        let mut host = sandbox("s1", 0, true);
+        host.host_network = true;
+        assert_eq!(run(&pod, &obs(vec![host], vec![])).create_sandbox, Some(1), "hostNetwork changed");
+        let host_pod = self::pod(&TWO.replace(r#"{"containers""#, r#"{"hostNetwork":true,"containers""#));
+        let mut ok = sandbox("s1", 0, true);
+        ok.ip.clear();
+        ok.host_network = true;
+        assert_eq!(run(&host_pod, &obs(vec![ok], vec![])).create_sandbox, None, "host-network sandboxes have no IP");
+    }
+
+    #[test]
+    fn failed_probes_and_changed_images_restart_running_containers() {
+        let pod = pod(TWO);
+        let a = ctr(&pod, "a", CState::Running, 0, 0, 5);
+        let mut b = ctr(&pod, "b", CState::Running, 0, 0, 6);
+        b.hash = "0ld".into();
+        let o = obs(vec![sandbox("s1", 0, true)], vec![a.clone(), b]);
+        let probes = ProbeVerdicts { liveness_failed: vec![a.id.clone()], startup_failed: vec![] };
+        let p = plan(&pod, &o, &probes, &Backoff::default(), t(100), false);
+        let kills: Vec<&str> = p.kill.iter().map(|k| k.message.as_str()).collect();
+        assert_eq!(
+            kills,
+            vec![
+                "Container a failed liveness probe, will be restarted",
+                "Container b definition changed, will be restarted"
+            ]
+        );
+        assert_eq!(starts(&p), vec![(Which::Regular(0), 1), (Which::Regular(1), 1)]);
+
+        let never = self::pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"Never","containers""#));
+        let a = ctr(&never, "a", CState::Running, 0, 0, 5);
+        let o = obs(vec![sandbox("s1", 0, true)], vec![a.clone(), ctr(&never, "b", CState::Running, 0, 0, 6)]);
+        let probes = ProbeVerdicts { liveness_failed: vec![], startup_failed: vec![a.id.clone()] };
+        let p = plan(&never, &o, &probes, &Backoff::default(), t(100), false);
+        assert_eq!(
+            p.kill.iter().map(|k| k.message.as_str()).collect::<Vec<_>>(),
+            vec!["Container a failed startup probe"]
+        );
+        assert!(p.start.is_empty());
+    }
+
+    #[test]
+    fn unknown_and_stuck_created_containers_are_stopped_before_a_new_instance() {
+        let pod = pod(TWO);
+        let o = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&pod, "a", CState::Unknown, 0, 1, 5), ctr(&pod, "b", CState::Created, 0, 0, 6)],
+        );
+        let p = run(&pod, &o);
+        let killed: Vec<&str> = p.kill.iter().map(|k| k.id.as_str()).collect();
+        assert_eq!(killed, vec!["a-5", "b-6"]);
+        assert_eq!(
+            starts(&p),
+            vec![(Which::Regular(0), 2), (Which::Regular(1), 1)],
+            "a new attempt number: no name clash"
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_only_stopped() {
+        let pod = pod(TWO);
+        let o = obs(
+            vec![sandbox("s1", 0, true)],
+            vec![ctr(&pod, "a", CState::Running, 0, 0, 5), ctr(&pod, "b", CState::Exited, 0, 0, 6)],
+        );
+        let p = plan(&pod, &o, &ProbeVerdicts::default(), &Backoff::default(), t(100), true);
+        assert!(p.kill_pod && p.start.is_empty() && p.create_sandbox.is_none());
+        assert_eq!(p.kill.len(), 1);
+    }
+
+    #[test]
+    fn container_hash_depends_on_name_and_image_only() {
+        let a = pod(TWO);
+        let h = container_hash(&a.spec.containers[0]);
+        assert_eq!(
+            h,
+            container_hash(
+                &self::pod(&TWO.replace(r#""name":"a","image":"x:1""#, r#""name":"a","image":"x:1","args":["z"]"#))
+                    .spec
+                    .containers[0]
+            )
+        );
+        assert_ne!(
+            h,
+            container_hash(
+                &self::pod(&TWO.replace(r#""name":"a","image":"x:1""#, r#""name":"a","image":"x:2""#)).spec.containers
+                    [0]
+            )
+        );
+    }
+}
