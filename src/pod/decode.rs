@@ -242,6 +242,22 @@ mod tests {
     }
 
     #[test]
+    fn api_field_names_with_acronyms_are_read() {
+        let src = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: w\nspec:\n  hostPID: true\n  hostIPC: true\n  setHostnameAsFQDN: true\n  volumes:\n  - name: d\n    downwardAPI: {}\n  containers:\n  - name: c\n    image: x\n    ports:\n    - containerPort: 80\n      hostIP: 127.0.0.1\n";
+        let (pods, w) = ok(src);
+        assert!(w.is_empty(), "{w:?}");
+        let s = &pods[0].spec;
+        assert!(s.host_pid && s.host_ipc);
+        assert_eq!(s.set_hostname_as_fqdn, Some(true));
+        assert!(s.volumes[0].downward_api.is_some());
+        assert_eq!(s.containers[0].ports[0].host_ip.as_deref(), Some("127.0.0.1"));
+        let back = serde_json::to_string(&pods[0]).unwrap();
+        for name in ["\"hostPID\"", "\"hostIPC\"", "\"setHostnameAsFQDN\"", "\"downwardAPI\"", "\"hostIP\""] {
+            assert!(back.contains(name), "{name} missing from {back}");
+        }
+    }
+
+    #[test]
     fn kubeadm_style_status_and_creation_timestamp_are_quiet() {
         let src = "apiVersion: v1\nkind: Pod\nmetadata:\n  creationTimestamp: null\n  name: etcd\nspec:\n  containers:\n  - name: c\n    image: x:1\nstatus: {}\n";
         let (pods, w) = ok(src);

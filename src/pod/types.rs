@@ -103,9 +103,9 @@ api_struct! {
         pub automount_service_account_token: Option<bool>,
         #[serde(default, skip_serializing_if = "is_false")]
         pub host_network: bool,
-        #[serde(default, skip_serializing_if = "is_false")]
+        #[serde(default, rename = "hostPID", skip_serializing_if = "is_false")]
         pub host_pid: bool,
-        #[serde(default, skip_serializing_if = "is_false")]
+        #[serde(default, rename = "hostIPC", skip_serializing_if = "is_false")]
         pub host_ipc: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub share_process_namespace: Option<bool>,
@@ -117,7 +117,7 @@ api_struct! {
         pub hostname: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub subdomain: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, rename = "setHostnameAsFQDN", skip_serializing_if = "Option::is_none")]
         pub set_hostname_as_fqdn: Option<bool>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub host_aliases: Vec<HostAlias>,

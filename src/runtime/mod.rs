@@ -5,3 +5,4 @@
 
 pub mod backoff;
 pub mod plan;
+pub mod sandbox;
