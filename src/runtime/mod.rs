@@ -4,5 +4,6 @@
 //! CRI config builders join them.)
 
 pub mod backoff;
+pub mod container;
 pub mod plan;
 pub mod sandbox;

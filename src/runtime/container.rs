@@ -1,0 +1,465 @@
+//! ContainerConfig for one container instance, as kubelet builds it: metadata with the attempt
+//! number, image, command and args with `$(VAR)` expansion, env (values, fieldRef,
+//! resourceFieldRef), working dir, mounts (hostPath, emptyDir, the managed /etc/hosts, the
+//! termination log), kubelet's four labels and its annotations, the log path
+//! `<container>/<restartCount>.log`, Linux resources with the QoS class's oom_score_adj, and
+//! the security context (container over pod). A pure function; the worker prepares the files.
+
+use super::plan::container_hash;
+use super::sandbox::{
+    namespace_options, pod_dir, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
+    LABEL_POD_UID,
+};
+use crate::cri::api::{
+    Capability, ContainerConfig, ContainerMetadata, ImageSpec, Int64Value, KeyValue, LinuxContainerConfig,
+    LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,
+};
+use crate::pod::types::{Container, Pod, Volume};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What the node and the running sandbox contribute.
+#[derive(Clone, Debug, Default)]
+pub struct InstanceContext {
+    pub root_dir: PathBuf,
+    pub pod_ip: String,
+    pub host_ip: String,
+    pub node_cpu_millis: i64,
+    pub node_memory_bytes: i64,
+    /// A fresh, empty termination-log file for this instance, when the spec asks for one.
+    pub termination_log: Option<PathBuf>,
+    /// The managed hosts file, once written.
+    pub hosts_file: Option<PathBuf>,
+}
+
+/// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
+/// as written, `$$` is a literal `$`, anything else is copied unchanged.
+pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let bytes = input.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'$' && i + 1 < bytes.len() {
+            match bytes[i + 1] {
+                b'$' => {
+                    out.push('$');
+                    i += 2;
+                    continue;
+                }
+                b'(' => {
+                    if let Some(end) = input[i + 2..].find(')') {
+                        let name = &input[i + 2..i + 2 + end];
+                        match lookup(name) {
+                            Some(v) => out.push_str(&v),
+                            None => out.push_str(&input[i..i + 3 + end]),
+                        }
+                        i += 3 + end;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let ch = input[i..].chars().next().unwrap_or('\0');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// The container's environment, in declaration order (later duplicates win, as in kubelet's map).
+pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Vec<(String, String)>, String> {
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for (i, e) in c.env.iter().enumerate() {
+        let value = if let Some(src) = &e.value_from {
+            if let Some(f) = &src.field_ref {
+                field_value(pod, &f.field_path, ctx)
+                    .ok_or_else(|| format!("env[{i}] {}: unsupported fieldPath {:?}", e.name, f.field_path))?
+            } else if let Some(r) = &src.resource_field_ref {
+                resource_value(pod, c, r, ctx).map_err(|m| format!("env[{i}] {}: {m}", e.name))?
+            } else {
+                return Err(format!(
+                    "env[{i}] {}: only fieldRef and resourceFieldRef sources exist for static pods",
+                    e.name
+                ));
+            }
+        } else {
+            let known = vars.clone();
+            let lookup = move |n: &str| known.iter().rev().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            expand(e.value.as_deref().unwrap_or(""), &lookup)
+        };
+        vars.retain(|(k, _)| k != &e.name);
+        vars.push((e.name.clone(), value));
+    }
+    Ok(vars)
+}
+
+fn field_value(pod: &Pod, path: &str, ctx: &InstanceContext) -> Option<String> {
+    let m = &pod.metadata;
+    let quoted = |prefix: &str| path.strip_prefix(prefix).and_then(|r| r.strip_suffix("']")).map(str::to_string);
+    Some(match path {
+        "metadata.name" => m.name.clone(),
+        "metadata.namespace" => m.namespace.clone(),
+        "metadata.uid" => m.uid.clone(),
+        "spec.nodeName" => pod.spec.node_name.clone().unwrap_or_default(),
+        "spec.serviceAccountName" => String::new(),
+        "status.podIP" | "status.podIPs" => ctx.pod_ip.clone(),
+        "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
+        _ => {
+            if let Some(k) = quoted("metadata.labels['") {
+                return Some(m.labels.get(&k).cloned().unwrap_or_default());
+            }
+            if let Some(k) = quoted("metadata.annotations['") {
+                return Some(m.annotations.get(&k).cloned().unwrap_or_default());
+            }
+            return None;
+        }
+    })
+}
+
+fn resource_value(
+    pod: &Pod,
+    c: &Container,
+    r: &crate::pod::types::ResourceFieldSelector,
+    ctx: &InstanceContext,
+) -> Result<String, String> {
+    let target = match r.container_name.as_deref() {
+        Some(n) if !n.is_empty() => {
+            pod.all_containers().map(|(_, c)| c).find(|c| c.name == n).ok_or_else(|| format!("no container {n:?}"))?
+        }
+        _ => c,
+    };
+    let (kind, name) = r.resource.split_once('.').ok_or_else(|| format!("bad resource {:?}", r.resource))?;
+    let res = target.resources.clone().unwrap_or_default();
+    let map = if kind == "limits" { &res.limits } else { &res.requests };
+    let one = crate::pod::quantity::Quantity::parse("1").map_err(|e| e.to_string())?;
+    let divisor = r.divisor.unwrap_or(one);
+    let value = match (map.get(name), kind, name) {
+        (Some(q), _, _) => q.divided_ceil(&divisor),
+        // No limit: the node's capacity (kubelet uses allocatable).
+        (None, "limits", "cpu") => crate::pod::quantity::Quantity::parse(&format!("{}m", ctx.node_cpu_millis))
+            .ok()
+            .and_then(|q| q.divided_ceil(&divisor)),
+        (None, "limits", "memory") => crate::pod::quantity::Quantity::parse(&ctx.node_memory_bytes.to_string())
+            .ok()
+            .and_then(|q| q.divided_ceil(&divisor)),
+        (None, _, _) => Some(0),
+    };
+    value.map(|v| v.to_string()).ok_or_else(|| "divisor must not be zero".into())
+}
+
+/// Where a volume lives on the host.
+pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
+    if let Some(hp) = &v.host_path {
+        return Some(PathBuf::from(&hp.path));
+    }
+    if v.empty_dir.is_some() {
+        return Some(pod_dir(root, uid).join("volumes/kubernetes.io~empty-dir").join(&v.name));
+    }
+    None
+}
+
+/// QoS class: Guaranteed (every container has equal cpu and memory requests and limits),
+/// BestEffort (no requests or limits at all), else Burstable.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for (_, c) in pod.all_containers() {
+        let r = c.resources.clone().unwrap_or_default();
+        if !r.limits.is_empty() || !r.requests.is_empty() {
+            any = true;
+        }
+        for name in ["cpu", "memory"] {
+            match (r.limits.get(name), r.requests.get(name)) {
+                (Some(l), Some(q)) if l == q => {}
+                _ => guaranteed = false,
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        _ => "Burstable",
+    }
+}
+
+/// Linux resources: cpu shares, CFS quota and period, memory limit, oom_score_adj.
+pub fn linux_resources(pod: &Pod, c: &Container, node_memory_bytes: i64) -> LinuxContainerResources {
+    let r = c.resources.clone().unwrap_or_default();
+    let cpu_req = r.requests.get("cpu").or(r.limits.get("cpu")).map(|q| q.milli_value());
+    let cpu_lim = r.limits.get("cpu").map(|q| q.milli_value());
+    let mut out = LinuxContainerResources {
+        cpu_shares: cpu_req.map_or(2, |m| (m * 1024 / 1000).max(2)),
+        memory_limit_in_bytes: r.limits.get("memory").map_or(0, |q| q.value()),
+        ..Default::default()
+    };
+    if let Some(limit) = cpu_lim {
+        out.cpu_period = 100_000;
+        out.cpu_quota = (limit * 100_000 / 1000).max(1000);
+    }
+    out.oom_score_adj = match qos_class(pod) {
+        "Guaranteed" => -997,
+        "BestEffort" => 1000,
+        _ => {
+            let req = r.requests.get("memory").map_or(0, |q| q.value());
+            if node_memory_bytes <= 0 {
+                999
+            } else {
+                (1000 - (1000 * req) / node_memory_bytes).clamp(3, 999)
+            }
+        }
+    };
+    out
+}
+
+/// Builds the config of one container instance. `image_ref` is what the runtime resolved
+/// (an image id), or the spec's image.
+pub fn container_config(
+    pod: &Pod,
+    c: &Container,
+    restart_count: u32,
+    image_ref: &str,
+    ctx: &InstanceContext,
+) -> Result<ContainerConfig, String> {
+    let env = environment(pod, c, ctx)?;
+    let lookup = |n: &str| env.iter().rev().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let uid = &pod.metadata.uid;
+    let mut mounts = Vec::new();
+    for (i, m) in c.volume_mounts.iter().enumerate() {
+        let v = pod
+            .spec
+            .volumes
+            .iter()
+            .find(|v| v.name == m.name)
+            .ok_or_else(|| format!("volumeMounts[{i}]: no volume {:?}", m.name))?;
+        let mut host = volume_path(&ctx.root_dir, uid, v)
+            .ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
+        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            host = host.join(sub);
+        }
+        mounts.push(Mount {
+            container_path: m.mount_path.clone(),
+            host_path: host.to_string_lossy().into_owned(),
+            readonly: m.read_only,
+            propagation: match m.mount_propagation.as_deref() {
+                Some("HostToContainer") => MountPropagation::PropagationHostToContainer,
+                Some("Bidirectional") => MountPropagation::PropagationBidirectional,
+                _ => MountPropagation::PropagationPrivate,
+            } as i32,
+            ..Default::default()
+        });
+    }
+    if let Some(hosts) = &ctx.hosts_file {
+        if !c.volume_mounts.iter().any(|m| m.mount_path == "/etc/hosts") {
+            mounts.push(Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: hosts.to_string_lossy().into_owned(),
+                ..Default::default()
+            });
+        }
+    }
+    if let (Some(log), Some(path)) =
+        (&ctx.termination_log, c.termination_message_path.as_deref().filter(|p| !p.is_empty()))
+    {
+        mounts.push(Mount {
+            container_path: path.into(),
+            host_path: log.to_string_lossy().into_owned(),
+            ..Default::default()
+        });
+    }
+    let labels = HashMap::from([
+        (LABEL_POD_NAME.to_string(), pod.metadata.name.clone()),
+        (LABEL_POD_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
+        (LABEL_POD_UID.to_string(), uid.clone()),
+        (LABEL_CONTAINER_NAME.to_string(), c.name.clone()),
+    ]);
+    let mut annotations = HashMap::from([
+        ("io.kubernetes.container.hash".to_string(), container_hash(c)),
+        ("io.kubernetes.container.restartCount".to_string(), restart_count.to_string()),
+        (
+            "io.kubernetes.container.terminationMessagePath".to_string(),
+            c.termination_message_path.clone().unwrap_or_default(),
+        ),
+        (
+            "io.kubernetes.container.terminationMessagePolicy".to_string(),
+            c.termination_message_policy.clone().unwrap_or_default(),
+        ),
+        (ANNOTATION_MANAGED_BY.to_string(), "atoll".to_string()),
+    ]);
+    if let Some(g) = pod.spec.termination_grace_period_seconds {
+        annotations.insert("io.kubernetes.pod.terminationGracePeriod".into(), g.to_string());
+    }
+    if let Some(pre) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
+        annotations
+            .insert("io.kubernetes.container.preStopHandler".into(), serde_json::to_string(pre).unwrap_or_default());
+    }
+    if !c.ports.is_empty() {
+        annotations.insert("io.kubernetes.container.ports".into(), serde_json::to_string(&c.ports).unwrap_or_default());
+    }
+    let psc = pod.spec.security_context.clone().unwrap_or_default();
+    let sc = c.security_context.clone().unwrap_or_default();
+    let seccomp = sc.seccomp_profile.or(psc.seccomp_profile).map(|p| SecurityProfile {
+        profile_type: match p.type_.as_str() {
+            "RuntimeDefault" => 0,
+            "Localhost" => 2,
+            _ => 1,
+        },
+        localhost_ref: p.localhost_profile.unwrap_or_default(),
+    });
+    let security = LinuxContainerSecurityContext {
+        capabilities: sc.capabilities.map(|caps| Capability {
+            add_capabilities: caps.add,
+            drop_capabilities: caps.drop,
+            ..Default::default()
+        }),
+        privileged: sc.privileged.unwrap_or(false),
+        namespace_options: Some(namespace_options(pod)),
+        run_as_user: sc.run_as_user.or(psc.run_as_user).map(|value| Int64Value { value }),
+        run_as_group: sc.run_as_group.or(psc.run_as_group).map(|value| Int64Value { value }),
+        readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
+        supplemental_groups: psc.fs_group.into_iter().chain(psc.supplemental_groups.iter().copied()).collect(),
+        no_new_privs: sc.allow_privilege_escalation == Some(false),
+        seccomp: Some(seccomp.unwrap_or(SecurityProfile { profile_type: 1, localhost_ref: String::new() })),
+        ..Default::default()
+    };
+    Ok(ContainerConfig {
+        metadata: Some(ContainerMetadata { name: c.name.clone(), attempt: restart_count }),
+        image: Some(ImageSpec { image: image_ref.into(), user_specified_image: c.image.clone(), ..Default::default() }),
+        command: c.command.iter().map(|s| expand(s, &lookup)).collect(),
+        args: c.args.iter().map(|s| expand(s, &lookup)).collect(),
+        working_dir: c.working_dir.clone().unwrap_or_default(),
+        envs: env.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone().into_bytes() }).collect(),
+        mounts,
+        labels,
+        annotations,
+        log_path: format!("{}/{restart_count}.log", c.name),
+        stdin: c.stdin,
+        stdin_once: c.stdin_once,
+        tty: c.tty,
+        linux: Some(LinuxContainerConfig {
+            resources: Some(linux_resources(pod, c, ctx.node_memory_bytes)),
+            security_context: Some(security),
+        }),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::{defaults, identity};
+
+    fn pod(spec: &str) -> Pod {
+        let mut p: Pod =
+            serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web","labels":{{"app":"a"}}}},"spec":{spec}}}"#))
+                .unwrap();
+        defaults::apply(&mut p);
+        identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod
+    }
+
+    fn ctx() -> InstanceContext {
+        InstanceContext {
+            root_dir: "/var/lib/atoll".into(),
+            pod_ip: "10.1.2.3".into(),
+            host_ip: "192.0.2.1".into(),
+            node_cpu_millis: 4000,
+            node_memory_bytes: 8 << 30,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn expansion_follows_kubelets_rules() {
+        let lookup = |n: &str| match n {
+            "A" => Some("x".to_string()),
+            "B" => Some("$(A)".to_string()),
+            _ => None,
+        };
+        assert_eq!(expand("$(A)-$(B)", &lookup), "x-$(A)");
+        assert_eq!(expand("$(MISSING)", &lookup), "$(MISSING)");
+        assert_eq!(expand("$$(A) $$ $x $(", &lookup), "$(A) $ $x $(");
+        assert_eq!(expand("héllo $(A)", &lookup), "héllo x");
+    }
+
+    #[test]
+    fn env_values_expand_in_order_and_field_refs_resolve() {
+        let p = pod(r#"{"containers":[{"name":"c","image":"x:1","resources":{"limits":{"memory":"64Mi"}},"env":[
+            {"name":"LATER","value":"$(FIRST)"},{"name":"FIRST","value":"one"},{"name":"BOTH","value":"$(FIRST)-$(POD)"},
+            {"name":"POD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}},
+            {"name":"APP","valueFrom":{"fieldRef":{"fieldPath":"metadata.labels['app']"}}},
+            {"name":"IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}},
+            {"name":"MEM","valueFrom":{"resourceFieldRef":{"resource":"limits.memory","divisor":"1Mi"}}},
+            {"name":"CPU","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"1m"}}}]}]}"#);
+        let env: HashMap<String, String> =
+            environment(&p, &p.spec.containers[0], &ctx()).unwrap().into_iter().collect();
+        assert_eq!(env["LATER"], "$(FIRST)", "only earlier variables expand");
+        assert_eq!(env["BOTH"], "one-$(POD)");
+        assert_eq!(env["POD"], "web-n1");
+        assert_eq!(env["APP"], "a");
+        assert_eq!(env["IP"], "10.1.2.3");
+        assert_eq!(env["MEM"], "64");
+        assert_eq!(env["CPU"], "4000", "no cpu limit: the node's capacity");
+    }
+
+    #[test]
+    fn config_has_kubelets_labels_annotations_log_path_and_mounts() {
+        let p = pod(r#"{"volumes":[{"name":"data","hostPath":{"path":"/srv/data"}},{"name":"scratch","emptyDir":{}}],
+            "containers":[{"name":"c","image":"busybox:1.36","command":["sh","-c"],"args":["echo $(GREETING)"],
+            "env":[{"name":"GREETING","value":"hi"}],
+            "volumeMounts":[{"name":"data","mountPath":"/data","readOnly":true},{"name":"scratch","mountPath":"/tmp/s","subPath":"x"}]}]}"#);
+        let mut cx = ctx();
+        cx.hosts_file = Some("/var/lib/atoll/pods/u/etc-hosts".into());
+        cx.termination_log = Some("/var/lib/atoll/pods/u/containers/c/abc".into());
+        let cfg = container_config(&p, &p.spec.containers[0], 3, "sha256:img", &cx).unwrap();
+        assert_eq!(cfg.metadata.as_ref().unwrap().attempt, 3);
+        assert_eq!(cfg.log_path, "c/3.log");
+        assert_eq!(cfg.args, vec!["echo hi"]);
+        assert_eq!(cfg.image.as_ref().unwrap().image, "sha256:img");
+        assert_eq!(cfg.image.as_ref().unwrap().user_specified_image, "busybox:1.36");
+        let mut label_keys: Vec<&str> = cfg.labels.keys().map(String::as_str).collect();
+        label_keys.sort();
+        assert_eq!(
+            label_keys,
+            vec![LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID],
+            "exactly kubelet's four"
+        );
+        assert_eq!(cfg.annotations["io.kubernetes.container.restartCount"], "3");
+        assert_eq!(cfg.annotations["io.kubernetes.container.terminationMessagePath"], "/dev/termination-log");
+        assert_eq!(cfg.annotations["io.kubernetes.container.hash"], container_hash(&p.spec.containers[0]));
+        let mounts: Vec<(&str, &str, bool)> =
+            cfg.mounts.iter().map(|m| (m.container_path.as_str(), m.host_path.as_str(), m.readonly)).collect();
+        let scratch = format!("/var/lib/atoll/pods/{}/volumes/kubernetes.io~empty-dir/scratch/x", p.metadata.uid);
+        assert_eq!(
+            mounts,
+            vec![
+                ("/data", "/srv/data", true),
+                ("/tmp/s", scratch.as_str(), false),
+                ("/etc/hosts", "/var/lib/atoll/pods/u/etc-hosts", false),
+                ("/dev/termination-log", "/var/lib/atoll/pods/u/containers/c/abc", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn resources_and_qos_follow_kubelet() {
+        let g = pod(
+            r#"{"containers":[{"name":"c","image":"x:1","resources":{"limits":{"cpu":"500m","memory":"128Mi"}}}]}"#,
+        );
+        assert_eq!(qos_class(&g), "Guaranteed");
+        let r = linux_resources(&g, &g.spec.containers[0], 8 << 30);
+        assert_eq!(
+            (r.cpu_shares, r.cpu_period, r.cpu_quota, r.memory_limit_in_bytes, r.oom_score_adj),
+            (512, 100_000, 50_000, 128 << 20, -997)
+        );
+        let b = pod(
+            r#"{"containers":[{"name":"c","image":"x:1","resources":{"requests":{"cpu":"100m","memory":"1Gi"}}}]}"#,
+        );
+        assert_eq!(qos_class(&b), "Burstable");
+        let r = linux_resources(&b, &b.spec.containers[0], 8 << 30);
+        assert_eq!((r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes, r.oom_score_adj), (102, 0, 0, 875));
+        let be = pod(r#"{"containers":[{"name":"c","image":"x:1"}]}"#);
+        assert_eq!(qos_class(&be), "BestEffort");
+        let r = linux_resources(&be, &be.spec.containers[0], 8 << 30);
+        assert_eq!((r.cpu_shares, r.oom_score_adj), (2, 1000));
+    }
+}
