@@ -53,6 +53,13 @@ impl Backoff {
         (since < e.delay).then(|| e.delay - since)
     }
 
+    /// Whether `key` must still wait, counting from its last advance (image pulls); if so, how long.
+    pub fn remaining_since_update(&self, key: &str, now: SystemTime) -> Option<Duration> {
+        let e = self.entries.get(key)?;
+        let since = now.duration_since(e.last_update).unwrap_or_default();
+        (since < e.delay).then(|| e.delay - since)
+    }
+
     /// Records an attempt after an event at `event`: the first, or one after a long quiet
     /// spell, sets the initial delay; later ones double it up to the cap.
     pub fn advance(&mut self, key: &str, event: SystemTime, now: SystemTime) {
@@ -113,6 +120,17 @@ mod tests {
         assert_eq!(b.remaining("c", t(100), t(104)), Some(Duration::from_secs(6)));
         assert_eq!(b.remaining("c", t(100), t(110)), None);
         assert_eq!(b.remaining("other", t(100), t(100)), None);
+    }
+
+    #[test]
+    fn pull_back_off_counts_from_the_last_failure() {
+        let mut b = Backoff::default();
+        assert_eq!(b.remaining_since_update("img", t(0)), None);
+        b.advance("img", t(0), t(0));
+        assert_eq!(b.remaining_since_update("img", t(4)), Some(Duration::from_secs(6)));
+        assert_eq!(b.remaining_since_update("img", t(10)), None);
+        b.advance("img", t(10), t(10));
+        assert_eq!(b.remaining_since_update("img", t(15)), Some(Duration::from_secs(15)));
     }
 
     #[test]

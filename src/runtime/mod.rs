@@ -5,5 +5,7 @@
 
 pub mod backoff;
 pub mod container;
+pub mod engine;
 pub mod plan;
 pub mod sandbox;
+pub mod worker;

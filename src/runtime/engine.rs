@@ -1,0 +1,129 @@
+//! The engine: one worker per pod UID, fed by the desired-set changes.
+//!
+//! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
+//! is still held by a terminating older UID waits until that worker has finished (kubelet's
+//! static pod rule: never two of the same name). Once every source has spoken, pods atoll
+//! created that nobody wants any more are stopped and removed; nothing atoll did not create is
+//! ever touched.
+
+use super::worker::{self, Msg, Shared};
+use crate::cri::api::PodSandboxFilter;
+use crate::pod::StaticPod;
+use crate::source::merge::Change;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Handle {
+    key: String,
+    tx: smol::channel::Sender<Msg>,
+    _task: smol::Task<()>,
+}
+
+pub struct Engine {
+    shared: Arc<Shared>,
+    workers: HashMap<String, Handle>,
+    /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
+    pending: HashMap<String, Vec<StaticPod>>,
+    done_tx: smol::channel::Sender<String>,
+    done_rx: smol::channel::Receiver<String>,
+}
+
+impl Engine {
+    pub fn new(shared: Arc<Shared>) -> Engine {
+        let (done_tx, done_rx) = smol::channel::unbounded();
+        Engine { shared, workers: HashMap::new(), pending: HashMap::new(), done_tx, done_rx }
+    }
+
+    /// A receiver of finished workers' UIDs; pass each to [`Engine::worker_done`].
+    pub fn finished(&self) -> smol::channel::Receiver<String> {
+        self.done_rx.clone()
+    }
+
+    /// UIDs with a live worker.
+    pub fn running(&self) -> HashSet<String> {
+        self.workers.keys().cloned().collect()
+    }
+
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Add(sp) => self.add(sp),
+            Change::Update(sp) => {
+                if let Some(h) = self.workers.get(&sp.uid) {
+                    let _ = h.tx.try_send(Msg::Update(Box::new(sp)));
+                } else if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
+                    for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
+                        *p = sp.clone();
+                    }
+                }
+            }
+            Change::Remove(sp) => {
+                if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
+                    q.retain(|p| p.uid != sp.uid);
+                }
+                if let Some(h) = self.workers.get(&sp.uid) {
+                    log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
+                    let _ = h.tx.try_send(Msg::Terminate(worker::grace_of(&sp.pod)));
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, sp: StaticPod) {
+        let key = sp.pod.key();
+        if self.workers.values().any(|h| h.key == key) {
+            log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
+            self.pending.entry(key).or_default().push(sp);
+            return;
+        }
+        let (tx, rx) = smol::channel::bounded(8);
+        let uid = sp.uid.clone();
+        let (shared, done, finished) = (self.shared.clone(), self.done_tx.clone(), uid.clone());
+        log::info!("pod {key} ({uid}): starting a worker");
+        let task = smol::spawn(async move {
+            worker::run(shared, sp, rx).await;
+            let _ = done.send(finished).await;
+        });
+        self.workers.insert(uid, Handle { key, tx, _task: task });
+    }
+
+    /// Called when a worker has ended: starts the next version of its pod, if one waits.
+    pub fn worker_done(&mut self, uid: &str) {
+        let Some(h) = self.workers.remove(uid) else { return };
+        if let Some(mut q) = self.pending.remove(&h.key) {
+            if !q.is_empty() {
+                let next = q.remove(0);
+                if !q.is_empty() {
+                    self.pending.insert(h.key.clone(), q);
+                }
+                self.add(next);
+            }
+        }
+    }
+
+    /// Stops and removes the sandboxes atoll created for pods that are no longer desired
+    /// (run once every source has delivered its first snapshot).
+    pub async fn remove_orphans(&self, desired: &HashSet<String>) {
+        let sandboxes = match self.shared.cri.list_pod_sandbox(Some(PodSandboxFilter::default())).await {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("listing sandboxes for orphans: {e}");
+                return;
+            }
+        };
+        let mut orphans: Vec<String> = sandboxes
+            .iter()
+            .filter(|s| worker::managed(&s.annotations))
+            .filter_map(|s| s.labels.get(super::sandbox::LABEL_POD_UID).cloned())
+            .filter(|uid| !desired.contains(uid) && !self.workers.contains_key(uid))
+            .collect();
+        orphans.sort();
+        orphans.dedup();
+        for uid in orphans {
+            log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
+            if let Err(e) = worker::remove_orphan(&self.shared, &uid, Duration::from_secs(1)).await {
+                log::warn!("pod {uid}: removing orphan: {e}");
+            }
+        }
+    }
+}

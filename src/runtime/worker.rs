@@ -1,0 +1,507 @@
+//! One pod's worker: observe the runtime, [`plan`], act, repeat.
+//!
+//! A worker owns one pod UID. It syncs when told (a new spec, a delete) and at least every
+//! second; each sync reads the pod's sandboxes and containers from CRI (by the
+//! `io.kubernetes.pod.uid` label), decides with the pure `plan`, and carries the plan out.
+//! When the pod is deleted it stops everything within the grace period, removes the
+//! containers, the sandboxes and the pod's directories, and ends.
+
+use super::backoff::Backoff;
+use super::container::{container_config, volume_path, InstanceContext};
+use super::plan::{self, CState, ContainerObs, Observed, Plan, ProbeVerdicts, SandboxObs, Which};
+use super::sandbox::{self, NodeContext, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
+use crate::cri::api::{ContainerFilter, ContainerState, NamespaceMode, PodSandboxFilter, PodSandboxState};
+use crate::cri::{Cri, Status};
+use crate::pod::types::Pod;
+use crate::pod::StaticPod;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// What every worker shares.
+pub struct Shared {
+    pub cri: Cri,
+    pub node: NodeContext,
+    pub host_ip: String,
+    pub node_cpu_millis: i64,
+    pub node_memory_bytes: i64,
+    pub backoff: Mutex<Backoff>,
+    pub image_backoff: Mutex<Backoff>,
+    /// How often a worker re-syncs when nothing wakes it.
+    pub resync: Duration,
+}
+
+/// A message to a worker.
+#[derive(Debug)]
+pub enum Msg {
+    /// A new version of the pod (same UID).
+    Update(Box<StaticPod>),
+    /// Stop the pod within this grace period and end.
+    Terminate(Duration),
+}
+
+/// kubelet's floor for the grace period passed to StopContainer.
+const MIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs the worker of `sp` until it is terminated and cleaned up.
+pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Receiver<Msg>) {
+    let uid = sp.uid.clone();
+    let key = sp.pod.key();
+    let mut terminating: Option<Duration> = None;
+    let mut last_error = String::new();
+    loop {
+        let wait = match sync(&shared, &sp.pod, terminating).await {
+            Ok(Outcome::Done) => {
+                log::info!("pod {key} ({uid}): terminated and removed");
+                return;
+            }
+            Ok(Outcome::Again(retry)) => {
+                last_error.clear();
+                retry.unwrap_or(shared.resync).min(shared.resync)
+            }
+            Err(e) => {
+                if e != last_error {
+                    log::warn!("pod {key}: sync failed: {e}");
+                    last_error = e;
+                }
+                shared.resync
+            }
+        };
+        let msg = smol::future::or(async { rx.recv().await.ok() }, async {
+            smol::Timer::after(wait).await;
+            None
+        })
+        .await;
+        match msg {
+            Some(Msg::Update(new)) => sp = *new,
+            Some(Msg::Terminate(grace)) => terminating = Some(grace),
+            None if rx.is_closed() && terminating.is_none() => terminating = Some(grace_of(&sp.pod)),
+            None => {}
+        }
+    }
+}
+
+/// The pod's termination grace period.
+pub fn grace_of(pod: &Pod) -> Duration {
+    Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64)
+}
+
+enum Outcome {
+    /// Sync again, after at most this long.
+    Again(Option<Duration>),
+    /// The pod is gone; the worker ends.
+    Done,
+}
+
+async fn sync(shared: &Shared, pod: &Pod, terminating: Option<Duration>) -> Result<Outcome, String> {
+    let obs = observe(&shared.cri, &pod.metadata.uid).await.map_err(|e| e.to_string())?;
+    let now = SystemTime::now();
+    let decided = {
+        let backoff = shared.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        plan::plan(pod, &obs, &ProbeVerdicts::default(), &backoff, now, terminating.is_some())
+    };
+    if let Some(grace) = terminating {
+        stop_all(shared, pod, &obs, &decided, grace).await?;
+        remove_all(shared, pod, &obs).await?;
+        return Ok(Outcome::Done);
+    }
+    act(shared, pod, &obs, decided).await
+}
+
+/// Reads what the runtime has for one pod UID, newest first.
+pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
+    let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
+    let mut obs = Observed::default();
+    let sandboxes =
+        cri.list_pod_sandbox(Some(PodSandboxFilter { label_selector: selector.clone(), ..Default::default() })).await?;
+    for s in sandboxes {
+        let st = match cri.pod_sandbox_status(&s.id, false).await {
+            Ok(r) => r.status.unwrap_or_default(),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
+        let host_network = st
+            .linux
+            .and_then(|l| l.namespaces)
+            .and_then(|n| n.options)
+            .is_some_and(|o| o.network == NamespaceMode::Node as i32);
+        obs.sandboxes.push(SandboxObs {
+            id: s.id,
+            attempt: s.metadata.map_or(0, |m| m.attempt),
+            ready: st.state == PodSandboxState::SandboxReady as i32,
+            ip: st.network.map(|n| n.ip).unwrap_or_default(),
+            host_network,
+            created_at: st.created_at,
+        });
+    }
+    let containers =
+        cri.list_containers(Some(ContainerFilter { label_selector: selector, ..Default::default() })).await?;
+    for c in containers {
+        let st = match cri.container_status(&c.id, false).await {
+            Ok(r) => r.status.unwrap_or_default(),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
+        let state = match ContainerState::try_from(st.state) {
+            Ok(ContainerState::ContainerCreated) => CState::Created,
+            Ok(ContainerState::ContainerRunning) => CState::Running,
+            Ok(ContainerState::ContainerExited) => CState::Exited,
+            _ => CState::Unknown,
+        };
+        let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
+        obs.containers.push(ContainerObs {
+            id: c.id,
+            name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
+            sandbox_id: c.pod_sandbox_id,
+            restart_count: ann("io.kubernetes.container.restartCount").parse().unwrap_or(0),
+            hash: ann("io.kubernetes.container.hash"),
+            state,
+            exit_code: st.exit_code,
+            reason: st.reason,
+            created_at: st.created_at,
+            finished_at: (st.finished_at > 0)
+                .then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64)),
+        });
+    }
+    obs.normalise();
+    Ok(obs)
+}
+
+async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, grace: Duration, why: &str) {
+    log::info!("pod {}: Killing: {why}", pod.key());
+    let grace = grace.max(MIN_GRACE);
+    if let Err(e) = shared.cri.stop_container(id, grace).await {
+        if !e.is_not_found() {
+            log::warn!("pod {}: stopping container {name}: {e}", pod.key());
+        }
+    }
+}
+
+async fn stop_all(shared: &Shared, pod: &Pod, obs: &Observed, p: &Plan, grace: Duration) -> Result<(), String> {
+    let stops = p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, grace, &k.message));
+    for f in stops {
+        f.await;
+    }
+    for s in &obs.sandboxes {
+        if let Err(e) = shared.cri.stop_pod_sandbox(&s.id).await {
+            if !e.is_not_found() {
+                return Err(format!("stopping sandbox {}: {e}", s.id));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes a deleted pod's containers, sandboxes, logs and directories.
+async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), String> {
+    for c in &obs.containers {
+        if let Err(e) = shared.cri.remove_container(&c.id).await {
+            if !e.is_not_found() {
+                return Err(format!("removing container {}: {e}", c.id));
+            }
+        }
+    }
+    for s in &obs.sandboxes {
+        if let Err(e) = shared.cri.remove_pod_sandbox(&s.id).await {
+            if !e.is_not_found() {
+                return Err(format!("removing sandbox {}: {e}", s.id));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(sandbox::log_directory(&shared.node, pod));
+    let _ = std::fs::remove_dir_all(sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid));
+    Ok(())
+}
+
+async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan) -> Result<Outcome, String> {
+    let grace = grace_of(pod);
+    for k in &p.kill {
+        stop_container(shared, &k.id, &k.name, pod, grace, &k.message).await;
+    }
+    if p.kill_pod {
+        for s in obs.sandboxes.iter().filter(|s| s.ready) {
+            shared.cri.stop_pod_sandbox(&s.id).await.map_err(|e| e.to_string())?;
+        }
+    }
+    if p.purge_init {
+        for c in obs.containers.iter().filter(|c| pod.spec.init_containers.iter().any(|i| i.name == c.name)) {
+            let _ = shared.cri.remove_container(&c.id).await;
+        }
+    }
+    let (sandbox_id, pod_ip) = match p.create_sandbox {
+        Some(attempt) => {
+            let (config, handler) = sandbox::sandbox_config(pod, attempt, &shared.node)?;
+            std::fs::create_dir_all(&config.log_directory)
+                .map_err(|e| format!("creating {}: {e}", config.log_directory))?;
+            let id = shared
+                .cri
+                .run_pod_sandbox(config, &handler)
+                .await
+                .map_err(|e| format!("FailedCreatePodSandBox: {e}"))?;
+            let st = shared.cri.pod_sandbox_status(&id, false).await.map_err(|e| e.to_string())?;
+            let ip = st.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
+            log::info!(
+                "pod {}: sandbox {} (attempt {attempt}) ready{}",
+                pod.key(),
+                short(&id),
+                if ip.is_empty() { String::new() } else { format!(", IP {ip}") }
+            );
+            (id, ip)
+        }
+        None => match &p.sandbox_id {
+            Some(id) => (id.clone(), obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default()),
+            None => return Ok(Outcome::Again(None)),
+        },
+    };
+    let mut retry: Option<Duration> = p.waiting.iter().map(|w| w.retry_in).min();
+    for w in &p.waiting {
+        log::debug!("pod {}: BackOff: {}", pod.key(), w.message);
+    }
+    if p.start.is_empty() {
+        return Ok(Outcome::Again(retry));
+    }
+    let (sandbox_config, _) = sandbox::sandbox_config(pod, 0, &shared.node)?;
+    let pod_dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
+    prepare_volumes(pod, &shared.node.root_dir)?;
+    let hosts_file =
+        if pod.spec.host_network || !pod_ip.is_empty() { Some(write_hosts(pod, &pod_dir, &pod_ip)?) } else { None };
+    for start in &p.start {
+        let c = match start.which {
+            Which::Init(i) => &pod.spec.init_containers[i],
+            Which::Regular(i) => &pod.spec.containers[i],
+        };
+        let image_ref = match ensure_image(shared, pod, c, &sandbox_config).await {
+            Ok(r) => r,
+            Err((reason, wait)) => {
+                log::warn!("pod {}: container {}: {reason}", pod.key(), c.name);
+                retry = Some(retry.map_or(wait, |r| r.min(wait)));
+                if matches!(start.which, Which::Init(_)) {
+                    break;
+                }
+                continue;
+            }
+        };
+        let log_dir = Path::new(&sandbox_config.log_directory).join(&c.name);
+        std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
+        let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
+            Some(_) => Some(termination_log_file(&pod_dir, &c.name, start.restart_count)?),
+            None => None,
+        };
+        let ctx = InstanceContext {
+            root_dir: shared.node.root_dir.clone(),
+            pod_ip: pod_ip.clone(),
+            host_ip: shared.host_ip.clone(),
+            node_cpu_millis: shared.node_cpu_millis,
+            node_memory_bytes: shared.node_memory_bytes,
+            termination_log,
+            hosts_file: hosts_file.clone(),
+        };
+        let config = container_config(pod, c, start.restart_count, &image_ref, &ctx)
+            .map_err(|e| format!("CreateContainerConfigError: {e}"))?;
+        if let Some((key, event)) = &start.backoff {
+            shared.backoff.lock().unwrap_or_else(|p| p.into_inner()).advance(key, *event, SystemTime::now());
+        }
+        let id = match shared.cri.create_container(&sandbox_id, config, sandbox_config.clone()).await {
+            Ok(id) => id,
+            Err(e) => {
+                log::warn!("pod {}: container {}: CreateContainerError: {e}", pod.key(), c.name);
+                continue;
+            }
+        };
+        log::info!("pod {}: Created container {} ({})", pod.key(), c.name, short(&id));
+        if let Err(e) = shared.cri.start_container(&id).await {
+            log::warn!("pod {}: container {}: RunContainerError: {e}", pod.key(), c.name);
+            continue;
+        }
+        log::info!("pod {}: Started container {} (restart {})", pod.key(), c.name, start.restart_count);
+    }
+    Ok(Outcome::Again(retry))
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(13)]
+}
+
+/// Pulls the image as the container's pull policy says; on failure returns the waiting
+/// reason and when to look again.
+async fn ensure_image(
+    shared: &Shared,
+    pod: &Pod,
+    c: &crate::pod::types::Container,
+    sandbox_config: &crate::cri::api::PodSandboxConfig,
+) -> Result<String, (String, Duration)> {
+    let image = with_default_tag(&c.image);
+    let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
+    if policy != "Always" {
+        match shared.cri.image_status(&image).await {
+            Ok(Some(img)) => return Ok(img.id),
+            Ok(None) if policy == "Never" => {
+                return Err((
+                    format!("ErrImageNeverPull: image {image:?} is not present and the pull policy is Never"),
+                    Duration::from_secs(10),
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => return Err((format!("ImageInspectError: {e}"), Duration::from_secs(10))),
+        }
+    }
+    let key = format!("{}_{image}", pod.metadata.uid);
+    let now = SystemTime::now();
+    {
+        let b = shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(left) = b.remaining_since_update(&key, now) {
+            let delay = b.delay(&key).unwrap_or_default();
+            return Err((format!("ImagePullBackOff: back-off {delay:?} pulling image {image:?}"), left));
+        }
+    }
+    log::info!("pod {}: Pulling image {image:?}", pod.key());
+    let started = std::time::Instant::now();
+    match shared.cri.pull_image(&image, None, Some(sandbox_config.clone())).await {
+        Ok(r) => {
+            log::info!("pod {}: Pulled image {image:?} in {:?}", pod.key(), started.elapsed());
+            shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).forget(&key);
+            Ok(r)
+        }
+        Err(e) => {
+            let mut b = shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner());
+            b.advance(&key, now, now);
+            Err((format!("ErrImagePull: {e}"), b.delay(&key).unwrap_or(Duration::from_secs(10))))
+        }
+    }
+}
+
+/// `busybox` → `busybox:latest`; references with a tag or digest are kept.
+pub fn with_default_tag(image: &str) -> String {
+    match crate::pod::defaults::split_image(image) {
+        (_, None, None) => format!("{image}:latest"),
+        _ => image.to_string(),
+    }
+}
+
+/// Creates emptyDir directories and checks or creates hostPath paths by their `type`.
+fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
+    for v in &pod.spec.volumes {
+        let Some(path) = volume_path(root, &pod.metadata.uid, v) else { continue };
+        if v.empty_dir.is_some() {
+            std::fs::create_dir_all(&path).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
+            continue;
+        }
+        if let Some(hp) = &v.host_path {
+            let meta = std::fs::metadata(&path);
+            let fail = |what: &str| Err(format!("hostPath volume {:?}: {} {what}", v.name, path.display()));
+            use std::os::unix::fs::FileTypeExt;
+            match hp.type_.as_deref().unwrap_or("") {
+                "" => {}
+                "DirectoryOrCreate" => {
+                    if meta.is_err() {
+                        std::fs::create_dir_all(&path).map_err(|e| format!("hostPath {}: {e}", v.name))?;
+                    } else if !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+                        return fail("exists but is not a directory");
+                    }
+                }
+                "Directory" if !meta.as_ref().is_ok_and(|m| m.is_dir()) => return fail("is not a directory"),
+                "FileOrCreate" => {
+                    if meta.is_err() {
+                        if let Some(parent) = path.parent() {
+                            std::fs::create_dir_all(parent).map_err(|e| format!("hostPath {}: {e}", v.name))?;
+                        }
+                        std::fs::File::create(&path).map_err(|e| format!("hostPath {}: {e}", v.name))?;
+                    } else if !meta.as_ref().is_ok_and(|m| m.is_file()) {
+                        return fail("exists but is not a file");
+                    }
+                }
+                "File" if !meta.as_ref().is_ok_and(|m| m.is_file()) => return fail("is not a file"),
+                "Socket" if !meta.as_ref().is_ok_and(|m| m.file_type().is_socket()) => return fail("is not a socket"),
+                "CharDevice" if !meta.as_ref().is_ok_and(|m| m.file_type().is_char_device()) => {
+                    return fail("is not a character device")
+                }
+                "BlockDevice" if !meta.as_ref().is_ok_and(|m| m.file_type().is_block_device()) => {
+                    return fail("is not a block device")
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the managed /etc/hosts (kubelet's layout), rewritten on every container start.
+fn write_hosts(pod: &Pod, pod_dir: &Path, pod_ip: &str) -> Result<std::path::PathBuf, String> {
+    let mut text = String::new();
+    if pod.spec.host_network {
+        text.push_str("# Kubernetes-managed hosts file (host network).\n");
+        text.push_str(&std::fs::read_to_string("/etc/hosts").unwrap_or_default());
+    } else {
+        text.push_str(
+            "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+        );
+        text.push_str(
+            "fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+        );
+        let host = sandbox::hostname(pod);
+        text.push_str(&format!("{pod_ip}\t{host}\n"));
+    }
+    if !pod.spec.host_aliases.is_empty() {
+        text.push_str("\n# Entries added by HostAliases.\n");
+        for a in &pod.spec.host_aliases {
+            text.push_str(&format!("{}\t{}\n", a.ip, a.hostnames.join("\t")));
+        }
+    }
+    std::fs::create_dir_all(pod_dir).map_err(|e| format!("creating {}: {e}", pod_dir.display()))?;
+    let path = pod_dir.join("etc-hosts");
+    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// A fresh, world-writable termination-log file for one container instance.
+fn termination_log_file(pod_dir: &Path, name: &str, restart: u32) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = pod_dir.join("containers").join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{restart:08x}"));
+    std::fs::write(&path, b"").map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// Stops (with `grace`) and removes everything the runtime has for a pod UID nobody wants.
+pub async fn remove_orphan(shared: &Shared, uid: &str, grace: Duration) -> Result<(), String> {
+    let obs = observe(&shared.cri, uid).await.map_err(|e| e.to_string())?;
+    for c in obs.containers.iter().filter(|c| matches!(c.state, CState::Running | CState::Created | CState::Unknown)) {
+        if let Err(e) = shared.cri.stop_container(&c.id, grace.max(MIN_GRACE)).await {
+            if !e.is_not_found() {
+                return Err(format!("stopping container {}: {e}", c.id));
+            }
+        }
+    }
+    for s in &obs.sandboxes {
+        let _ = shared.cri.stop_pod_sandbox(&s.id).await;
+    }
+    for c in &obs.containers {
+        let _ = shared.cri.remove_container(&c.id).await;
+    }
+    for s in &obs.sandboxes {
+        shared.cri.remove_pod_sandbox(&s.id).await.map_err(|e| format!("removing sandbox {}: {e}", s.id))?;
+    }
+    let _ = std::fs::remove_dir_all(sandbox::pod_dir(&shared.node.root_dir, uid));
+    Ok(())
+}
+
+/// Whether a sandbox or container was made by atoll.
+pub fn managed(annotations: &HashMap<String, String>) -> bool {
+    annotations.get(ANNOTATION_MANAGED_BY).is_some_and(|v| v == "atoll")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_without_tag_or_digest_get_latest() {
+        assert_eq!(with_default_tag("busybox"), "busybox:latest");
+        assert_eq!(with_default_tag("busybox:1.36"), "busybox:1.36");
+        assert_eq!(with_default_tag("r:5000/a/b"), "r:5000/a/b:latest");
+        assert_eq!(with_default_tag("a@sha256:0"), "a@sha256:0");
+    }
+}

@@ -1,0 +1,271 @@
+//! The pod engine against the real private containerd: pods from manifests become sandboxes
+//! and containers, and stay so.
+
+mod common;
+
+use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
+use atoll::pod::{self, Origin, Policy, Shape, StaticPod};
+use atoll::runtime::backoff::Backoff;
+use atoll::runtime::engine::Engine;
+use atoll::runtime::sandbox::NodeContext;
+use atoll::runtime::worker::Shared;
+use atoll::source::merge::Change;
+use common::{eventually, testbed, unique, Testbed};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
+    let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
+    std::fs::create_dir_all(&root_dir).unwrap();
+    Arc::new(Shared {
+        cri: tb.cri(),
+        node: NodeContext {
+            node_name: "tb".into(),
+            pod_logs_dir: tb.logs.clone(),
+            root_dir,
+            host_resolv_conf: "nameserver 127.0.0.1\n".into(),
+            ..Default::default()
+        },
+        host_ip: "127.0.0.1".into(),
+        node_cpu_millis: 2000,
+        node_memory_bytes: 4 << 30,
+        backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
+        image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
+        resync: Duration::from_millis(300),
+    })
+}
+
+/// A pod from YAML, named uniquely, as the file source would deliver it.
+fn static_pod(yaml: &str, name: &str) -> StaticPod {
+    let yaml = yaml.replace("NAME", name);
+    let origin = Origin::File(PathBuf::from(format!("/manifests/{name}.yaml")));
+    let mut loaded = pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "tb", Policy::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    loaded.pods.remove(0)
+}
+
+fn by_uid(uid: &str) -> HashMap<String, String> {
+    HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.to_string())])
+}
+
+/// The pod's containers as (name, state, restartCount annotation, id).
+fn containers(tb: &Testbed, uid: &str) -> Vec<(String, i32, String, String)> {
+    let cri = tb.cri();
+    let list = smol::block_on(
+        cri.list_containers(Some(ContainerFilter { label_selector: by_uid(uid), ..Default::default() })),
+    )
+    .unwrap();
+    list.into_iter()
+        .map(|c| {
+            let rc = c.annotations.get("io.kubernetes.container.restartCount").cloned().unwrap_or_default();
+            (c.labels["io.kubernetes.container.name"].clone(), c.state, rc, c.id)
+        })
+        .collect()
+}
+
+fn running(tb: &Testbed, uid: &str, name: &str) -> Option<String> {
+    containers(tb, uid)
+        .into_iter()
+        .find(|(n, s, _, _)| n == name && *s == ContainerState::ContainerRunning as i32)
+        .map(|(_, _, _, id)| id)
+}
+
+fn sandboxes(tb: &Testbed, uid: &str) -> Vec<atoll::cri::api::PodSandbox> {
+    smol::block_on(
+        tb.cri().list_pod_sandbox(Some(PodSandboxFilter { label_selector: by_uid(uid), ..Default::default() })),
+    )
+    .unwrap()
+}
+
+const SLEEPER: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  labels:
+    app: sleeper
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    command: [\"sleep\", \"3600\"]
+";
+
+#[test]
+fn a_host_network_pod_runs_with_kubelets_labels() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "hostnet"));
+    let sp = static_pod(SLEEPER, &unique("sleeper"));
+    let uid = sp.uid.clone();
+    let name = sp.pod.metadata.name.clone();
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"));
+    let sb = &sandboxes(tb, &uid)[0];
+    let mut keys: Vec<&str> = sb.labels.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec!["app", "io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.pod.uid"],
+        "kubelet's label set"
+    );
+    assert_eq!(sb.labels["io.kubernetes.pod.name"], name);
+    let log = tb.logs.join(format!("default_{name}_{uid}")).join("main/0.log");
+    assert!(
+        log.exists() || log.parent().unwrap().exists(),
+        "log directory {} made before the container",
+        log.display()
+    );
+
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    assert!(containers(tb, &uid).is_empty());
+    assert!(!tb.logs.join(format!("default_{name}_{uid}")).exists(), "the pod's logs are removed with it");
+}
+
+#[test]
+fn a_bridge_pod_with_two_containers_gets_an_ip() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "bridge"));
+    let yaml = "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: docker.io/library/busybox:1.36
+    command: [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/var/www\"]
+  - name: side
+    image: docker.io/library/busybox:1.36
+    command: [\"sleep\", \"3600\"]
+";
+    let sp = static_pod(yaml, &unique("bridge"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(30), "both containers running", || {
+        (running(tb, &uid, "web").is_some() && running(tb, &uid, "side").is_some()).then_some(())
+    });
+    let sb = sandboxes(tb, &uid).remove(0);
+    let st = smol::block_on(tb.cri().pod_sandbox_status(&sb.id, false)).unwrap().status.unwrap();
+    let ip = st.network.unwrap().ip;
+    assert!(ip.starts_with(&tb.subnet_prefix), "{ip}");
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}
+
+#[test]
+fn init_containers_run_in_order_and_env_expands() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "init"));
+    let yaml = "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: first
+    image: docker.io/library/busybox:1.36
+    command: [\"sh\", \"-c\", \"echo -n a >> /work/order\"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  - name: second
+    image: docker.io/library/busybox:1.36
+    command: [\"sh\", \"-c\", \"echo -n b >> /work/order\"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    command: [\"sh\", \"-c\", \"echo order=$(cat /work/order) greeting=$(GREETING) pod=$(POD); sleep 3600\"]
+    env:
+    - {name: WHO, value: world}
+    - {name: GREETING, value: \"hello-$(WHO)\"}
+    - name: POD
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    volumeMounts: [{name: work, mountPath: /work}]
+  volumes:
+  - name: work
+    emptyDir: {}
+";
+    let sp = static_pod(yaml, &unique("init"));
+    let (uid, name) = (sp.uid.clone(), sp.pod.metadata.name.clone());
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(40), "main running", || running(tb, &uid, "main"));
+    let log = tb.logs.join(format!("default_{name}_{uid}")).join("main/0.log");
+    let text = eventually(Duration::from_secs(10), "main's output", || {
+        std::fs::read_to_string(&log).ok().filter(|t| t.contains("order="))
+    });
+    assert!(text.contains(&format!("order=ab greeting=hello-world pod={name}")), "{text}");
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}
+
+#[test]
+fn a_crashing_container_is_restarted_with_its_restart_count() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "crash"));
+    let yaml = SLEEPER.replace("command: [\"sleep\", \"3600\"]", "command: [\"sh\", \"-c\", \"sleep 0.2; exit 3\"]");
+    let sp = static_pod(&yaml, &unique("crash"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    let counts = eventually(Duration::from_secs(40), "three instances", || {
+        let c = containers(tb, &uid);
+        (c.len() >= 3).then_some(c)
+    });
+    let mut restarts: Vec<u32> = counts.iter().map(|(_, _, rc, _)| rc.parse().unwrap()).collect();
+    restarts.sort();
+    assert_eq!(&restarts[..3], &[0, 1, 2], "each instance counts one more restart");
+    assert_eq!(sandboxes(tb, &uid).len(), 1, "restarts reuse the sandbox");
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}
+
+#[test]
+fn a_restarted_engine_adopts_running_pods_without_restarting_them() {
+    let tb = testbed();
+    let sh = shared(tb, "adopt");
+    let sp = static_pod(SLEEPER, &unique("adopt"));
+    let uid = sp.uid.clone();
+    let first_id = {
+        let mut engine = Engine::new(sh.clone());
+        engine.apply(Change::Add(sp.clone()));
+        eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"))
+        // The engine (and its workers) are dropped here, as when atoll is stopped.
+    };
+    let mut engine = Engine::new(sh);
+    engine.apply(Change::Add(sp.clone()));
+    std::thread::sleep(Duration::from_secs(2));
+    let now = containers(tb, &uid);
+    assert_eq!(now.len(), 1, "no new container: {now:?}");
+    assert_eq!(now[0].3, first_id);
+    assert_eq!(now[0].1, ContainerState::ContainerRunning as i32);
+    assert_eq!(sandboxes(tb, &uid).len(), 1);
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}
+
+#[test]
+fn a_missing_image_fails_its_pod_only() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "badimage"));
+    let bad = static_pod(
+        &SLEEPER.replace("docker.io/library/busybox:1.36", &format!("{}/atoll/absent:1", tb.var("ATOLL_TB_REGISTRY"))),
+        &unique("bad"),
+    );
+    let good = static_pod(SLEEPER, &unique("good"));
+    engine.apply(Change::Add(bad.clone()));
+    engine.apply(Change::Add(good.clone()));
+    eventually(Duration::from_secs(30), "the good pod running", || running(tb, &good.uid, "main"));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(containers(tb, &bad.uid).is_empty(), "no container without its image");
+    assert_eq!(sandboxes(tb, &bad.uid).len(), 1, "its sandbox waits for the image");
+    for sp in [bad, good] {
+        let uid = sp.uid.clone();
+        engine.apply(Change::Remove(sp));
+        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    }
+}
