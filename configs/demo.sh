@@ -43,9 +43,18 @@ grep -q '^READY ' "$dir.out" || { echo "demo: the test bed did not start" >&2; c
 # shellcheck disable=SC1090
 . "$(sed -n 's/^READY //p' "$dir.out")"
 
+# A kubelet config file, as on a real node; the pods' logs go under the test bed.
+cat >"$dir/kubelet-config.yaml" <<CONFIG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $PWD/configs/examples
+podLogsDir: $ATOLL_TB_LOGS
+fileCheckFrequency: 20s
+CONFIG
+echo "demo: pod logs under $ATOLL_TB_LOGS (tail -f $ATOLL_TB_LOGS/*/*/0.log)" >&2
 ./target/release/atoll run \
+  --config="$dir/kubelet-config.yaml" \
   --container-runtime-endpoint="$ATOLL_TB_ENDPOINT" \
-  --pod-manifest-path="$PWD/configs/examples" \
   --root-dir="$dir/state" \
   --hostname-override=atoll-demo &
 atoll=$!

@@ -88,6 +88,12 @@ pub struct Settings {
     pub runtime_request_timeout: Duration,
     pub root_dir: std::path::PathBuf,
     pub strict: bool,
+    pub pod_logs_dir: std::path::PathBuf,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    /// The resolver configuration pods with dnsPolicy Default inherit ("" for none).
+    pub resolv_conf: String,
+    pub node_ip: Option<String>,
     /// What the config file held that this version does not act on, one line each.
     pub config_notes: Vec<String>,
 }
@@ -114,12 +120,16 @@ pub struct KubeletConfiguration {
     pub http_check_frequency: Option<String>,
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
+    pub pod_logs_dir: Option<String>,
+    #[serde(rename = "clusterDNS")]
+    pub cluster_dns: Option<Vec<String>>,
+    pub cluster_domain: Option<String>,
+    pub resolv_conf: Option<String>,
 }
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
 const LATER_FIELDS: &[&str] = &[
-    "podLogsDir",
     "containerLogMaxSize",
     "containerLogMaxFiles",
     "healthzPort",
@@ -127,9 +137,6 @@ const LATER_FIELDS: &[&str] = &[
     "readOnlyPort",
     "nodeStatusUpdateFrequency",
     "nodeStatusReportFrequency",
-    "clusterDNS",
-    "clusterDomain",
-    "resolvConf",
     "maxPods",
     "syncFrequency",
 ];
@@ -252,6 +259,11 @@ impl Settings {
             )?,
             root_dir: flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into(),
             strict: flags.is_set("strict"),
+            pod_logs_dir: cfg.pod_logs_dir.clone().unwrap_or_else(|| "/var/log/pods".into()).into(),
+            cluster_dns: cfg.cluster_dns.clone().unwrap_or_default(),
+            cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
+            resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
+            node_ip: flags.get("node-ip").map(String::from),
             config_notes,
         })
     }
@@ -294,6 +306,7 @@ staticPodURLHeader:
 fileCheckFrequency: 5s
 containerRuntimeEndpoint: unix:///run/crio/crio.sock
 podLogsDir: /var/log/pods
+containerLogMaxSize: 10Mi
 cgroupDriver: systemd
 authentication:
   anonymous:
@@ -315,7 +328,9 @@ authentication:
         assert_eq!(s.runtime_endpoint.to_string(), "unix:///run/crio/crio.sock");
         assert_eq!(s.node_name, "edge-1");
         let notes = s.config_notes.join("\n");
-        assert!(notes.contains("podLogsDir: not used by this version of atoll yet"), "{notes}");
+        assert!(notes.contains("containerLogMaxSize: not used by this version of atoll yet"), "{notes}");
+        assert!(!notes.contains("podLogsDir"), "{notes}");
+        assert_eq!(s.pod_logs_dir, std::path::Path::new("/var/log/pods"));
         assert!(notes.contains("cgroupDriver: not supported by atoll; ignored"), "{notes}");
         assert!(notes.contains("authentication: not supported by atoll; ignored"), "{notes}");
     }

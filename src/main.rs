@@ -5,9 +5,15 @@ use atoll::cli::{self, Command, Flags};
 use atoll::config::Settings;
 use atoll::cri::Cri;
 use atoll::pod::{self, Origin, Policy, Shape};
+use atoll::runtime::backoff::Backoff;
+use atoll::runtime::engine::Engine;
+use atoll::runtime::sandbox::NodeContext;
+use atoll::runtime::worker::Shared;
 use atoll::source::{self, file, http, merge, SourceId};
+use std::collections::HashSet;
 use std::process::ExitCode;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 /// The `run` flags this version acts on; the others are parsed (so kubelet command lines and
 /// unit files keep working) and reported as unused, never silently ignored.
@@ -25,6 +31,7 @@ const RUN_FLAGS_IN_USE: &[&str] = &[
     "root-dir",
     "strict",
     "config",
+    "node-ip",
 ];
 
 fn main() -> ExitCode {
@@ -69,8 +76,7 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
     simple_logger::SimpleLogger::new().with_level(level).init().map_err(|e| format!("cannot start logging: {e}"))
 }
 
-/// Runs the manifest sources and keeps the desired set of pods. The pod engine is not built
-/// yet, so the desired set is logged, not run; the runtime is checked and reported.
+/// The agent: manifest sources → desired set → pod engine, against the container runtime.
 fn run(flags: &Flags) -> Result<(), String> {
     init_logging(flags)?;
     for name in flags.names() {
@@ -93,7 +99,7 @@ fn run(flags: &Flags) -> Result<(), String> {
                 v.runtime_api_version,
                 s.runtime_endpoint
             ),
-            Err(e) => log::warn!("cannot reach the container runtime at {}: {e}", s.runtime_endpoint),
+            Err(e) => log::warn!("cannot reach the container runtime at {} yet: {e}", s.runtime_endpoint),
         }
         let (tx, rx) = smol::channel::bounded::<source::Update>(16);
         let mut sources = Vec::new();
@@ -126,24 +132,75 @@ fn run(flags: &Flags) -> Result<(), String> {
         if sources.is_empty() {
             log::warn!("no manifest source given (--pod-manifest-path or --manifest-url): nothing to run");
         }
-        log::info!(
-            "node {}: the pod engine is not built in this version; desired pods are logged, not run",
-            s.node_name
-        );
+        let shared = Arc::new(Shared {
+            cri,
+            node: NodeContext {
+                node_name: s.node_name.clone(),
+                pod_logs_dir: s.pod_logs_dir.clone(),
+                root_dir: s.root_dir.clone(),
+                cluster_dns: s.cluster_dns.clone(),
+                cluster_domain: s.cluster_domain.clone(),
+                host_resolv_conf: if s.resolv_conf.is_empty() {
+                    String::new()
+                } else {
+                    std::fs::read_to_string(&s.resolv_conf).unwrap_or_default()
+                },
+                runtime_handlers: Default::default(),
+            },
+            host_ip: s.node_ip.clone().unwrap_or_default(),
+            node_cpu_millis: std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000),
+            node_memory_bytes: memory_total(),
+            backoff: Mutex::new(Backoff::default()),
+            image_backoff: Mutex::new(Backoff::default()),
+            resync: Duration::from_secs(1),
+        });
+        log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
         let mut merger = merge::Merger::new(sources);
-        while let Ok(update) = rx.recv().await {
-            for change in merger.apply(update, SystemTime::now()) {
-                let (what, sp) = match &change {
-                    merge::Change::Add(p) => ("add", p),
-                    merge::Change::Update(p) => ("update", p),
-                    merge::Change::Remove(p) => ("remove", p),
-                };
-                log::info!("desired: {what} pod {} uid {} from {}", sp.pod.key(), sp.uid, sp.origin);
+        let mut engine = Engine::new(shared);
+        let finished = engine.finished();
+        let mut orphans_checked = false;
+        enum Event {
+            Source(source::Update),
+            Done(String),
+            Closed,
+        }
+        loop {
+            let event =
+                smol::future::or(async { rx.recv().await.map(Event::Source).unwrap_or(Event::Closed) }, async {
+                    finished.recv().await.map(Event::Done).unwrap_or(Event::Closed)
+                })
+                .await;
+            match event {
+                Event::Source(update) => {
+                    for change in merger.apply(update, SystemTime::now()) {
+                        engine.apply(change);
+                    }
+                    if !orphans_checked && merger.all_sources_seen() {
+                        orphans_checked = true;
+                        let desired: HashSet<String> = merger.desired().map(|p| p.uid.clone()).collect();
+                        engine.remove_orphans(&desired).await;
+                    }
+                }
+                Event::Done(uid) => engine.worker_done(&uid),
+                Event::Closed => break,
             }
         }
         drop(tasks);
         Ok(())
     })
+}
+
+/// MemTotal from /proc/meminfo, in bytes (0 if unknown).
+fn memory_total() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<i64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
