@@ -45,6 +45,8 @@ pub struct ContainerObs {
     pub reason: String,
     pub created_at: i64,
     pub finished_at: Option<SystemTime>,
+    /// The CRI log file of this instance (absolute), if the runtime reported one.
+    pub log_path: String,
 }
 
 /// Everything the runtime shows for one pod UID.
@@ -124,6 +126,32 @@ pub struct Plan {
     pub kill: Vec<Kill>,
     pub start: Vec<Start>,
     pub waiting: Vec<Waiting>,
+}
+
+/// Garbage to collect (kubelet's container GC with MaxPerPodContainer 1): for each container
+/// name, every exited instance except the newest one, and every not-ready sandbox except the
+/// newest that no longer holds a container.
+pub fn garbage(obs: &Observed) -> (Vec<&ContainerObs>, Vec<&SandboxObs>) {
+    let mut seen_exited: Vec<&str> = Vec::new();
+    let mut containers = Vec::new();
+    for c in &obs.containers {
+        if c.state != CState::Exited {
+            continue;
+        }
+        if seen_exited.contains(&c.name.as_str()) {
+            containers.push(c);
+        } else {
+            seen_exited.push(&c.name);
+        }
+    }
+    let sandboxes = obs
+        .sandboxes
+        .iter()
+        .skip(1)
+        .filter(|s| !s.ready)
+        .filter(|s| obs.containers.iter().all(|c| c.sandbox_id != s.id || containers.iter().any(|g| g.id == c.id)))
+        .collect();
+    (containers, sandboxes)
 }
 
 /// The back-off key of a container (kubelet's stable key: a new spec starts afresh).
@@ -460,6 +488,7 @@ mod tests {
             reason: String::new(),
             created_at: created,
             finished_at: (state == CState::Exited).then(|| t(created as u64)),
+            log_path: String::new(),
         }
     }
 
@@ -683,6 +712,34 @@ mod tests {
         let p = plan(&pod, &o, &ProbeVerdicts::default(), &Backoff::default(), t(100), true);
         assert!(p.kill_pod && p.start.is_empty() && p.create_sandbox.is_none());
         assert_eq!(p.kill.len(), 1);
+    }
+
+    #[test]
+    fn garbage_keeps_the_newest_exited_instance_per_container_and_the_newest_sandbox() {
+        let pod = pod(TWO);
+        let mut old_sb = sandbox("s0", 0, false);
+        old_sb.created_at = -1;
+        let mut a_in_old = ctr(&pod, "a", CState::Exited, 1, 0, 1);
+        a_in_old.sandbox_id = "s0".into();
+        let o = obs(
+            vec![sandbox("s1", 1, true), old_sb],
+            vec![
+                a_in_old,
+                ctr(&pod, "a", CState::Exited, 1, 1, 2),
+                ctr(&pod, "a", CState::Exited, 1, 2, 3),
+                ctr(&pod, "a", CState::Running, 0, 3, 4),
+                ctr(&pod, "b", CState::Exited, 0, 0, 5),
+            ],
+        );
+        let (containers, sandboxes) = garbage(&o);
+        let mut ids: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, vec!["a-1", "a-2"], "a-3 (newest exited) and b-5 stay");
+        assert_eq!(
+            sandboxes.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            vec!["s0"],
+            "its only container is garbage too"
+        );
     }
 
     #[test]

@@ -106,7 +106,34 @@ async fn sync(shared: &Shared, pod: &Pod, terminating: Option<Duration>) -> Resu
         remove_all(shared, pod, &obs).await?;
         return Ok(Outcome::Done);
     }
-    act(shared, pod, &obs, decided).await
+    let outcome = act(shared, pod, &obs, decided).await;
+    collect_garbage(shared, pod, &obs).await;
+    outcome
+}
+
+/// Removes old exited instances (their log files first, while the path is known) and old
+/// sandboxes that hold nothing any more.
+async fn collect_garbage(shared: &Shared, pod: &Pod, obs: &Observed) {
+    let (containers, sandboxes) = plan::garbage(obs);
+    for c in containers {
+        if !c.log_path.is_empty() {
+            let _ = std::fs::remove_file(&c.log_path);
+        }
+        match shared.cri.remove_container(&c.id).await {
+            Ok(()) => log::debug!("pod {}: removed old instance {} of {}", pod.key(), short(&c.id), c.name),
+            Err(e) if !e.is_not_found() => {
+                log::warn!("pod {}: removing old container {}: {e}", pod.key(), short(&c.id))
+            }
+            Err(_) => {}
+        }
+    }
+    for s in sandboxes {
+        if let Err(e) = shared.cri.remove_pod_sandbox(&s.id).await {
+            if !e.is_not_found() {
+                log::warn!("pod {}: removing old sandbox {}: {e}", pod.key(), short(&s.id));
+            }
+        }
+    }
 }
 
 /// Reads what the runtime has for one pod UID, newest first.
@@ -162,6 +189,7 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
             created_at: st.created_at,
             finished_at: (st.finished_at > 0)
                 .then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64)),
+            log_path: st.log_path,
         });
     }
     obs.normalise();
