@@ -11,6 +11,7 @@ pub mod pod;
 pub mod rfc3339;
 pub mod runtime;
 pub mod source;
+pub mod status;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

@@ -91,16 +91,22 @@ fn run(flags: &Flags) -> Result<(), String> {
     let policy = Policy { strict: s.strict };
     let cri = Cri::new(&s.runtime_endpoint).with_request_timeout(s.runtime_request_timeout);
     smol::block_on(async {
-        match cri.version().await {
-            Ok(v) => log::info!(
-                "connected to {} {} (CRI {}) at {}",
-                v.runtime_name,
-                v.runtime_version,
-                v.runtime_api_version,
-                s.runtime_endpoint
-            ),
-            Err(e) => log::warn!("cannot reach the container runtime at {} yet: {e}", s.runtime_endpoint),
-        }
+        let runtime_name = match cri.version().await {
+            Ok(v) => {
+                log::info!(
+                    "connected to {} {} (CRI {}) at {}",
+                    v.runtime_name,
+                    v.runtime_version,
+                    v.runtime_api_version,
+                    s.runtime_endpoint
+                );
+                v.runtime_name
+            }
+            Err(e) => {
+                log::warn!("cannot reach the container runtime at {} yet: {e}", s.runtime_endpoint);
+                "containerd".to_string()
+            }
+        };
         let (tx, rx) = smol::channel::bounded::<source::Update>(16);
         let mut sources = Vec::new();
         let mut tasks = Vec::new();
@@ -153,6 +159,8 @@ fn run(flags: &Flags) -> Result<(), String> {
             backoff: Mutex::new(Backoff::default()),
             image_backoff: Mutex::new(Backoff::default()),
             resync: Duration::from_secs(1),
+            runtime_name,
+            statuses: Default::default(),
         });
         log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
         let mut merger = merge::Merger::new(sources);

@@ -20,6 +20,12 @@ pub fn format_nanos(t: SystemTime) -> String {
     s
 }
 
+/// Formats `t` to the second, as Kubernetes' `metav1.Time` (`2026-11-22T19:16:30Z`).
+pub fn format_seconds(t: SystemTime) -> String {
+    let whole = UNIX_EPOCH + std::time::Duration::from_secs(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs());
+    format_nanos(whole)
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -47,5 +53,6 @@ mod tests {
         let leap = UNIX_EPOCH + Duration::new(951_782_400, 500_000_000); // 2000-02-29
         assert_eq!(format_nanos(leap), "2000-02-29T00:00:00.5Z");
         assert_eq!(format_nanos(UNIX_EPOCH + Duration::from_secs(4_102_444_799)), "2099-12-31T23:59:59Z");
+        assert_eq!(format_seconds(t), "2026-11-22T18:55:17Z");
     }
 }

@@ -34,6 +34,8 @@ fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
         backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
         image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
         resync: Duration::from_millis(300),
+        runtime_name: "containerd".into(),
+        statuses: Default::default(),
     })
 }
 
@@ -259,7 +261,8 @@ fn a_restarted_engine_adopts_running_pods_without_restarting_them() {
 #[test]
 fn a_missing_image_fails_its_pod_only() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "badimage"));
+    let sh = shared(tb, "badimage");
+    let mut engine = Engine::new(sh.clone());
     let bad = static_pod(
         &SLEEPER.replace("docker.io/library/busybox:1.36", &format!("{}/atoll/absent:1", tb.var("ATOLL_TB_REGISTRY"))),
         &unique("bad"),
@@ -271,6 +274,15 @@ fn a_missing_image_fails_its_pod_only() {
     std::thread::sleep(Duration::from_secs(1));
     assert!(containers(tb, &bad.uid).is_empty(), "no container without its image");
     assert_eq!(sandboxes(tb, &bad.uid).len(), 1, "its sandbox waits for the image");
+    let status = eventually(Duration::from_secs(10), "a status for the bad pod", || sh.statuses.get(&bad.uid));
+    assert_eq!(status.phase, "Pending");
+    let reason = status.container_statuses[0].state.waiting.as_ref().map(|w| w.reason.clone()).unwrap_or_default();
+    assert!(reason == "ErrImagePull" || reason == "ImagePullBackOff", "{status:?}");
+    let good_status = eventually(Duration::from_secs(10), "the good pod Running", || {
+        sh.statuses.get(&good.uid).filter(|s| s.phase == "Running")
+    });
+    assert!(good_status.container_statuses[0].container_id.starts_with("containerd://"));
+    assert!(good_status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{good_status:?}");
     for sp in [bad, good] {
         let uid = sp.uid.clone();
         engine.apply(Change::Remove(sp));

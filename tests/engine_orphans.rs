@@ -28,6 +28,8 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
         backoff: Mutex::new(Backoff::default()),
         image_backoff: Mutex::new(Backoff::default()),
         resync: Duration::from_millis(300),
+        runtime_name: "containerd".into(),
+        statuses: Default::default(),
     });
     let name = unique("orphan");
     let yaml = format!(

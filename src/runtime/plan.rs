@@ -43,10 +43,15 @@ pub struct ContainerObs {
     pub state: CState,
     pub exit_code: i32,
     pub reason: String,
+    pub message: String,
     pub created_at: i64,
+    pub started_at: Option<SystemTime>,
     pub finished_at: Option<SystemTime>,
     /// The CRI log file of this instance (absolute), if the runtime reported one.
     pub log_path: String,
+    /// The image as the runtime reports it, and its resolved reference (an image id).
+    pub image: String,
+    pub image_ref: String,
 }
 
 /// Everything the runtime shows for one pod UID.
@@ -486,9 +491,13 @@ mod tests {
             state,
             exit_code: exit,
             reason: String::new(),
+            message: String::new(),
             created_at: created,
+            started_at: None,
             finished_at: (state == CState::Exited).then(|| t(created as u64)),
             log_path: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
         }
     }
 

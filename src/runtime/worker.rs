@@ -30,7 +30,14 @@ pub struct Shared {
     pub image_backoff: Mutex<Backoff>,
     /// How often a worker re-syncs when nothing wakes it.
     pub resync: Duration,
+    /// The runtime's name, for container IDs in status (`containerd://...`).
+    pub runtime_name: String,
+    /// Every pod's latest status.
+    pub statuses: crate::status::Store,
 }
+
+/// Why containers of one pod wait, by container name: (reason, message), kubelet's reason cache.
+type Reasons = HashMap<String, (String, String)>;
 
 /// A message to a worker.
 #[derive(Debug)]
@@ -50,9 +57,13 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let key = sp.pod.key();
     let mut terminating: Option<Duration> = None;
     let mut last_error = String::new();
+    let mut reasons = Reasons::new();
+    let started = SystemTime::now();
+    let mut last_phase = String::new();
     loop {
-        let wait = match sync(&shared, &sp.pod, terminating).await {
+        let wait = match sync(&shared, &sp.pod, terminating, &mut reasons).await {
             Ok(Outcome::Done) => {
+                shared.statuses.remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
                 return;
             }
@@ -68,6 +79,22 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 shared.resync
             }
         };
+        if terminating.is_none() {
+            if let Ok(obs) = observe(&shared.cri, &uid).await {
+                let ctx = crate::status::Context {
+                    runtime_name: shared.runtime_name.clone(),
+                    host_ip: shared.host_ip.clone(),
+                    waiting: reasons.clone(),
+                    start_time: Some(started),
+                };
+                let status = crate::status::compute(&sp.pod, &obs, &ctx);
+                if status.phase != last_phase {
+                    log::info!("pod {key}: phase {}", status.phase);
+                    last_phase = status.phase.clone();
+                }
+                shared.statuses.set(&uid, status);
+            }
+        }
         let msg = smol::future::or(async { rx.recv().await.ok() }, async {
             smol::Timer::after(wait).await;
             None
@@ -94,7 +121,12 @@ enum Outcome {
     Done,
 }
 
-async fn sync(shared: &Shared, pod: &Pod, terminating: Option<Duration>) -> Result<Outcome, String> {
+async fn sync(
+    shared: &Shared,
+    pod: &Pod,
+    terminating: Option<Duration>,
+    reasons: &mut Reasons,
+) -> Result<Outcome, String> {
     let obs = observe(&shared.cri, &pod.metadata.uid).await.map_err(|e| e.to_string())?;
     let now = SystemTime::now();
     let decided = {
@@ -106,7 +138,7 @@ async fn sync(shared: &Shared, pod: &Pod, terminating: Option<Duration>) -> Resu
         remove_all(shared, pod, &obs).await?;
         return Ok(Outcome::Done);
     }
-    let outcome = act(shared, pod, &obs, decided).await;
+    let outcome = act(shared, pod, &obs, decided, reasons).await;
     collect_garbage(shared, pod, &obs).await;
     outcome
 }
@@ -186,10 +218,15 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
             state,
             exit_code: st.exit_code,
             reason: st.reason,
+            message: st.message,
             created_at: st.created_at,
+            started_at: (st.started_at > 0)
+                .then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(st.started_at as u64)),
             finished_at: (st.finished_at > 0)
                 .then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64)),
             log_path: st.log_path,
+            image: st.image.map(|i| i.image).unwrap_or_default(),
+            image_ref: st.image_ref,
         });
     }
     obs.normalise();
@@ -242,7 +279,7 @@ async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), St
     Ok(())
 }
 
-async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan) -> Result<Outcome, String> {
+async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut Reasons) -> Result<Outcome, String> {
     let grace = grace_of(pod);
     for k in &p.kill {
         stop_container(shared, &k.id, &k.name, pod, grace, &k.message).await;
@@ -285,6 +322,7 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan) -> Result<Outc
     let mut retry: Option<Duration> = p.waiting.iter().map(|w| w.retry_in).min();
     for w in &p.waiting {
         log::debug!("pod {}: BackOff: {}", pod.key(), w.message);
+        reasons.insert(w.name.clone(), (w.reason.clone(), w.message.clone()));
     }
     if p.start.is_empty() {
         return Ok(Outcome::Again(retry));
@@ -303,6 +341,8 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan) -> Result<Outc
             Ok(r) => r,
             Err((reason, wait)) => {
                 log::warn!("pod {}: container {}: {reason}", pod.key(), c.name);
+                let (code, message) = reason.split_once(": ").unwrap_or((reason.as_str(), ""));
+                reasons.insert(c.name.clone(), (code.to_string(), message.to_string()));
                 retry = Some(retry.map_or(wait, |r| r.min(wait)));
                 if matches!(start.which, Which::Init(_)) {
                     break;
@@ -334,14 +374,17 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan) -> Result<Outc
             Ok(id) => id,
             Err(e) => {
                 log::warn!("pod {}: container {}: CreateContainerError: {e}", pod.key(), c.name);
+                reasons.insert(c.name.clone(), ("CreateContainerError".into(), e.to_string()));
                 continue;
             }
         };
         log::info!("pod {}: Created container {} ({})", pod.key(), c.name, short(&id));
         if let Err(e) = shared.cri.start_container(&id).await {
             log::warn!("pod {}: container {}: RunContainerError: {e}", pod.key(), c.name);
+            reasons.insert(c.name.clone(), ("RunContainerError".into(), e.to_string()));
             continue;
         }
+        reasons.remove(&c.name);
         log::info!("pod {}: Started container {} (restart {})", pod.key(), c.name, start.restart_count);
     }
     Ok(Outcome::Again(retry))

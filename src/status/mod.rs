@@ -1,0 +1,544 @@
+//! Pod status as kubelet reports it: phase, conditions and container statuses, computed from
+//! the pod, what the runtime shows, and why containers wait.
+//!
+//! A pure function ([`compute`]); the pod workers store its result in the [`Store`] that the
+//! local API and the mirror read. Field names and shapes are the v1 API's.
+
+use crate::pod::types::Pod;
+use crate::runtime::plan::{CState, ContainerObs, Observed};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PodCondition>,
+    #[serde(rename = "hostIP", default, skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    #[serde(rename = "podIP", default, skip_serializing_if = "String::is_empty")]
+    pub pod_ip: String,
+    #[serde(rename = "podIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_ips: Vec<PodIp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_container_statuses: Vec<ContainerStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+    pub qos_class: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodIp {
+    pub ip: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    pub name: String,
+    pub state: ContainerStateView,
+    #[serde(default)]
+    pub last_state: ContainerStateView,
+    pub ready: bool,
+    pub restart_count: u32,
+    pub image: String,
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    #[serde(rename = "containerID", default, skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStateView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<Running>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminated: Option<Terminated>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Running {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Terminated {
+    pub exit_code: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(rename = "containerID", default, skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+}
+
+/// What the status needs besides the pod and the runtime's view.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// The runtime's name for container IDs (`containerd` → `containerd://<id>`).
+    pub runtime_name: String,
+    pub host_ip: String,
+    /// Why a container waits (CrashLoopBackOff, ErrImagePull, ...), by container name.
+    pub waiting: HashMap<String, (String, String)>,
+    /// When the pod was first seen by its worker.
+    pub start_time: Option<SystemTime>,
+}
+
+fn ts(t: Option<SystemTime>) -> Option<String> {
+    t.map(crate::rfc3339::format_seconds)
+}
+
+fn is_sidecar(c: &crate::pod::types::Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// A container's status from its two newest instances.
+fn container_status(
+    spec: &crate::pod::types::Container,
+    instances: &[&ContainerObs],
+    ctx: &Context,
+    default_reason: &str,
+    init: bool,
+) -> ContainerStatus {
+    let id = |o: &ContainerObs| format!("{}://{}", ctx.runtime_name, o.id);
+    let terminated = |o: &ContainerObs| Terminated {
+        exit_code: o.exit_code,
+        reason: o.reason.clone(),
+        message: o.message.clone(),
+        started_at: ts(o.started_at),
+        finished_at: ts(o.finished_at),
+        container_id: id(o),
+    };
+    let mut st = ContainerStatus { name: spec.name.clone(), image: spec.image.clone(), ..Default::default() };
+    let Some(newest) = instances.first() else {
+        st.state.waiting = Some(Waiting { reason: default_reason.into(), message: String::new() });
+        st.started = Some(false);
+        if let Some((reason, message)) = ctx.waiting.get(&spec.name) {
+            st.state.waiting = Some(Waiting { reason: reason.clone(), message: message.clone() });
+        }
+        return st;
+    };
+    st.restart_count = newest.restart_count;
+    st.container_id = id(newest);
+    st.image_id = newest.image_ref.clone();
+    if !newest.image.is_empty() {
+        st.image = newest.image.clone();
+    }
+    match newest.state {
+        CState::Running => {
+            st.state.running = Some(Running { started_at: ts(newest.started_at) });
+            st.started = Some(true);
+            // Readiness probes join with the prober; without one a running container is ready.
+            st.ready = spec.readiness_probe.is_none() && !init;
+            if init && is_sidecar(spec) {
+                st.ready = spec.readiness_probe.is_none();
+            }
+        }
+        CState::Created => st.state.waiting = Some(Waiting::default()),
+        CState::Exited | CState::Unknown => {
+            let term = terminated(newest);
+            st.started = Some(false);
+            match ctx.waiting.get(&spec.name) {
+                Some((reason, message)) if !(init && newest.exit_code == 0 && !is_sidecar(spec)) => {
+                    st.state.waiting = Some(Waiting { reason: reason.clone(), message: message.clone() });
+                    st.last_state.terminated = Some(term);
+                }
+                _ => {
+                    st.ready = init && newest.exit_code == 0 && newest.state == CState::Exited && !is_sidecar(spec);
+                    st.state.terminated = Some(term);
+                }
+            }
+        }
+    }
+    if st.last_state.terminated.is_none() {
+        if let Some(prev) = instances.get(1) {
+            if prev.state == CState::Exited {
+                st.last_state.terminated = Some(terminated(prev));
+            }
+        }
+    }
+    st
+}
+
+fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String>) -> PodCondition {
+    PodCondition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: if ok { None } else { reason.map(String::from) },
+        message: if ok { None } else { message },
+        last_transition_time: None,
+    }
+}
+
+/// Computes the pod's status (kubelet's getPhase, generate.go and convertToAPIContainerStatuses).
+pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
+    let mut by_name: HashMap<&str, Vec<&ContainerObs>> = HashMap::new();
+    for c in &obs.containers {
+        by_name.entry(c.name.as_str()).or_default().push(c);
+    }
+    let empty = Vec::new();
+    let has_init = !pod.spec.init_containers.is_empty();
+    let init_statuses: Vec<ContainerStatus> = pod
+        .spec
+        .init_containers
+        .iter()
+        .map(|c| container_status(c, by_name.get(c.name.as_str()).unwrap_or(&empty), ctx, "PodInitializing", true))
+        .collect();
+    let statuses: Vec<ContainerStatus> = pod
+        .spec
+        .containers
+        .iter()
+        .map(|c| {
+            let default = if has_init { "PodInitializing" } else { "ContainerCreating" };
+            container_status(c, by_name.get(c.name.as_str()).unwrap_or(&empty), ctx, default, false)
+        })
+        .collect();
+    let ever_ran = pod.spec.containers.iter().any(|c| by_name.contains_key(c.name.as_str()));
+    let policy = pod.spec.restart_policy.as_deref().unwrap_or("Always");
+
+    // Phase.
+    let (mut pending_init, mut failed_init) = (0, 0);
+    for (spec, s) in pod.spec.init_containers.iter().zip(&init_statuses) {
+        if is_sidecar(spec) {
+            if s.started != Some(true) {
+                pending_init += 1;
+            }
+            continue;
+        }
+        let term = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref());
+        match term {
+            Some(t) if t.exit_code != 0 => failed_init += 1,
+            Some(_) if s.state.terminated.is_some() => {}
+            _ => pending_init += 1,
+        }
+    }
+    let (mut running, mut stopped, mut succeeded, mut waiting, mut unknown) = (0, 0, 0, 0, 0);
+    for s in &statuses {
+        if s.state.running.is_some() {
+            running += 1;
+        } else if let Some(t) = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref()) {
+            stopped += 1;
+            if t.exit_code == 0 {
+                succeeded += 1;
+            }
+        } else if s.state.waiting.is_some() && s.container_id.is_empty() && !ctx.waiting.is_empty() {
+            waiting += 1;
+        } else if s.container_id.is_empty() {
+            unknown += 1;
+        } else {
+            waiting += 1;
+        }
+    }
+    let sidecars_running = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(&init_statuses)
+        .filter(|(c, s)| is_sidecar(c) && s.state.running.is_some())
+        .count();
+    running += sidecars_running;
+    let phase = if failed_init > 0 && policy == "Never" {
+        "Failed"
+    } else if (pending_init > 0 && !ever_ran) || waiting > 0 {
+        "Pending"
+    } else if running > 0 && unknown == 0 {
+        "Running"
+    } else if running == 0 && stopped > 0 && unknown == 0 {
+        match policy {
+            "Always" => "Running",
+            _ if stopped == succeeded => "Succeeded",
+            "Never" => "Failed",
+            _ => "Running",
+        }
+    } else {
+        "Pending"
+    };
+
+    // Conditions.
+    let newest = obs.sandboxes.first();
+    let sandbox_ok = newest.is_some_and(|s| s.ready && (pod.spec.host_network || !s.ip.is_empty()));
+    let not_done: Vec<&str> = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(&init_statuses)
+        .filter(|(c, s)| if is_sidecar(c) { s.started != Some(true) } else { !s.ready })
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    let initialised = not_done.is_empty() || ever_ran || phase == "Succeeded";
+    let unready: Vec<&str> = statuses.iter().filter(|s| !s.ready).map(|s| s.name.as_str()).collect();
+    let containers_ready = match phase {
+        "Succeeded" => condition("ContainersReady", false, Some("PodCompleted"), None),
+        "Failed" => condition("ContainersReady", false, Some("PodFailed"), None),
+        _ => condition(
+            "ContainersReady",
+            unready.is_empty(),
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{}]", unready.join(" "))),
+        ),
+    };
+    let ready = PodCondition { type_: "Ready".into(), ..containers_ready.clone() };
+    let conditions = vec![
+        condition("PodReadyToStartContainers", sandbox_ok, None, None),
+        condition(
+            "Initialized",
+            initialised,
+            Some("ContainersNotInitialized"),
+            Some(format!("containers with incomplete status: [{}]", not_done.join(" "))),
+        ),
+        ready,
+        containers_ready,
+        condition("PodScheduled", true, None, None),
+    ];
+    let pod_ip = match newest {
+        Some(s) if s.ready && !pod.spec.host_network => s.ip.clone(),
+        Some(s) if s.ready => ctx.host_ip.clone(),
+        _ => String::new(),
+    };
+    PodStatus {
+        phase: phase.into(),
+        conditions,
+        host_ip: ctx.host_ip.clone(),
+        pod_ips: if pod_ip.is_empty() { vec![] } else { vec![PodIp { ip: pod_ip.clone() }] },
+        pod_ip,
+        start_time: ts(ctx.start_time),
+        init_container_statuses: init_statuses,
+        container_statuses: statuses,
+        qos_class: crate::runtime::container::qos_class(pod).into(),
+    }
+}
+
+/// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
+#[derive(Debug, Default)]
+pub struct Store {
+    inner: Mutex<BTreeMap<String, PodStatus>>,
+}
+
+impl Store {
+    pub fn set(&self, uid: &str, status: PodStatus) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), status);
+    }
+
+    pub fn remove(&self, uid: &str) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
+
+    pub fn get(&self, uid: &str) -> Option<PodStatus> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(uid).cloned()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, PodStatus> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::{defaults, identity};
+    use crate::runtime::plan::SandboxObs;
+    use std::time::Duration;
+
+    fn pod(spec: &str) -> Pod {
+        let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
+        defaults::apply(&mut p);
+        identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod
+    }
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn ctr(name: &str, state: CState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
+        ContainerObs {
+            id: format!("{name}{created}"),
+            name: name.into(),
+            sandbox_id: "s1".into(),
+            restart_count: restarts,
+            hash: String::new(),
+            state,
+            exit_code: exit,
+            reason: match (state, exit) {
+                (CState::Exited, 0) => "Completed".into(),
+                (CState::Exited, _) => "Error".into(),
+                _ => String::new(),
+            },
+            message: String::new(),
+            created_at: created,
+            started_at: Some(t(created as u64)),
+            finished_at: (state == CState::Exited).then(|| t(created as u64 + 1)),
+            log_path: String::new(),
+            image: "docker.io/library/x:1".into(),
+            image_ref: "sha256:abc".into(),
+        }
+    }
+
+    fn obs(containers: Vec<ContainerObs>) -> Observed {
+        let mut o = Observed {
+            sandboxes: vec![SandboxObs {
+                id: "s1".into(),
+                attempt: 0,
+                ready: true,
+                ip: "10.0.0.9".into(),
+                host_network: false,
+                created_at: 0,
+            }],
+            containers,
+        };
+        o.normalise();
+        o
+    }
+
+    fn ctx() -> Context {
+        Context { runtime_name: "containerd".into(), host_ip: "192.0.2.1".into(), ..Default::default() }
+    }
+
+    fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    const ONE: &str = r#"{"containers":[{"name":"a","image":"x:1"}]}"#;
+
+    #[test]
+    fn a_new_pod_is_pending_with_container_creating() {
+        let p = pod(ONE);
+        let s = compute(&p, &Observed::default(), &ctx());
+        assert_eq!(s.phase, "Pending");
+        assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "ContainerCreating");
+        assert_eq!(cond(&s, "PodReadyToStartContainers").status, "False");
+        assert_eq!(cond(&s, "PodScheduled").status, "True");
+        assert_eq!(s.qos_class, "BestEffort");
+    }
+
+    #[test]
+    fn a_running_pod_is_running_and_ready_with_ids_and_ip() {
+        let p = pod(ONE);
+        let s = compute(&p, &obs(vec![ctr("a", CState::Running, 0, 2, 5)]), &ctx());
+        assert_eq!(s.phase, "Running");
+        let c = &s.container_statuses[0];
+        assert!(c.ready && c.started == Some(true));
+        assert_eq!(c.container_id, "containerd://a5");
+        assert_eq!(c.restart_count, 2);
+        assert_eq!(c.image_id, "sha256:abc");
+        assert!(c.state.running.as_ref().unwrap().started_at.is_some());
+        assert_eq!(s.pod_ip, "10.0.0.9");
+        for t in ["Ready", "ContainersReady", "Initialized", "PodReadyToStartContainers"] {
+            assert_eq!(cond(&s, t).status, "True", "{t}");
+        }
+    }
+
+    #[test]
+    fn a_crash_loop_shows_waiting_with_the_last_termination() {
+        let p = pod(ONE);
+        let mut c = ctx();
+        c.waiting.insert(
+            "a".into(),
+            ("CrashLoopBackOff".into(), "back-off 20s restarting failed container=a pod=web-n".into()),
+        );
+        let s = compute(&p, &obs(vec![ctr("a", CState::Exited, 3, 4, 5), ctr("a", CState::Exited, 3, 3, 2)]), &c);
+        let st = &s.container_statuses[0];
+        assert_eq!(st.state.waiting.as_ref().unwrap().reason, "CrashLoopBackOff");
+        assert_eq!(st.last_state.terminated.as_ref().unwrap().exit_code, 3);
+        assert_eq!(st.last_state.terminated.as_ref().unwrap().reason, "Error");
+        assert_eq!(st.restart_count, 4);
+        assert!(!st.ready);
+        assert_eq!(s.phase, "Running", "restartPolicy Always: it is restarting");
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("ContainersNotReady"));
+    }
+
+    #[test]
+    fn finished_pods_succeed_or_fail_by_policy() {
+        let on_failure = pod(r#"{"restartPolicy":"OnFailure","containers":[{"name":"a","image":"x:1"}]}"#);
+        let s = compute(&on_failure, &obs(vec![ctr("a", CState::Exited, 0, 0, 5)]), &ctx());
+        assert_eq!(s.phase, "Succeeded");
+        assert_eq!(cond(&s, "ContainersReady").reason.as_deref(), Some("PodCompleted"));
+        assert_eq!(s.container_statuses[0].state.terminated.as_ref().unwrap().reason, "Completed");
+        let never = pod(r#"{"restartPolicy":"Never","containers":[{"name":"a","image":"x:1"}]}"#);
+        assert_eq!(compute(&never, &obs(vec![ctr("a", CState::Exited, 1, 0, 5)]), &ctx()).phase, "Failed");
+    }
+
+    #[test]
+    fn init_containers_gate_the_pod() {
+        let p = pod(r#"{"initContainers":[{"name":"i","image":"x:1"}],"containers":[{"name":"a","image":"x:1"}]}"#);
+        let s = compute(&p, &obs(vec![ctr("i", CState::Running, 0, 0, 1)]), &ctx());
+        assert_eq!(s.phase, "Pending");
+        assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "PodInitializing");
+        assert_eq!(cond(&s, "Initialized").status, "False");
+        assert_eq!(cond(&s, "Initialized").message.as_deref(), Some("containers with incomplete status: [i]"));
+        let s = compute(&p, &obs(vec![ctr("i", CState::Exited, 0, 0, 1), ctr("a", CState::Running, 0, 0, 2)]), &ctx());
+        assert_eq!(s.phase, "Running");
+        assert!(s.init_container_statuses[0].ready);
+        assert_eq!(cond(&s, "Initialized").status, "True");
+        let never = pod(
+            r#"{"restartPolicy":"Never","initContainers":[{"name":"i","image":"x:1"}],"containers":[{"name":"a","image":"x:1"}]}"#,
+        );
+        assert_eq!(compute(&never, &obs(vec![ctr("i", CState::Exited, 1, 0, 1)]), &ctx()).phase, "Failed");
+    }
+
+    #[test]
+    fn an_image_pull_failure_is_pending_with_its_reason() {
+        let p = pod(ONE);
+        let mut c = ctx();
+        c.waiting.insert("a".into(), ("ErrImagePull".into(), "not found".into()));
+        let s = compute(&p, &obs(vec![]), &c);
+        assert_eq!(s.phase, "Pending");
+        assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "ErrImagePull");
+    }
+
+    #[test]
+    fn status_serialises_with_api_field_names() {
+        let p = pod(ONE);
+        let s = compute(&p, &obs(vec![ctr("a", CState::Running, 0, 0, 5)]), &ctx());
+        let json = serde_json::to_string(&s).unwrap();
+        for key in [
+            "\"phase\":\"Running\"",
+            "\"podIP\":\"10.0.0.9\"",
+            "\"hostIP\"",
+            "\"containerID\"",
+            "\"imageID\"",
+            "\"restartCount\"",
+            "\"qosClass\"",
+        ] {
+            assert!(json.contains(key), "{key} missing in {json}");
+        }
+    }
+}
