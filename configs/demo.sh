@@ -5,14 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null; then
-  [ -x "$HOME/.cargo/bin/cargo" ] || {
-    echo "demo: installing the Rust toolchain with rustup" >&2
-    command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl ca-certificates >&2; }
-    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >&2
-  }
-  export PATH="$HOME/.cargo/bin:$PATH"
-fi
+. tests/testbed/rust-toolchain.sh
 bash tests/testbed/testbed.sh install
 cargo build --release --locked
 
