@@ -326,3 +326,69 @@ fn a_dead_sandbox_is_replaced_with_the_next_attempt() {
     engine.apply(Change::Remove(sp));
     eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
 }
+
+#[test]
+fn post_start_and_pre_stop_hooks_run() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "hooks"));
+    let marks = std::env::temp_dir().join(format!("atoll-hooks-{}", std::process::id()));
+    std::fs::create_dir_all(&marks).unwrap();
+    let yaml = format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; while :; do sleep 1; done\"]
+    volumeMounts: [{{name: marks, mountPath: /marks}}]
+    lifecycle:
+      postStart:
+        exec: {{command: [\"sh\", \"-c\", \"echo started > /marks/post-start\"]}}
+      preStop:
+        exec: {{command: [\"sh\", \"-c\", \"echo stopping > /marks/pre-stop\"]}}
+  volumes:
+  - name: marks
+    hostPath: {{path: {}, type: Directory}}
+",
+        marks.display()
+    );
+    let sp = static_pod(&yaml, &unique("hooks"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(30), "postStart's mark", || std::fs::read_to_string(marks.join("post-start")).ok());
+    assert!(running(tb, &uid, "main").is_some());
+    assert!(!marks.join("pre-stop").exists());
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    assert_eq!(
+        std::fs::read_to_string(marks.join("pre-stop")).unwrap().trim(),
+        "stopping",
+        "preStop ran before the stop"
+    );
+    std::fs::remove_dir_all(&marks).unwrap();
+}
+
+#[test]
+fn a_failing_post_start_hook_kills_and_restarts_the_container() {
+    let tb = testbed();
+    let sh = shared(tb, "hookfail");
+    let mut engine = Engine::new(sh.clone());
+    let yaml = SLEEPER.replace(
+        "    command: [\"sleep\", \"3600\"]\n",
+        "    command: [\"sleep\", \"3600\"]\n    lifecycle:\n      postStart:\n        exec: {command: [\"false\"]}\n",
+    );
+    let sp = static_pod(&yaml, &unique("hookfail"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(40), "a second instance", || {
+        let c = containers(tb, &uid);
+        c.iter().any(|(_, _, rc, _)| rc == "1").then_some(())
+    });
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}

@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod container;
 pub mod engine;
+pub mod hooks;
 pub mod plan;
 pub mod sandbox;
 pub mod worker;

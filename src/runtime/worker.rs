@@ -8,6 +8,7 @@
 
 use super::backoff::Backoff;
 use super::container::{container_config, volume_path, InstanceContext};
+use super::hooks;
 use super::plan::{self, CState, ContainerObs, Observed, Plan, ProbeVerdicts, SandboxObs, Which};
 use super::sandbox::{self, NodeContext, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{ContainerFilter, ContainerState, NamespaceMode, PodSandboxFilter, PodSandboxState};
@@ -46,6 +47,23 @@ pub enum Msg {
     Update(Box<StaticPod>),
     /// Stop the pod within this grace period and end.
     Terminate(Duration),
+}
+
+/// kubelet gives postStart no time limit; atoll bounds it so one hook cannot wedge its worker.
+const POST_START_LIMIT: Duration = Duration::from_secs(300);
+
+/// Awaits all futures, polling them concurrently.
+async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
+    let mut pending: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// kubelet's floor for the grace period passed to StopContainer.
@@ -233,8 +251,27 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
     Ok(obs)
 }
 
-async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, grace: Duration, why: &str) {
+/// Stops a container: its preStop hook first (within the grace period), then StopContainer
+/// with what is left of the grace, at least 2 s.
+async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip: &str, grace: Duration, why: &str) {
     log::info!("pod {}: Killing: {why}", pod.key());
+    let spec = pod.spec.init_containers.iter().chain(pod.spec.containers.iter()).find(|c| c.name == name);
+    let pre_stop = spec.and_then(|c| c.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (c, h)));
+    let mut grace = grace;
+    if let (Some((c, hook)), false) = (pre_stop, grace.is_zero()) {
+        let started = std::time::Instant::now();
+        match smol::future::or(async { Some(hooks::run(shared, pod, c, hook, id, pod_ip, Some(grace)).await) }, async {
+            smol::Timer::after(grace).await;
+            None
+        })
+        .await
+        {
+            Some(Ok(())) => {}
+            Some(Err(e)) => log::warn!("pod {}: FailedPreStopHook: container {name}: {e}", pod.key()),
+            None => log::warn!("pod {}: FailedPreStopHook: container {name}: still running after {grace:?}", pod.key()),
+        }
+        grace = grace.saturating_sub(Duration::from_secs(started.elapsed().as_secs()));
+    }
     let grace = grace.max(MIN_GRACE);
     if let Err(e) = shared.cri.stop_container(id, grace).await {
         if !e.is_not_found() {
@@ -244,10 +281,11 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, grace:
 }
 
 async fn stop_all(shared: &Shared, pod: &Pod, obs: &Observed, p: &Plan, grace: Duration) -> Result<(), String> {
-    let stops = p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, grace, &k.message));
-    for f in stops {
-        f.await;
-    }
+    let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
+    // All containers stop at once, as kubelet kills them in parallel.
+    let stops: Vec<_> =
+        p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
+    join_all(stops).await;
     for s in &obs.sandboxes {
         if let Err(e) = shared.cri.stop_pod_sandbox(&s.id).await {
             if !e.is_not_found() {
@@ -281,9 +319,10 @@ async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), St
 
 async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut Reasons) -> Result<Outcome, String> {
     let grace = grace_of(pod);
-    for k in &p.kill {
-        stop_container(shared, &k.id, &k.name, pod, grace, &k.message).await;
-    }
+    let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
+    let stops: Vec<_> =
+        p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
+    join_all(stops).await;
     if p.kill_pod {
         for s in obs.sandboxes.iter().filter(|s| s.ready) {
             shared.cri.stop_pod_sandbox(&s.id).await.map_err(|e| e.to_string())?;
@@ -385,6 +424,22 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
             continue;
         }
         reasons.remove(&c.name);
+        if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+            if let Err(e) = hooks::run(shared, pod, c, hook, &id, &pod_ip, Some(POST_START_LIMIT)).await {
+                log::warn!("pod {}: FailedPostStartHook: container {}: {e}", pod.key(), c.name);
+                stop_container(
+                    shared,
+                    &id,
+                    &c.name,
+                    pod,
+                    &pod_ip,
+                    grace,
+                    &format!("Container {} failed its postStart hook", c.name),
+                )
+                .await;
+                reasons.insert(c.name.clone(), ("PostStartHookError".into(), e));
+            }
+        }
         log::info!("pod {}: Started container {} (restart {})", pod.key(), c.name, start.restart_count);
     }
     Ok(Outcome::Again(retry))
