@@ -392,3 +392,23 @@ fn a_failing_post_start_hook_kills_and_restarts_the_container() {
     engine.apply(Change::Remove(sp));
     eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
 }
+
+#[test]
+fn active_deadline_seconds_stops_the_pod_for_good() {
+    let tb = testbed();
+    let sh = shared(tb, "deadline");
+    let mut engine = Engine::new(sh.clone());
+    let yaml = SLEEPER.replace("  hostNetwork: true\n", "  hostNetwork: true\n  activeDeadlineSeconds: 3\n");
+    let sp = static_pod(&yaml, &unique("deadline"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"));
+    let status =
+        eventually(Duration::from_secs(30), "phase Failed", || sh.statuses.get(&uid).filter(|s| s.phase == "Failed"));
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    eventually(Duration::from_secs(20), "nothing running", || running(tb, &uid, "main").is_none().then_some(()));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(running(tb, &uid, "main").is_none(), "a pod past its deadline is not restarted");
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}

@@ -73,45 +73,65 @@ const MIN_GRACE: Duration = Duration::from_secs(2);
 pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Receiver<Msg>) {
     let uid = sp.uid.clone();
     let key = sp.pod.key();
-    let mut terminating: Option<Duration> = None;
+    let mut mode = Mode::Run;
     let mut last_error = String::new();
     let mut reasons = Reasons::new();
-    let started = SystemTime::now();
+    let first_seen = SystemTime::now();
     let mut last_phase = String::new();
     loop {
-        let wait = match sync(&shared, &sp.pod, terminating, &mut reasons).await {
-            Ok(Outcome::Done) => {
+        let (wait, obs) = match sync(&shared, &sp.pod, mode, &mut reasons).await {
+            Ok((Outcome::Done, _)) => {
                 shared.statuses.remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
                 return;
             }
-            Ok(Outcome::Again(retry)) => {
+            Ok((Outcome::Again(retry), obs)) => {
                 last_error.clear();
-                retry.unwrap_or(shared.resync).min(shared.resync)
+                (retry.unwrap_or(shared.resync).min(shared.resync), Some(obs))
             }
             Err(e) => {
                 if e != last_error {
                     log::warn!("pod {key}: sync failed: {e}");
                     last_error = e;
                 }
-                shared.resync
+                (shared.resync, None)
             }
         };
-        if terminating.is_none() {
-            if let Ok(obs) = observe(&shared.cri, &uid).await {
-                let ctx = crate::status::Context {
-                    runtime_name: shared.runtime_name.clone(),
-                    host_ip: shared.host_ip.clone(),
-                    waiting: reasons.clone(),
-                    start_time: Some(started),
-                };
-                let status = crate::status::compute(&sp.pod, &obs, &ctx);
-                if status.phase != last_phase {
-                    log::info!("pod {key}: phase {}", status.phase);
-                    last_phase = status.phase.clone();
+        if let Some(obs) = obs {
+            // The pod started when its first sandbox did (so a restart of atoll does not
+            // reset activeDeadlineSeconds), or when this worker first saw it.
+            let start = obs
+                .sandboxes
+                .iter()
+                .map(|s| s.created_at)
+                .filter(|t| *t > 0)
+                .min()
+                .map_or(first_seen, |ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64));
+            if let (Mode::Run, Some(limit)) = (mode, sp.pod.spec.active_deadline_seconds) {
+                let limit = Duration::from_secs(limit.max(0) as u64);
+                if SystemTime::now().duration_since(start).unwrap_or_default() >= limit {
+                    log::warn!("pod {key}: DeadlineExceeded: active longer than activeDeadlineSeconds ({limit:?}); stopping it");
+                    mode = Mode::Stop;
+                    continue;
                 }
-                shared.statuses.set(&uid, status);
             }
+            let ctx = crate::status::Context {
+                runtime_name: shared.runtime_name.clone(),
+                host_ip: shared.host_ip.clone(),
+                waiting: reasons.clone(),
+                start_time: Some(start),
+            };
+            let mut status = crate::status::compute(&sp.pod, &obs, &ctx);
+            if mode == Mode::Stop {
+                status.phase = "Failed".into();
+                status.reason = Some("DeadlineExceeded".into());
+                status.message = Some("Pod was active on the node longer than the specified deadline".into());
+            }
+            if status.phase != last_phase {
+                log::info!("pod {key}: phase {}", status.phase);
+                last_phase = status.phase.clone();
+            }
+            shared.statuses.set(&uid, status);
         }
         let msg = smol::future::or(async { rx.recv().await.ok() }, async {
             smol::Timer::after(wait).await;
@@ -120,11 +140,22 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
         .await;
         match msg {
             Some(Msg::Update(new)) => sp = *new,
-            Some(Msg::Terminate(grace)) => terminating = Some(grace),
-            None if rx.is_closed() && terminating.is_none() => terminating = Some(grace_of(&sp.pod)),
+            Some(Msg::Terminate(grace)) => mode = Mode::Terminate(grace),
+            None if rx.is_closed() && !matches!(mode, Mode::Terminate(_)) => mode = Mode::Terminate(grace_of(&sp.pod)),
             None => {}
         }
     }
+}
+
+/// What a worker does with its pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Keep it running.
+    Run,
+    /// Keep it stopped (activeDeadlineSeconds passed): the pod has failed.
+    Stop,
+    /// Stop it within this grace period, remove it, and end.
+    Terminate(Duration),
 }
 
 /// The pod's termination grace period.
@@ -139,26 +170,31 @@ enum Outcome {
     Done,
 }
 
-async fn sync(
-    shared: &Shared,
-    pod: &Pod,
-    terminating: Option<Duration>,
-    reasons: &mut Reasons,
-) -> Result<Outcome, String> {
+async fn sync(shared: &Shared, pod: &Pod, mode: Mode, reasons: &mut Reasons) -> Result<(Outcome, Observed), String> {
     let obs = observe(&shared.cri, &pod.metadata.uid).await.map_err(|e| e.to_string())?;
     let now = SystemTime::now();
+    let stopping = mode != Mode::Run;
     let decided = {
         let backoff = shared.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        plan::plan(pod, &obs, &ProbeVerdicts::default(), &backoff, now, terminating.is_some())
+        plan::plan(pod, &obs, &ProbeVerdicts::default(), &backoff, now, stopping)
     };
-    if let Some(grace) = terminating {
-        stop_all(shared, pod, &obs, &decided, grace).await?;
-        remove_all(shared, pod, &obs).await?;
-        return Ok(Outcome::Done);
+    match mode {
+        Mode::Terminate(grace) => {
+            stop_all(shared, pod, &obs, &decided, grace).await?;
+            remove_all(shared, pod, &obs).await?;
+            return Ok((Outcome::Done, obs));
+        }
+        Mode::Stop => {
+            if !decided.kill.is_empty() || obs.sandboxes.iter().any(|s| s.ready) {
+                stop_all(shared, pod, &obs, &decided, grace_of(pod)).await?;
+            }
+            return Ok((Outcome::Again(None), obs));
+        }
+        Mode::Run => {}
     }
     let outcome = act(shared, pod, &obs, decided, reasons).await;
     collect_garbage(shared, pod, &obs).await;
-    outcome
+    outcome.map(|o| (o, obs))
 }
 
 /// Removes old exited instances (their log files first, while the path is known) and old

@@ -15,6 +15,11 @@ use std::time::SystemTime;
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
     pub phase: String,
+    /// Why the pod is in its phase, when atoll decided it (e.g. `DeadlineExceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<PodCondition>,
     #[serde(rename = "hostIP", default, skip_serializing_if = "String::is_empty")]
@@ -335,6 +340,8 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
     };
     PodStatus {
         phase: phase.into(),
+        reason: None,
+        message: None,
         conditions,
         host_ip: ctx.host_ip.clone(),
         pod_ips: if pod_ip.is_empty() { vec![] } else { vec![PodIp { ip: pod_ip.clone() }] },
