@@ -10,7 +10,8 @@ bash tests/testbed/testbed.sh install
 # openssl: the URL source's HTTPS test runs a TLS server with a private CA.
 command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssl >&2; }
 
-cargo test --locked --all-targets "$@"
+# The fault-injection feature lets tests/restart_safety.rs kill atoll between CRI calls.
+cargo test --locked --all-targets --features fault-injection "$@"
 
 # A short fuzz run of the manifest parser (it must never panic on any input).
 bash fuzz/run.sh 20000

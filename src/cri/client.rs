@@ -105,7 +105,12 @@ impl Cri {
         R: prost::Message + Default,
     {
         let (name, path) = rpc;
-        self.channel.unary(path, &req, timeout).await.map_err(|s| s.in_method(name))
+        let result = self.channel.unary(path, &req, timeout).await.map_err(|s| s.in_method(name));
+        #[cfg(feature = "fault-injection")]
+        if result.is_ok() {
+            fault::after_call(name);
+        }
+        result
     }
 
     fn t(&self) -> Option<Duration> {
@@ -311,6 +316,32 @@ impl Cri {
 
     pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, Status> {
         self.call(rpc!(ImageService, "ImageFsInfo"), ImageFsInfoRequest {}, self.t()).await
+    }
+}
+
+/// Test builds only (feature `fault-injection`): `ATOLL_FAULT_ABORT_AFTER=Rpc[:N]` aborts the
+/// process right after the Nth successful call of that RPC, as a kill -9 between two CRI calls
+/// would. The restart-safety tests use it; release builds do not contain it.
+#[cfg(feature = "fault-injection")]
+mod fault {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+
+    static POINT: OnceLock<Option<(String, u32)>> = OnceLock::new();
+    static SEEN: AtomicU32 = AtomicU32::new(0);
+
+    pub fn after_call(rpc: &str) {
+        let point = POINT.get_or_init(|| {
+            let v = std::env::var("ATOLL_FAULT_ABORT_AFTER").ok()?;
+            let (name, n) = v.split_once(':').unwrap_or((v.as_str(), "1"));
+            Some((name.to_string(), n.parse().unwrap_or(1)))
+        });
+        if let Some((name, n)) = point {
+            if name == rpc && SEEN.fetch_add(1, Ordering::SeqCst) + 1 == *n {
+                eprintln!("fault injection: aborting after {rpc} #{n}");
+                std::process::abort();
+            }
+        }
     }
 }
 

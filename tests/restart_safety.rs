@@ -1,0 +1,107 @@
+//! Restart safety: atoll killed between any two CRI calls of a pod's start, then started
+//! again, converges to exactly the desired pod: no duplicate sandboxes or containers.
+//! Needs the `fault-injection` feature (the test command turns it on).
+#![cfg(feature = "fault-injection")]
+
+mod common;
+
+use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState};
+use common::{eventually, testbed, unique, Testbed};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
+    let config = dir.join("kubelet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\n",
+            dir.join("manifests").display(),
+            tb.logs.display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll"));
+    cmd.arg("run")
+        .arg(format!("--config={}", config.display()))
+        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
+        .arg(format!("--root-dir={}", dir.join("state").display()))
+        .arg("--hostname-override=tb")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(f) = fault {
+        cmd.env("ATOLL_FAULT_ABORT_AFTER", f);
+    }
+    cmd.spawn().expect("start atoll")
+}
+
+fn pod_yaml(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: one\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n  - name: two\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
+    )
+}
+
+/// (ready sandboxes, all sandboxes, containers by name: (running, total)) for a pod name.
+fn census(tb: &Testbed, pod: &str) -> (usize, usize, HashMap<String, (usize, usize)>) {
+    let cri = tb.cri();
+    let sel = HashMap::from([("io.kubernetes.pod.name".to_string(), format!("{pod}-tb"))]);
+    let sbs = smol::block_on(
+        cri.list_pod_sandbox(Some(PodSandboxFilter { label_selector: sel.clone(), ..Default::default() })),
+    )
+    .unwrap();
+    let ready = sbs.iter().filter(|s| s.state == PodSandboxState::SandboxReady as i32).count();
+    let cs = smol::block_on(cri.list_containers(Some(ContainerFilter { label_selector: sel, ..Default::default() })))
+        .unwrap();
+    let mut by_name: HashMap<String, (usize, usize)> = HashMap::new();
+    for c in cs {
+        let e = by_name.entry(c.labels["io.kubernetes.container.name"].clone()).or_default();
+        e.1 += 1;
+        if c.state == ContainerState::ContainerRunning as i32 {
+            e.0 += 1;
+        }
+    }
+    (ready, sbs.len(), by_name)
+}
+
+#[test]
+fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
+    let tb = testbed();
+    for point in ["RunPodSandbox", "CreateContainer", "StartContainer", "CreateContainer:2", "StartContainer:2"] {
+        let name = unique("crash").replace('-', "x");
+        let dir = std::env::temp_dir().join(format!("atoll-restart-{name}"));
+        std::fs::create_dir_all(dir.join("manifests")).unwrap();
+        std::fs::write(dir.join("manifests").join("pod.yaml"), pod_yaml(&name)).unwrap();
+
+        let mut first = atoll(tb, &dir, Some(point));
+        let status =
+            eventually(Duration::from_secs(60), "atoll to die at the injected point", || first.try_wait().unwrap());
+        assert!(!status.success(), "{point}: atoll should have been aborted");
+
+        let mut second = atoll(tb, &dir, None);
+        let settled = eventually(Duration::from_secs(60), "the pod to converge", || {
+            let (ready, _, by_name) = census(tb, &name);
+            let ok = ready == 1 && ["one", "two"].iter().all(|n| by_name.get(*n).is_some_and(|(r, _)| *r == 1));
+            ok.then_some(())
+        });
+        let _ = settled;
+        // Give it a few more syncs: nothing duplicates, nothing restarts.
+        std::thread::sleep(Duration::from_secs(2));
+        let (ready, total, by_name) = census(tb, &name);
+        assert_eq!(ready, 1, "{point}: one ready sandbox");
+        assert!(total <= 2, "{point}: at most the old and the new sandbox ({total})");
+        for n in ["one", "two"] {
+            let (running, all) = by_name[n];
+            assert_eq!(running, 1, "{point}: container {n} runs once");
+            assert!(all <= 2, "{point}: container {n} has {all} instances");
+        }
+
+        // Remove the manifest: the pod goes away, then stop atoll.
+        std::fs::remove_file(dir.join("manifests").join("pod.yaml")).unwrap();
+        eventually(Duration::from_secs(60), "the pod removed", || (census(tb, &name).1 == 0).then_some(()));
+        let _ = second.kill();
+        let _ = second.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
