@@ -80,12 +80,11 @@ fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
         assert!(!status.success(), "{point}: atoll should have been aborted");
 
         let mut second = atoll(tb, &dir, None);
-        let settled = eventually(Duration::from_secs(60), "the pod to converge", || {
+        eventually(Duration::from_secs(60), "the pod to converge", || {
             let (ready, _, by_name) = census(tb, &name);
             let ok = ready == 1 && ["one", "two"].iter().all(|n| by_name.get(*n).is_some_and(|(r, _)| *r == 1));
             ok.then_some(())
         });
-        let _ = settled;
         // Give it a few more syncs: nothing duplicates, nothing restarts.
         std::thread::sleep(Duration::from_secs(2));
         let (ready, total, by_name) = census(tb, &name);
