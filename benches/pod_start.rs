@@ -142,7 +142,9 @@ fn main() {
     }
     let (am, a90) = (pct(&mut agent, 50), pct(&mut agent, 90));
     let (fm, f90) = (pct(&mut floor, 50), pct(&mut floor, 90));
-    println!("pod start, host network, {ROUNDS} rounds (containerd {}):", "1.6 test bed");
+    let version =
+        smol::block_on(cri.version()).map(|v| format!("{} {}", v.runtime_name, v.runtime_version)).unwrap_or_default();
+    println!("pod start, host network, {ROUNDS} rounds ({version}, private test bed):");
     println!("  manifest written -> container RUNNING via atoll: median {am:?}  p90 {a90:?}");
     println!("  same CRI calls made directly (floor):          median {fm:?}  p90 {f90:?}");
     println!("  ratio atoll/floor (median): {:.2}", am.as_secs_f64() / fm.as_secs_f64());
