@@ -52,6 +52,7 @@ fn main() {
         resync: Duration::from_secs(1),
         runtime_name: "containerd".into(),
         statuses: Default::default(),
+        log_rotation: Default::default(),
     });
     let (tx, rx) = smol::channel::bounded(16);
     let cfg = file::FileSourceConfig {

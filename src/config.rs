@@ -89,6 +89,7 @@ pub struct Settings {
     pub root_dir: std::path::PathBuf,
     pub strict: bool,
     pub pod_logs_dir: std::path::PathBuf,
+    pub log_rotation: crate::runtime::logs::Rotation,
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
     /// The resolver configuration pods with dnsPolicy Default inherit ("" for none).
@@ -121,6 +122,8 @@ pub struct KubeletConfiguration {
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
     pub pod_logs_dir: Option<String>,
+    pub container_log_max_size: Option<crate::pod::quantity::Quantity>,
+    pub container_log_max_files: Option<i64>,
     #[serde(rename = "clusterDNS")]
     pub cluster_dns: Option<Vec<String>>,
     pub cluster_domain: Option<String>,
@@ -130,8 +133,6 @@ pub struct KubeletConfiguration {
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
 const LATER_FIELDS: &[&str] = &[
-    "containerLogMaxSize",
-    "containerLogMaxFiles",
     "healthzPort",
     "healthzBindAddress",
     "readOnlyPort",
@@ -260,6 +261,19 @@ impl Settings {
             root_dir: flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into(),
             strict: flags.is_set("strict"),
             pod_logs_dir: cfg.pod_logs_dir.clone().unwrap_or_else(|| "/var/log/pods".into()).into(),
+            log_rotation: {
+                let max_size = match cfg.container_log_max_size {
+                    Some(q) if q.value() > 0 => q.value() as u64,
+                    Some(q) => return Err(format!("config field containerLogMaxSize: {q} must be positive")),
+                    None => crate::runtime::logs::DEFAULT_MAX_SIZE,
+                };
+                let max_files = match cfg.container_log_max_files {
+                    Some(n) if n >= 2 => n as usize,
+                    Some(n) => return Err(format!("config field containerLogMaxFiles: {n} must be at least 2")),
+                    None => crate::runtime::logs::DEFAULT_MAX_FILES,
+                };
+                crate::runtime::logs::Rotation { max_size, max_files }
+            },
             cluster_dns: cfg.cluster_dns.clone().unwrap_or_default(),
             cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
             resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
@@ -306,7 +320,9 @@ staticPodURLHeader:
 fileCheckFrequency: 5s
 containerRuntimeEndpoint: unix:///run/crio/crio.sock
 podLogsDir: /var/log/pods
-containerLogMaxSize: 10Mi
+containerLogMaxSize: 1Mi
+containerLogMaxFiles: 3
+maxPods: 20
 cgroupDriver: systemd
 authentication:
   anonymous:
@@ -328,7 +344,8 @@ authentication:
         assert_eq!(s.runtime_endpoint.to_string(), "unix:///run/crio/crio.sock");
         assert_eq!(s.node_name, "edge-1");
         let notes = s.config_notes.join("\n");
-        assert!(notes.contains("containerLogMaxSize: not used by this version of atoll yet"), "{notes}");
+        assert!(notes.contains("maxPods: not used by this version of atoll yet"), "{notes}");
+        assert_eq!(s.log_rotation, crate::runtime::logs::Rotation { max_size: 1 << 20, max_files: 3 });
         assert!(!notes.contains("podLogsDir"), "{notes}");
         assert_eq!(s.pod_logs_dir, std::path::Path::new("/var/log/pods"));
         assert!(notes.contains("cgroupDriver: not supported by atoll; ignored"), "{notes}");

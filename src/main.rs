@@ -161,6 +161,7 @@ fn run(flags: &Flags) -> Result<(), String> {
             resync: Duration::from_secs(1),
             runtime_name,
             statuses: Default::default(),
+            log_rotation: s.log_rotation,
         });
         log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
         let mut merger = merge::Merger::new(sources);

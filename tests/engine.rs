@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
+    shared_with(tb, root, Default::default())
+}
+
+fn shared_with(tb: &Testbed, root: &str, log_rotation: atoll::runtime::logs::Rotation) -> Arc<Shared> {
     let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
     std::fs::create_dir_all(&root_dir).unwrap();
     Arc::new(Shared {
@@ -36,6 +40,7 @@ fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
         resync: Duration::from_millis(300),
         runtime_name: "containerd".into(),
         statuses: Default::default(),
+        log_rotation,
     })
 }
 
@@ -409,6 +414,135 @@ fn active_deadline_seconds_stops_the_pod_for_good() {
     eventually(Duration::from_secs(20), "nothing running", || running(tb, &uid, "main").is_none().then_some(()));
     std::thread::sleep(Duration::from_secs(2));
     assert!(running(tb, &uid, "main").is_none(), "a pod past its deadline is not restarted");
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+}
+
+#[test]
+fn host_path_mounts_and_resources_reach_the_container() {
+    let tb = testbed();
+    let mut engine = Engine::new(shared(tb, "resources"));
+    let host = std::env::temp_dir().join(format!("atoll-hostpath-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&host);
+    let yaml = format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: docker.io/library/busybox:1.36
+    command: [\"sh\", \"/host/probe.sh\"]
+    resources:
+      limits: {{cpu: 500m, memory: 64Mi}}
+    volumeMounts: [{{name: host, mountPath: /host}}]
+  volumes:
+  - name: host
+    hostPath: {{path: {}, type: DirectoryOrCreate}}
+",
+        host.display()
+    );
+    // What the container reports: its memory limit and CFS quota, from cgroup v2 or v1.
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::write(
+        host.join("probe.sh"),
+        "cg=/sys/fs/cgroup\n\
+         mem=$(cat $cg/memory.max 2>/dev/null || cat $cg/memory/memory.limit_in_bytes)\n\
+         cpu=$(cat $cg/cpu.max 2>/dev/null || echo $(cat $cg/cpu/cpu.cfs_quota_us) $(cat $cg/cpu/cpu.cfs_period_us))\n\
+         echo mem=$mem cpu=$cpu > /host/report\n\
+         exec sleep 3600\n",
+    )
+    .unwrap();
+    let sp = static_pod(&yaml, &unique("res"));
+    let uid = sp.uid.clone();
+    engine.apply(Change::Add(sp.clone()));
+    let report = eventually(Duration::from_secs(30), "the container's report in the hostPath", || {
+        std::fs::read_to_string(host.join("report")).ok().filter(|r| r.contains("cpu="))
+    });
+    assert_eq!(
+        report.trim(),
+        format!("mem={} cpu=50000 100000", 64 << 20),
+        "DirectoryOrCreate made {}",
+        host.display()
+    );
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    assert!(host.join("report").exists(), "a hostPath outlives the pod");
+    std::fs::remove_dir_all(&host).unwrap();
+}
+
+#[test]
+fn a_new_version_of_a_pod_starts_only_after_the_old_one_is_gone() {
+    let tb = testbed();
+    let sh = shared(tb, "replace");
+    let mut engine = Engine::new(sh.clone());
+    let finished = engine.finished();
+    let name = unique("replace");
+    let v1 = static_pod(
+        &SLEEPER
+            .replace("app: sleeper", "app: v1")
+            .replace("terminationGracePeriodSeconds: 1", "terminationGracePeriodSeconds: 3"),
+        &name,
+    );
+    let v2 = static_pod(&SLEEPER.replace("app: sleeper", "app: v2"), &name);
+    assert_ne!(v1.uid, v2.uid);
+    engine.apply(Change::Add(v1.clone()));
+    eventually(Duration::from_secs(30), "v1 running", || running(tb, &v1.uid, "main"));
+    // An edit: the merge sends remove(v1), add(v2).
+    engine.apply(Change::Remove(v1.clone()));
+    engine.apply(Change::Add(v2.clone()));
+    // While v1 terminates (within its 3 s grace), v2 has nothing on the runtime.
+    let mut overlap = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Ok(uid) = finished.try_recv() {
+            engine.worker_done(&uid);
+        }
+        let old = sandboxes(tb, &v1.uid).len();
+        let new = sandboxes(tb, &v2.uid).len();
+        if old > 0 && new > 0 {
+            overlap = true;
+        }
+        if old == 0 && running(tb, &v2.uid, "main").is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "v2 did not start after v1 was gone");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!overlap, "the two versions of one pod existed at the same time");
+    engine.apply(Change::Remove(v2.clone()));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &v2.uid).is_empty().then_some(()));
+}
+
+#[test]
+fn container_logs_are_rotated_and_the_runtime_writes_to_the_new_file() {
+    let tb = testbed();
+    let rotation = atoll::runtime::logs::Rotation { max_size: 4096, max_files: 3 };
+    let mut engine = Engine::new(shared_with(tb, "logrotate", rotation));
+    let yaml = SLEEPER.replace(
+        "command: [\"sleep\", \"3600\"]",
+        "command: [\"sh\", \"-c\", \"i=0; while :; do i=$((i+1)); echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; sleep 0.01; done\"]",
+    );
+    let sp = static_pod(&yaml, &unique("logs"));
+    let (uid, name) = (sp.uid.clone(), sp.pod.metadata.name.clone());
+    engine.apply(Change::Add(sp.clone()));
+    let log = tb.logs.join(format!("default_{name}_{uid}")).join("main/0.log");
+    eventually(Duration::from_secs(40), "two rotations", || {
+        (atoll::runtime::logs::rotated(&log).len() >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let rotated = atoll::runtime::logs::rotated(&log);
+    assert!(rotated.len() <= 2, "at most max_files - 1 rotated files: {rotated:?}");
+    let before = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    eventually(Duration::from_secs(10), "the runtime writing to the current file", || {
+        let now = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        (now != before).then_some(())
+    });
+    let last = std::fs::read_to_string(&rotated[rotated.len() - 1]).unwrap();
+    assert!(last.lines().all(|l| l.contains(" stdout ")), "rotated files hold CRI log lines");
     engine.apply(Change::Remove(sp));
     eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
 }

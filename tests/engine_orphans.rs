@@ -30,6 +30,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
         resync: Duration::from_millis(300),
         runtime_name: "containerd".into(),
         statuses: Default::default(),
+        log_rotation: Default::default(),
     });
     let name = unique("orphan");
     let yaml = format!(

@@ -7,6 +7,7 @@ pub mod backoff;
 pub mod container;
 pub mod engine;
 pub mod hooks;
+pub mod logs;
 pub mod plan;
 pub mod sandbox;
 pub mod worker;

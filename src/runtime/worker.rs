@@ -35,6 +35,8 @@ pub struct Shared {
     pub runtime_name: String,
     /// Every pod's latest status.
     pub statuses: crate::status::Store,
+    /// containerLogMaxSize / containerLogMaxFiles.
+    pub log_rotation: super::logs::Rotation,
 }
 
 /// Why containers of one pod wait, by container name: (reason, message), kubelet's reason cache.
@@ -194,6 +196,13 @@ async fn sync(shared: &Shared, pod: &Pod, mode: Mode, reasons: &mut Reasons) -> 
     }
     let outcome = act(shared, pod, &obs, decided, reasons).await;
     collect_garbage(shared, pod, &obs).await;
+    for c in obs.containers.iter().filter(|c| c.state == CState::Running && !c.log_path.is_empty()) {
+        match super::logs::rotate_if_needed(&shared.cri, &c.id, Path::new(&c.log_path), shared.log_rotation).await {
+            Ok(true) => log::debug!("pod {}: rotated the log of {}", pod.key(), c.name),
+            Ok(false) => {}
+            Err(e) => log::warn!("pod {}: log rotation of {}: {e}", pod.key(), c.name),
+        }
+    }
     outcome.map(|o| (o, obs))
 }
 
