@@ -546,3 +546,64 @@ fn container_logs_are_rotated_and_the_runtime_writes_to_the_new_file() {
     engine.apply(Change::Remove(sp));
     eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
 }
+
+#[test]
+fn run_as_non_root_refuses_a_root_image_and_allows_a_user() {
+    let tb = testbed();
+    let sh = shared(tb, "nonroot");
+    let mut engine = Engine::new(sh.clone());
+    let as_root = static_pod(
+        &SLEEPER.replace("  containers:\n", "  securityContext:\n    runAsNonRoot: true\n  containers:\n"),
+        &unique("root"),
+    );
+    let as_user = static_pod(
+        &SLEEPER.replace(
+            "  containers:\n",
+            "  securityContext:\n    runAsNonRoot: true\n    runAsUser: 1000\n  containers:\n",
+        ),
+        &unique("user"),
+    );
+    engine.apply(Change::Add(as_root.clone()));
+    engine.apply(Change::Add(as_user.clone()));
+    eventually(Duration::from_secs(30), "the user pod running", || running(tb, &as_user.uid, "main"));
+    let status = eventually(Duration::from_secs(20), "the root pod's reason", || {
+        sh.statuses.get(&as_root.uid).filter(|s| {
+            s.container_statuses[0].state.waiting.as_ref().is_some_and(|w| w.reason == "CreateContainerConfigError")
+        })
+    });
+    let message = &status.container_statuses[0].state.waiting.as_ref().unwrap().message;
+    assert!(message.contains("will run as root"), "{message}");
+    assert!(containers(tb, &as_root.uid).is_empty());
+    for sp in [as_root, as_user] {
+        let uid = sp.uid.clone();
+        engine.apply(Change::Remove(sp));
+        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    }
+}
+
+#[test]
+fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
+    let tb = testbed();
+    let sh = shared(tb, "tmpfs");
+    let mut engine = Engine::new(sh.clone());
+    let yaml = SLEEPER
+        .replace("command: [\"sleep\", \"3600\"]", "command: [\"sh\", \"-c\", \"grep ' /scratch ' /proc/mounts; sleep 3600\"]\n    volumeMounts: [{name: scratch, mountPath: /scratch}]")
+        + "  volumes:\n  - name: scratch\n    emptyDir: {medium: Memory, sizeLimit: 16Mi}\n";
+    let sp = static_pod(&yaml, &unique("tmpfs"));
+    let (uid, name) = (sp.uid.clone(), sp.pod.metadata.name.clone());
+    engine.apply(Change::Add(sp.clone()));
+    let log = tb.logs.join(format!("default_{name}_{uid}")).join("main/0.log");
+    let line = eventually(Duration::from_secs(30), "the container's view of /scratch", || {
+        std::fs::read_to_string(&log).ok().filter(|t| t.contains("/scratch"))
+    });
+    assert!(line.contains("tmpfs /scratch tmpfs") && line.contains("size=16384k"), "{line}");
+    let pod_dir = sh.node.root_dir.join("pods").join(&uid);
+    assert!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()));
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()),
+        "the tmpfs is unmounted"
+    );
+    assert!(!pod_dir.exists());
+}

@@ -358,7 +358,9 @@ async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), St
         }
     }
     let _ = std::fs::remove_dir_all(sandbox::log_directory(&shared.node, pod));
-    let _ = std::fs::remove_dir_all(sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid));
+    let dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
+    unmount_pod_dir(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
 
@@ -434,6 +436,14 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
                 continue;
             }
         };
+        if let Err(e) = verify_run_as_non_root(shared, pod, c, &image_ref).await {
+            log::warn!("pod {}: container {}: CreateContainerConfigError: {e}", pod.key(), c.name);
+            reasons.insert(c.name.clone(), ("CreateContainerConfigError".into(), e));
+            if matches!(start.which, Which::Init(_)) {
+                break;
+            }
+            continue;
+        }
         let log_dir = Path::new(&sandbox_config.log_directory).join(&c.name);
         std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
         let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
@@ -542,6 +552,33 @@ async fn ensure_image(
     }
 }
 
+/// kubelet's runAsNonRoot check: with runAsNonRoot set, the container must not run as uid 0,
+/// whether the uid comes from the spec or from the image (an image without a user runs as root).
+async fn verify_run_as_non_root(
+    shared: &Shared,
+    pod: &Pod,
+    c: &crate::pod::types::Container,
+    image_ref: &str,
+) -> Result<(), String> {
+    let csc = c.security_context.clone().unwrap_or_default();
+    let psc = pod.spec.security_context.clone().unwrap_or_default();
+    if csc.run_as_non_root.or(psc.run_as_non_root) != Some(true) {
+        return Ok(());
+    }
+    if let Some(uid) = csc.run_as_user.or(psc.run_as_user) {
+        return if uid == 0 { Err("container's runAsUser breaks non-root policy".into()) } else { Ok(()) };
+    }
+    let image = shared.cri.image_status(image_ref).await.map_err(|e| e.to_string())?;
+    let (uid, user) = image.map(|i| (i.uid.map(|u| u.value), i.username)).unwrap_or((None, String::new()));
+    match (uid, user.as_str()) {
+        (Some(0), _) | (None, "") => Err(format!("container has runAsNonRoot and image {} will run as root", c.image)),
+        (None, name) => Err(format!(
+            "container has runAsNonRoot and image has non-numeric user ({name}), cannot verify user is non-root"
+        )),
+        (Some(_), _) => Ok(()),
+    }
+}
+
 /// `busybox` → `busybox:latest`; references with a tag or digest are kept.
 pub fn with_default_tag(image: &str) -> String {
     match crate::pod::defaults::split_image(image) {
@@ -554,8 +591,19 @@ pub fn with_default_tag(image: &str) -> String {
 fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
     for v in &pod.spec.volumes {
         let Some(path) = volume_path(root, &pod.metadata.uid, v) else { continue };
-        if v.empty_dir.is_some() {
+        if let Some(ed) = &v.empty_dir {
             std::fs::create_dir_all(&path).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
+            if ed.medium.as_deref() == Some("Memory") && !mount_points_under(&path).contains(&path) {
+                // A tmpfs, sized by sizeLimit when given (kubelet's SizeMemoryBackedVolumes).
+                let data = match ed.size_limit.map(|q| q.value()).filter(|b| *b > 0) {
+                    Some(bytes) => format!("mode=0777,size={bytes}"),
+                    None => "mode=0777".to_string(),
+                };
+                let data = std::ffi::CString::new(data).map_err(|e| e.to_string())?;
+                let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+                rustix::mount::mount("tmpfs", &path, "tmpfs", flags, Some(data.as_c_str()))
+                    .map_err(|e| format!("emptyDir {}: mounting a tmpfs on {}: {e}", v.name, path.display()))?;
+            }
             continue;
         }
         if let Some(hp) = &v.host_path {
@@ -595,6 +643,28 @@ fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Mount points at or below `dir` (from /proc/self/mountinfo), deepest first.
+fn mount_points_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<std::path::PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| std::path::PathBuf::from(p.replace("\\040", " ")))
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    points
+}
+
+/// Unmounts everything under a pod's directory (tmpfs emptyDirs) so it can be removed.
+fn unmount_pod_dir(dir: &Path) {
+    for p in mount_points_under(dir) {
+        if let Err(e) = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH) {
+            log::warn!("unmounting {}: {e}", p.display());
+        }
+    }
 }
 
 /// Writes the managed /etc/hosts (kubelet's layout), rewritten on every container start.
@@ -655,7 +725,9 @@ pub async fn remove_orphan(shared: &Shared, uid: &str, grace: Duration) -> Resul
     for s in &obs.sandboxes {
         shared.cri.remove_pod_sandbox(&s.id).await.map_err(|e| format!("removing sandbox {}: {e}", s.id))?;
     }
-    let _ = std::fs::remove_dir_all(sandbox::pod_dir(&shared.node.root_dir, uid));
+    let dir = sandbox::pod_dir(&shared.node.root_dir, uid);
+    unmount_pod_dir(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
 
