@@ -607,3 +607,36 @@ fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
     );
     assert!(!pod_dir.exists());
 }
+
+#[test]
+fn termination_messages_come_from_the_file_or_the_log() {
+    let tb = testbed();
+    let sh = shared(tb, "termmsg");
+    let mut engine = Engine::new(sh.clone());
+    let from_file = SLEEPER
+        .replace("  terminationGracePeriodSeconds: 1\n", "  terminationGracePeriodSeconds: 1\n  restartPolicy: Never\n")
+        .replace(
+            "command: [\"sleep\", \"3600\"]",
+            "command: [\"sh\", \"-c\", \"echo disk full > /dev/termination-log; exit 2\"]",
+        );
+    let from_log = from_file
+        .replace("echo disk full > /dev/termination-log; exit 2", "echo last words; exit 3")
+        .replace("    command:", "    terminationMessagePolicy: FallbackToLogsOnError\n    command:");
+    let a = static_pod(&from_file, &unique("msgfile"));
+    let b = static_pod(&from_log, &unique("msglog"));
+    engine.apply(Change::Add(a.clone()));
+    engine.apply(Change::Add(b.clone()));
+    for (sp, exit, text) in [(&a, 2, "disk full"), (&b, 3, "last words")] {
+        let st = eventually(Duration::from_secs(30), "a terminated container", || {
+            sh.statuses.get(&sp.uid).and_then(|s| s.container_statuses[0].state.terminated.clone())
+        });
+        assert_eq!(st.exit_code, exit);
+        assert!(st.message.contains(text), "{st:?}");
+        assert_eq!(sh.statuses.get(&sp.uid).unwrap().phase, "Failed");
+    }
+    for sp in [a, b] {
+        let uid = sp.uid.clone();
+        engine.apply(Change::Remove(sp));
+        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    }
+}

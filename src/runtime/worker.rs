@@ -272,6 +272,7 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
             _ => CState::Unknown,
         };
         let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
+        let message = if state == CState::Exited { termination_message(&st) } else { st.message.clone() };
         obs.containers.push(ContainerObs {
             id: c.id,
             name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
@@ -281,7 +282,7 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
             state,
             exit_code: st.exit_code,
             reason: st.reason,
-            message: st.message,
+            message,
             created_at: st.created_at,
             started_at: (st.started_at > 0)
                 .then(|| SystemTime::UNIX_EPOCH + Duration::from_nanos(st.started_at as u64)),
@@ -643,6 +644,40 @@ fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// kubelet's terminated.message: the runtime's message, then the container's termination-log
+/// file (its last 4096 bytes), or with FallbackToLogsOnError and a failure with an empty file,
+/// the last 80 lines (at most 2048 bytes) of its log.
+fn termination_message(st: &crate::cri::api::ContainerStatus) -> String {
+    let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
+    let path = ann("io.kubernetes.container.terminationMessagePath");
+    let mut own = String::new();
+    if !path.is_empty() {
+        if let Some(m) = st.mounts.iter().find(|m| m.container_path == path) {
+            if let Ok(bytes) = std::fs::read(&m.host_path) {
+                own = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(4096)..]).into_owned();
+            }
+        }
+    }
+    let fallback = ann("io.kubernetes.container.terminationMessagePolicy") == "FallbackToLogsOnError";
+    if own.is_empty() && fallback && st.exit_code != 0 && !st.log_path.is_empty() {
+        let text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail: Vec<&str> =
+            lines[lines.len().saturating_sub(80)..].iter().map(|l| l.splitn(4, ' ').nth(3).unwrap_or("")).collect();
+        let joined = tail.join("\n");
+        let mut start = joined.len().saturating_sub(2048);
+        while !joined.is_char_boundary(start) {
+            start += 1;
+        }
+        own = joined[start..].to_string();
+    }
+    match (st.message.is_empty(), own.is_empty()) {
+        (_, true) => st.message.clone(),
+        (true, false) => own,
+        (false, false) => format!("{}: {own}", st.message),
+    }
 }
 
 /// Mount points at or below `dir` (from /proc/self/mountinfo), deepest first.
