@@ -158,7 +158,8 @@ fn run(flags: &Flags) -> Result<(), String> {
             node_memory_bytes: memory_total(),
             backoff: Mutex::new(Backoff::default()),
             image_backoff: Mutex::new(Backoff::default()),
-            resync: Duration::from_secs(1),
+            // The relist wakes workers on any runtime change; this is their safety net.
+            resync: Duration::from_secs(10),
             runtime_name,
             statuses: Default::default(),
             log_rotation: s.log_rotation,

@@ -37,7 +37,8 @@ fn shared_with(tb: &Testbed, root: &str, log_rotation: atoll::runtime::logs::Rot
         node_memory_bytes: 4 << 30,
         backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
         image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
-        resync: Duration::from_millis(300),
+        // Long on purpose: timely reactions must come from the relist waking the workers.
+        resync: Duration::from_secs(30),
         runtime_name: "containerd".into(),
         statuses: Default::default(),
         log_rotation,

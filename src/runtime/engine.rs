@@ -11,7 +11,7 @@ use crate::cri::api::PodSandboxFilter;
 use crate::pod::StaticPod;
 use crate::source::merge::Change;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct Handle {
@@ -23,6 +23,9 @@ struct Handle {
 pub struct Engine {
     shared: Arc<Shared>,
     workers: HashMap<String, Handle>,
+    /// The workers' inboxes, shared with the relist task that wakes them.
+    inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>,
+    _relist: smol::Task<()>,
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
     done_tx: smol::channel::Sender<String>,
@@ -32,7 +35,9 @@ pub struct Engine {
 impl Engine {
     pub fn new(shared: Arc<Shared>) -> Engine {
         let (done_tx, done_rx) = smol::channel::unbounded();
-        Engine { shared, workers: HashMap::new(), pending: HashMap::new(), done_tx, done_rx }
+        let inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>> = Default::default();
+        let relist = smol::spawn(relist(shared.clone(), inboxes.clone()));
+        Engine { shared, workers: HashMap::new(), inboxes, _relist: relist, pending: HashMap::new(), done_tx, done_rx }
     }
 
     /// A receiver of finished workers' UIDs; pass each to [`Engine::worker_done`].
@@ -84,11 +89,13 @@ impl Engine {
             worker::run(shared, sp, rx).await;
             let _ = done.send(finished).await;
         });
+        self.inboxes.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.clone(), tx.clone());
         self.workers.insert(uid, Handle { key, tx, _task: task });
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
+        self.inboxes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
         let Some(h) = self.workers.remove(uid) else { return };
         if let Some(mut q) = self.pending.remove(&h.key) {
             if !q.is_empty() {
@@ -125,5 +132,49 @@ impl Engine {
                 log::warn!("pod {uid}: removing orphan: {e}");
             }
         }
+    }
+}
+
+/// How often the runtime is relisted (kubelet's PLEG period).
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+
+/// The runtime observer: every second, two list calls for the whole node (sandboxes and
+/// containers with their states); a worker whose pod shows any change is woken at once.
+/// Workers otherwise sync only on their own slower period, so a quiet node costs two CRI calls
+/// a second whatever the number of pods.
+async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>) {
+    let mut last: HashMap<String, u64> = HashMap::new();
+    loop {
+        smol::Timer::after(RELIST_PERIOD).await;
+        let (sandboxes, containers) =
+            match (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await) {
+                (Ok(s), Ok(c)) => (s, c),
+                _ => continue, // the runtime is away; workers notice on their own
+            };
+        let mut now: HashMap<String, u64> = HashMap::new();
+        let uid_of = |labels: &HashMap<String, String>| labels.get(super::sandbox::LABEL_POD_UID).cloned();
+        let mix = |h: u64, s: &str, state: i32| {
+            let h = s.bytes().fold(h ^ 0xcbf29ce484222325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+            h.wrapping_add(state as u64).rotate_left(7)
+        };
+        for s in &sandboxes {
+            if let Some(uid) = uid_of(&s.labels) {
+                let h = now.entry(uid).or_default();
+                *h = h.wrapping_add(mix(0, &s.id, s.state));
+            }
+        }
+        for c in &containers {
+            if let Some(uid) = uid_of(&c.labels) {
+                let h = now.entry(uid).or_default();
+                *h = h.wrapping_add(mix(1, &c.id, c.state));
+            }
+        }
+        let inboxes = inboxes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for (uid, tx) in inboxes {
+            if now.get(&uid) != last.get(&uid) {
+                let _ = tx.try_send(Msg::Wake);
+            }
+        }
+        last = now;
     }
 }

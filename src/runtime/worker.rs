@@ -49,6 +49,8 @@ pub enum Msg {
     Update(Box<StaticPod>),
     /// Stop the pod within this grace period and end.
     Terminate(Duration),
+    /// The runtime shows a change for this pod: sync now.
+    Wake,
 }
 
 /// kubelet gives postStart no time limit; atoll bounds it so one hook cannot wedge its worker.
@@ -81,7 +83,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let first_seen = SystemTime::now();
     let mut last_phase = String::new();
     loop {
-        let (wait, obs) = match sync(&shared, &sp.pod, mode, &mut reasons).await {
+        let (mut wait, obs) = match sync(&shared, &sp.pod, mode, &mut reasons).await {
             Ok((Outcome::Done, _)) => {
                 shared.statuses.remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
@@ -111,11 +113,13 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 .map_or(first_seen, |ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64));
             if let (Mode::Run, Some(limit)) = (mode, sp.pod.spec.active_deadline_seconds) {
                 let limit = Duration::from_secs(limit.max(0) as u64);
-                if SystemTime::now().duration_since(start).unwrap_or_default() >= limit {
+                let active = SystemTime::now().duration_since(start).unwrap_or_default();
+                if active >= limit {
                     log::warn!("pod {key}: DeadlineExceeded: active longer than activeDeadlineSeconds ({limit:?}); stopping it");
                     mode = Mode::Stop;
                     continue;
                 }
+                wait = wait.min(limit - active);
             }
             let ctx = crate::status::Context {
                 runtime_name: shared.runtime_name.clone(),
@@ -142,6 +146,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
         .await;
         match msg {
             Some(Msg::Update(new)) => sp = *new,
+            Some(Msg::Wake) => {}
             Some(Msg::Terminate(grace)) => mode = Mode::Terminate(grace),
             None if rx.is_closed() && !matches!(mode, Mode::Terminate(_)) => mode = Mode::Terminate(grace_of(&sp.pod)),
             None => {}
