@@ -12,13 +12,9 @@ use atoll::cri::api::{
     ContainerConfig, ContainerFilter, ContainerMetadata, ContainerState, ImageSpec, PodSandboxFilter,
 };
 use atoll::pod::Policy;
-use atoll::runtime::backoff::Backoff;
 use atoll::runtime::engine::Engine;
-use atoll::runtime::sandbox::NodeContext;
-use atoll::runtime::worker::Shared;
 use atoll::source::{file, merge};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 const ROUNDS: usize = 10;
@@ -36,24 +32,7 @@ fn main() {
     std::fs::create_dir_all(&manifests).unwrap();
 
     // The agent, in-process: file source → merge → engine.
-    let shared = Arc::new(Shared {
-        cri: tb.cri(),
-        node: NodeContext {
-            node_name: "bench".into(),
-            pod_logs_dir: tb.logs.clone(),
-            root_dir: dir.join("state"),
-            ..Default::default()
-        },
-        host_ip: "127.0.0.1".into(),
-        node_cpu_millis: 2000,
-        node_memory_bytes: 4 << 30,
-        backoff: Mutex::new(Backoff::default()),
-        image_backoff: Mutex::new(Backoff::default()),
-        resync: Duration::from_secs(1),
-        runtime_name: "containerd".into(),
-        statuses: Default::default(),
-        log_rotation: Default::default(),
-    });
+    let shared = common::engine_shared(tb, "bench-start", Duration::from_secs(10), Default::default());
     let (tx, rx) = smol::channel::bounded(16);
     let cfg = file::FileSourceConfig {
         path: manifests.clone(),

@@ -5,44 +5,29 @@ mod common;
 
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
 use atoll::pod::{self, Origin, Policy, Shape, StaticPod};
-use atoll::runtime::backoff::Backoff;
 use atoll::runtime::engine::Engine;
-use atoll::runtime::sandbox::NodeContext;
 use atoll::runtime::worker::Shared;
 use atoll::source::merge::Change;
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
     shared_with(tb, root, Default::default())
 }
 
+/// Workers resync only every 30 s here: timely reactions must come from the relist waking them.
 fn shared_with(tb: &Testbed, root: &str, log_rotation: atoll::runtime::logs::Rotation) -> Arc<Shared> {
-    let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
-    std::fs::create_dir_all(&root_dir).unwrap();
-    Arc::new(Shared {
-        cri: tb.cri(),
-        node: NodeContext {
-            node_name: "tb".into(),
-            pod_logs_dir: tb.logs.clone(),
-            root_dir,
-            host_resolv_conf: "nameserver 127.0.0.1\n".into(),
-            ..Default::default()
-        },
-        host_ip: "127.0.0.1".into(),
-        node_cpu_millis: 2000,
-        node_memory_bytes: 4 << 30,
-        backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
-        image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
-        // Long on purpose: timely reactions must come from the relist waking the workers.
-        resync: Duration::from_secs(30),
-        runtime_name: "containerd".into(),
-        statuses: Default::default(),
-        log_rotation,
-    })
+    common::engine_shared(tb, root, Duration::from_secs(30), log_rotation)
+}
+
+/// Removes a pod and waits until the runtime has nothing left of it.
+fn remove(engine: &mut Engine, tb: &Testbed, sp: StaticPod) {
+    let uid = sp.uid.clone();
+    engine.apply(Change::Remove(sp));
+    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
 }
 
 /// A pod from YAML, named uniquely, as the file source would deliver it.
@@ -127,8 +112,7 @@ fn a_host_network_pod_runs_with_kubelets_labels() {
         log.display()
     );
 
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
     assert!(containers(tb, &uid).is_empty());
     assert!(!tb.logs.join(format!("default_{name}_{uid}")).exists(), "the pod's logs are removed with it");
 }
@@ -161,8 +145,7 @@ spec:
     let st = smol::block_on(tb.cri().pod_sandbox_status(&sb.id, false)).unwrap().status.unwrap();
     let ip = st.network.unwrap().ip;
     assert!(ip.starts_with(&tb.subnet_prefix), "{ip}");
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -208,8 +191,7 @@ spec:
         std::fs::read_to_string(&log).ok().filter(|t| t.contains("order="))
     });
     assert!(text.contains(&format!("order=ab greeting=hello-world pod={name}")), "{text}");
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -236,8 +218,7 @@ fn a_crashing_container_is_restarted_with_its_restart_count() {
     let now = containers(tb, &uid);
     assert!(now.len() <= 2, "old instances are garbage collected: {now:?} (earlier {seen:?})");
     assert_eq!(sandboxes(tb, &uid).len(), 1, "restarts reuse the sandbox");
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -260,8 +241,7 @@ fn a_restarted_engine_adopts_running_pods_without_restarting_them() {
     assert_eq!(now[0].3, first_id);
     assert_eq!(now[0].1, ContainerState::ContainerRunning as i32);
     assert_eq!(sandboxes(tb, &uid).len(), 1);
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -289,11 +269,8 @@ fn a_missing_image_fails_its_pod_only() {
     });
     assert!(good_status.container_statuses[0].container_id.starts_with("containerd://"));
     assert!(good_status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{good_status:?}");
-    for sp in [bad, good] {
-        let uid = sp.uid.clone();
-        engine.apply(Change::Remove(sp));
-        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
-    }
+    remove(&mut engine, tb, bad);
+    remove(&mut engine, tb, good);
 }
 
 #[test]
@@ -329,8 +306,7 @@ fn a_dead_sandbox_is_replaced_with_the_next_attempt() {
         (attempt == 1 && c != first).then(|| (ready.id.clone(), c))
     });
     assert_ne!(replacement.0, sandbox.id);
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -369,8 +345,7 @@ spec:
     eventually(Duration::from_secs(30), "postStart's mark", || std::fs::read_to_string(marks.join("post-start")).ok());
     assert!(running(tb, &uid, "main").is_some());
     assert!(!marks.join("pre-stop").exists());
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
     assert_eq!(
         std::fs::read_to_string(marks.join("pre-stop")).unwrap().trim(),
         "stopping",
@@ -395,8 +370,7 @@ fn a_failing_post_start_hook_kills_and_restarts_the_container() {
         let c = containers(tb, &uid);
         c.iter().any(|(_, _, rc, _)| rc == "1").then_some(())
     });
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -415,8 +389,7 @@ fn active_deadline_seconds_stops_the_pod_for_good() {
     eventually(Duration::from_secs(20), "nothing running", || running(tb, &uid, "main").is_none().then_some(()));
     std::thread::sleep(Duration::from_secs(2));
     assert!(running(tb, &uid, "main").is_none(), "a pod past its deadline is not restarted");
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -458,7 +431,6 @@ spec:
     )
     .unwrap();
     let sp = static_pod(&yaml, &unique("res"));
-    let uid = sp.uid.clone();
     engine.apply(Change::Add(sp.clone()));
     let report = eventually(Duration::from_secs(30), "the container's report in the hostPath", || {
         std::fs::read_to_string(host.join("report")).ok().filter(|r| r.contains("cpu="))
@@ -469,8 +441,7 @@ spec:
         "DirectoryOrCreate made {}",
         host.display()
     );
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
     assert!(host.join("report").exists(), "a hostPath outlives the pod");
     std::fs::remove_dir_all(&host).unwrap();
 }
@@ -514,8 +485,7 @@ fn a_new_version_of_a_pod_starts_only_after_the_old_one_is_gone() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(!overlap, "the two versions of one pod existed at the same time");
-    engine.apply(Change::Remove(v2.clone()));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &v2.uid).is_empty().then_some(()));
+    remove(&mut engine, tb, v2);
 }
 
 #[test]
@@ -544,8 +514,7 @@ fn container_logs_are_rotated_and_the_runtime_writes_to_the_new_file() {
     });
     let last = std::fs::read_to_string(&rotated[rotated.len() - 1]).unwrap();
     assert!(last.lines().all(|l| l.contains(" stdout ")), "rotated files hold CRI log lines");
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
 }
 
 #[test]
@@ -575,11 +544,8 @@ fn run_as_non_root_refuses_a_root_image_and_allows_a_user() {
     let message = &status.container_statuses[0].state.waiting.as_ref().unwrap().message;
     assert!(message.contains("will run as root"), "{message}");
     assert!(containers(tb, &as_root.uid).is_empty());
-    for sp in [as_root, as_user] {
-        let uid = sp.uid.clone();
-        engine.apply(Change::Remove(sp));
-        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
-    }
+    remove(&mut engine, tb, as_root);
+    remove(&mut engine, tb, as_user);
 }
 
 #[test]
@@ -600,8 +566,7 @@ fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
     assert!(line.contains("tmpfs /scratch tmpfs") && line.contains("size=16384k"), "{line}");
     let pod_dir = sh.node.root_dir.join("pods").join(&uid);
     assert!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()));
-    engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
+    remove(&mut engine, tb, sp);
     assert!(
         !std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()),
         "the tmpfs is unmounted"
@@ -635,9 +600,6 @@ fn termination_messages_come_from_the_file_or_the_log() {
         assert!(st.message.contains(text), "{st:?}");
         assert_eq!(sh.statuses.get(&sp.uid).unwrap().phase, "Failed");
     }
-    for sp in [a, b] {
-        let uid = sp.uid.clone();
-        engine.apply(Change::Remove(sp));
-        eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
-    }
+    remove(&mut engine, tb, a);
+    remove(&mut engine, tb, b);
 }

@@ -5,33 +5,16 @@ mod common;
 
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState};
 use atoll::pod::{self, Origin, Policy, Shape};
-use atoll::runtime::backoff::Backoff;
 use atoll::runtime::engine::Engine;
-use atoll::runtime::sandbox::NodeContext;
-use atoll::runtime::worker::Shared;
 use atoll::source::merge::Change;
 use common::{eventually, testbed, unique};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[test]
 fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
     let tb = testbed();
-    let root_dir = std::env::temp_dir().join(format!("atoll-orphans-{}", std::process::id()));
-    let sh = Arc::new(Shared {
-        cri: tb.cri(),
-        node: NodeContext { node_name: "tb".into(), pod_logs_dir: tb.logs.clone(), root_dir, ..Default::default() },
-        host_ip: "127.0.0.1".into(),
-        node_cpu_millis: 2000,
-        node_memory_bytes: 4 << 30,
-        backoff: Mutex::new(Backoff::default()),
-        image_backoff: Mutex::new(Backoff::default()),
-        resync: Duration::from_millis(300),
-        runtime_name: "containerd".into(),
-        statuses: Default::default(),
-        log_rotation: Default::default(),
-    });
+    let sh = common::engine_shared(tb, "orphans", Duration::from_millis(300), Default::default());
     let name = unique("orphan");
     let yaml = format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"

@@ -331,12 +331,16 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip
     }
 }
 
-async fn stop_all(shared: &Shared, pod: &Pod, obs: &Observed, p: &Plan, grace: Duration) -> Result<(), String> {
+/// Stops the plan's kills all at once, as kubelet kills a pod's containers in parallel.
+async fn stop_containers(shared: &Shared, pod: &Pod, obs: &Observed, kills: &[plan::Kill], grace: Duration) {
     let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
-    // All containers stop at once, as kubelet kills them in parallel.
     let stops: Vec<_> =
-        p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
+        kills.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
     join_all(stops).await;
+}
+
+async fn stop_all(shared: &Shared, pod: &Pod, obs: &Observed, p: &Plan, grace: Duration) -> Result<(), String> {
+    stop_containers(shared, pod, obs, &p.kill, grace).await;
     for s in &obs.sandboxes {
         if let Err(e) = shared.cri.stop_pod_sandbox(&s.id).await {
             if !e.is_not_found() {
@@ -372,10 +376,7 @@ async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), St
 
 async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut Reasons) -> Result<Outcome, String> {
     let grace = grace_of(pod);
-    let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
-    let stops: Vec<_> =
-        p.kill.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
-    join_all(stops).await;
+    stop_containers(shared, pod, obs, &p.kill, grace).await;
     if p.kill_pod {
         for s in obs.sandboxes.iter().filter(|s| s.ready) {
             shared.cri.stop_pod_sandbox(&s.id).await.map_err(|e| e.to_string())?;
@@ -419,7 +420,9 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
     if p.start.is_empty() {
         return Ok(Outcome::Again(retry));
     }
-    let (sandbox_config, _) = sandbox::sandbox_config(pod, 0, &shared.node)?;
+    // The config of the sandbox the containers go into (CreateContainer and PullImage get it).
+    let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
+    let (sandbox_config, _) = sandbox::sandbox_config(pod, attempt, &shared.node)?;
     let pod_dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
     prepare_volumes(pod, &shared.node.root_dir)?;
     let hosts_file =

@@ -193,3 +193,35 @@ pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The pod engine's shared state on the test bed: private root dir, the test bed's log dir,
+/// a short back-off (1 s doubling to 4 s), and the given worker resync and log rotation.
+pub fn engine_shared(
+    tb: &Testbed,
+    root: &str,
+    resync: Duration,
+    log_rotation: atoll::runtime::logs::Rotation,
+) -> std::sync::Arc<atoll::runtime::worker::Shared> {
+    use atoll::runtime::backoff::Backoff;
+    let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
+    std::fs::create_dir_all(&root_dir).expect("engine root dir");
+    std::sync::Arc::new(atoll::runtime::worker::Shared {
+        cri: tb.cri(),
+        node: atoll::runtime::sandbox::NodeContext {
+            node_name: "tb".into(),
+            pod_logs_dir: tb.logs.clone(),
+            root_dir,
+            host_resolv_conf: "nameserver 127.0.0.1\n".into(),
+            ..Default::default()
+        },
+        host_ip: "127.0.0.1".into(),
+        node_cpu_millis: 2000,
+        node_memory_bytes: 4 << 30,
+        backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
+        image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
+        resync,
+        runtime_name: "containerd".into(),
+        statuses: Default::default(),
+        log_rotation,
+    })
+}
