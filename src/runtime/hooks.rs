@@ -7,13 +7,12 @@
 
 use super::worker::Shared;
 use crate::cri::api::ExecSyncRequest;
-use crate::pod::types::{Container, IntOrString, LifecycleHandler, Pod};
+use crate::pod::types::{Container, IntOrString, LifecycleHandler};
 use std::time::Duration;
 
 /// Runs `handler` for container `id`, giving up after `budget` (if any).
 pub async fn run(
     shared: &Shared,
-    pod: &Pod,
     c: &Container,
     handler: &LifecycleHandler,
     id: &str,
@@ -63,7 +62,6 @@ pub async fn run(
             None => Err(format!("connecting to {addr}: timed out")),
         };
     }
-    let _ = pod;
     Err("the hook has no handler".into())
 }
 

@@ -176,7 +176,8 @@ fn restart_policy(pod: &Pod) -> &str {
     pod.spec.restart_policy.as_deref().unwrap_or("Always")
 }
 
-fn is_sidecar(c: &Container) -> bool {
+/// An init container with `restartPolicy: Always` (a sidecar).
+pub fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 

@@ -311,7 +311,7 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip
     let mut grace = grace;
     if let (Some((c, hook)), false) = (pre_stop, grace.is_zero()) {
         let started = std::time::Instant::now();
-        match smol::future::or(async { Some(hooks::run(shared, pod, c, hook, id, pod_ip, Some(grace)).await) }, async {
+        match smol::future::or(async { Some(hooks::run(shared, c, hook, id, pod_ip, Some(grace)).await) }, async {
             smol::Timer::after(grace).await;
             None
         })
@@ -387,14 +387,21 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
             let _ = shared.cri.remove_container(&c.id).await;
         }
     }
+    // The config of the sandbox the containers go into, built once: RunPodSandbox,
+    // PullImage and CreateContainer all get it.
+    let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
+    let (sandbox_config, handler) = if p.create_sandbox.is_some() || !p.start.is_empty() {
+        sandbox::sandbox_config(pod, attempt, &shared.node)?
+    } else {
+        Default::default()
+    };
     let (sandbox_id, pod_ip) = match p.create_sandbox {
         Some(attempt) => {
-            let (config, handler) = sandbox::sandbox_config(pod, attempt, &shared.node)?;
-            std::fs::create_dir_all(&config.log_directory)
-                .map_err(|e| format!("creating {}: {e}", config.log_directory))?;
+            std::fs::create_dir_all(&sandbox_config.log_directory)
+                .map_err(|e| format!("creating {}: {e}", sandbox_config.log_directory))?;
             let id = shared
                 .cri
-                .run_pod_sandbox(config, &handler)
+                .run_pod_sandbox(sandbox_config.clone(), &handler)
                 .await
                 .map_err(|e| format!("FailedCreatePodSandBox: {e}"))?;
             let st = shared.cri.pod_sandbox_status(&id, false).await.map_err(|e| e.to_string())?;
@@ -420,9 +427,6 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
     if p.start.is_empty() {
         return Ok(Outcome::Again(retry));
     }
-    // The config of the sandbox the containers go into (CreateContainer and PullImage get it).
-    let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
-    let (sandbox_config, _) = sandbox::sandbox_config(pod, attempt, &shared.node)?;
     let pod_dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
     prepare_volumes(pod, &shared.node.root_dir)?;
     let hosts_file =
@@ -489,7 +493,7 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
         }
         reasons.remove(&c.name);
         if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
-            if let Err(e) = hooks::run(shared, pod, c, hook, &id, &pod_ip, Some(POST_START_LIMIT)).await {
+            if let Err(e) = hooks::run(shared, c, hook, &id, &pod_ip, Some(POST_START_LIMIT)).await {
                 log::warn!("pod {}: FailedPostStartHook: container {}: {e}", pod.key(), c.name);
                 stop_container(
                     shared,

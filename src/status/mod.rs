@@ -5,7 +5,7 @@
 //! local API and the mirror read. Field names and shapes are the v1 API's.
 
 use crate::pod::types::Pod;
-use crate::runtime::plan::{CState, ContainerObs, Observed};
+use crate::runtime::plan::{is_sidecar, CState, ContainerObs, Observed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -129,10 +129,6 @@ pub struct Context {
 
 fn ts(t: Option<SystemTime>) -> Option<String> {
     t.map(crate::rfc3339::format_seconds)
-}
-
-fn is_sidecar(c: &crate::pod::types::Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
 }
 
 /// A container's status from its two newest instances.
