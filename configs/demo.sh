@@ -47,6 +47,7 @@ CONFIG
 echo "demo: pod logs under $ATOLL_TB_LOGS (tail -f $ATOLL_TB_LOGS/*/*/0.log)" >&2
 ./target/release/atoll run \
   --config="$dir/kubelet-config.yaml" \
+  --atoll-config="$PWD/configs/atoll.yaml" \
   --container-runtime-endpoint="$ATOLL_TB_ENDPOINT" \
   --root-dir="$dir/state" \
   --hostname-override=atoll-demo &

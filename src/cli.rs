@@ -43,6 +43,11 @@ struct FlagSpec {
 const RUN_FLAGS: &[FlagSpec] = &[
     FlagSpec { name: "config", kind: Kind::Value, help: "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)" },
     FlagSpec {
+        name: "atoll-config",
+        kind: Kind::Value,
+        help: "atoll's own settings file (AtollConfiguration: back-off, runtime classes, registry credentials)",
+    },
+    FlagSpec {
         name: "pod-manifest-path",
         kind: Kind::Value,
         help: "directory or file of static pod manifests (staticPodPath)",

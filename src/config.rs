@@ -95,8 +95,14 @@ pub struct Settings {
     /// The resolver configuration pods with dnsPolicy Default inherit ("" for none).
     pub resolv_conf: String,
     pub node_ip: Option<String>,
-    /// What the config file held that this version does not act on, one line each.
+    /// What the config files held that this version does not act on, one line each.
     pub config_notes: Vec<String>,
+    /// CrashLoopBackOff and ImagePullBackOff: (initial, max).
+    pub crash_loop_back_off: (Duration, Duration),
+    pub image_pull_back_off: (Duration, Duration),
+    /// runtimeClassName → CRI runtime handler.
+    pub runtime_handlers: std::collections::BTreeMap<String, String>,
+    pub keyring: crate::runtime::credentials::Keyring,
 }
 
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
@@ -130,6 +136,166 @@ pub struct KubeletConfiguration {
     pub resolv_conf: Option<String>,
 }
 
+/// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
+/// atoll.io/v1alpha1): what kubelet has no field for, kept apart from the KubeletConfiguration
+/// so that file stays kubelet's. Every field is optional; see `configs/atoll.yaml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AtollConfiguration {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    /// Like `--strict`: manifest fields atoll does not implement are errors.
+    pub strict: Option<bool>,
+    /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
+    pub crash_loop_back_off: Option<BackOffConfig>,
+    /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.
+    pub image_pull_back_off: Option<BackOffConfig>,
+    /// runtimeClassName → CRI runtime handler (kubelet reads RuntimeClass objects from the API
+    /// server; here there is none).
+    #[serde(default)]
+    pub runtime_classes: std::collections::BTreeMap<String, String>,
+    /// Credentials for image pulls (kubelet takes them from pull secrets; here there are none).
+    #[serde(default)]
+    pub registry_credentials: Vec<RegistryCredential>,
+    /// Docker `config.json` files to read credentials from; by default `<root-dir>/config.json`
+    /// when it exists (kubelet's first place to look).
+    pub docker_config_files: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackOffConfig {
+    pub initial_delay: Option<String>,
+    pub max_delay: Option<String>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCredential {
+    /// `host[:port][/path]`, `*` globs per host part (`*.example.com`).
+    pub registry: String,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+    /// A file holding the password (trailing newline dropped), instead of `password`.
+    pub password_file: Option<String>,
+    /// base64 of `username:password`, as in Docker's config.json.
+    #[serde(default)]
+    pub auth: String,
+    #[serde(default)]
+    pub identity_token: String,
+}
+
+impl std::fmt::Debug for RegistryCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryCredential")
+            .field("registry", &self.registry)
+            .field("username", &self.username)
+            .finish()
+    }
+}
+
+/// Reads a YAML or JSON settings file into `T`; returns it and the paths of fields `T` does not
+/// have. Errors name the file and the field.
+fn load_settings_file<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+) -> Result<(T, Vec<String>, Vec<String>), String> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("config {shown}: {e}"))?;
+    let mut warnings = Vec::new();
+    let value = crate::pod::decode::to_value(&bytes, &mut warnings).map_err(|e| format!("config {shown}: {e}"))?;
+    let mut ignored = Vec::new();
+    let mut note = |p: serde_ignored::Path<'_>| ignored.push(crate::pod::decode::render(&p));
+    let cfg: T = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note))
+        .map_err(|e| format!("config {shown}: {}: {}", e.path(), e.inner()))?;
+    let warnings = warnings.iter().map(|w| format!("config {shown}: {w}")).collect();
+    Ok((cfg, warnings, ignored))
+}
+
+impl AtollConfiguration {
+    /// Reads an AtollConfiguration file. Returns it and a note per field it does not know
+    /// (a newer atoll's setting, or a typo), which the agent logs at start.
+    pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), String> {
+        let shown = path.display();
+        let (cfg, mut notes, ignored): (AtollConfiguration, _, _) = load_settings_file(path)?;
+        if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
+            return Err(format!(
+                "config {shown}: expected kind AtollConfiguration of apiVersion atoll.io/v1alpha1, found kind {:?} of {:?}",
+                cfg.kind, cfg.api_version
+            ));
+        }
+        for field in ignored {
+            notes.push(format!("config {shown}: {field}: unknown field; ignored"));
+        }
+        Ok((cfg, notes))
+    }
+
+    /// The back-off the config names for `field`, over kubelet's default.
+    fn back_off(shown: &str, field: &str, given: &Option<BackOffConfig>) -> Result<(Duration, Duration), String> {
+        let get = |name: &str, v: &Option<String>, default: Duration| match v {
+            None => Ok(default),
+            Some(raw) => match parse_duration(raw) {
+                Ok(d) if d.is_zero() => Err(format!("config {shown}: {field}.{name}: must be more than zero")),
+                Ok(d) => Ok(d),
+                Err(e) => Err(format!("config {shown}: {field}.{name}: {e}")),
+            },
+        };
+        let Some(b) = given else {
+            return Ok((crate::runtime::backoff::DEFAULT_INITIAL, crate::runtime::backoff::DEFAULT_MAX));
+        };
+        let initial = get("initialDelay", &b.initial_delay, crate::runtime::backoff::DEFAULT_INITIAL)?;
+        let max = get("maxDelay", &b.max_delay, crate::runtime::backoff::DEFAULT_MAX.max(initial))?;
+        if max < initial {
+            return Err(format!("config {shown}: {field}.maxDelay: {max:?} is less than initialDelay {initial:?}"));
+        }
+        Ok((initial, max))
+    }
+
+    /// The keyring of registryCredentials and the Docker config files.
+    fn keyring(&self, shown: &str, root_dir: &std::path::Path) -> Result<crate::runtime::credentials::Keyring, String> {
+        use crate::cri::api::AuthConfig;
+        let mut keyring = crate::runtime::credentials::Keyring::default();
+        for (i, c) in self.registry_credentials.iter().enumerate() {
+            let origin = format!("config {shown}: registryCredentials[{i}]");
+            let mut password = c.password.clone();
+            if let Some(file) = &c.password_file {
+                if !password.is_empty() {
+                    return Err(format!("{origin}: give password or passwordFile, not both"));
+                }
+                let text = std::fs::read_to_string(file).map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
+                password = text.trim_end_matches(['\n', '\r']).to_string();
+            }
+            let auth = AuthConfig {
+                username: c.username.clone(),
+                password,
+                auth: c.auth.clone(),
+                identity_token: c.identity_token.clone(),
+                ..Default::default()
+            };
+            keyring.add(&origin, &c.registry, auth)?;
+        }
+        let (files, explicit) = match &self.docker_config_files {
+            Some(f) => (f.iter().map(std::path::PathBuf::from).collect(), true),
+            None => (vec![root_dir.join("config.json")], false),
+        };
+        for f in files {
+            match std::fs::read(&f) {
+                Ok(bytes) => {
+                    keyring
+                        .add_docker_config(&f, &bytes)
+                        .map_err(|e| format!("config {shown}: dockerConfigFiles: {e}"))?;
+                }
+                Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("config {shown}: dockerConfigFiles: {}: {e}", f.display())),
+            }
+        }
+        Ok(keyring)
+    }
+}
+
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
 const LATER_FIELDS: &[&str] = &[
@@ -147,21 +313,13 @@ impl KubeletConfiguration {
     /// this version does not act on.
     pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {
         let shown = path.display();
-        let bytes = std::fs::read(path).map_err(|e| format!("config {shown}: {e}"))?;
-        let mut warnings = Vec::new();
-        let value = crate::pod::decode::to_value(&bytes, &mut warnings).map_err(|e| format!("config {shown}: {e}"))?;
-        let mut ignored = Vec::new();
-        let mut note = |p: serde_ignored::Path<'_>| ignored.push(crate::pod::decode::render(&p));
-        let cfg: KubeletConfiguration =
-            serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note))
-                .map_err(|e| format!("config {shown}: {}: {}", e.path(), e.inner()))?;
+        let (cfg, mut notes, ignored): (KubeletConfiguration, _, _) = load_settings_file(path)?;
         if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
             return Err(format!(
                 "config {shown}: expected kind KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1, found kind {:?} of {:?}",
                 cfg.kind, cfg.api_version
             ));
         }
-        let mut notes: Vec<String> = warnings.iter().map(|w| format!("config {shown}: {w}")).collect();
         for field in ignored {
             let top = field.split(['.', '[']).next().unwrap_or("");
             if LATER_FIELDS.contains(&top) {
@@ -177,10 +335,24 @@ impl KubeletConfiguration {
 impl Settings {
     /// Flags, over the `--config` file, over defaults.
     pub fn load(flags: &crate::cli::Flags) -> Result<Settings, String> {
-        let (cfg, config_notes) = match flags.get("config") {
+        let (cfg, mut config_notes) = match flags.get("config") {
             Some(path) => KubeletConfiguration::load(std::path::Path::new(path))?,
             None => (KubeletConfiguration::default(), Vec::new()),
         };
+        let (own, own_notes) = match flags.get("atoll-config") {
+            Some(path) => AtollConfiguration::load(std::path::Path::new(path))?,
+            None => (AtollConfiguration::default(), Vec::new()),
+        };
+        config_notes.extend(own_notes);
+        let own_shown = flags.get("atoll-config").unwrap_or("(none)");
+        for (class, handler) in &own.runtime_classes {
+            if crate::pod::validate::dns1123_subdomain(class).is_err() || handler.is_empty() {
+                return Err(format!(
+                    "config {own_shown}: runtimeClasses.{class}: needs a DNS subdomain name and a non-empty handler"
+                ));
+            }
+        }
+        let root_dir: std::path::PathBuf = flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into();
         let duration = |flag: &str, field: &str, from_config: &Option<String>, default: Duration| {
             let (raw, whence) = match (flags.get(flag), from_config) {
                 (Some(v), _) => (v.to_string(), format!("flag --{flag}")),
@@ -258,8 +430,12 @@ impl Settings {
                 &cfg.runtime_request_timeout,
                 crate::cri::client::DEFAULT_REQUEST_TIMEOUT,
             )?,
-            root_dir: flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into(),
-            strict: flags.is_set("strict"),
+            keyring: own.keyring(own_shown, &root_dir)?,
+            root_dir,
+            strict: match flags.get("strict") {
+                Some(v) => v == "true",
+                None => own.strict.unwrap_or(false),
+            },
             pod_logs_dir: cfg.pod_logs_dir.clone().unwrap_or_else(|| "/var/log/pods".into()).into(),
             log_rotation: {
                 let max_size = match cfg.container_log_max_size {
@@ -279,6 +455,9 @@ impl Settings {
             resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
             node_ip: flags.get("node-ip").map(String::from),
             config_notes,
+            crash_loop_back_off: AtollConfiguration::back_off(own_shown, "crashLoopBackOff", &own.crash_loop_back_off)?,
+            image_pull_back_off: AtollConfiguration::back_off(own_shown, "imagePullBackOff", &own.image_pull_back_off)?,
+            runtime_handlers: own.runtime_classes,
         })
     }
 }
@@ -366,6 +545,61 @@ authentication:
         assert_eq!(s.pod_manifest_path.as_deref(), Some(std::path::Path::new("/srv/pods")));
         assert_eq!(s.file_check_frequency, Duration::from_secs(60));
         assert_eq!(s.manifest_url_headers, vec![("X-B".into(), "3".into())]);
+    }
+
+    #[test]
+    fn the_atoll_config_sets_back_off_classes_strictness_and_credentials() {
+        let dir = std::env::temp_dir().join(format!("atoll-own-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), r#"{"auths":{"r.example.com":{"auth":"dTpw"}}}"#).unwrap();
+        std::fs::write(dir.join("pw"), "s3cret\n").unwrap();
+        let path = config_file(
+            "atoll.yaml",
+            &format!(
+                "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nstrict: true\ncrashLoopBackOff: {{initialDelay: 1s, maxDelay: 30s}}\nimagePullBackOff: {{maxDelay: 1m}}\nruntimeClasses: {{gvisor: runsc}}\nregistryCredentials:\n- {{registry: q.example.com, username: u, passwordFile: {}}}\nfuture: 1\n",
+                dir.join("pw").display()
+            ),
+        );
+        let root = format!("--root-dir={}", dir.display());
+        let s = Settings::load(&flags(&[&format!("--atoll-config={path}"), "--hostname-override=n", &root])).unwrap();
+        assert!(s.strict);
+        assert_eq!(s.crash_loop_back_off, (Duration::from_secs(1), Duration::from_secs(30)));
+        assert_eq!(s.image_pull_back_off, (Duration::from_secs(10), Duration::from_secs(60)));
+        assert_eq!(s.runtime_handlers.get("gvisor").map(String::as_str), Some("runsc"));
+        let q = s.keyring.lookup("q.example.com/app:1");
+        assert_eq!((q.len(), q[0].auth.password.as_str()), (1, "s3cret"), "password from the file, newline dropped");
+        assert_eq!(s.keyring.lookup("r.example.com/app")[0].auth.auth, "dTpw", "<root-dir>/config.json is read");
+        assert!(s.config_notes.iter().any(|n| n.contains("future: unknown field; ignored")), "{:?}", s.config_notes);
+        // The flag wins over the file.
+        let s = Settings::load(&flags(&[
+            &format!("--atoll-config={path}"),
+            "--strict=false",
+            "--hostname-override=n",
+            &root,
+        ]))
+        .unwrap();
+        assert!(!s.strict);
+        // Without the file: kubelet's defaults, no credentials.
+        let s = Settings::load(&flags(&["--hostname-override=n", "--root-dir=/nonexistent"])).unwrap();
+        assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
+        assert!(s.keyring.is_empty() && s.runtime_handlers.is_empty() && !s.strict);
+    }
+
+    #[test]
+    fn the_example_atoll_config_is_valid() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/atoll.yaml");
+        let s = Settings::load(&flags(&[
+            &format!("--atoll-config={example}"),
+            "--hostname-override=n",
+            "--root-dir=/nonexistent",
+        ]))
+        .unwrap();
+        assert!(s.config_notes.is_empty(), "{:?}", s.config_notes);
+        assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
+        let wrong =
+            config_file("wrong-own.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
+        let e = Settings::load(&flags(&[&format!("--atoll-config={wrong}"), "--hostname-override=n"])).unwrap_err();
+        assert!(e.contains("wrong-own.yaml") && e.contains("expected kind AtollConfiguration"), "{e}");
     }
 
     #[test]

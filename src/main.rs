@@ -31,6 +31,7 @@ const RUN_FLAGS_IN_USE: &[&str] = &[
     "root-dir",
     "strict",
     "config",
+    "atoll-config",
     "node-ip",
 ];
 
@@ -151,13 +152,14 @@ fn run(flags: &Flags) -> Result<(), String> {
                 } else {
                     std::fs::read_to_string(&s.resolv_conf).unwrap_or_default()
                 },
-                runtime_handlers: Default::default(),
+                runtime_handlers: s.runtime_handlers.clone(),
             },
             host_ip: s.node_ip.clone().unwrap_or_default(),
             node_cpu_millis: std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000),
             node_memory_bytes: memory_total(),
-            backoff: Mutex::new(Backoff::default()),
-            image_backoff: Mutex::new(Backoff::default()),
+            backoff: Mutex::new(Backoff::new(s.crash_loop_back_off.0, s.crash_loop_back_off.1)),
+            image_backoff: Mutex::new(Backoff::new(s.image_pull_back_off.0, s.image_pull_back_off.1)),
+            keyring: s.keyring.clone(),
             // The relist wakes workers on any runtime change; this is their safety net.
             resync: Duration::from_secs(10),
             runtime_name,

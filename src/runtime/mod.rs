@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod container;
+pub mod credentials;
 pub mod engine;
 pub mod hooks;
 pub mod logs;

@@ -29,6 +29,8 @@ pub struct Shared {
     pub node_memory_bytes: i64,
     pub backoff: Mutex<Backoff>,
     pub image_backoff: Mutex<Backoff>,
+    /// Registry credentials for pulls.
+    pub keyring: super::credentials::Keyring,
     /// How often a worker re-syncs when nothing wakes it.
     pub resync: Duration,
     /// The runtime's name, for container IDs in status (`containerd://...`).
@@ -78,6 +80,18 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let uid = sp.uid.clone();
     let key = sp.pod.key();
     let mut mode = Mode::Run;
+    // Why the pod failed for good: (reason, message) for its status.
+    let mut failure: Option<(String, String)> = None;
+    if let Some(class) = &sp.pod.spec.runtime_class_name {
+        if !shared.node.runtime_handlers.contains_key(class) {
+            let message = format!(
+                "RuntimeClass {class:?} is not configured on this node (add it to runtimeClasses in atoll's config)"
+            );
+            log::warn!("pod {key}: Failed: {message}");
+            failure = Some(("RuntimeClassNotFound".into(), message));
+            mode = Mode::Stop;
+        }
+    }
     let mut last_error = String::new();
     let mut reasons = Reasons::new();
     let first_seen = SystemTime::now();
@@ -116,6 +130,10 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 let active = SystemTime::now().duration_since(start).unwrap_or_default();
                 if active >= limit {
                     log::warn!("pod {key}: DeadlineExceeded: active longer than activeDeadlineSeconds ({limit:?}); stopping it");
+                    failure = Some((
+                        "DeadlineExceeded".into(),
+                        "Pod was active on the node longer than the specified deadline".into(),
+                    ));
                     mode = Mode::Stop;
                     continue;
                 }
@@ -128,10 +146,10 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 start_time: Some(start),
             };
             let mut status = crate::status::compute(&sp.pod, &obs, &ctx);
-            if mode == Mode::Stop {
+            if let (Mode::Stop, Some((reason, message))) = (mode, &failure) {
                 status.phase = "Failed".into();
-                status.reason = Some("DeadlineExceeded".into());
-                status.message = Some("Pod was active on the node longer than the specified deadline".into());
+                status.reason = Some(reason.clone());
+                status.message = Some(message.clone());
             }
             if status.phase != last_phase {
                 log::info!("pod {key}: phase {}", status.phase);
@@ -159,7 +177,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
 enum Mode {
     /// Keep it running.
     Run,
-    /// Keep it stopped (activeDeadlineSeconds passed): the pod has failed.
+    /// Keep it stopped (activeDeadlineSeconds passed, unknown runtime class): the pod has failed.
     Stop,
     /// Stop it within this grace period, remove it, and end.
     Terminate(Duration),
@@ -551,7 +569,7 @@ async fn ensure_image(
     }
     log::info!("pod {}: Pulling image {image:?}", pod.key());
     let started = std::time::Instant::now();
-    match shared.cri.pull_image(&image, None, Some(sandbox_config.clone())).await {
+    match pull_with_credentials(shared, pod, &image, sandbox_config).await {
         Ok(r) => {
             log::info!("pod {}: Pulled image {image:?} in {:?}", pod.key(), started.elapsed());
             shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).forget(&key);
@@ -563,6 +581,31 @@ async fn ensure_image(
             Err((format!("ErrImagePull: {e}"), b.delay(&key).unwrap_or(Duration::from_secs(10))))
         }
     }
+}
+
+/// PullImage without credentials when none apply; else with each that applies, most specific
+/// first, until one works (kubelet's order). The error is the last one.
+async fn pull_with_credentials(
+    shared: &Shared,
+    pod: &Pod,
+    image: &str,
+    sandbox_config: &crate::cri::api::PodSandboxConfig,
+) -> Result<String, crate::cri::Status> {
+    let credentials = shared.keyring.lookup(image);
+    if credentials.is_empty() {
+        return shared.cri.pull_image(image, None, Some(sandbox_config.clone())).await;
+    }
+    let mut last = None;
+    for c in credentials {
+        match shared.cri.pull_image(image, Some(c.auth), Some(sandbox_config.clone())).await {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                log::info!("pod {}: pulling {image:?} with the credentials of {} failed: {e}", pod.key(), c.origin);
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.expect("at least one credential was tried"))
 }
 
 /// kubelet's runAsNonRoot check: with runAsNonRoot set, the container must not run as uid 0,

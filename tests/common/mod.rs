@@ -219,6 +219,7 @@ pub fn engine_shared(
         node_memory_bytes: 4 << 30,
         backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
         image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
+        keyring: Default::default(),
         resync,
         runtime_name: "containerd".into(),
         statuses: Default::default(),

@@ -16,7 +16,7 @@
 # Set ATOLL_TESTBED_KEEP=1 to keep DIR (logs, configs) after teardown for debugging.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux)
+PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils)
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
 BRIDGE="atoll-tb0"
@@ -37,6 +37,8 @@ install_packages() {
   command -v ip >/dev/null || missing+=(iproute2)
   command -v docker-registry >/dev/null || missing+=(docker-registry)
   command -v flock >/dev/null || missing+=(util-linux)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v htpasswd >/dev/null || missing+=(apache2-utils)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -92,9 +94,10 @@ PAUSE
   rm -rf "$work"
 }
 
-free_port() {
+free_port() { # free_port [PORT TO SKIP...]
   local port
   for port in $(seq 35000 35200); do
+    case " $* " in *" $port "*) continue ;; esac
     if ! ss -Htln "sport = :$port" | grep -q .; then echo "$port"; return; fi
   done
   die "no free port between 35000 and 35200 on 127.0.0.1"
@@ -129,6 +132,10 @@ write_configs() {
         "ranges": [[{"subnet": "$SUBNET", "gateway": "$GATEWAY"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
     }
   ]
 }
@@ -144,6 +151,22 @@ storage:
     enabled: true
 http:
   addr: 127.0.0.1:$REGISTRY_PORT
+EOF
+  # A second registry that wants a user name and password, for credential tests.
+  htpasswd -nbB "$PRIVATE_USER" "$PRIVATE_PASSWORD" >"$DIR/htpasswd"
+  cat >"$DIR/private-registry.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $DIR/private-registry
+http:
+  addr: 127.0.0.1:$PRIVATE_PORT
+auth:
+  htpasswd:
+    realm: atoll-testbed
+    path: $DIR/htpasswd
 EOF
   cat >"$DIR/containerd.toml" <<EOF
 version = 2
@@ -179,6 +202,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     max_conf_num = 1
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:$REGISTRY_PORT"]
     endpoint = ["http://127.0.0.1:$REGISTRY_PORT"]
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:$PRIVATE_PORT"]
+    endpoint = ["http://127.0.0.1:$PRIVATE_PORT"]
 EOF
 }
 
@@ -206,6 +231,9 @@ up() {
   # A bridge left by a test bed whose runner was killed would hold the subnet.
   ip link del "$BRIDGE" >/dev/null 2>&1 || true
   REGISTRY_PORT=$(free_port)
+  PRIVATE_PORT=$(free_port "$REGISTRY_PORT")
+  PRIVATE_USER=robot
+  PRIVATE_PASSWORD="tb-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   write_configs
   log "building images from /bin/busybox"
   mkdir -p "$DIR/images"
@@ -214,10 +242,16 @@ up() {
   PULLABLE_IMAGE="127.0.0.1:$REGISTRY_PORT/atoll/pullable:1"
   build_image pullable "$PULLABLE_IMAGE" 'null' '["httpd","-f","-p","8080","-h","/var/www"]'
 
+  PRIVATE_IMAGE="127.0.0.1:$PRIVATE_PORT/atoll/private:1"
+  build_image private "$PRIVATE_IMAGE" 'null' '["sleep","3600"]'
+
   docker-registry serve "$DIR/registry.yml" >"$DIR/registry.log" 2>&1 &
   echo $! >"$DIR/registry.pid"
+  docker-registry serve "$DIR/private-registry.yml" >"$DIR/private-registry.log" 2>&1 &
+  echo $! >"$DIR/private-registry.pid"
   start_containerd
   wait_for 15 "the image registry" bash -c "exec 3<>/dev/tcp/127.0.0.1/$REGISTRY_PORT"
+  wait_for 15 "the private image registry" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PRIVATE_PORT"
 
   ctr_ images import "$DIR/images/pause.tar" >&2
   ctr_ images import "$DIR/images/busybox.tar" >&2
@@ -226,6 +260,9 @@ up() {
   ctr_ images import "$DIR/images/pullable.tar" >&2
   ctr_ images push --plain-http "$PULLABLE_IMAGE" >&2
   ctr_ images rm "$PULLABLE_IMAGE" >&2
+  ctr_ images import "$DIR/images/private.tar" >&2
+  ctr_ images push --plain-http --user "$PRIVATE_USER:$PRIVATE_PASSWORD" "$PRIVATE_IMAGE" >&2
+  ctr_ images rm "$PRIVATE_IMAGE" >&2
 
   cat >"$DIR/env" <<EOF
 ATOLL_TB_DIR=$DIR
@@ -236,6 +273,10 @@ ATOLL_TB_PAUSE_IMAGE=$PAUSE_IMAGE
 ATOLL_TB_BUSYBOX_IMAGE=$BUSYBOX_IMAGE
 ATOLL_TB_PULLABLE_IMAGE=$PULLABLE_IMAGE
 ATOLL_TB_REGISTRY=127.0.0.1:$REGISTRY_PORT
+ATOLL_TB_PRIVATE_IMAGE=$PRIVATE_IMAGE
+ATOLL_TB_PRIVATE_REGISTRY=127.0.0.1:$PRIVATE_PORT
+ATOLL_TB_PRIVATE_USER=$PRIVATE_USER
+ATOLL_TB_PRIVATE_PASSWORD=$PRIVATE_PASSWORD
 ATOLL_TB_BRIDGE=$BRIDGE
 ATOLL_TB_SUBNET=$SUBNET
 ATOLL_TB_GATEWAY=$GATEWAY
@@ -275,6 +316,16 @@ down() {
   fi
   stop_pid "$DIR/containerd.pid"
   stop_pid "$DIR/registry.pid"
+  stop_pid "$DIR/private-registry.pid"
+  # hostPort rules portmap left for sandboxes that were killed rather than torn down.
+  # Each is a jump from CNI-HOSTPORT-DNAT, commented with the network's name, to a chain.
+  if command -v iptables >/dev/null; then
+    iptables -t nat -S CNI-HOSTPORT-DNAT 2>/dev/null | grep -F 'dnat name: \"atoll-testbed\"' | while read -r rule; do
+      local chain=${rule##*-j }
+      eval "iptables -t nat -D ${rule#-A }" >/dev/null 2>&1 || true
+      iptables -t nat -F "$chain" >/dev/null 2>&1 && iptables -t nat -X "$chain" >/dev/null 2>&1 || true
+    done || true
+  fi
   # Shims outlive containerd by design; those of this test bed name its socket.
   pkill -KILL -f -- "-address $SOCK" 2>/dev/null || true
   for ns in "${netns[@]}"; do
