@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod cri;
 pub mod pod;
+pub mod probe;
 pub mod rfc3339;
 pub mod runtime;
 pub mod source;

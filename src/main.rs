@@ -165,6 +165,7 @@ fn run(flags: &Flags) -> Result<(), String> {
             runtime_name,
             statuses: Default::default(),
             log_rotation: s.log_rotation,
+            agent_start: std::time::Instant::now(),
         });
         log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
         let mut merger = merge::Merger::new(sources);

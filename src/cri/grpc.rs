@@ -39,6 +39,9 @@ struct Conn {
 /// HTTP/2 streams on one connection.
 pub struct Channel {
     socket: PathBuf,
+    /// A TCP `host:port` to dial instead of the socket (gRPC health probes).
+    tcp: Option<String>,
+    user_agent: &'static str,
     connect_timeout: Duration,
     max_message: usize,
     conn: Mutex<Option<Conn>>,
@@ -57,7 +60,21 @@ impl Channel {
     pub fn new(socket: impl Into<PathBuf>) -> Channel {
         Channel {
             socket: socket.into(),
+            tcp: None,
+            user_agent: concat!("atoll/", env!("CARGO_PKG_VERSION")),
             connect_timeout: Duration::from_secs(5),
+            max_message: DEFAULT_MAX_MESSAGE,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// A plaintext channel to `host:port` over TCP, with its own user agent (gRPC probes).
+    pub fn tcp(addr: &str, user_agent: &'static str, connect_timeout: Duration) -> Channel {
+        Channel {
+            socket: PathBuf::new(),
+            tcp: Some(addr.to_string()),
+            user_agent,
+            connect_timeout,
             max_message: DEFAULT_MAX_MESSAGE,
             conn: Mutex::new(None),
         }
@@ -128,6 +145,14 @@ impl Channel {
     }
 
     async fn dial(&self) -> Result<Conn, Status> {
+        if let Some(addr) = &self.tcp {
+            let stream = with_deadline(self.connect_timeout, smol::net::TcpStream::connect(addr.as_str()))
+                .await
+                .ok_or_else(|| Status::new(Code::Unavailable, format!("timed out connecting to {addr}")))?
+                .map_err(|e| Status::new(Code::Unavailable, format!("cannot connect to {addr}: {e}")))?;
+            let _ = stream.set_nodelay(true);
+            return self.handshake(stream, addr.clone()).await;
+        }
         let unavailable = |what: &str, e: &dyn std::fmt::Display| {
             Status::new(Code::Unavailable, format!("{what} runtime socket {}: {e}", self.socket.display()))
         };
@@ -135,6 +160,15 @@ impl Channel {
             .await
             .ok_or_else(|| unavailable("timed out connecting to", &"no answer"))?
             .map_err(|e| unavailable("cannot connect to", &e))?;
+        self.handshake(stream, self.socket.display().to_string()).await
+    }
+
+    async fn handshake<S>(&self, stream: S, peer: String) -> Result<Conn, Status>
+    where
+        S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let unavailable =
+            |what: &str, e: &dyn std::fmt::Display| Status::new(Code::Unavailable, format!("{what} {peer}: {e}"));
         let frame_cap = u32::try_from(self.max_message.min(16 << 20)).unwrap_or(u32::MAX);
         let (send, connection) = h2::client::Builder::new()
             .initial_window_size(1 << 20)
@@ -146,10 +180,9 @@ impl Channel {
             .map_err(|e| unavailable("HTTP/2 handshake failed on", &e))?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
-        let socket = self.socket.clone();
         smol::spawn(async move {
             if let Err(e) = connection.await {
-                log::debug!("CRI connection to {} ended: {e}", socket.display());
+                log::debug!("gRPC connection to {peer} ended: {e}");
             }
             flag.store(false, Ordering::Release);
         })
@@ -168,10 +201,10 @@ impl Channel {
         let mut send = conn.send.clone().ready().await.map_err(not_sent)?;
         let mut builder = http::Request::builder()
             .method(http::Method::POST)
-            .uri(format!("http://localhost{path}"))
+            .uri(format!("http://{}{path}", self.tcp.as_deref().unwrap_or("localhost")))
             .header(http::header::CONTENT_TYPE, "application/grpc")
             .header(http::header::TE, "trailers")
-            .header(http::header::USER_AGENT, concat!("atoll/", env!("CARGO_PKG_VERSION")));
+            .header(http::header::USER_AGENT, self.user_agent);
         if let Some(t) = timeout {
             builder = builder.header("grpc-timeout", grpc_timeout(t));
         }

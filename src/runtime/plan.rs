@@ -95,6 +95,9 @@ pub struct Kill {
     pub name: String,
     /// kubelet's reason: `Killing` event text, e.g. "Container c failed liveness probe".
     pub message: String,
+    /// The grace period when it is not the pod's: a failed probe's own
+    /// `terminationGracePeriodSeconds`.
+    pub grace: Option<std::time::Duration>,
 }
 
 /// Start a new instance of a container.
@@ -271,6 +274,7 @@ pub fn plan(
                     id: o.id.clone(),
                     name: c.name.clone(),
                     message: format!("Container {} is in an unknown state", c.name),
+                    grace: None,
                 });
             }
         }
@@ -303,6 +307,7 @@ pub fn plan(
                         id: o.expect("created").id.clone(),
                         name: c.name.clone(),
                         message: format!("Container {} was created but never started", c.name),
+                        grace: None,
                     });
                     push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
                     return p;
@@ -340,6 +345,7 @@ pub fn plan(
                         id: o.id.clone(),
                         name: c.name.clone(),
                         message: format!("Container {} definition changed, will be restarted", c.name),
+                        grace: None,
                     });
                     push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
                 } else if let Some(k) = probe_kill(c, o, probes) {
@@ -360,6 +366,7 @@ pub fn plan(
                     id: o.id.clone(),
                     name: c.name.clone(),
                     message: format!("Container {} was created but never started", c.name),
+                    grace: None,
                 });
                 push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
             }
@@ -393,11 +400,19 @@ fn initialised(pod: &Pod, obs: &Observed) -> bool {
 }
 
 fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option<Kill> {
+    // A probe's own terminationGracePeriodSeconds wins over the pod's (kubelet).
+    let grace = |probe: &Option<crate::pod::types::Probe>| {
+        probe
+            .as_ref()
+            .and_then(|p| p.termination_grace_period_seconds)
+            .map(|s| std::time::Duration::from_secs(s.max(0) as u64))
+    };
     if probes.liveness_failed.contains(&o.id) {
         return Some(Kill {
             id: o.id.clone(),
             name: c.name.clone(),
             message: format!("Container {} failed liveness probe", c.name),
+            grace: grace(&c.liveness_probe),
         });
     }
     if probes.startup_failed.contains(&o.id) {
@@ -405,6 +420,7 @@ fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option
             id: o.id.clone(),
             name: c.name.clone(),
             message: format!("Container {} failed startup probe", c.name),
+            grace: grace(&c.startup_probe),
         });
     }
     None
@@ -414,7 +430,7 @@ fn running_or_unknown(obs: &Observed, message: &str) -> Vec<Kill> {
     obs.containers
         .iter()
         .filter(|c| matches!(c.state, CState::Running | CState::Unknown | CState::Created))
-        .map(|c| Kill { id: c.id.clone(), name: c.name.clone(), message: format!("{message} {}", c.name) })
+        .map(|c| Kill { id: c.id.clone(), name: c.name.clone(), message: format!("{message} {}", c.name), grace: None })
         .collect()
 }
 

@@ -39,6 +39,8 @@ pub struct Shared {
     pub statuses: crate::status::Store,
     /// containerLogMaxSize / containerLogMaxFiles.
     pub log_rotation: super::logs::Rotation,
+    /// When the agent started (probes spread their first run over their first period).
+    pub agent_start: std::time::Instant,
 }
 
 /// Why containers of one pod wait, by container name: (reason, message), kubelet's reason cache.
@@ -96,8 +98,10 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let mut reasons = Reasons::new();
     let first_seen = SystemTime::now();
     let mut last_phase = String::new();
+    let probes = crate::probe::PodProbes::start(&shared, &sp.pod);
     loop {
-        let (mut wait, obs) = match sync(&shared, &sp.pod, mode, &mut reasons).await {
+        let verdicts = probes.verdicts();
+        let (mut wait, obs) = match sync(&shared, &sp.pod, mode, &verdicts, &mut reasons).await {
             Ok((Outcome::Done, _)) => {
                 shared.statuses.remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
@@ -116,6 +120,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
             }
         };
         if let Some(obs) = obs {
+            probes.update(&sp.pod, &obs, &pod_ip(&shared, &sp.pod, &obs), matches!(mode, Mode::Terminate(_)));
             // The pod started when its first sandbox did (so a restart of atoll does not
             // reset activeDeadlineSeconds), or when this worker first saw it.
             let start = obs
@@ -144,6 +149,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 host_ip: shared.host_ip.clone(),
                 waiting: reasons.clone(),
                 start_time: Some(start),
+                probes: probes.view(),
             };
             let mut status = crate::status::compute(&sp.pod, &obs, &ctx);
             if let (Mode::Stop, Some((reason, message))) = (mode, &failure) {
@@ -157,10 +163,19 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
             }
             shared.statuses.set(&uid, status);
         }
-        let msg = smol::future::or(async { rx.recv().await.ok() }, async {
-            smol::Timer::after(wait).await;
-            None
-        })
+        let msg = smol::future::or(
+            async { rx.recv().await.ok() },
+            smol::future::or(
+                async {
+                    probes.changed().await;
+                    Some(Msg::Wake)
+                },
+                async {
+                    smol::Timer::after(wait).await;
+                    None
+                },
+            ),
+        )
         .await;
         match msg {
             Some(Msg::Update(new)) => sp = *new,
@@ -169,6 +184,15 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
             None if rx.is_closed() && !matches!(mode, Mode::Terminate(_)) => mode = Mode::Terminate(grace_of(&sp.pod)),
             None => {}
         }
+    }
+}
+
+/// The pod's IP as its status shows it: the newest ready sandbox's, the node's for hostNetwork.
+fn pod_ip(shared: &Shared, pod: &Pod, obs: &Observed) -> String {
+    match obs.sandboxes.first() {
+        Some(s) if s.ready && pod.spec.host_network => shared.host_ip.clone(),
+        Some(s) if s.ready => s.ip.clone(),
+        _ => String::new(),
     }
 }
 
@@ -195,13 +219,19 @@ enum Outcome {
     Done,
 }
 
-async fn sync(shared: &Shared, pod: &Pod, mode: Mode, reasons: &mut Reasons) -> Result<(Outcome, Observed), String> {
+async fn sync(
+    shared: &Shared,
+    pod: &Pod,
+    mode: Mode,
+    verdicts: &ProbeVerdicts,
+    reasons: &mut Reasons,
+) -> Result<(Outcome, Observed), String> {
     let obs = observe(&shared.cri, &pod.metadata.uid).await.map_err(|e| e.to_string())?;
     let now = SystemTime::now();
     let stopping = mode != Mode::Run;
     let decided = {
         let backoff = shared.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        plan::plan(pod, &obs, &ProbeVerdicts::default(), &backoff, now, stopping)
+        plan::plan(pod, &obs, verdicts, &backoff, now, stopping)
     };
     match mode {
         Mode::Terminate(grace) => {
@@ -352,8 +382,10 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip
 /// Stops the plan's kills all at once, as kubelet kills a pod's containers in parallel.
 async fn stop_containers(shared: &Shared, pod: &Pod, obs: &Observed, kills: &[plan::Kill], grace: Duration) {
     let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
-    let stops: Vec<_> =
-        kills.iter().map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, grace, &k.message)).collect();
+    let stops: Vec<_> = kills
+        .iter()
+        .map(|k| stop_container(shared, &k.id, &k.name, pod, &ip, k.grace.unwrap_or(grace), &k.message))
+        .collect();
     join_all(stops).await;
 }
 

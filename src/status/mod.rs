@@ -125,6 +125,8 @@ pub struct Context {
     pub waiting: HashMap<String, (String, String)>,
     /// When the pod was first seen by its worker.
     pub start_time: Option<SystemTime>,
+    /// Readiness and startup probe results by container ID.
+    pub probes: crate::probe::View,
 }
 
 fn ts(t: Option<SystemTime>) -> Option<String> {
@@ -166,12 +168,13 @@ fn container_status(
     match newest.state {
         CState::Running => {
             st.state.running = Some(Running { started_at: ts(newest.started_at) });
-            st.started = Some(true);
-            // Readiness probes join with the prober; without one a running container is ready.
-            st.ready = spec.readiness_probe.is_none() && !init;
-            if init && is_sidecar(spec) {
-                st.ready = spec.readiness_probe.is_none();
-            }
+            // kubelet: started once the startup probe (if any) has succeeded; ready once started
+            // and the readiness probe (if any) has succeeded. A probe with no result yet says no.
+            let started = spec.startup_probe.is_none() || ctx.probes.started.get(&newest.id).copied().unwrap_or(false);
+            st.started = Some(started);
+            let probed_ready =
+                spec.readiness_probe.is_none() || ctx.probes.ready.get(&newest.id).copied().unwrap_or(false);
+            st.ready = started && probed_ready && (!init || is_sidecar(spec));
         }
         CState::Created => st.state.waiting = Some(Waiting::default()),
         CState::Exited | CState::Unknown => {

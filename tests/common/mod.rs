@@ -224,5 +224,6 @@ pub fn engine_shared(
         runtime_name: "containerd".into(),
         statuses: Default::default(),
         log_rotation,
+        agent_start: std::time::Instant::now(),
     })
 }

@@ -1,0 +1,440 @@
+//! Liveness, readiness and startup probes with kubelet's semantics (pkg/kubelet/prober).
+//!
+//! A pod worker owns one `PodProbes`: a task per (container, probe kind) on smol's executor,
+//! each a timer and, while it probes, a socket or a CRI call; never a thread. After each sync
+//! the worker tells the probes what the runtime shows (`update`); the probes publish results,
+//! which the worker reads as restart verdicts (`verdicts`) and as readiness and startedness for
+//! the pod's status (`view`). A published change wakes the worker.
+//!
+//! Each tick, as kubelet's probe worker: nothing before the container has an ID; a new ID
+//! resets the result (readiness Failure, liveness Success, startup Unknown) and lifts the hold;
+//! a held probe (after a liveness or startup failure, until the container is replaced) does
+//! nothing; a container that is not running reads Failure; a deleted pod's liveness and startup
+//! read Success and stop; nothing runs before initialDelaySeconds; until the startup probe has
+//! succeeded only it runs, after that only liveness and readiness. A result is published after
+//! failureThreshold (successThreshold) equal results in a row; an attempt that ends in an
+//! error is not counted. While the agent itself is starting, each probe's first tick is
+//! delayed by a random part of its period, so a box with many pods does not probe them all at
+//! once after a reboot.
+
+pub mod grpc;
+pub mod handlers;
+pub mod http;
+
+use crate::pod::types::{Container, Pod, Probe};
+use crate::runtime::plan::{CState, Observed, ProbeVerdicts};
+use crate::runtime::worker::Shared;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Startup => "Startup",
+            Kind::Liveness => "Liveness",
+            Kind::Readiness => "Readiness",
+        }
+    }
+
+    fn initial(self) -> Outcome {
+        match self {
+            Kind::Startup => Outcome::Unknown,
+            Kind::Liveness => Outcome::Success,
+            Kind::Readiness => Outcome::Failure,
+        }
+    }
+
+    fn of(self, c: &Container) -> Option<&Probe> {
+        match self {
+            Kind::Startup => c.startup_probe.as_ref(),
+            Kind::Liveness => c.liveness_probe.as_ref(),
+            Kind::Readiness => c.readiness_probe.as_ref(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Unknown,
+    Success,
+    Failure,
+}
+
+/// A probe's timing, with kubelet's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub initial_delay: Duration,
+    pub period: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+}
+
+impl Timing {
+    pub fn of(p: &Probe) -> Timing {
+        let secs = |v: Option<i64>, default: i64| Duration::from_secs(v.filter(|s| *s > 0).unwrap_or(default) as u64);
+        let count = |v: Option<i64>, default: i64| v.filter(|n| *n > 0).unwrap_or(default) as u32;
+        Timing {
+            initial_delay: Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64),
+            period: secs(p.period_seconds, 10),
+            success_threshold: count(p.success_threshold, 1),
+            failure_threshold: count(p.failure_threshold, 3),
+        }
+    }
+}
+
+/// What the runtime shows of one container, as the probes need it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Target {
+    pub container_id: String,
+    pub running: bool,
+    /// Exited, and the pod's restartPolicy is Never: it will not come back.
+    pub finished_for_good: bool,
+    pub started_at: Option<SystemTime>,
+}
+
+#[derive(Default)]
+struct State {
+    targets: HashMap<String, Target>,
+    pod_ip: String,
+    deleting: bool,
+    /// Published results by (container, kind): for which container ID, and what.
+    results: HashMap<(String, Kind), (String, Outcome)>,
+}
+
+/// A pod's probes.
+pub struct PodProbes {
+    state: Arc<Mutex<State>>,
+    wake: smol::channel::Receiver<()>,
+    /// (container, kind) pairs that have a probe.
+    kinds: Vec<(String, Kind)>,
+    _tasks: Vec<smol::Task<()>>,
+}
+
+impl PodProbes {
+    /// Starts a task per probe of the pod's regular and sidecar containers.
+    pub fn start(shared: &Arc<Shared>, pod: &Pod) -> PodProbes {
+        let state = Arc::new(Mutex::new(State::default()));
+        let (tx, rx) = smol::channel::bounded(1);
+        let mut kinds = Vec::new();
+        let mut tasks = Vec::new();
+        let containers = pod
+            .spec
+            .containers
+            .iter()
+            .chain(pod.spec.init_containers.iter().filter(|c| crate::runtime::plan::is_sidecar(c)));
+        for c in containers {
+            for kind in [Kind::Startup, Kind::Liveness, Kind::Readiness] {
+                let Some(probe) = kind.of(c) else { continue };
+                kinds.push((c.name.clone(), kind));
+                let task = Task {
+                    shared: shared.clone(),
+                    pod: pod.key(),
+                    container: c.clone(),
+                    probe: probe.clone(),
+                    kind,
+                    timing: Timing::of(probe),
+                    has_startup: c.startup_probe.is_some(),
+                    state: state.clone(),
+                    wake: tx.clone(),
+                };
+                tasks.push(smol::spawn(task.run()));
+            }
+        }
+        PodProbes { state, wake: rx, kinds, _tasks: tasks }
+    }
+
+    /// Whether the pod has any probe at all.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells the probes what the runtime shows after a sync.
+    pub fn update(&self, pod: &Pod, obs: &Observed, pod_ip: &str, deleting: bool) {
+        let never = pod.spec.restart_policy.as_deref() == Some("Never");
+        let mut st = self.lock();
+        st.pod_ip = pod_ip.to_string();
+        st.deleting = deleting;
+        for (name, _) in &self.kinds {
+            let target = match obs.newest(name) {
+                Some(o) => Target {
+                    container_id: o.id.clone(),
+                    running: o.state == CState::Running,
+                    finished_for_good: never && o.state == CState::Exited,
+                    started_at: o.started_at,
+                },
+                None => Target::default(),
+            };
+            st.targets.insert(name.clone(), target);
+        }
+    }
+
+    /// Running containers whose liveness or startup probe has failed.
+    pub fn verdicts(&self) -> ProbeVerdicts {
+        let st = self.lock();
+        let mut v = ProbeVerdicts::default();
+        for ((name, kind), (id, outcome)) in &st.results {
+            let current = st.targets.get(name).is_some_and(|t| t.running && &t.container_id == id);
+            if !current || *outcome != Outcome::Failure {
+                continue;
+            }
+            match kind {
+                Kind::Liveness => v.liveness_failed.push(id.clone()),
+                Kind::Startup => v.startup_failed.push(id.clone()),
+                Kind::Readiness => {}
+            }
+        }
+        v
+    }
+
+    /// Readiness and startedness by container ID, for the pod's status.
+    pub fn view(&self) -> View {
+        let st = self.lock();
+        let mut view = View::default();
+        for ((name, kind), (id, outcome)) in &st.results {
+            if st.targets.get(name).is_none_or(|t| &t.container_id != id) {
+                continue;
+            }
+            match kind {
+                Kind::Readiness => view.ready.insert(id.clone(), *outcome == Outcome::Success),
+                Kind::Startup => view.started.insert(id.clone(), *outcome == Outcome::Success),
+                Kind::Liveness => None,
+            };
+        }
+        view
+    }
+
+    /// Waits until a probe publishes a change.
+    pub async fn changed(&self) {
+        if self.kinds.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        let _ = self.wake.recv().await;
+    }
+}
+
+/// Probe results for the status: by container ID; a missing entry means "no result yet".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    pub ready: HashMap<String, bool>,
+    pub started: HashMap<String, bool>,
+}
+
+struct Task {
+    shared: Arc<Shared>,
+    pod: String,
+    container: Container,
+    probe: Probe,
+    kind: Kind,
+    timing: Timing,
+    has_startup: bool,
+    state: Arc<Mutex<State>>,
+    wake: smol::channel::Sender<()>,
+}
+
+/// The task's memory between ticks.
+struct Progress {
+    container_id: String,
+    on_hold: bool,
+    last: Outcome,
+    run: u32,
+}
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+impl Task {
+    async fn run(self) {
+        let period = self.timing.period;
+        if self.shared.agent_start.elapsed() < period {
+            smol::Timer::after(jitter(&self.pod, &self.container.name, self.kind, period)).await;
+        }
+        let mut progress = Progress { container_id: String::new(), on_hold: false, last: self.kind.initial(), run: 0 };
+        let mut next = Instant::now();
+        loop {
+            if let Step::Stop = self.tick(&mut progress).await {
+                log::debug!("pod {}: {} probe of {} stopped", self.pod, self.kind.name(), self.container.name);
+                return;
+            }
+            // A fixed schedule; ticks missed while an attempt ran long are skipped, not piled up.
+            next += period;
+            let now = Instant::now();
+            if next < now {
+                next = now + period - Duration::from_nanos(((now - next).as_nanos() % period.as_nanos()) as u64);
+            }
+            smol::Timer::at(next).await;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, id: &str, outcome: Outcome) {
+        let key = (self.container.name.clone(), self.kind);
+        let changed = {
+            let mut st = self.lock();
+            let new = (id.to_string(), outcome);
+            let changed = st.results.get(&key) != Some(&new);
+            st.results.insert(key, new);
+            changed
+        };
+        if changed {
+            let _ = self.wake.try_send(());
+        }
+    }
+
+    async fn tick(&self, p: &mut Progress) -> Step {
+        let (target, pod_ip, deleting, started) = {
+            let st = self.lock();
+            let Some(t) = st.targets.get(&self.container.name).cloned() else { return Step::Continue };
+            let started = !self.has_startup
+                || st.results.get(&(self.container.name.clone(), Kind::Startup))
+                    == Some(&(t.container_id.clone(), Outcome::Success));
+            (t, st.pod_ip.clone(), st.deleting, started)
+        };
+        if target.container_id.is_empty() {
+            return Step::Continue;
+        }
+        if target.container_id != p.container_id {
+            p.container_id = target.container_id.clone();
+            p.on_hold = false;
+            p.last = self.kind.initial();
+            p.run = 0;
+            self.publish(&p.container_id, p.last);
+        }
+        if p.on_hold {
+            return Step::Continue;
+        }
+        if !target.running {
+            p.last = Outcome::Failure;
+            p.run = 0;
+            self.publish(&p.container_id, Outcome::Failure);
+            return if target.finished_for_good { Step::Stop } else { Step::Continue };
+        }
+        if deleting && self.kind != Kind::Readiness {
+            self.publish(&p.container_id, Outcome::Success);
+            return Step::Stop;
+        }
+        let since_start = target.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
+        if since_start < self.timing.initial_delay {
+            return Step::Continue;
+        }
+        match self.kind {
+            Kind::Startup if started => return Step::Continue,
+            Kind::Liveness | Kind::Readiness if !started => return Step::Continue,
+            _ => {}
+        }
+        let at = handlers::Where { container_id: &target.container_id, pod_ip: &pod_ip };
+        let attempt = handlers::attempt(&self.shared.cri, &self.container, &self.probe, &at).await;
+        let outcome = match &attempt {
+            handlers::Attempt::Success => Outcome::Success,
+            handlers::Attempt::Warning(w) => {
+                log::warn!(
+                    "pod {}: ProbeWarning: {} probe of {}: {w}",
+                    self.pod,
+                    self.kind.name(),
+                    self.container.name
+                );
+                Outcome::Success
+            }
+            handlers::Attempt::Failure(why) => {
+                log::info!(
+                    "pod {}: Unhealthy: {} probe of {} failed: {why}",
+                    self.pod,
+                    self.kind.name(),
+                    self.container.name
+                );
+                Outcome::Failure
+            }
+            handlers::Attempt::Error(e) => {
+                log::debug!("pod {}: {} probe of {} errored: {e}", self.pod, self.kind.name(), self.container.name);
+                return Step::Continue;
+            }
+        };
+        if outcome == p.last {
+            p.run = p.run.saturating_add(1);
+        } else {
+            p.last = outcome;
+            p.run = 1;
+        }
+        let threshold = match outcome {
+            Outcome::Failure => self.timing.failure_threshold,
+            _ => self.timing.success_threshold,
+        };
+        if p.run < threshold {
+            return Step::Continue;
+        }
+        self.publish(&p.container_id, outcome);
+        if outcome == Outcome::Failure && self.kind != Kind::Readiness {
+            // Hold until the container is replaced: no probe of a container being killed.
+            p.on_hold = true;
+            p.run = 0;
+        }
+        Step::Continue
+    }
+}
+
+/// A start delay in [0, period), spread by pod, container and kind (FNV-1a).
+fn jitter(pod: &str, container: &str, kind: Kind, period: Duration) -> Duration {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let seed = std::process::id().to_le_bytes();
+    for b in pod.bytes().chain(container.bytes()).chain(kind.name().bytes()).chain(seed) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    Duration::from_nanos(h % period.as_nanos().max(1) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_has_kubelets_defaults() {
+        let t = Timing::of(&Probe::default());
+        assert_eq!(
+            t,
+            Timing {
+                initial_delay: Duration::ZERO,
+                period: Duration::from_secs(10),
+                success_threshold: 1,
+                failure_threshold: 3
+            }
+        );
+        let p = Probe {
+            initial_delay_seconds: Some(5),
+            period_seconds: Some(1),
+            success_threshold: Some(2),
+            failure_threshold: Some(1),
+            ..Default::default()
+        };
+        let t = Timing::of(&p);
+        assert_eq!(
+            (t.initial_delay, t.period, t.success_threshold, t.failure_threshold),
+            (Duration::from_secs(5), Duration::from_secs(1), 2, 1)
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_the_period_and_spreads() {
+        let period = Duration::from_secs(10);
+        let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period)).collect();
+        assert!(all.iter().all(|d| *d < period));
+        let distinct: std::collections::HashSet<_> = all.iter().map(|d| d.as_secs()).collect();
+        assert!(distinct.len() >= 5, "{all:?}");
+    }
+}
