@@ -44,3 +44,86 @@ pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> A
         Err(e) => Attempt::Failure(format!("health check to {addr} failed: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use prost::Message;
+    use tokio_util::compat::FuturesAsyncReadCompatExt;
+
+    /// A gRPC health server on 127.0.0.1 (h2 server side): service "" is SERVING, "down" is
+    /// NOT_SERVING, "slow" never answers, anything else is NOT_FOUND as grpc-go's server says.
+    fn health_server() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            smol::block_on(async {
+                let listener = smol::net::TcpListener::try_from(listener).unwrap();
+                loop {
+                    let (stream, _) = listener.accept().await.unwrap();
+                    smol::spawn(async move {
+                        let Ok(mut conn) = h2::server::handshake(stream.compat()).await else { return };
+                        while let Some(Ok((req, mut respond))) = conn.accept().await {
+                            smol::spawn(async move {
+                                assert_eq!(req.uri().path(), "/grpc.health.v1.Health/Check");
+                                let ua = req.headers().get("user-agent").cloned();
+                                let mut body = req.into_body();
+                                let mut data = Vec::new();
+                                while let Some(Ok(chunk)) = body.data().await {
+                                    let _ = body.flow_control().release_capacity(chunk.len());
+                                    data.extend_from_slice(&chunk);
+                                }
+                                let service = HealthCheckRequest::decode(&data[5..]).unwrap().service;
+                                assert!(ua.is_some_and(|u| u.to_str().unwrap().starts_with("kube-probe/")));
+                                let resp = http::Response::builder()
+                                    .header("content-type", "application/grpc")
+                                    .body(())
+                                    .unwrap();
+                                let (status, code) = match service.as_str() {
+                                    "" => (SERVING, "0"),
+                                    "down" => (2, "0"),
+                                    "slow" => {
+                                        smol::Timer::after(Duration::from_secs(30)).await;
+                                        return;
+                                    }
+                                    _ => (0, "5"),
+                                };
+                                let mut send = respond.send_response(resp, false).unwrap();
+                                if code == "0" {
+                                    let msg = HealthCheckResponse { status }.encode_to_vec();
+                                    let mut framed = vec![0, 0, 0, 0, msg.len() as u8];
+                                    framed.extend_from_slice(&msg);
+                                    send.send_data(Bytes::from(framed), false).unwrap();
+                                }
+                                let mut trailers = http::HeaderMap::new();
+                                trailers.insert("grpc-status", code.parse().unwrap());
+                                send.send_trailers(trailers).unwrap();
+                            })
+                            .detach();
+                        }
+                    })
+                    .detach();
+                }
+            })
+        });
+        port
+    }
+
+    #[test]
+    fn serving_is_success_and_everything_else_failure() {
+        let port = health_server();
+        let t = Duration::from_secs(2);
+        assert_eq!(smol::block_on(check("127.0.0.1", port, "", t)), Attempt::Success);
+        let down = smol::block_on(check("127.0.0.1", port, "down", t));
+        assert!(matches!(&down, Attempt::Failure(m) if m.contains("NOT_SERVING")), "{down:?}");
+        let unknown = smol::block_on(check("127.0.0.1", port, "nope", t));
+        assert!(matches!(&unknown, Attempt::Failure(m) if m.contains("NotFound")), "{unknown:?}");
+        let started = std::time::Instant::now();
+        let slow = smol::block_on(check("127.0.0.1", port, "slow", Duration::from_millis(300)));
+        assert!(matches!(slow, Attempt::Failure(_)), "{slow:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert!(matches!(smol::block_on(check("127.0.0.1", closed, "", t)), Attempt::Failure(_)));
+    }
+}

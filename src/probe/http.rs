@@ -138,9 +138,8 @@ fn request(t: &Target) -> Vec<u8> {
     if given("User-Agent").is_none() {
         out.push_str(&format!("User-Agent: {USER_AGENT}\r\n"));
     }
-    match given("Accept") {
-        None => out.push_str("Accept: */*\r\n"),
-        Some(_) => {}
+    if given("Accept").is_none() {
+        out.push_str("Accept: */*\r\n");
     }
     for (name, value) in &t.headers {
         let lower = name.to_ascii_lowercase();
@@ -345,10 +344,7 @@ mod tests {
     fn headers_follow_kubelets_rules() {
         let port = server(|_, headers| {
             let has = |h: &str| headers.iter().any(|l| l.eq_ignore_ascii_case(h));
-            let ok = has("user-agent: kube-probe/1.35")
-                && has("accept: */*")
-                && has("x-custom: 1")
-                && has("host: 127.0.0.1:".to_string().as_str()) == false;
+            let ok = has("user-agent: kube-probe/1.35") && has("accept: */*") && has("x-custom: 1");
             status(if ok { 200 } else { 418 })
         });
         let mut t = target(port, "/");
@@ -378,6 +374,49 @@ mod tests {
         assert!(matches!(&got, Outcome::Failure(f) if f.contains("timed out")), "{got:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         drop(silent);
+    }
+
+    #[test]
+    fn https_probes_skip_certificate_verification() {
+        let dir = std::env::temp_dir().join(format!("atoll-probe-tls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ok.html"), "ok").unwrap();
+        // A self-signed certificate for another name: kubelet's probes accept it.
+        let out = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem", "-out", "c.pem"])
+            .args(["-days", "1", "-subj", "/CN=not-this-host.example"])
+            .current_dir(&dir)
+            .output()
+            .expect("openssl (tests/run.sh installs it)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut tls_server = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-accept", &format!("127.0.0.1:{port}"), "-cert", "c.pem", "-key", "k.pem"])
+            .arg("-WWW")
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut t = target(port, "/ok.html");
+        t.scheme = "https".into();
+        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(5))), Outcome::Success(200));
+        // HTTPS to a plain HTTP server: the handshake fails, and so does the probe.
+        let plain = server(|_, _| status(200));
+        let mut t = target(plain, "/");
+        t.scheme = "https".into();
+        assert!(matches!(smol::block_on(probe(&t, Duration::from_secs(5))), Outcome::Failure(_)));
+        let _ = tls_server.kill();
+        let _ = tls_server.wait();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
