@@ -161,11 +161,15 @@ async fn get(t: &Target) -> Result<Response, String> {
     let _ = stream.set_nodelay(true);
     if t.scheme == "https" {
         let name = rustls::pki_types::ServerName::try_from(t.host.clone()).map_err(|e| format!("host name: {e}"))?;
-        let tls = futures_rustls::TlsConnector::from(insecure_tls())
-            .connect(name, stream)
-            .await
-            .map_err(|e| e.to_string())?;
-        exchange(tls, t).await
+        // Boxed: only HTTPS attempts carry a TLS connection's state.
+        Box::pin(async {
+            let tls = futures_rustls::TlsConnector::from(insecure_tls())
+                .connect(name, stream)
+                .await
+                .map_err(|e| e.to_string())?;
+            exchange(tls, t).await
+        })
+        .await
     } else {
         exchange(stream, t).await
     }

@@ -107,6 +107,23 @@ struct State {
     deleting: bool,
     /// Published results by (container, kind): for which container ID, and what.
     results: HashMap<(String, Kind), (String, Outcome)>,
+    /// Counters by (container, kind), for metrics and benchmarks.
+    stats: HashMap<(String, Kind), Stats>,
+}
+
+/// What one probe has done since its pod's worker started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub successes: u64,
+    pub failures: u64,
+    /// Attempts that ended in an error (not counted towards thresholds).
+    pub errors: u64,
+    /// Time spent in attempts, all together.
+    pub busy: Duration,
+    /// The latest a tick has woken after its scheduled time.
+    pub max_lateness: Duration,
+    /// Ticks in all (attempts, and ticks that had nothing to do).
+    pub ticks: u64,
 }
 
 /// A pod's probes.
@@ -131,14 +148,15 @@ impl PodProbes {
             .iter()
             .chain(pod.spec.init_containers.iter().filter(|c| crate::runtime::plan::is_sidecar(c)));
         for c in containers {
+            // One copy of the container per container, shared by its probes.
+            let shared_c = Arc::new(c.clone());
             for kind in [Kind::Startup, Kind::Liveness, Kind::Readiness] {
                 let Some(probe) = kind.of(c) else { continue };
                 kinds.push((c.name.clone(), kind));
                 let task = Task {
                     shared: shared.clone(),
                     pod: pod.key(),
-                    container: c.clone(),
-                    probe: probe.clone(),
+                    container: shared_c.clone(),
                     kind,
                     timing: Timing::of(probe),
                     has_startup: c.startup_probe.is_some(),
@@ -215,6 +233,14 @@ impl PodProbes {
         view
     }
 
+    /// Each probe's counters: (container, kind, stats).
+    pub fn stats(&self) -> Vec<(String, Kind, Stats)> {
+        let st = self.lock();
+        let mut all: Vec<_> = st.stats.iter().map(|((c, k), s)| (c.clone(), *k, s.clone())).collect();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        all
+    }
+
     /// Waits until a probe publishes a change.
     pub async fn changed(&self) {
         if self.kinds.is_empty() {
@@ -234,8 +260,7 @@ pub struct View {
 struct Task {
     shared: Arc<Shared>,
     pod: String,
-    container: Container,
-    probe: Probe,
+    container: Arc<Container>,
     kind: Kind,
     timing: Timing,
     has_startup: bool,
@@ -265,6 +290,13 @@ impl Task {
         let mut progress = Progress { container_id: String::new(), on_hold: false, last: self.kind.initial(), run: 0 };
         let mut next = Instant::now();
         loop {
+            let late = Instant::now().saturating_duration_since(next);
+            {
+                let mut st = self.lock();
+                let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
+                s.ticks += 1;
+                s.max_lateness = s.max_lateness.max(late);
+            }
             if let Step::Stop = self.tick(&mut progress).await {
                 log::debug!("pod {}: {} probe of {} stopped", self.pod, self.kind.name(), self.container.name);
                 return;
@@ -339,7 +371,21 @@ impl Task {
             _ => {}
         }
         let at = handlers::Where { container_id: &target.container_id, pod_ip: &pod_ip };
-        let attempt = handlers::attempt(&self.shared.cri, &self.container, &self.probe, &at).await;
+        let began = Instant::now();
+        // Boxed: an attempt's state (sockets, TLS, buffers) exists only while it runs, so an
+        // idle probe task stays small.
+        let Some(probe) = self.kind.of(&self.container) else { return Step::Stop };
+        let attempt = Box::pin(handlers::attempt(&self.shared.cri, &self.container, probe, &at)).await;
+        {
+            let mut st = self.lock();
+            let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
+            s.busy += began.elapsed();
+            match &attempt {
+                handlers::Attempt::Success | handlers::Attempt::Warning(_) => s.successes += 1,
+                handlers::Attempt::Failure(_) => s.failures += 1,
+                handlers::Attempt::Error(_) => s.errors += 1,
+            }
+        }
         let outcome = match &attempt {
             handlers::Attempt::Success => Outcome::Success,
             handlers::Attempt::Warning(w) => {
@@ -427,6 +473,104 @@ mod tests {
             (t.initial_delay, t.period, t.success_threshold, t.failure_threshold),
             (Duration::from_secs(5), Duration::from_secs(1), 2, 1)
         );
+    }
+
+    fn shared_without_runtime() -> Arc<Shared> {
+        Arc::new(Shared {
+            cri: crate::cri::Cri::new(&crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap()),
+            node: Default::default(),
+            host_ip: "127.0.0.1".into(),
+            node_cpu_millis: 1000,
+            node_memory_bytes: 1 << 30,
+            backoff: Default::default(),
+            image_backoff: Default::default(),
+            keyring: Default::default(),
+            resync: Duration::from_secs(10),
+            runtime_name: "containerd".into(),
+            statuses: Default::default(),
+            log_rotation: Default::default(),
+            agent_start: Instant::now() - Duration::from_secs(3600),
+        })
+    }
+
+    fn running(name: &str, id: &str, started_at: SystemTime) -> Observed {
+        Observed {
+            sandboxes: vec![],
+            containers: vec![crate::runtime::plan::ContainerObs {
+                id: id.into(),
+                name: name.into(),
+                sandbox_id: "s".into(),
+                restart_count: 0,
+                hash: String::new(),
+                state: CState::Running,
+                exit_code: 0,
+                reason: String::new(),
+                message: String::new(),
+                created_at: 1,
+                started_at: Some(started_at),
+                finished_at: None,
+                log_path: String::new(),
+                image: String::new(),
+                image_ref: String::new(),
+            }],
+        }
+    }
+
+    /// Thresholds, initial delay and the liveness hold, with a tcpSocket probe against a
+    /// listener on 127.0.0.1 that the test opens and closes.
+    #[test]
+    fn thresholds_initial_delay_and_hold_are_honoured() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let pod: Pod = serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"p","uid":"u"}},"spec":{{"containers":[{{"name":"c","image":"x",
+            "readinessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"initialDelaySeconds":2,"successThreshold":2,"failureThreshold":2}},
+            "livenessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"failureThreshold":2}}}}]}}}}"#
+        ))
+        .unwrap();
+        let probes = smol::block_on(async { PodProbes::start(&shared_without_runtime(), &pod) });
+        let started = SystemTime::now();
+        let t0 = Instant::now();
+        probes.update(&pod, &running("c", "id1", started), "127.0.0.1", false);
+        let stat =
+            |kind: Kind| probes.stats().into_iter().find(|(_, k, _)| *k == kind).map(|(_, _, s)| s).unwrap_or_default();
+        let wait = |what: &str, limit: Duration, check: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + limit;
+            while !check() {
+                assert!(Instant::now() < deadline, "timed out waiting for {what}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        // Not ready before two successes, and no attempt before the initial delay.
+        wait("readiness", Duration::from_secs(8), &|| probes.view().ready.get("id1") == Some(&true));
+        let r = stat(Kind::Readiness);
+        assert!(r.successes >= 2, "ready after {} successes", r.successes);
+        assert!(
+            t0.elapsed() >= Duration::from_secs(3),
+            "the first attempt waits for initialDelaySeconds: {:?}",
+            t0.elapsed()
+        );
+        assert!(probes.verdicts().liveness_failed.is_empty());
+
+        // Close the port: readiness drops after two failures; liveness fails after two and holds.
+        drop(listener);
+        wait("unready", Duration::from_secs(8), &|| probes.view().ready.get("id1") == Some(&false));
+        assert!(stat(Kind::Readiness).failures >= 2);
+        wait("the liveness verdict", Duration::from_secs(8), &|| {
+            probes.verdicts().liveness_failed == vec!["id1".to_string()]
+        });
+        let held = stat(Kind::Liveness).failures;
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(stat(Kind::Liveness).failures, held, "no liveness attempt while held");
+        assert!(stat(Kind::Readiness).failures > 2, "readiness keeps probing");
+
+        // A new instance lifts the hold and starts from the initial results.
+        probes.update(&pod, &running("c", "id2", SystemTime::now()), "127.0.0.1", false);
+        wait("liveness probing again", Duration::from_secs(6), &|| stat(Kind::Liveness).failures > held);
+        assert_eq!(probes.view().ready.get("id2"), Some(&false), "readiness starts at Failure");
+        // The deleted pod's liveness reads Success and stops.
+        probes.update(&pod, &running("c", "id2", SystemTime::now()), "127.0.0.1", true);
+        wait("liveness success on deletion", Duration::from_secs(4), &|| probes.verdicts().liveness_failed.is_empty());
     }
 
     #[test]
