@@ -59,7 +59,10 @@ fn main() {
         serve(std::net::TcpListener::bind(("127.0.0.1", port)).unwrap());
         return;
     }
-    let seconds: u64 = std::env::var("ATOLL_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    // `cargo bench` passes --bench; under `cargo test --all-targets` this is a short smoke run.
+    let default_seconds = if std::env::args().any(|a| a == "--bench") { 20 } else { 3 };
+    let seconds: u64 =
+        std::env::var("ATOLL_BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default_seconds);
     #[allow(non_snake_case)]
     let PODS: usize = std::env::var("ATOLL_BENCH_PODS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

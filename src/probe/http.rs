@@ -334,10 +334,14 @@ mod tests {
             "/bad" => status(500),
             "/away" => "HTTP/1.1 301 Moved\r\nLocation: http://example.invalid/\r\nContent-Length: 0\r\n\r\n".into(),
             "/loop" => "HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\n\r\n".into(),
+            "/moved" => "HTTP/1.1 302 Found\r\nLocation: /fine\r\nContent-Length: 0\r\n\r\n".into(),
+            "/fine" => status(200),
             _ => status(404),
         });
         let got = smol::block_on(probe(&target(port, "/start"), Duration::from_secs(2)));
         assert_eq!(got, Outcome::Failure("HTTP probe failed with statuscode: 500".into()), "followed to /bad");
+        let got = smol::block_on(probe(&target(port, "/moved"), Duration::from_secs(2)));
+        assert_eq!(got, Outcome::Success(200), "a 302 to a 200 on the same host");
         let got = smol::block_on(probe(&target(port, "/away"), Duration::from_secs(2)));
         assert!(matches!(&got, Outcome::Warning(w) if w.contains("301")), "{got:?}");
         let got = smol::block_on(probe(&target(port, "/loop"), Duration::from_secs(2)));
