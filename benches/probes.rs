@@ -90,6 +90,8 @@ fn main() {
         log_rotation: Default::default(),
         // Just started, as after a reboot: each probe's first tick is spread over its period.
         agent_start: Instant::now(),
+        events: Default::default(),
+        heartbeat: Default::default(),
     });
     let yaml = |i: usize| {
         format!(

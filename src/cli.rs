@@ -12,7 +12,18 @@ pub enum Command {
     Version,
     Help(Option<String>),
     Run(Flags),
-    Validate { flags: Flags, targets: Vec<String> },
+    Validate {
+        flags: Flags,
+        targets: Vec<String>,
+    },
+    /// `pods`, `describe`, `logs`, `restart`: talk to a running agent's local API.
+    Client {
+        command: String,
+        flags: Flags,
+        args: Vec<String>,
+    },
+    /// Preflight checks, with the agent's settings.
+    Doctor(Flags),
 }
 
 /// A usage error: printed with a hint and exit code 2.
@@ -79,9 +90,38 @@ const RUN_FLAGS: &[FlagSpec] = &[
     FlagSpec { name: "kubeconfig", kind: Kind::Value, help: "API server to mirror pods to, when reachable" },
     FlagSpec { name: "node-ip", kind: Kind::Value, help: "the node's IP address" },
     FlagSpec { name: "runtime-request-timeout", kind: Kind::Value, help: "deadline of CRI calls, e.g. 2m (default)" },
+    FlagSpec {
+        name: "api-socket",
+        kind: Kind::Value,
+        help: "the local API's unix socket (default /run/atoll/atoll.sock; none for none)",
+    },
+    FlagSpec {
+        name: "drain-on-exit",
+        kind: Kind::Bool,
+        help: "on SIGTERM stop every pod before exiting (by default pods keep running, as under kubelet)",
+    },
     FlagSpec { name: "strict", kind: Kind::Bool, help: "treat manifest fields atoll does not implement as errors" },
     FlagSpec { name: "v", kind: Kind::Value, help: "log verbosity: 0 info, 2 debug, 4 trace" },
 ];
+
+/// The flags of the commands that talk to a running agent.
+const CLIENT_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        name: "api-socket",
+        kind: Kind::Value,
+        help: "the agent's local API socket (default /run/atoll/atoll.sock)",
+    },
+    FlagSpec { name: "output", kind: Kind::Value, help: "pods: json, yaml or wide (-o)" },
+    FlagSpec { name: "namespace", kind: Kind::Value, help: "the pod's namespace (-n; default: default)" },
+    FlagSpec { name: "container", kind: Kind::Value, help: "logs: the container (-c; default: the only one)" },
+    FlagSpec { name: "follow", kind: Kind::Bool, help: "logs: stream until the container stops (-f)" },
+    FlagSpec { name: "previous", kind: Kind::Bool, help: "logs: the previous instance (-p)" },
+    FlagSpec { name: "tail", kind: Kind::Value, help: "logs: only the last N lines" },
+];
+
+/// kubectl's short flags.
+const CLIENT_SHORT: &[(&str, &str)] =
+    &[("o", "output"), ("n", "namespace"), ("c", "container"), ("f", "follow"), ("p", "previous")];
 
 /// Flags as given, in order; lookups take the last value, as pflag does.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -140,6 +180,35 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
             }
             Ok(Command::Run(flags))
         }
+        "pods" | "describe" | "logs" | "restart" => {
+            let (flags, args) = parse_flags_from(cmd.as_str(), &rest, CLIENT_FLAGS)?;
+            let want = if cmd == "pods" { 0 } else { 1 };
+            if args.len() != want {
+                let usage = match cmd.as_str() {
+                    "pods" => "`atoll pods` takes no arguments".to_string(),
+                    other => format!("`atoll {other}` takes one pod name ([NAMESPACE/]NAME)"),
+                };
+                return Err(UsageError(format!("{usage}, got {args:?}")));
+            }
+            if let Some(o) = flags.get("output") {
+                if !matches!(o, "json" | "yaml" | "wide") {
+                    return Err(UsageError(format!("flag --output takes json, yaml or wide, got {o:?}")));
+                }
+            }
+            if let Some(t) = flags.get("tail") {
+                if t.parse::<i64>().is_err() {
+                    return Err(UsageError(format!("flag --tail takes a number of lines, got {t:?}")));
+                }
+            }
+            Ok(Command::Client { command: cmd, flags, args })
+        }
+        "doctor" => {
+            let (flags, args) = parse_flags("doctor", &rest)?;
+            if let Some(a) = args.first() {
+                return Err(UsageError(format!("`atoll doctor` takes no arguments, got {a:?}")));
+            }
+            Ok(Command::Doctor(flags))
+        }
         "validate" => {
             let (flags, targets) = parse_flags("validate", &rest)?;
             if targets.is_empty() {
@@ -153,6 +222,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
 }
 
 fn parse_flags(cmd: &str, args: &[String]) -> Result<(Flags, Vec<String>), UsageError> {
+    parse_flags_from(cmd, args, RUN_FLAGS)
+}
+
+fn parse_flags_from(cmd: &str, args: &[String], table: &[FlagSpec]) -> Result<(Flags, Vec<String>), UsageError> {
     let mut flags = Flags::default();
     let mut positional = Vec::new();
     let mut i = 0;
@@ -171,7 +244,8 @@ fn parse_flags(cmd: &str, args: &[String]) -> Result<(Flags, Vec<String>), Usage
             Some((n, v)) => (n, Some(v.to_string())),
             None => (body, None),
         };
-        let Some(spec) = RUN_FLAGS.iter().find(|f| f.name == name) else {
+        let name = CLIENT_SHORT.iter().find(|(short, _)| *short == name).map_or(name, |(_, long)| *long);
+        let Some(spec) = table.iter().find(|f| f.name == name) else {
             return Err(UsageError(format!("unknown flag --{name} for `atoll {cmd}`")));
         };
         let value = match (spec.kind, inline) {
@@ -205,6 +279,11 @@ pub fn usage() -> String {
          Commands:\n\
          \x20 run        run the agent\n\
          \x20 validate   check manifest files, directories or URLs as `run` would read them\n\
+         \x20 pods       list the running agent's pods (-o json|yaml|wide)\n\
+         \x20 describe   a pod's spec, container states, probes and recent events\n\
+         \x20 logs       a container's logs (-c C, -f, --previous, --tail N)\n\
+         \x20 restart    stop a pod's containers; they come back per restartPolicy\n\
+         \x20 doctor     check this machine for what atoll needs, with a fix for each problem\n\
          \x20 version    print version, target and git commit\n\
          \x20 help       this text\n\nFlags (run, validate):\n",
     );
@@ -213,6 +292,12 @@ pub fn usage() -> String {
             Kind::Bool => String::new(),
             _ => "=VALUE".to_string(),
         };
+        let left = format!("--{}{arg}", f.name);
+        s.push_str(&format!("  {left:<34} {}\n", f.help));
+    }
+    s.push_str("\nFlags (pods, describe, logs, restart):\n");
+    for f in CLIENT_FLAGS {
+        let arg = if f.kind == Kind::Bool { String::new() } else { "=VALUE".to_string() };
         let left = format!("--{}{arg}", f.name);
         s.push_str(&format!("  {left:<34} {}\n", f.help));
     }

@@ -103,6 +103,14 @@ pub struct Settings {
     /// runtimeClassName → CRI runtime handler.
     pub runtime_handlers: std::collections::BTreeMap<String, String>,
     pub keyring: crate::runtime::credentials::Keyring,
+    /// The local API's socket, if any.
+    pub api_socket: Option<std::path::PathBuf>,
+    /// `healthzBindAddress:healthzPort` (none when the port is 0).
+    pub healthz: Option<String>,
+    /// The read-only API on loopback (`readOnlyPort`; none when 0, kubelet's default).
+    pub read_only: Option<String>,
+    /// Stop every pod before exiting on SIGTERM (kubelet leaves them running).
+    pub drain_on_exit: bool,
 }
 
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
@@ -134,6 +142,9 @@ pub struct KubeletConfiguration {
     pub cluster_dns: Option<Vec<String>>,
     pub cluster_domain: Option<String>,
     pub resolv_conf: Option<String>,
+    pub healthz_port: Option<i64>,
+    pub healthz_bind_address: Option<String>,
+    pub read_only_port: Option<i64>,
 }
 
 /// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
@@ -162,6 +173,8 @@ pub struct AtollConfiguration {
     /// Docker `config.json` files to read credentials from; by default `<root-dir>/config.json`
     /// when it exists (kubelet's first place to look).
     pub docker_config_files: Option<Vec<String>>,
+    /// The local API's unix socket (default /run/atoll/atoll.sock; "" turns it off).
+    pub api_socket: Option<String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -298,15 +311,7 @@ impl AtollConfiguration {
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &[
-    "healthzPort",
-    "healthzBindAddress",
-    "readOnlyPort",
-    "nodeStatusUpdateFrequency",
-    "nodeStatusReportFrequency",
-    "maxPods",
-    "syncFrequency",
-];
+const LATER_FIELDS: &[&str] = &["nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "maxPods", "syncFrequency"];
 
 impl KubeletConfiguration {
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
@@ -458,6 +463,26 @@ impl Settings {
             crash_loop_back_off: AtollConfiguration::back_off(own_shown, "crashLoopBackOff", &own.crash_loop_back_off)?,
             image_pull_back_off: AtollConfiguration::back_off(own_shown, "imagePullBackOff", &own.image_pull_back_off)?,
             runtime_handlers: own.runtime_classes,
+            api_socket: match flags.get("api-socket").map(String::from).or(own.api_socket) {
+                None => Some(crate::api::DEFAULT_SOCKET.into()),
+                Some(p) if p.is_empty() || p == "none" => None,
+                Some(p) => Some(p.into()),
+            },
+            healthz: {
+                let port = cfg.healthz_port.unwrap_or(10248);
+                if !(0..=65535).contains(&port) {
+                    return Err(format!("config field healthzPort: {port} is not a port number"));
+                }
+                let addr = cfg.healthz_bind_address.clone().unwrap_or_else(|| "127.0.0.1".into());
+                (port > 0)
+                    .then(|| if addr.contains(':') { format!("[{addr}]:{port}") } else { format!("{addr}:{port}") })
+            },
+            read_only: match cfg.read_only_port.unwrap_or(0) {
+                0 => None,
+                p if (1..=65535).contains(&p) => Some(format!("127.0.0.1:{p}")),
+                p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
+            },
+            drain_on_exit: flags.is_set("drain-on-exit"),
         })
     }
 }

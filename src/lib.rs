@@ -4,9 +4,15 @@
 //! `cri` talks to the container runtime. Later parts (pod model, sources, pod engine, probes,
 //! status, local API, mirror) get a module each, with data flowing one way.
 
+pub mod api;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod cri;
+pub mod doctor;
+pub mod events;
+pub mod metrics;
+pub mod notify;
 pub mod pod;
 pub mod probe;
 pub mod rfc3339;

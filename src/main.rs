@@ -32,6 +32,8 @@ const RUN_FLAGS_IN_USE: &[&str] = &[
     "strict",
     "config",
     "atoll-config",
+    "api-socket",
+    "drain-on-exit",
     "node-ip",
 ];
 
@@ -50,6 +52,28 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("atoll: {e}");
                 ExitCode::FAILURE
+            }
+        },
+        Ok(Command::Client { command, flags, args }) => match atoll::client::run(&command, &flags, &args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("atoll {command}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(Command::Doctor(flags)) => match Settings::load(&flags) {
+            Ok(s) => {
+                let checks = atoll::doctor::all(&s);
+                print!("{}", atoll::doctor::report(&checks));
+                if checks.iter().any(|c| c.level == atoll::doctor::Level::Fail) {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(e) => {
+                eprintln!("atoll doctor: {e}");
+                ExitCode::from(2)
             }
         },
         Ok(Command::Validate { flags, targets }) => match validate(&flags, &targets) {
@@ -135,7 +159,7 @@ fn run(flags: &Flags) -> Result<(), String> {
             };
             tasks.push(smol::spawn(http::run(cfg, tx.clone())));
         }
-        drop(tx);
+        let tx_keep = tx;
         if sources.is_empty() {
             log::warn!("no manifest source given (--pod-manifest-path or --manifest-url): nothing to run");
         }
@@ -152,55 +176,208 @@ fn run(flags: &Flags) -> Result<(), String> {
                 } else {
                     std::fs::read_to_string(&s.resolv_conf).unwrap_or_default()
                 },
-                runtime_handlers: s.runtime_handlers.clone(),
+                runtime_handlers: atoll::runtime::sandbox::Handlers::new(s.runtime_handlers.clone()),
             },
             host_ip: s.node_ip.clone().unwrap_or_default(),
             node_cpu_millis: std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000),
             node_memory_bytes: memory_total(),
             backoff: Mutex::new(Backoff::new(s.crash_loop_back_off.0, s.crash_loop_back_off.1)),
             image_backoff: Mutex::new(Backoff::new(s.image_pull_back_off.0, s.image_pull_back_off.1)),
-            keyring: s.keyring.clone(),
+            keyring: Mutex::new(s.keyring.clone()),
             // The relist wakes workers on any runtime change; this is their safety net.
             resync: Duration::from_secs(10),
             runtime_name,
             statuses: Default::default(),
             log_rotation: s.log_rotation,
             agent_start: std::time::Instant::now(),
+            events: Default::default(),
+            heartbeat: Default::default(),
         });
         log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
+        let api = atoll::api::Api::new(shared.clone());
+        let mut servers = Vec::new();
+        if let Some(path) = &s.api_socket {
+            let listener = atoll::api::bind_socket(path)?;
+            log::info!("local API on {}", path.display());
+            servers.push(smol::spawn(atoll::api::serve_unix(api.clone(), listener)));
+        }
+        for (addr, scope) in [(&s.healthz, atoll::api::Scope::Healthz), (&s.read_only, atoll::api::Scope::ReadOnly)] {
+            let Some(addr) = addr else { continue };
+            match smol::net::TcpListener::bind(addr.as_str()).await {
+                Ok(l) => {
+                    log::info!(
+                        "{} on http://{addr}",
+                        if scope == atoll::api::Scope::Healthz { "healthz" } else { "read-only API" }
+                    );
+                    servers.push(smol::spawn(atoll::api::serve_tcp(api.clone(), l, scope)));
+                }
+                Err(e) => log::warn!("cannot listen on {addr} ({scope:?}): {e}"),
+            }
+        }
+        let notifier = atoll::notify::Notifier::from_env();
+        let mut signals = async_signal::Signals::new([
+            async_signal::Signal::Term,
+            async_signal::Signal::Int,
+            async_signal::Signal::Hup,
+        ])
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
         let mut merger = merge::Merger::new(sources);
-        let mut engine = Engine::new(shared);
+        let mut engine = Engine::new(shared.clone());
         let finished = engine.finished();
-        let mut orphans_checked = false;
+        let mut ready = false;
+        let tick = notifier.watchdog_interval().unwrap_or(Duration::from_secs(3600));
         enum Event {
             Source(source::Update),
             Done(String),
-            Closed,
+            Signal(async_signal::Signal),
+            Tick,
         }
+        // Sources that end (none configured) leave the agent serving its API.
+        let _keep_open = tx_keep;
         loop {
-            let event =
-                smol::future::or(async { rx.recv().await.map(Event::Source).unwrap_or(Event::Closed) }, async {
-                    finished.recv().await.map(Event::Done).unwrap_or(Event::Closed)
-                })
-                .await;
+            if !ready && merger.all_sources_seen() {
+                ready = true;
+                let desired: HashSet<String> = merger.desired().map(|p| p.uid.clone()).collect();
+                engine.remove_orphans(&desired).await;
+                notifier.send(&format!("READY=1\nSTATUS=running {} pod(s)", desired.len()));
+                log::info!("first full sync done: {} pod(s) desired", desired.len());
+            }
+            let event = smol::future::or(
+                smol::future::or(
+                    async {
+                        match rx.recv().await {
+                            Ok(u) => Event::Source(u),
+                            Err(_) => std::future::pending().await,
+                        }
+                    },
+                    async {
+                        match finished.recv().await {
+                            Ok(uid) => Event::Done(uid),
+                            Err(_) => std::future::pending().await,
+                        }
+                    },
+                ),
+                smol::future::or(
+                    async {
+                        use smol::stream::StreamExt;
+                        match signals.next().await {
+                            Some(Ok(sig)) => Event::Signal(sig),
+                            _ => std::future::pending().await,
+                        }
+                    },
+                    async {
+                        smol::Timer::after(tick).await;
+                        Event::Tick
+                    },
+                ),
+            )
+            .await;
             match event {
                 Event::Source(update) => {
                     for change in merger.apply(update, SystemTime::now()) {
                         engine.apply(change);
                     }
-                    if !orphans_checked && merger.all_sources_seen() {
-                        orphans_checked = true;
-                        let desired: HashSet<String> = merger.desired().map(|p| p.uid.clone()).collect();
-                        engine.remove_orphans(&desired).await;
-                    }
                 }
                 Event::Done(uid) => engine.worker_done(&uid),
-                Event::Closed => break,
+                Event::Tick => {}
+                Event::Signal(async_signal::Signal::Hup) => reload(flags, &s, &shared),
+                Event::Signal(sig) => {
+                    notifier.send("STOPPING=1");
+                    if s.drain_on_exit {
+                        log::info!("{sig:?}: stopping every pod before exiting (--drain-on-exit)");
+                        drain(&mut engine, &merger, &finished).await;
+                    } else {
+                        log::info!(
+                            "{sig:?}: exiting; {} pod(s) keep running and are adopted at the next start",
+                            engine.running().len()
+                        );
+                    }
+                    break;
+                }
             }
+            // The watchdog is fed from this loop, and only while the relist keeps completing.
+            if notifier.watchdog_interval().is_some() {
+                match api.stalled() {
+                    None => notifier.send("WATCHDOG=1"),
+                    Some(why) => log::warn!("not feeding the watchdog: {why}"),
+                }
+            }
+        }
+        drop(servers);
+        if let Some(path) = &s.api_socket {
+            let _ = std::fs::remove_file(path);
         }
         drop(tasks);
         Ok(())
     })
+}
+
+/// Stops every pod and waits (up to the longest grace period plus a minute) for their workers.
+async fn drain(engine: &mut Engine, merger: &merge::Merger, finished: &smol::channel::Receiver<String>) {
+    let pods: Vec<_> = merger.desired().cloned().collect();
+    let longest = pods.iter().map(|p| atoll::runtime::worker::grace_of(&p.pod)).max().unwrap_or_default();
+    for sp in pods {
+        engine.apply(merge::Change::Remove(sp));
+    }
+    let deadline = std::time::Instant::now() + longest + Duration::from_secs(60);
+    while !engine.running().is_empty() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match atoll::cri::grpc::with_deadline(left, finished.recv()).await {
+            Some(Ok(uid)) => engine.worker_done(&uid),
+            _ => {
+                log::warn!("drain: {} pod(s) still stopping; exiting anyway", engine.running().len());
+                return;
+            }
+        }
+    }
+}
+
+/// SIGHUP: reads the config files again and applies what can change under running pods
+/// (back-off limits, runtime classes, registry credentials); other changes are named as
+/// needing a restart. Running pods are not touched. A bad file keeps the old settings.
+fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
+    let new = match Settings::load(flags) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("SIGHUP: config not reloaded, keeping the current settings: {e}");
+            return;
+        }
+    };
+    shared
+        .backoff
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_limits(new.crash_loop_back_off.0, new.crash_loop_back_off.1);
+    shared
+        .image_backoff
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_limits(new.image_pull_back_off.0, new.image_pull_back_off.1);
+    shared.node.runtime_handlers.replace(new.runtime_handlers.clone());
+    *shared.keyring.lock().unwrap_or_else(|p| p.into_inner()) = new.keyring.clone();
+    let mut later = Vec::new();
+    if new.pod_manifest_path != old.pod_manifest_path || new.file_check_frequency != old.file_check_frequency {
+        later.push("the manifest directory");
+    }
+    if new.manifest_url != old.manifest_url
+        || new.manifest_url_headers != old.manifest_url_headers
+        || new.http_check_frequency != old.http_check_frequency
+    {
+        later.push("the manifest URL");
+    }
+    if new.runtime_endpoint.to_string() != old.runtime_endpoint.to_string() {
+        later.push("the runtime endpoint");
+    }
+    if new.api_socket != old.api_socket || new.healthz != old.healthz || new.read_only != old.read_only {
+        later.push("the API listeners");
+    }
+    if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
+        later.push("strictness, pod logs");
+    }
+    log::info!("SIGHUP: reloaded back-off limits, runtime classes and registry credentials; running pods untouched");
+    if !later.is_empty() {
+        log::warn!("SIGHUP: changes to {} take effect after a restart of atoll", later.join(", "));
+    }
 }
 
 /// MemTotal from /proc/meminfo, in bytes (0 if unknown).

@@ -26,6 +26,36 @@ pub fn format_seconds(t: SystemTime) -> String {
     format_nanos(whole)
 }
 
+/// Parses a UTC timestamp `YYYY-MM-DDTHH:MM:SS[.frac]Z` (what atoll writes) to the second.
+pub fn parse_seconds(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || !s.ends_with('Z')
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d, hh, mm, ss) = (n(0..4)?, n(5..7)?, n(8..10)?, n(11..13)?, n(14..16)?, n(17..19)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // days_from_civil (the inverse of civil_from_days).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs).ok().map(|s| UNIX_EPOCH + std::time::Duration::from_secs(s))
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -54,5 +84,16 @@ mod tests {
         assert_eq!(format_nanos(leap), "2000-02-29T00:00:00.5Z");
         assert_eq!(format_nanos(UNIX_EPOCH + Duration::from_secs(4_102_444_799)), "2099-12-31T23:59:59Z");
         assert_eq!(format_seconds(t), "2026-11-22T18:55:17Z");
+    }
+
+    #[test]
+    fn parses_what_it_formats() {
+        for secs in [0u64, 951_782_400, 1_795_373_717, 4_102_444_799] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            assert_eq!(parse_seconds(&format_seconds(t)), Some(t));
+        }
+        assert_eq!(parse_seconds("2026-11-22T18:55:17.5Z"), Some(UNIX_EPOCH + Duration::from_secs(1_795_373_717)));
+        assert_eq!(parse_seconds("2026-13-22T18:55:17Z"), None);
+        assert_eq!(parse_seconds("yesterday"), None);
     }
 }

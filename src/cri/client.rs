@@ -105,7 +105,13 @@ impl Cri {
         R: prost::Message + Default,
     {
         let (name, path) = rpc;
+        let began = std::time::Instant::now();
         let result = self.channel.unary(path, &req, timeout).await.map_err(|s| s.in_method(name));
+        let outcome = match &result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("{:?}", e.code),
+        };
+        crate::metrics::cri_call(name, &outcome, began.elapsed());
         #[cfg(feature = "fault-injection")]
         if result.is_ok() {
             fault::after_call(name);

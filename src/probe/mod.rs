@@ -142,6 +142,7 @@ impl PodProbes {
         let (tx, rx) = smol::channel::bounded(1);
         let mut kinds = Vec::new();
         let mut tasks = Vec::new();
+        let pod_arc = Arc::new(pod.clone());
         let containers = pod
             .spec
             .containers
@@ -155,7 +156,7 @@ impl PodProbes {
                 kinds.push((c.name.clone(), kind));
                 let task = Task {
                     shared: shared.clone(),
-                    pod: pod.key(),
+                    pod: pod_arc.clone(),
                     container: shared_c.clone(),
                     kind,
                     timing: Timing::of(probe),
@@ -259,7 +260,7 @@ pub struct View {
 
 struct Task {
     shared: Arc<Shared>,
-    pod: String,
+    pod: Arc<Pod>,
     container: Arc<Container>,
     kind: Kind,
     timing: Timing,
@@ -285,7 +286,7 @@ impl Task {
     async fn run(self) {
         let period = self.timing.period;
         if self.shared.agent_start.elapsed() < period {
-            smol::Timer::after(jitter(&self.pod, &self.container.name, self.kind, period)).await;
+            smol::Timer::after(jitter(&self.pod.metadata.uid, &self.container.name, self.kind, period)).await;
         }
         let mut progress = Progress { container_id: String::new(), on_hold: false, last: self.kind.initial(), run: 0 };
         let mut next = Instant::now();
@@ -298,7 +299,7 @@ impl Task {
                 s.max_lateness = s.max_lateness.max(late);
             }
             if let Step::Stop = self.tick(&mut progress).await {
-                log::debug!("pod {}: {} probe of {} stopped", self.pod, self.kind.name(), self.container.name);
+                log::debug!("pod {}: {} probe of {} stopped", self.pod.key(), self.kind.name(), self.container.name);
                 return;
             }
             // A fixed schedule; ticks missed while an attempt ran long are skipped, not piled up.
@@ -378,8 +379,17 @@ impl Task {
         let attempt = Box::pin(handlers::attempt(&self.shared.cri, &self.container, probe, &at)).await;
         {
             let mut st = self.lock();
+            let took = began.elapsed();
+            let result = match &attempt {
+                handlers::Attempt::Success | handlers::Attempt::Warning(_) => "successful",
+                handlers::Attempt::Failure(_) => "failed",
+                handlers::Attempt::Error(_) => "unknown",
+            };
+            let probe_type = self.kind.name();
+            crate::metrics::add(&crate::metrics::PROBES, &[("probe_type", probe_type), ("result", result)], 1.0);
+            crate::metrics::add(&crate::metrics::PROBE_SECONDS, &[("probe_type", probe_type)], took.as_secs_f64());
             let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
-            s.busy += began.elapsed();
+            s.busy += took;
             match &attempt {
                 handlers::Attempt::Success | handlers::Attempt::Warning(_) => s.successes += 1,
                 handlers::Attempt::Failure(_) => s.failures += 1,
@@ -389,25 +399,22 @@ impl Task {
         let outcome = match &attempt {
             handlers::Attempt::Success => Outcome::Success,
             handlers::Attempt::Warning(w) => {
-                log::warn!(
-                    "pod {}: ProbeWarning: {} probe of {}: {w}",
-                    self.pod,
-                    self.kind.name(),
-                    self.container.name
-                );
+                let message = format!("{} probe warning: container {}: {w}", self.kind.name(), self.container.name);
+                self.shared.events.record(&self.pod, true, "ProbeWarning", &message);
                 Outcome::Success
             }
             handlers::Attempt::Failure(why) => {
-                log::info!(
-                    "pod {}: Unhealthy: {} probe of {} failed: {why}",
-                    self.pod,
-                    self.kind.name(),
-                    self.container.name
-                );
+                let message = format!("{} probe failed: container {}: {why}", self.kind.name(), self.container.name);
+                self.shared.events.record(&self.pod, true, "Unhealthy", &message);
                 Outcome::Failure
             }
             handlers::Attempt::Error(e) => {
-                log::debug!("pod {}: {} probe of {} errored: {e}", self.pod, self.kind.name(), self.container.name);
+                log::debug!(
+                    "pod {}: {} probe of {} errored: {e}",
+                    self.pod.key(),
+                    self.kind.name(),
+                    self.container.name
+                );
                 return Step::Continue;
             }
         };
@@ -490,6 +497,8 @@ mod tests {
             statuses: Default::default(),
             log_rotation: Default::default(),
             agent_start: Instant::now() - Duration::from_secs(3600),
+            events: Default::default(),
+            heartbeat: Default::default(),
         })
     }
 

@@ -43,6 +43,16 @@ impl Backoff {
         event.duration_since(e.last_update).is_ok_and(|d| d > self.max * 2)
     }
 
+    /// New limits (a config reload); entries keep their current delay, capped by the new max.
+    pub fn set_limits(&mut self, initial: Duration, max: Duration) {
+        self.initial = initial;
+        self.max = max.max(initial);
+        let cap = self.max;
+        for e in self.entries.values_mut() {
+            e.delay = e.delay.min(cap);
+        }
+    }
+
     /// Whether `key` must still wait after an event at `event`, seen at `now`; if so, how long.
     pub fn remaining(&self, key: &str, event: SystemTime, now: SystemTime) -> Option<Duration> {
         let e = self.entries.get(key)?;

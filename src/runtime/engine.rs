@@ -146,11 +146,13 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
     let mut last: HashMap<String, u64> = HashMap::new();
     loop {
         smol::Timer::after(RELIST_PERIOD).await;
-        let (sandboxes, containers) =
-            match (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await) {
-                (Ok(s), Ok(c)) => (s, c),
-                _ => continue, // the runtime is away; workers notice on their own
-            };
+        let listed = (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await);
+        *shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok()));
+        let (sandboxes, containers) = match listed {
+            (Ok(s), Ok(c)) => (s, c),
+            _ => continue, // the runtime is away; workers notice on their own
+        };
         let mut now: HashMap<String, u64> = HashMap::new();
         let uid_of = |labels: &HashMap<String, String>| labels.get(super::sandbox::LABEL_POD_UID).cloned();
         let mix = |h: u64, s: &str, state: i32| {

@@ -20,6 +20,24 @@ pub const LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
 /// so that the labels `crictl pods` shows are exactly kubelet's.
 pub const ANNOTATION_MANAGED_BY: &str = "atoll.io/managed-by";
 
+/// runtimeClassName → CRI runtime handler, replaceable while pods run.
+#[derive(Clone, Debug, Default)]
+pub struct Handlers(std::sync::Arc<std::sync::RwLock<BTreeMap<String, String>>>);
+
+impl Handlers {
+    pub fn new(table: BTreeMap<String, String>) -> Handlers {
+        Handlers(std::sync::Arc::new(std::sync::RwLock::new(table)))
+    }
+
+    pub fn get(&self, class: &str) -> Option<String> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).get(class).cloned()
+    }
+
+    pub fn replace(&self, table: BTreeMap<String, String>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = table;
+    }
+}
+
 /// What the node contributes to a sandbox.
 #[derive(Clone, Debug, Default)]
 pub struct NodeContext {
@@ -32,7 +50,8 @@ pub struct NodeContext {
     /// The host's resolv.conf, as text.
     pub host_resolv_conf: String,
     /// runtimeClassName → CRI runtime handler.
-    pub runtime_handlers: BTreeMap<String, String>,
+    /// Shared with the agent, which replaces the table on SIGHUP.
+    pub runtime_handlers: Handlers,
 }
 
 /// `<podLogsDir>/<namespace>_<name>_<uid>`
@@ -83,7 +102,7 @@ pub fn hostname(pod: &Pod) -> String {
 pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &NodeContext) -> Result<(PodSandboxConfig, String), String> {
     let handler = match &pod.spec.runtime_class_name {
         None => String::new(),
-        Some(class) => ctx.runtime_handlers.get(class).cloned().ok_or_else(|| {
+        Some(class) => ctx.runtime_handlers.get(class).ok_or_else(|| {
             format!("RuntimeClass {class:?} is not configured on this node (atoll's runtime class table)")
         })?,
     };
@@ -294,8 +313,8 @@ mod tests {
         let p = pod(r#"{"runtimeClassName":"gvisor","containers":[{"name":"c","image":"x:1"}]}"#);
         let e = sandbox_config(&p, 0, &ctx()).unwrap_err();
         assert!(e.contains("RuntimeClass \"gvisor\" is not configured"), "{e}");
-        let mut c = ctx();
-        c.runtime_handlers.insert("gvisor".into(), "runsc".into());
+        let c = ctx();
+        c.runtime_handlers.replace(BTreeMap::from([("gvisor".to_string(), "runsc".to_string())]));
         assert_eq!(sandbox_config(&p, 0, &c).unwrap().1, "runsc");
     }
 }

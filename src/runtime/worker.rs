@@ -29,8 +29,8 @@ pub struct Shared {
     pub node_memory_bytes: i64,
     pub backoff: Mutex<Backoff>,
     pub image_backoff: Mutex<Backoff>,
-    /// Registry credentials for pulls.
-    pub keyring: super::credentials::Keyring,
+    /// Registry credentials for pulls (replaced on SIGHUP).
+    pub keyring: Mutex<super::credentials::Keyring>,
     /// How often a worker re-syncs when nothing wakes it.
     pub resync: Duration,
     /// The runtime's name, for container IDs in status (`containerd://...`).
@@ -41,6 +41,10 @@ pub struct Shared {
     pub log_rotation: super::logs::Rotation,
     /// When the agent started (probes spread their first run over their first period).
     pub agent_start: std::time::Instant,
+    /// Lifecycle events (a log line each, and the ring the local API serves).
+    pub events: crate::events::Events,
+    /// When the node-wide relist last completed, and whether the runtime answered it.
+    pub heartbeat: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
 
 /// Why containers of one pod wait, by container name: (reason, message), kubelet's reason cache.
@@ -85,11 +89,11 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     // Why the pod failed for good: (reason, message) for its status.
     let mut failure: Option<(String, String)> = None;
     if let Some(class) = &sp.pod.spec.runtime_class_name {
-        if !shared.node.runtime_handlers.contains_key(class) {
+        if shared.node.runtime_handlers.get(class).is_none() {
             let message = format!(
                 "RuntimeClass {class:?} is not configured on this node (add it to runtimeClasses in atoll's config)"
             );
-            log::warn!("pod {key}: Failed: {message}");
+            shared.events.record(&sp.pod, true, "Failed", &message);
             failure = Some(("RuntimeClassNotFound".into(), message));
             mode = Mode::Stop;
         }
@@ -99,6 +103,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let first_seen = SystemTime::now();
     let mut last_phase = String::new();
     let probes = crate::probe::PodProbes::start(&shared, &sp.pod);
+    shared.statuses.set_pod(&uid, &sp.pod);
     loop {
         let verdicts = probes.verdicts();
         let (mut wait, obs) = match sync(&shared, &sp.pod, mode, &verdicts, &mut reasons).await {
@@ -134,7 +139,12 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 let limit = Duration::from_secs(limit.max(0) as u64);
                 let active = SystemTime::now().duration_since(start).unwrap_or_default();
                 if active >= limit {
-                    log::warn!("pod {key}: DeadlineExceeded: active longer than activeDeadlineSeconds ({limit:?}); stopping it");
+                    shared.events.record(
+                        &sp.pod,
+                        true,
+                        "DeadlineExceeded",
+                        &format!("active longer than activeDeadlineSeconds ({limit:?}); stopping it"),
+                    );
                     failure = Some((
                         "DeadlineExceeded".into(),
                         "Pod was active on the node longer than the specified deadline".into(),
@@ -178,7 +188,10 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
         )
         .await;
         match msg {
-            Some(Msg::Update(new)) => sp = *new,
+            Some(Msg::Update(new)) => {
+                sp = *new;
+                shared.statuses.set_pod(&uid, &sp.pod);
+            }
             Some(Msg::Wake) => {}
             Some(Msg::Terminate(grace)) => mode = Mode::Terminate(grace),
             None if rx.is_closed() && !matches!(mode, Mode::Terminate(_)) => mode = Mode::Terminate(grace_of(&sp.pod)),
@@ -353,7 +366,7 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
 /// Stops a container: its preStop hook first (within the grace period), then StopContainer
 /// with what is left of the grace, at least 2 s.
 async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip: &str, grace: Duration, why: &str) {
-    log::info!("pod {}: Killing: {why}", pod.key());
+    shared.events.record(pod, false, "Killing", why);
     let spec = pod.spec.init_containers.iter().chain(pod.spec.containers.iter()).find(|c| c.name == name);
     let pre_stop = spec.and_then(|c| c.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (c, h)));
     let mut grace = grace;
@@ -366,8 +379,13 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip
         .await
         {
             Some(Ok(())) => {}
-            Some(Err(e)) => log::warn!("pod {}: FailedPreStopHook: container {name}: {e}", pod.key()),
-            None => log::warn!("pod {}: FailedPreStopHook: container {name}: still running after {grace:?}", pod.key()),
+            Some(Err(e)) => shared.events.record(pod, true, "FailedPreStopHook", &format!("container {name}: {e}")),
+            None => shared.events.record(
+                pod,
+                true,
+                "FailedPreStopHook",
+                &format!("container {name}: still running after {grace:?}"),
+            ),
         }
         grace = grace.saturating_sub(Duration::from_secs(started.elapsed().as_secs()));
     }
@@ -471,7 +489,7 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
     };
     let mut retry: Option<Duration> = p.waiting.iter().map(|w| w.retry_in).min();
     for w in &p.waiting {
-        log::debug!("pod {}: BackOff: {}", pod.key(), w.message);
+        shared.events.record(pod, true, "BackOff", &w.message);
         reasons.insert(w.name.clone(), (w.reason.clone(), w.message.clone()));
     }
     if p.start.is_empty() {
@@ -489,7 +507,8 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
         let image_ref = match ensure_image(shared, pod, c, &sandbox_config).await {
             Ok(r) => r,
             Err((reason, wait)) => {
-                log::warn!("pod {}: container {}: {reason}", pod.key(), c.name);
+                let event = if reason.starts_with("ImagePullBackOff") { "BackOff" } else { "Failed" };
+                shared.events.record(pod, true, event, &format!("container {}: {reason}", c.name));
                 let (code, message) = reason.split_once(": ").unwrap_or((reason.as_str(), ""));
                 reasons.insert(c.name.clone(), (code.to_string(), message.to_string()));
                 retry = Some(retry.map_or(wait, |r| r.min(wait)));
@@ -500,7 +519,12 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
             }
         };
         if let Err(e) = verify_run_as_non_root(shared, pod, c, &image_ref).await {
-            log::warn!("pod {}: container {}: CreateContainerConfigError: {e}", pod.key(), c.name);
+            shared.events.record(
+                pod,
+                true,
+                "Failed",
+                &format!("container {}: CreateContainerConfigError: {e}", c.name),
+            );
             reasons.insert(c.name.clone(), ("CreateContainerConfigError".into(), e));
             if matches!(start.which, Which::Init(_)) {
                 break;
@@ -530,21 +554,21 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
         let id = match shared.cri.create_container(&sandbox_id, config, sandbox_config.clone()).await {
             Ok(id) => id,
             Err(e) => {
-                log::warn!("pod {}: container {}: CreateContainerError: {e}", pod.key(), c.name);
+                shared.events.record(pod, true, "Failed", &format!("container {}: CreateContainerError: {e}", c.name));
                 reasons.insert(c.name.clone(), ("CreateContainerError".into(), e.to_string()));
                 continue;
             }
         };
-        log::info!("pod {}: Created container {} ({})", pod.key(), c.name, short(&id));
+        shared.events.record(pod, false, "Created", &format!("Created container {} ({})", c.name, short(&id)));
         if let Err(e) = shared.cri.start_container(&id).await {
-            log::warn!("pod {}: container {}: RunContainerError: {e}", pod.key(), c.name);
+            shared.events.record(pod, true, "Failed", &format!("container {}: RunContainerError: {e}", c.name));
             reasons.insert(c.name.clone(), ("RunContainerError".into(), e.to_string()));
             continue;
         }
         reasons.remove(&c.name);
         if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             if let Err(e) = hooks::run(shared, c, hook, &id, &pod_ip, Some(POST_START_LIMIT)).await {
-                log::warn!("pod {}: FailedPostStartHook: container {}: {e}", pod.key(), c.name);
+                shared.events.record(pod, true, "FailedPostStartHook", &format!("container {}: {e}", c.name));
                 stop_container(
                     shared,
                     &id,
@@ -558,7 +582,12 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
                 reasons.insert(c.name.clone(), ("PostStartHookError".into(), e));
             }
         }
-        log::info!("pod {}: Started container {} (restart {})", pod.key(), c.name, start.restart_count);
+        shared.events.record(
+            pod,
+            false,
+            "Started",
+            &format!("Started container {} (restart {})", c.name, start.restart_count),
+        );
     }
     Ok(Outcome::Again(retry))
 }
@@ -599,11 +628,11 @@ async fn ensure_image(
             return Err((format!("ImagePullBackOff: back-off {delay:?} pulling image {image:?}"), left));
         }
     }
-    log::info!("pod {}: Pulling image {image:?}", pod.key());
+    shared.events.record(pod, false, "Pulling", &format!("Pulling image {image:?}"));
     let started = std::time::Instant::now();
     match pull_with_credentials(shared, pod, &image, sandbox_config).await {
         Ok(r) => {
-            log::info!("pod {}: Pulled image {image:?} in {:?}", pod.key(), started.elapsed());
+            shared.events.record(pod, false, "Pulled", &format!("Pulled image {image:?} in {:?}", started.elapsed()));
             shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).forget(&key);
             Ok(r)
         }
@@ -623,7 +652,7 @@ async fn pull_with_credentials(
     image: &str,
     sandbox_config: &crate::cri::api::PodSandboxConfig,
 ) -> Result<String, crate::cri::Status> {
-    let credentials = shared.keyring.lookup(image);
+    let credentials = shared.keyring.lock().unwrap_or_else(|p| p.into_inner()).lookup(image);
     if credentials.is_empty() {
         return shared.cri.pull_image(image, None, Some(sandbox_config.clone())).await;
     }

@@ -149,6 +149,12 @@ impl FileSource {
     /// Scans and builds the snapshot; `None` when nothing changed since the last one sent.
     fn rescan(&mut self) -> Option<Update> {
         let scan = scan(&self.cfg.path, &self.cfg.node, self.cfg.policy);
+        let errors = scan.errors.len() + usize::from(scan.path_problem.is_some());
+        if errors == 0 {
+            crate::source::http::source_success("file");
+        } else {
+            crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "file")], errors as f64);
+        }
         let mut messages = BTreeSet::new();
         if let Some(p) = &scan.path_problem {
             messages.insert(format!("W{}: {p}; no file pods until that changes", self.cfg.path.display()));

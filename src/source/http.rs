@@ -245,6 +245,7 @@ impl Poller {
         match result {
             Ok(Fetched::NotModified) => {
                 self.failures = 0;
+                source_success("http");
                 None
             }
             Ok(Fetched::Body { bytes, etag, last_modified }) => {
@@ -266,18 +267,21 @@ impl Poller {
                             log::warn!("URL source: {}: {w}", self.shown());
                         }
                         log::info!("URL source: {} delivered {} pod(s)", self.shown(), loaded.pods.len());
+                        source_success("http");
                         self.accept(&bytes, validators);
                         Some(Update { source: SourceId::Http, pods: loaded.pods, errors: vec![] })
                     }
                     Err(mut e) => {
                         e.origin = self.shown();
                         log::error!("URL source: payload rejected, keeping the previous pods:\n{e}");
+                        crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "http")], 1.0);
                         None
                     }
                 }
             }
             Err(e) => {
                 self.failures += 1;
+                crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "http")], 1.0);
                 match self.failures {
                     1..=3 => log::warn!("URL source: {e}; keeping the previous pods"),
                     4 => log::warn!("URL source: {e}; further failures are logged at debug level until it answers"),
@@ -367,6 +371,12 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
         }
         smol::Timer::after(every).await;
     }
+}
+
+/// Records a good read of a manifest source (for `/metrics`).
+pub fn source_success(source: &str) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    crate::metrics::set(&crate::metrics::SOURCE_SUCCESS, &[("source", source)], now.as_secs_f64().floor());
 }
 
 #[cfg(test)]

@@ -356,6 +356,8 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
 #[derive(Debug, Default)]
 pub struct Store {
     inner: Mutex<BTreeMap<String, PodStatus>>,
+    /// The pod each worker runs, by UID (for the local API's PodList).
+    pods: Mutex<BTreeMap<String, Pod>>,
 }
 
 impl Store {
@@ -363,8 +365,21 @@ impl Store {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), status);
     }
 
+    /// Records the pod a worker runs (its spec and metadata).
+    pub fn set_pod(&self, uid: &str, pod: &Pod) {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), pod.clone());
+    }
+
     pub fn remove(&self, uid: &str) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        self.pods.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
+
+    /// Every pod with its latest status (none before its first sync), by UID.
+    pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
+        let pods = self.pods.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let statuses = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
     }
 
     pub fn get(&self, uid: &str) -> Option<PodStatus> {

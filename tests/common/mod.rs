@@ -225,5 +225,7 @@ pub fn engine_shared(
         statuses: Default::default(),
         log_rotation,
         agent_start: std::time::Instant::now(),
+        events: Default::default(),
+        heartbeat: Default::default(),
     })
 }

@@ -1,0 +1,603 @@
+//! The commands that talk to a running agent over its local API socket: `atoll pods`,
+//! `describe`, `logs`, `restart`. Output fits an 80-column serial console, has no colour, and
+//! `-o json|yaml` is stable for scripts.
+
+use crate::cli::Flags;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::SystemTime;
+
+/// A response from the local API: status and a reader positioned at the body.
+struct Reply {
+    status: u16,
+    body: BufReader<std::os::unix::net::UnixStream>,
+}
+
+fn socket(flags: &Flags) -> String {
+    flags.get("api-socket").unwrap_or(crate::api::DEFAULT_SOCKET).to_string()
+}
+
+fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
+    let sock = socket(flags);
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| {
+        format!("cannot reach atoll's local API at {sock}: {e} (is `atoll run` running? as root? see --api-socket)")
+    })?;
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("{sock}: {e}"))?;
+    let mut body = BufReader::new(s);
+    let mut line = String::new();
+    body.read_line(&mut line).map_err(|e| format!("{sock}: {e}"))?;
+    let status =
+        line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("{sock}: bad reply {line:?}"))?;
+    loop {
+        line.clear();
+        body.read_line(&mut line).map_err(|e| format!("{sock}: {e}"))?;
+        if line.trim().is_empty() {
+            break;
+        }
+    }
+    Ok(Reply { status, body })
+}
+
+fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {
+    let mut reply = request(flags, method, path)?;
+    let mut text = String::new();
+    reply.body.read_to_string(&mut text).map_err(|e| e.to_string())?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| format!("the agent's reply: {e}"))?;
+    if reply.status != 200 {
+        return Err(value["message"].as_str().unwrap_or(&text).to_string());
+    }
+    Ok(value)
+}
+
+/// `NAME` or `NAMESPACE/NAME` (with `-n`), as path segments.
+fn pod_path(flags: &Flags, arg: &str) -> String {
+    let (ns, name) = match arg.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (flags.get("namespace").unwrap_or("default").to_string(), arg.to_string()),
+    };
+    format!("{ns}/{name}")
+}
+
+/// Runs a client command; returns the exit code.
+pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> {
+    match command {
+        "pods" => pods(flags),
+        "describe" => describe(flags, &args[0]),
+        "logs" => logs(flags, &args[0]),
+        "restart" => {
+            let v = get_json(flags, "POST", &format!("/pods/{}/restart", pod_path(flags, &args[0])))?;
+            let stopped: Vec<&str> = v["stopped"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
+            if stopped.is_empty() {
+                println!("pod {}: no running containers to stop", v["pod"].as_str().unwrap_or(""));
+            } else {
+                println!("pod {}: stopped {}", v["pod"].as_str().unwrap_or(""), stopped.join(", "));
+            }
+            Ok(0)
+        }
+        other => Err(format!("unknown command {other:?}")),
+    }
+}
+
+/// kubectl's age format: 45s, 12m, 5h, 3d.
+pub fn age(since: Option<SystemTime>, now: SystemTime) -> String {
+    let Some(t) = since else { return "<unknown>".into() };
+    let s = now.duration_since(t).unwrap_or_default().as_secs();
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7199 => format!("{}m", s / 60),
+        7200..=172_799 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+fn str_of<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_str().unwrap_or("")
+}
+
+/// The STATUS column, as kubectl computes it from the pod's status.
+pub fn status_column(pod: &Value) -> String {
+    let status = &pod["status"];
+    let mut reason =
+        status["reason"].as_str().filter(|r| !r.is_empty()).unwrap_or(str_of(pod, &["status", "phase"])).to_string();
+    let inits = status["initContainerStatuses"].as_array().cloned().unwrap_or_default();
+    let mut initializing = false;
+    for (i, c) in inits.iter().enumerate() {
+        let term = &c["state"]["terminated"];
+        let wait = &c["state"]["waiting"];
+        if term.is_object() && term["exitCode"].as_i64() == Some(0) {
+            continue;
+        }
+        // A running sidecar (restartPolicy Always) does not hold initialisation.
+        if c["state"]["running"].is_object() && c["started"].as_bool() == Some(true) {
+            continue;
+        }
+        initializing = true;
+        reason = if term.is_object() {
+            match term["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => format!("Init:{r}"),
+                None => format!("Init:ExitCode:{}", term["exitCode"].as_i64().unwrap_or(0)),
+            }
+        } else if let Some(r) = wait["reason"].as_str().filter(|r| !r.is_empty() && *r != "PodInitializing") {
+            format!("Init:{r}")
+        } else {
+            format!("Init:{i}/{}", inits.len())
+        };
+        break;
+    }
+    if !initializing {
+        let mut has_running = false;
+        for c in status["containerStatuses"].as_array().into_iter().flatten().rev() {
+            let (wait, term) = (&c["state"]["waiting"], &c["state"]["terminated"]);
+            if let Some(r) = wait["reason"].as_str().filter(|r| !r.is_empty()) {
+                reason = r.to_string();
+            } else if let Some(r) = term["reason"].as_str().filter(|r| !r.is_empty()) {
+                reason = r.to_string();
+            } else if term.is_object() {
+                reason = format!("ExitCode:{}", term["exitCode"].as_i64().unwrap_or(0));
+            } else if c["state"]["running"].is_object() && c["ready"].as_bool() == Some(true) {
+                has_running = true;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let ready = status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            reason = if ready { "Running" } else { "NotReady" }.into();
+        }
+    }
+    reason
+}
+
+fn pods(flags: &Flags) -> Result<u8, String> {
+    let list = get_json(flags, "GET", "/pods")?;
+    let mut items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default();
+    if let Some(ns) = flags.get("namespace") {
+        items.retain(|p| str_of(p, &["metadata", "namespace"]) == ns);
+    }
+    match flags.get("output") {
+        Some("json") => {
+            let out = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            return Ok(0);
+        }
+        Some("yaml") => {
+            let out = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+            print!("{}", to_yaml(&out));
+            return Ok(0);
+        }
+        _ => {}
+    }
+    let wide = flags.get("output") == Some("wide");
+    if items.is_empty() {
+        println!("No pods.");
+        return Ok(0);
+    }
+    let namespaces: std::collections::BTreeSet<&str> =
+        items.iter().map(|p| str_of(p, &["metadata", "namespace"])).collect();
+    let show_ns = namespaces.len() > 1;
+    let now = SystemTime::now();
+    let mut rows = vec![];
+    let mut head = vec![];
+    if show_ns {
+        head.push("NAMESPACE");
+    }
+    head.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    if wide {
+        head.extend(["IP", "NODE"]);
+    }
+    rows.push(head.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    for p in &items {
+        let cs = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+        let total = p["spec"]["containers"].as_array().map_or(0, |c| c.len());
+        let ready = cs.iter().filter(|c| c["ready"].as_bool() == Some(true)).count();
+        let restarts: i64 = cs.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum();
+        let start = crate::rfc3339::parse_seconds(str_of(p, &["status", "startTime"]));
+        let mut row = vec![];
+        if show_ns {
+            row.push(str_of(p, &["metadata", "namespace"]).to_string());
+        }
+        row.extend([
+            str_of(p, &["metadata", "name"]).to_string(),
+            format!("{ready}/{total}"),
+            status_column(p),
+            restarts.to_string(),
+            age(start, now),
+        ]);
+        if wide {
+            let ip = str_of(p, &["status", "podIP"]);
+            row.push(if ip.is_empty() { "<none>".into() } else { ip.into() });
+            row.push(str_of(p, &["spec", "nodeName"]).to_string());
+        }
+        rows.push(row);
+    }
+    print!("{}", table(&rows));
+    Ok(0)
+}
+
+/// Left-aligned columns, three spaces apart (kubectl's tabwriter).
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..cols).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 < r.len() {
+                line.push_str(&format!("{c:<w$}   ", w = widths[i]));
+            } else {
+                line.push_str(c);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A probe in kubectl describe's one-line form.
+pub fn probe_line(p: &Value) -> String {
+    let handler = if let Some(h) = p.get("httpGet") {
+        let port =
+            h["port"].as_i64().map(|n| n.to_string()).unwrap_or_else(|| h["port"].as_str().unwrap_or("").to_string());
+        let scheme = h["scheme"].as_str().unwrap_or("HTTP").to_ascii_lowercase();
+        format!("http-get {scheme}://{}:{port}{}", h["host"].as_str().unwrap_or(""), h["path"].as_str().unwrap_or("/"))
+    } else if let Some(t) = p.get("tcpSocket") {
+        let port =
+            t["port"].as_i64().map(|n| n.to_string()).unwrap_or_else(|| t["port"].as_str().unwrap_or("").to_string());
+        format!("tcp-socket {}:{port}", t["host"].as_str().unwrap_or(""))
+    } else if let Some(e) = p.get("exec") {
+        let cmd: Vec<&str> = e["command"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+        format!("exec [{}]", cmd.join(" "))
+    } else if let Some(g) = p.get("grpc") {
+        format!("grpc <pod>:{} {}", g["port"], g["service"].as_str().unwrap_or(""))
+    } else {
+        "<no handler>".into()
+    };
+    let n = |k: &str, d: i64| p[k].as_i64().unwrap_or(d);
+    format!(
+        "{handler} delay={}s timeout={}s period={}s #success={} #failure={}",
+        n("initialDelaySeconds", 0),
+        n("timeoutSeconds", 1),
+        n("periodSeconds", 10),
+        n("successThreshold", 1),
+        n("failureThreshold", 3)
+    )
+}
+
+fn state_lines(out: &mut String, title: &str, state: &Value) {
+    if let Some(r) = state.get("running") {
+        out.push_str(&format!("    {title:<15}Running\n      Started:     {}\n", str_of(r, &["startedAt"])));
+    } else if let Some(w) = state.get("waiting") {
+        out.push_str(&format!("    {title:<15}Waiting\n"));
+        if let Some(r) = w["reason"].as_str().filter(|r| !r.is_empty()) {
+            out.push_str(&format!("      Reason:      {r}\n"));
+        }
+        if let Some(m) = w["message"].as_str().filter(|m| !m.is_empty()) {
+            out.push_str(&format!("      Message:     {m}\n"));
+        }
+    } else if let Some(t) = state.get("terminated") {
+        out.push_str(&format!("    {title:<15}Terminated\n"));
+        if let Some(r) = t["reason"].as_str().filter(|r| !r.is_empty()) {
+            out.push_str(&format!("      Reason:      {r}\n"));
+        }
+        out.push_str(&format!("      Exit Code:   {}\n", t["exitCode"].as_i64().unwrap_or(0)));
+        out.push_str(&format!("      Started:     {}\n", str_of(t, &["startedAt"])));
+        out.push_str(&format!("      Finished:    {}\n", str_of(t, &["finishedAt"])));
+        if let Some(m) = t["message"].as_str().filter(|m| !m.is_empty()) {
+            out.push_str(&format!("      Message:     {m}\n"));
+        }
+    } else {
+        out.push_str(&format!("    {title:<15}<none>\n"));
+    }
+}
+
+/// `atoll describe`'s text for a pod and its events.
+pub fn describe_text(pod: &Value, events: &[Value], now: SystemTime) -> String {
+    let mut out = String::new();
+    let field = |out: &mut String, k: &str, v: &str| {
+        out.push_str(&format!("{:<14}{}\n", format!("{k}:"), if v.is_empty() { "<none>" } else { v }))
+    };
+    field(&mut out, "Name", str_of(pod, &["metadata", "name"]));
+    field(&mut out, "Namespace", str_of(pod, &["metadata", "namespace"]));
+    field(&mut out, "UID", str_of(pod, &["metadata", "uid"]));
+    field(&mut out, "Node", str_of(pod, &["spec", "nodeName"]));
+    field(&mut out, "Start Time", str_of(pod, &["status", "startTime"]));
+    let labels: Vec<String> = pod["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    field(&mut out, "Labels", &labels.join(","));
+    field(&mut out, "Source", pod["metadata"]["annotations"]["kubernetes.io/config.source"].as_str().unwrap_or(""));
+    field(&mut out, "Status", &status_column(pod));
+    if let Some(m) = pod["status"]["message"].as_str() {
+        field(&mut out, "Message", m);
+    }
+    field(&mut out, "IP", str_of(pod, &["status", "podIP"]));
+    field(&mut out, "QoS Class", str_of(pod, &["status", "qosClass"]));
+    for (title, spec_key, status_key) in [
+        ("Init Containers", "initContainers", "initContainerStatuses"),
+        ("Containers", "containers", "containerStatuses"),
+    ] {
+        let specs = pod["spec"][spec_key].as_array().cloned().unwrap_or_default();
+        if specs.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("{title}:\n"));
+        let statuses = pod["status"][status_key].as_array().cloned().unwrap_or_default();
+        for c in &specs {
+            let name = c["name"].as_str().unwrap_or("");
+            let st = statuses.iter().find(|s| s["name"] == name).cloned().unwrap_or(Value::Null);
+            out.push_str(&format!("  {name}:\n"));
+            let line = |out: &mut String, k: &str, v: &str| {
+                out.push_str(&format!("    {:<15}{}\n", format!("{k}:"), if v.is_empty() { "<none>" } else { v }))
+            };
+            line(&mut out, "Container ID", str_of(&st, &["containerID"]));
+            line(&mut out, "Image", c["image"].as_str().unwrap_or(""));
+            line(&mut out, "Image ID", str_of(&st, &["imageID"]));
+            let ports: Vec<String> = c["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| format!("{}/{}", p["containerPort"], p["protocol"].as_str().unwrap_or("TCP")))
+                .collect();
+            line(&mut out, "Ports", &ports.join(", "));
+            let cmd: Vec<&str> = c["command"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(c["args"].as_array().into_iter().flatten())
+                .filter_map(|s| s.as_str())
+                .collect();
+            if !cmd.is_empty() {
+                line(&mut out, "Command", &cmd.join(" "));
+            }
+            state_lines(&mut out, "State:", &st["state"]);
+            if st["lastState"].as_object().is_some_and(|o| !o.is_empty()) {
+                state_lines(&mut out, "Last State:", &st["lastState"]);
+            }
+            line(&mut out, "Ready", if st["ready"].as_bool() == Some(true) { "True" } else { "False" });
+            line(&mut out, "Restart Count", &st["restartCount"].as_i64().unwrap_or(0).to_string());
+            for (k, key) in
+                [("Liveness", "livenessProbe"), ("Readiness", "readinessProbe"), ("Startup", "startupProbe")]
+            {
+                if c[key].is_object() {
+                    line(&mut out, k, &probe_line(&c[key]));
+                }
+            }
+        }
+    }
+    out.push_str("Conditions:\n  Type                        Status\n");
+    for c in pod["status"]["conditions"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  {:<28}{}\n", c["type"].as_str().unwrap_or(""), c["status"].as_str().unwrap_or("")));
+    }
+    if events.is_empty() {
+        out.push_str("Events:       <none>\n");
+    } else {
+        let mut rows = vec![vec!["Type".to_string(), "Reason".into(), "Age".into(), "Message".into()]];
+        for e in events {
+            let mut msg = e["message"].as_str().unwrap_or("").to_string();
+            let count = e["count"].as_i64().unwrap_or(1);
+            if count > 1 {
+                msg = format!("{msg} (x{count})");
+            }
+            rows.push(vec![
+                e["type"].as_str().unwrap_or("").into(),
+                e["reason"].as_str().unwrap_or("").into(),
+                age(crate::rfc3339::parse_seconds(e["time"].as_str().unwrap_or("")), now),
+                msg,
+            ]);
+        }
+        out.push_str("Events:\n");
+        for l in table(&rows).lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out
+}
+
+fn describe(flags: &Flags, arg: &str) -> Result<u8, String> {
+    let pod = get_json(flags, "GET", &format!("/pods/{}", pod_path(flags, arg)))?;
+    let ns = str_of(&pod, &["metadata", "namespace"]);
+    let name = str_of(&pod, &["metadata", "name"]);
+    let events = get_json(flags, "GET", &format!("/events?namespace={ns}&pod={name}"))?;
+    let events: Vec<Value> = events["items"].as_array().cloned().unwrap_or_default();
+    let tail: Vec<Value> = events.iter().rev().take(20).rev().cloned().collect();
+    print!("{}", describe_text(&pod, &tail, SystemTime::now()));
+    Ok(0)
+}
+
+fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
+    let path = pod_path(flags, arg);
+    let container = match flags.get("container") {
+        Some(c) => c.to_string(),
+        None => {
+            let pod = get_json(flags, "GET", &format!("/pods/{path}"))?;
+            let names: Vec<String> = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["name"].as_str().map(String::from))
+                .collect();
+            let first = names.first().cloned().ok_or("the pod has no containers")?;
+            if names.len() > 1 {
+                eprintln!("Defaulted container {first:?} out of: {}", names.join(", "));
+            }
+            first
+        }
+    };
+    let mut query = vec![];
+    if flags.is_set("follow") {
+        query.push("follow=true".to_string());
+    }
+    if flags.is_set("previous") {
+        query.push("previous=true".to_string());
+    }
+    if let Some(t) = flags.get("tail") {
+        query.push(format!("tail={t}"));
+    }
+    let mut reply = request(flags, "GET", &format!("/logs/{path}/{container}?{}", query.join("&")))?;
+    if reply.status != 200 {
+        let mut text = String::new();
+        let _ = reply.body.read_to_string(&mut text);
+        let msg = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["message"].as_str().map(String::from));
+        return Err(msg.unwrap_or(text));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut buf = [0u8; 8192];
+    loop {
+        match reply.body.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if out.write_all(&buf[..n]).and_then(|_| out.flush()).is_err() {
+                    break;
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(0)
+}
+
+/// JSON as block YAML (for `-o yaml`): strings quoted when YAML would read them otherwise.
+pub fn to_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    yaml_value(v, 0, &mut out, false);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn yaml_scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let plain = !s.is_empty()
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+                && !matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n" | "~"
+                )
+                && s.parse::<f64>().is_err()
+                && !s.starts_with(['-', '.']);
+            if plain {
+                s.clone()
+            } else {
+                serde_json::to_string(s).unwrap_or_default()
+            }
+        }
+        Value::Array(a) if a.is_empty() => "[]".into(),
+        Value::Object(o) if o.is_empty() => "{}".into(),
+        _ => String::new(),
+    }
+}
+
+fn is_block(v: &Value) -> bool {
+    matches!(v, Value::Array(a) if !a.is_empty()) || matches!(v, Value::Object(o) if !o.is_empty())
+}
+
+fn yaml_value(v: &Value, indent: usize, out: &mut String, in_list: bool) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(o) if !o.is_empty() => {
+            for (i, (k, val)) in o.iter().enumerate() {
+                let key = yaml_scalar(&Value::String(k.clone()));
+                if !(in_list && i == 0) {
+                    out.push_str(&pad);
+                }
+                if is_block(val) {
+                    out.push_str(&format!("{key}:\n"));
+                    let child = if matches!(val, Value::Array(_)) { indent } else { indent + 2 };
+                    yaml_value(val, child, out, false);
+                } else {
+                    out.push_str(&format!("{key}: {}\n", yaml_scalar(val)));
+                }
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            for item in a {
+                out.push_str(&format!("{pad}- "));
+                if is_block(item) {
+                    if matches!(item, Value::Array(_)) {
+                        out.push('\n');
+                        yaml_value(item, indent + 2, out, false);
+                    } else {
+                        yaml_value(item, indent + 2, out, true);
+                    }
+                } else {
+                    out.push_str(&format!("{}\n", yaml_scalar(item)));
+                }
+            }
+        }
+        _ => out.push_str(&format!("{pad}{}\n", yaml_scalar(v))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let ago = |s: u64| Some(now - std::time::Duration::from_secs(s));
+        assert_eq!(age(ago(45), now), "45s");
+        assert_eq!(age(ago(600), now), "10m");
+        assert_eq!(age(ago(3 * 3600), now), "3h");
+        assert_eq!(age(ago(3 * 86400), now), "3d");
+        assert_eq!(age(None, now), "<unknown>");
+    }
+
+    #[test]
+    fn the_status_column_follows_kubectl() {
+        let running = json!({"status":{"phase":"Running","containerStatuses":[{"ready":true,"state":{"running":{}}}]}});
+        assert_eq!(status_column(&running), "Running");
+        let crash = json!({"status":{"phase":"Running","containerStatuses":[{"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}});
+        assert_eq!(status_column(&crash), "CrashLoopBackOff");
+        let init = json!({"status":{"phase":"Pending","initContainerStatuses":[{"state":{"terminated":{"exitCode":0}}},{"state":{"running":{}}}],"containerStatuses":[]}});
+        assert_eq!(status_column(&init), "Init:1/2");
+        let init_err = json!({"status":{"phase":"Pending","initContainerStatuses":[{"state":{"terminated":{"exitCode":3,"reason":"Error"}}}]}});
+        assert_eq!(status_column(&init_err), "Init:Error");
+        let failed = json!({"status":{"phase":"Failed","reason":"DeadlineExceeded"}});
+        assert_eq!(status_column(&failed), "DeadlineExceeded");
+    }
+
+    #[test]
+    fn yaml_output_reads_back_as_the_same_json() {
+        let v = json!({"apiVersion":"v1","items":[{"metadata":{"name":"web","labels":{"on":"yes"}},"spec":{"containers":[{"args":["-c","echo: hi"],"ports":[]}]},"n":3,"t":true,"e":"","z":null,"nested":[[1,2],[]]}]});
+        let text = to_yaml(&v);
+        let back: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, v, "{text}");
+    }
+
+    #[test]
+    fn probes_describe_in_one_line() {
+        let p = json!({"httpGet":{"path":"/healthz","port":8080},"periodSeconds":5});
+        assert_eq!(probe_line(&p), "http-get http://:8080/healthz delay=0s timeout=1s period=5s #success=1 #failure=3");
+        let e = json!({"exec":{"command":["cat","/tmp/x"]},"failureThreshold":1});
+        assert_eq!(probe_line(&e), "exec [cat /tmp/x] delay=0s timeout=1s period=10s #success=1 #failure=1");
+    }
+
+    #[test]
+    fn tables_align_and_fit_a_console() {
+        let rows = vec![
+            vec!["NAME".to_string(), "READY".into(), "STATUS".into()],
+            vec!["hello-web-edge1".to_string(), "1/1".into(), "Running".into()],
+        ];
+        assert_eq!(table(&rows), "NAME              READY   STATUS\nhello-web-edge1   1/1     Running\n");
+    }
+}

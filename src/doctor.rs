@@ -1,0 +1,332 @@
+//! `atoll doctor`: preflight checks of this machine for what atoll needs, each with a line
+//! saying how to fix what is wrong. Exit code 1 when any check fails (warnings do not fail).
+
+use crate::config::Settings;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    pub level: Level,
+    pub name: &'static str,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+    Check { level: Level::Ok, name, detail: detail.into(), fix: None }
+}
+
+fn bad(level: Level, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { level, name, detail: detail.into(), fix: Some(fix.into()) }
+}
+
+/// The runtime: reachable, its version, and its own readiness conditions.
+pub fn runtime(s: &Settings) -> Vec<Check> {
+    let cri = crate::cri::Cri::new(&s.runtime_endpoint).with_request_timeout(Duration::from_secs(5));
+    smol::block_on(async {
+        match cri.version().await {
+            Err(e) => vec![bad(
+                Level::Fail,
+                "runtime",
+                format!("cannot reach the container runtime at {}: {e}", s.runtime_endpoint),
+                "start it (systemctl start containerd) or point --container-runtime-endpoint / containerRuntimeEndpoint at its socket",
+            )],
+            Ok(v) => {
+                let mut checks = vec![ok(
+                    "runtime",
+                    format!("{} {} (CRI {}) at {}", v.runtime_name, v.runtime_version, v.runtime_api_version, s.runtime_endpoint),
+                )];
+                if let Ok(st) = cri.status(false).await {
+                    for c in st.status.map(|s| s.conditions).unwrap_or_default() {
+                        if c.status {
+                            checks.push(ok("runtime", format!("{} is true", c.r#type)));
+                        } else {
+                            let fix = if c.r#type == "NetworkReady" {
+                                "install a CNI network config (e.g. /etc/cni/net.d/10-bridge.conflist) and the CNI plugins; hostNetwork pods run without one"
+                            } else {
+                                "see the runtime's own log (journalctl -u containerd)"
+                            };
+                            checks.push(bad(
+                                if c.r#type == "NetworkReady" { Level::Warn } else { Level::Fail },
+                                "runtime",
+                                format!("{} is false: {} {}", c.r#type, c.reason, c.message),
+                                fix,
+                            ));
+                        }
+                    }
+                }
+                checks
+            }
+        }
+    })
+}
+
+/// cgroup v1 or v2, and the controllers pods need (memory is off by default on some ARM boards).
+pub fn cgroups(root: &Path) -> Vec<Check> {
+    let mut checks = vec![];
+    let v2 = root.join("cgroup.controllers");
+    let (version, controllers): (&str, Vec<String>) = if v2.exists() {
+        let text = std::fs::read_to_string(&v2).unwrap_or_default();
+        ("v2", text.split_whitespace().map(String::from).collect())
+    } else if root.join("memory").exists() || root.join("cpu").exists() || root.join("unified").exists() {
+        let found = ["cpu", "cpuacct", "memory", "pids"]
+            .iter()
+            .filter(|c| root.join(c).exists())
+            .map(|c| c.to_string())
+            .collect();
+        ("v1", found)
+    } else {
+        return vec![bad(
+            Level::Fail,
+            "cgroups",
+            format!("no cgroup file system at {}", root.display()),
+            "mount cgroup2 on /sys/fs/cgroup (systemd does this at boot)",
+        )];
+    };
+    checks.push(ok("cgroups", format!("{version} with {}", controllers.join(" "))));
+    for need in ["cpu", "memory", "pids"] {
+        if !controllers.iter().any(|c| c == need) {
+            let fix = if need == "memory" {
+                "enable it on the kernel command line: cgroup_enable=memory cgroup_memory=1 (Raspberry Pi: /boot/firmware/cmdline.txt), then reboot"
+            } else {
+                "enable the controller in the kernel configuration or on the kernel command line"
+            };
+            checks.push(bad(
+                Level::Fail,
+                "cgroups",
+                format!("the {need} controller is missing: limits and metrics need it"),
+                fix,
+            ));
+        }
+    }
+    checks
+}
+
+/// A CNI configuration and plugins (needed only by pods off the host network).
+pub fn cni(conf_dirs: &[&Path], bin_dirs: &[&Path]) -> Vec<Check> {
+    let conf = conf_dirs.iter().find_map(|d| {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(String::from))
+            .filter(|n| n.ends_with(".conf") || n.ends_with(".conflist") || n.ends_with(".json"))
+            .collect();
+        names.sort();
+        names.first().map(|n| d.join(n))
+    });
+    let bin = bin_dirs.iter().find(|d| d.join("bridge").exists() || d.join("loopback").exists());
+    match (conf, bin) {
+        (Some(c), Some(b)) => vec![ok("cni", format!("config {} and plugins in {}", c.display(), b.display()))],
+        (None, _) => vec![bad(
+            Level::Warn,
+            "cni",
+            format!("no CNI network config in {}", conf_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(" or ")),
+            "pods need hostNetwork: true, or install a CNI config (apt install containernetworking-plugins, then a conflist in /etc/cni/net.d)",
+        )],
+        (Some(c), None) => vec![bad(
+            Level::Warn,
+            "cni",
+            format!("config {} but no CNI plugins", c.display()),
+            "install the plugins (apt install containernetworking-plugins) where the runtime looks (containerd: bin_dir)",
+        )],
+    }
+}
+
+/// The manifest directory: present, a directory or file, not writable by others.
+pub fn manifests(path: Option<&Path>) -> Vec<Check> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = path else {
+        return vec![ok("manifests", "no manifest directory configured (staticPodPath / --pod-manifest-path)")];
+    };
+    match std::fs::metadata(path) {
+        Err(e) => vec![bad(
+            Level::Warn,
+            "manifests",
+            format!("{}: {e}", path.display()),
+            format!("create it: mkdir -p {} (atoll waits for it and starts its pods when it appears)", path.display()),
+        )],
+        Ok(m) if m.permissions().mode() & 0o002 != 0 => vec![bad(
+            Level::Fail,
+            "manifests",
+            format!("{} is writable by every user: anyone could run privileged pods", path.display()),
+            format!("chmod o-w {}", path.display()),
+        )],
+        Ok(_) => vec![ok("manifests", format!("{} is readable and not writable by others", path.display()))],
+    }
+}
+
+/// A directory atoll writes to: present or creatable, and writable.
+pub fn writable(name: &'static str, dir: &Path) -> Vec<Check> {
+    let mut probe_dir = dir.to_path_buf();
+    while !probe_dir.exists() {
+        match probe_dir.parent() {
+            Some(p) => probe_dir = p.to_path_buf(),
+            None => break,
+        }
+    }
+    let test = probe_dir.join(format!(".atoll-doctor-{}", std::process::id()));
+    match std::fs::write(&test, b"") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&test);
+            vec![ok(name, format!("{} is writable", dir.display()))]
+        }
+        Err(e) => vec![bad(
+            Level::Fail,
+            name,
+            format!("cannot write in {}: {e}", probe_dir.display()),
+            "run atoll as root, or point it at a writable directory (--root-dir, podLogsDir)",
+        )],
+    }
+}
+
+/// Free space where atoll keeps state and logs.
+pub fn disk(name: &'static str, dir: &Path) -> Vec<Check> {
+    let mut at = dir.to_path_buf();
+    while !at.exists() {
+        match at.parent() {
+            Some(p) => at = p.to_path_buf(),
+            None => break,
+        }
+    }
+    match rustix::fs::statvfs(&at) {
+        Err(e) => {
+            vec![bad(Level::Warn, name, format!("cannot read free space of {}: {e}", at.display()), "check the mount")]
+        }
+        Ok(st) => {
+            let free = st.f_bavail.saturating_mul(st.f_frsize);
+            let total = st.f_blocks.saturating_mul(st.f_frsize).max(1);
+            let pct = free as f64 * 100.0 / total as f64;
+            let shown = format!("{} MiB free ({pct:.0}%) on {}", free >> 20, at.display());
+            if free < 100 << 20 || pct < 5.0 {
+                vec![bad(
+                    Level::Fail,
+                    name,
+                    shown,
+                    "free space: old images (crictl rmi --prune), logs, or lower containerLogMaxSize",
+                )]
+            } else if free < 1 << 30 || pct < 10.0 {
+                vec![bad(Level::Warn, name, shown, "space is getting low: containerd's image store and pod logs grow")]
+            } else {
+                vec![ok(name, shown)]
+            }
+        }
+    }
+}
+
+/// The clock: a box that booted without network may think it is 1970, which breaks TLS.
+pub fn clock(now: SystemTime) -> Vec<Check> {
+    // Built in 2026: any earlier date is certainly wrong.
+    let floor = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01
+    if now < floor {
+        vec![bad(
+            Level::Fail,
+            "clock",
+            format!("the clock says {}", crate::rfc3339::format_seconds(now)),
+            "set the time (timedatectl set-ntp true, or an RTC); TLS to manifest URLs and registries fails with a wrong clock",
+        )]
+    } else {
+        vec![ok("clock", crate::rfc3339::format_seconds(now))]
+    }
+}
+
+/// Every check for these settings.
+pub fn all(s: &Settings) -> Vec<Check> {
+    let mut checks = runtime(s);
+    checks.extend(cgroups(Path::new("/sys/fs/cgroup")));
+    checks.extend(cni(
+        &[Path::new("/etc/cni/net.d")],
+        &[Path::new("/opt/cni/bin"), Path::new("/usr/lib/cni"), Path::new("/usr/libexec/cni")],
+    ));
+    checks.extend(manifests(s.pod_manifest_path.as_deref()));
+    checks.extend(writable("state", &s.root_dir));
+    checks.extend(writable("logs", &s.pod_logs_dir));
+    checks.extend(disk("disk", &s.root_dir));
+    checks.extend(disk("disk", &s.pod_logs_dir));
+    checks.extend(clock(SystemTime::now()));
+    checks
+}
+
+/// The report, a line per check and a `fix:` line under each problem.
+pub fn report(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        let tag = match c.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "WARN",
+            Level::Fail => "FAIL",
+        };
+        out.push_str(&format!("{tag} {:<10} {}\n", c.name, c.detail));
+        if let Some(f) = &c.fix {
+            out.push_str(&format!("     {:<10} fix: {f}\n", ""));
+        }
+    }
+    let fails = checks.iter().filter(|c| c.level == Level::Fail).count();
+    let warns = checks.iter().filter(|c| c.level == Level::Warn).count();
+    out.push_str(&format!("{fails} failed, {warns} warning(s), {} ok\n", checks.len() - fails - warns));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("atoll-doctor-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn cgroup_controllers_are_checked_for_v1_and_v2() {
+        let v2 = dir("v2");
+        std::fs::write(v2.join("cgroup.controllers"), "cpuset cpu io pids\n").unwrap();
+        let c = cgroups(&v2);
+        assert_eq!(c[0].detail, "v2 with cpuset cpu io pids");
+        let mem = c.iter().find(|c| c.level == Level::Fail).expect("memory is missing");
+        assert!(mem.detail.contains("memory") && mem.fix.as_ref().unwrap().contains("cgroup_enable=memory"));
+        let v1 = dir("v1");
+        for d in ["cpu", "memory", "pids"] {
+            std::fs::create_dir_all(v1.join(d)).unwrap();
+        }
+        assert!(cgroups(&v1).iter().all(|c| c.level == Level::Ok));
+        assert_eq!(cgroups(&dir("none"))[0].level, Level::Fail);
+    }
+
+    #[test]
+    fn a_world_writable_manifest_dir_fails() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("manifests");
+        assert_eq!(manifests(Some(&d))[0].level, Level::Ok);
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let c = &manifests(Some(&d))[0];
+        assert_eq!(c.level, Level::Fail);
+        assert!(c.fix.as_ref().unwrap().starts_with("chmod o-w"));
+        assert_eq!(manifests(Some(&d.join("absent")))[0].level, Level::Warn);
+    }
+
+    #[test]
+    fn cni_and_clock_and_report() {
+        let conf = dir("cni-conf");
+        let bin = dir("cni-bin");
+        assert_eq!(cni(&[&conf], &[&bin])[0].level, Level::Warn);
+        std::fs::write(conf.join("10-net.conflist"), "{}").unwrap();
+        std::fs::write(bin.join("bridge"), "").unwrap();
+        assert_eq!(cni(&[&conf], &[&bin])[0].level, Level::Ok);
+        let c = clock(SystemTime::UNIX_EPOCH);
+        assert_eq!(c[0].level, Level::Fail);
+        assert!(c[0].detail.contains("1970"));
+        let text = report(&c);
+        assert!(text.starts_with("FAIL clock      the clock says 1970-01-01T00:00:00Z\n     "), "{text}");
+        assert!(text.ends_with("1 failed, 0 warning(s), 0 ok\n"), "{text}");
+        assert!(text.lines().all(|l| l.len() <= 200));
+    }
+}
