@@ -236,7 +236,10 @@ fn parse_flags_from(cmd: &str, args: &[String], table: &[FlagSpec]) -> Result<(F
             positional.extend(args[i..].iter().cloned());
             break;
         }
-        let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-').filter(|b| b.len() > 1)) else {
+        let Some(body) = arg
+            .strip_prefix("--")
+            .or_else(|| arg.strip_prefix('-').filter(|b| b.len() > 1 || CLIENT_SHORT.iter().any(|(s, _)| s == b)))
+        else {
             positional.push(arg.clone());
             continue;
         };
@@ -310,6 +313,28 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn client_commands_take_kubectls_short_flags() {
+        let Command::Client { command, flags, args: rest } =
+            parse(args("logs web -c app -f --tail 5 -n kube-system")).unwrap()
+        else {
+            panic!("expected a client command")
+        };
+        assert_eq!((command.as_str(), rest), ("logs", vec!["web".to_string()]));
+        assert_eq!(flags.get("container"), Some("app"));
+        assert!(flags.is_set("follow"));
+        assert_eq!(flags.get("tail"), Some("5"));
+        assert_eq!(flags.get("namespace"), Some("kube-system"));
+        let Command::Client { flags, .. } = parse(args("pods -o json")).unwrap() else { panic!() };
+        assert_eq!(flags.get("output"), Some("json"));
+        let e = |s: &str| parse(args(s)).unwrap_err().0;
+        assert_eq!(e("pods -o xml"), "flag --output takes json, yaml or wide, got \"xml\"");
+        assert_eq!(e("logs"), "`atoll logs` takes one pod name ([NAMESPACE/]NAME), got []");
+        assert_eq!(e("logs a --tail x"), "flag --tail takes a number of lines, got \"x\"");
+        assert_eq!(e("pods --strict"), "unknown flag --strict for `atoll pods`");
+        assert!(matches!(parse(args("doctor --container-runtime-endpoint=unix:///x.sock")), Ok(Command::Doctor(_))));
     }
 
     #[test]

@@ -225,7 +225,12 @@ fn run(flags: &Flags) -> Result<(), String> {
         let mut engine = Engine::new(shared.clone());
         let finished = engine.finished();
         let mut ready = false;
-        let tick = notifier.watchdog_interval().unwrap_or(Duration::from_secs(3600));
+        // systemd gets READY after the first full sync, or after this long if a source (a
+        // URL with no cached copy on an offline boot) has not answered yet: the pods that can
+        // run are running, and a start timeout must not kill the agent in a restart loop.
+        let ready_by = std::time::Instant::now() + READY_AT_THE_LATEST;
+        let mut notified_ready = false;
+        let tick = notifier.watchdog_interval().unwrap_or(Duration::from_secs(1)).min(Duration::from_secs(1));
         enum Event {
             Source(source::Update),
             Done(String),
@@ -239,8 +244,18 @@ fn run(flags: &Flags) -> Result<(), String> {
                 ready = true;
                 let desired: HashSet<String> = merger.desired().map(|p| p.uid.clone()).collect();
                 engine.remove_orphans(&desired).await;
-                notifier.send(&format!("READY=1\nSTATUS=running {} pod(s)", desired.len()));
                 log::info!("first full sync done: {} pod(s) desired", desired.len());
+                if !notified_ready {
+                    notified_ready = true;
+                    notifier.send(&format!("READY=1\nSTATUS=running {} pod(s)", desired.len()));
+                }
+            }
+            if !notified_ready && std::time::Instant::now() >= ready_by {
+                notified_ready = true;
+                log::warn!(
+                    "not every manifest source has answered after {READY_AT_THE_LATEST:?}; reporting ready anyway"
+                );
+                notifier.send("READY=1\nSTATUS=waiting for a manifest source");
             }
             let event = smol::future::or(
                 smol::future::or(
@@ -296,7 +311,7 @@ fn run(flags: &Flags) -> Result<(), String> {
                 }
             }
             // The watchdog is fed from this loop, and only while the relist keeps completing.
-            if notifier.watchdog_interval().is_some() {
+            if notified_ready && notifier.watchdog_interval().is_some() {
                 match api.stalled() {
                     None => notifier.send("WATCHDOG=1"),
                     Some(why) => log::warn!("not feeding the watchdog: {why}"),
@@ -311,6 +326,9 @@ fn run(flags: &Flags) -> Result<(), String> {
         Ok(())
     })
 }
+
+/// The longest `atoll run` waits for its sources before telling systemd it is ready.
+const READY_AT_THE_LATEST: Duration = Duration::from_secs(30);
 
 /// Stops every pod and waits (up to the longest grace period plus a minute) for their workers.
 async fn drain(engine: &mut Engine, merger: &merge::Merger, finished: &smol::channel::Receiver<String>) {

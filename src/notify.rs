@@ -40,6 +40,9 @@ impl Notifier {
 
 fn send_to(path: &str, state: &str) -> std::io::Result<()> {
     let sock = std::os::unix::net::UnixDatagram::unbound()?;
+    // Never block the main loop on a receiver that is not reading: a full queue drops the
+    // message (the next ping comes soon).
+    sock.set_nonblocking(true)?;
     if let Some(name) = path.strip_prefix('@') {
         use std::os::linux::net::SocketAddrExt;
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
@@ -68,5 +71,11 @@ mod tests {
         assert_eq!(&buf[..len], b"READY=1");
         assert_eq!(n.watchdog_interval(), Some(Duration::from_secs(5)));
         Notifier::default().send("READY=1"); // no socket: nothing happens
+                                             // A receiver that never reads: sends fail fast instead of blocking.
+        let started = std::time::Instant::now();
+        for _ in 0..1000 {
+            n.send("WATCHDOG=1");
+        }
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

@@ -25,7 +25,7 @@ impl Agent {
         std::fs::write(
             &kubelet,
             format!(
-                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nfileCheckFrequency: 1s\n",
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nfileCheckFrequency: 1s\nhealthzPort: 0\n",
                 dir.join("manifests").display(),
                 tb.logs.display()
             ),
@@ -40,6 +40,7 @@ impl Agent {
             .arg(format!("--atoll-config={}", own.display()))
             .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
             .arg(format!("--root-dir={}", dir.join("state").display()))
+            .arg(format!("--api-socket={}", dir.join("api.sock").display()))
             .arg("--hostname-override=tb")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -242,7 +243,12 @@ fn a_bad_atoll_config_names_the_file_and_field() {
         let path = dir.join(format!("bad{i}.yaml"));
         std::fs::write(&path, format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n{body}")).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
-            .args(["run", "--hostname-override=tb", "--container-runtime-endpoint=unix:///nonexistent.sock"])
+            .args([
+                "run",
+                "--hostname-override=tb",
+                "--container-runtime-endpoint=unix:///nonexistent.sock",
+                "--api-socket=none",
+            ])
             .arg(format!("--atoll-config={}", path.display()))
             .arg(format!("--root-dir={}", dir.display()))
             .output()

@@ -17,7 +17,7 @@ fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
     std::fs::write(
         &config,
         format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nhealthzPort: 0\n",
             dir.join("manifests").display(),
             tb.logs.display()
         ),
@@ -28,6 +28,7 @@ fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
         .arg(format!("--config={}", config.display()))
         .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
         .arg(format!("--root-dir={}", dir.join("state").display()))
+        .arg(format!("--api-socket={}", dir.join("api.sock").display()))
         .arg("--hostname-override=tb")
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -315,6 +315,14 @@ async fn logs<S: smol::io::AsyncWrite + Unpin>(
     } else {
         cs.restart_count
     };
+    if !previous && cs.container_id.is_empty() {
+        let why = cs.state.waiting.as_ref().map(|w| w.reason.clone()).unwrap_or_default();
+        return Err(Response::error(
+            400,
+            "BadRequest",
+            format!("container {container:?} in pod {} is waiting to start: {why}", pod.key()),
+        ));
+    }
     let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod).join(container);
     let files = log_files(&dir, restart);
     let mut decoded = Vec::new();
@@ -342,6 +350,7 @@ async fn logs<S: smol::io::AsyncWrite + Unpin>(
     let mut offset = std::fs::metadata(&live).map(|m| m.len()).unwrap_or(0);
     let mut inode = std::fs::metadata(&live).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
     let mut partial: Vec<u8> = Vec::new();
+    let mut last_round = false;
     loop {
         smol::Timer::after(Duration::from_millis(200)).await;
         let meta = std::fs::metadata(&live).ok();
@@ -369,6 +378,9 @@ async fn logs<S: smol::io::AsyncWrite + Unpin>(
             }
             continue;
         }
+        if last_round {
+            return Ok(());
+        }
         let still_running = api.shared.statuses.get(&pod.metadata.uid).is_some_and(|s| {
             s.container_statuses
                 .iter()
@@ -376,7 +388,8 @@ async fn logs<S: smol::io::AsyncWrite + Unpin>(
                 .any(|c| c.name == container && c.container_id == cs.container_id && c.state.running.is_some())
         });
         if !still_running {
-            return Ok(());
+            // One more look: the runtime may flush the last lines just after the exit.
+            last_round = true;
         }
     }
 }
