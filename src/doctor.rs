@@ -241,10 +241,14 @@ pub fn clock(now: SystemTime) -> Vec<Check> {
 pub fn all(s: &Settings) -> Vec<Check> {
     let mut checks = runtime(s);
     checks.extend(cgroups(Path::new("/sys/fs/cgroup")));
-    checks.extend(cni(
-        &[Path::new("/etc/cni/net.d")],
-        &[Path::new("/opt/cni/bin"), Path::new("/usr/lib/cni"), Path::new("/usr/libexec/cni")],
-    ));
+    // The runtime's own NetworkReady says more than the files (it may read another directory).
+    let network_ready = checks.iter().any(|c| c.level == Level::Ok && c.detail == "NetworkReady is true");
+    if !network_ready {
+        checks.extend(cni(
+            &[Path::new("/etc/cni/net.d")],
+            &[Path::new("/opt/cni/bin"), Path::new("/usr/lib/cni"), Path::new("/usr/libexec/cni")],
+        ));
+    }
     checks.extend(manifests(s.pod_manifest_path.as_deref()));
     checks.extend(writable("state", &s.root_dir));
     checks.extend(writable("logs", &s.pod_logs_dir));
@@ -252,6 +256,26 @@ pub fn all(s: &Settings) -> Vec<Check> {
     checks.extend(disk("disk", &s.pod_logs_dir));
     checks.extend(clock(SystemTime::now()));
     checks
+}
+
+/// Wraps at 80 columns (a serial console), continuation lines indented by `indent`.
+fn wrap(text: &str, indent: usize) -> String {
+    let mut out = String::new();
+    let body = text.trim_start_matches(' ');
+    let mut line = " ".repeat(text.len() - body.len());
+    for word in body.split(' ') {
+        if !line.trim().is_empty() && line.len() + 1 + word.len() > 80 {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
 }
 
 /// The report, a line per check and a `fix:` line under each problem.
@@ -263,9 +287,9 @@ pub fn report(checks: &[Check]) -> String {
             Level::Warn => "WARN",
             Level::Fail => "FAIL",
         };
-        out.push_str(&format!("{tag} {:<10} {}\n", c.name, c.detail));
+        out.push_str(&wrap(&format!("{tag} {:<10} {}", c.name, c.detail), 16));
         if let Some(f) = &c.fix {
-            out.push_str(&format!("     {:<10} fix: {f}\n", ""));
+            out.push_str(&wrap(&format!("{:<16}fix: {f}", ""), 21));
         }
     }
     let fails = checks.iter().filter(|c| c.level == Level::Fail).count();
@@ -325,8 +349,11 @@ mod tests {
         assert_eq!(c[0].level, Level::Fail);
         assert!(c[0].detail.contains("1970"));
         let text = report(&c);
-        assert!(text.starts_with("FAIL clock      the clock says 1970-01-01T00:00:00Z\n     "), "{text}");
+        assert!(
+            text.starts_with("FAIL clock      the clock says 1970-01-01T00:00:00Z\n                fix: set"),
+            "{text}"
+        );
         assert!(text.ends_with("1 failed, 0 warning(s), 0 ok\n"), "{text}");
-        assert!(text.lines().all(|l| l.len() <= 200));
+        assert!(text.lines().all(|l| l.len() <= 80), "{text}");
     }
 }

@@ -178,7 +178,7 @@ fn run(flags: &Flags) -> Result<(), String> {
                 },
                 runtime_handlers: atoll::runtime::sandbox::Handlers::new(s.runtime_handlers.clone()),
             },
-            host_ip: s.node_ip.clone().unwrap_or_default(),
+            host_ip: s.node_ip.clone().or_else(detect_node_ip).unwrap_or_default(),
             node_cpu_millis: std::thread::available_parallelism().map_or(1000, |n| n.get() as i64 * 1000),
             node_memory_bytes: memory_total(),
             backoff: Mutex::new(Backoff::new(s.crash_loop_back_off.0, s.crash_loop_back_off.1)),
@@ -396,6 +396,17 @@ fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
     if !later.is_empty() {
         log::warn!("SIGHUP: changes to {} take effect after a restart of atoll", later.join(", "));
     }
+}
+
+/// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of
+/// its default route too): the source address the kernel picks for a route lookup. Connecting
+/// a UDP socket sends nothing. None on a box with no route, where hostNetwork pods' status
+/// shows no IP and their probes go to 127.0.0.1.
+fn detect_node_ip() -> Option<String> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?; // TEST-NET-1: a route lookup only
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_unspecified() && !ip.is_loopback()).then(|| ip.to_string())
 }
 
 /// MemTotal from /proc/meminfo, in bytes (0 if unknown).

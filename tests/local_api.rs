@@ -347,9 +347,16 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    let fail = text.lines().position(|l| l.starts_with("FAIL runtime")).unwrap_or_else(|| panic!("{text}"));
-    assert!(text.lines().nth(fail).unwrap().contains("/nonexistent/containerd.sock"));
-    assert!(text.lines().nth(fail + 1).unwrap().contains("fix: start it"), "{text}");
+    // The failing check, its continuation lines and its fix, up to the next check.
+    let block: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("FAIL runtime"))
+        .take_while(|l| l.starts_with("FAIL runtime") || l.starts_with(' '))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(block.contains("/nonexistent/containerd.sock"), "{text}");
+    assert!(block.contains("fix: start it"), "{text}");
+    assert!(text.lines().all(|l| l.len() <= 80), "an 80-column console: {text}");
     // ... and passes the runtime check against the test bed's.
     let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
         .args(["doctor", &format!("--container-runtime-endpoint={}", tb.endpoint)])
