@@ -45,6 +45,7 @@ podLogsDir: $ATOLL_TB_LOGS
 fileCheckFrequency: 20s
 CONFIG
 echo "demo: pod logs under $ATOLL_TB_LOGS (tail -f $ATOLL_TB_LOGS/*/*/0.log)" >&2
+echo "demo: from another terminal: ./target/release/atoll pods (or describe, logs -f, restart)" >&2
 ./target/release/atoll run \
   --config="$dir/kubelet-config.yaml" \
   --atoll-config="$PWD/configs/atoll.yaml" \
