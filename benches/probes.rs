@@ -7,7 +7,7 @@
 //!   cargo bench --bench probes            (ATOLL_BENCH_SECONDS=20, ATOLL_BENCH_PODS=100 by default)
 
 use atoll::probe::{Kind, PodProbes};
-use atoll::runtime::plan::{CState, ContainerObs, Observed, SandboxObs};
+use atoll::runtime::plan::{ContainerObs, Observed, SandboxObs};
 use atoll::runtime::worker::Shared;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
@@ -123,23 +123,7 @@ spec:
         }],
         containers: ["a", "b"]
             .iter()
-            .map(|n| ContainerObs {
-                id: format!("{n}{i}"),
-                name: n.to_string(),
-                sandbox_id: format!("s{i}"),
-                restart_count: 0,
-                hash: String::new(),
-                state: CState::Running,
-                exit_code: 0,
-                reason: String::new(),
-                message: String::new(),
-                created_at: 1,
-                started_at,
-                finished_at: None,
-                log_path: String::new(),
-                image: String::new(),
-                image_ref: String::new(),
-            })
+            .map(|n| ContainerObs::running(&format!("{n}{i}"), n, &format!("s{i}"), started_at))
             .collect(),
     };
     let rss0 = rss_kib();

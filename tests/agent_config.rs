@@ -20,17 +20,7 @@ struct Agent {
 
 impl Agent {
     fn start(tb: &Testbed, dir: &Path, atoll_config: &str) -> Agent {
-        std::fs::create_dir_all(dir.join("manifests")).unwrap();
-        let kubelet = dir.join("kubelet.yaml");
-        std::fs::write(
-            &kubelet,
-            format!(
-                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nfileCheckFrequency: 1s\nhealthzPort: 0\n",
-                dir.join("manifests").display(),
-                tb.logs.display()
-            ),
-        )
-        .unwrap();
+        let kubelet = common::kubelet_config(tb, dir, "fileCheckFrequency: 1s\n");
         let own = dir.join("atoll.yaml");
         std::fs::write(&own, atoll_config).unwrap();
         let log = dir.join("atoll.log");

@@ -32,16 +32,11 @@ impl Agent {
     fn start(tb: &Testbed, dir: &Path, extra: &[&str]) -> Agent {
         std::fs::create_dir_all(dir.join("manifests")).unwrap();
         let (healthz, read_only) = (free_port(), free_port());
-        let kubelet = dir.join("kubelet.yaml");
-        std::fs::write(
-            &kubelet,
-            format!(
-                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nfileCheckFrequency: 1s\nhealthzPort: {healthz}\nreadOnlyPort: {read_only}\n",
-                dir.join("manifests").display(),
-                tb.logs.display()
-            ),
-        )
-        .unwrap();
+        let kubelet = common::kubelet_config(
+            tb,
+            dir,
+            &format!("fileCheckFrequency: 1s\nhealthzPort: {healthz}\nreadOnlyPort: {read_only}\n"),
+        );
         let own = dir.join("atoll.yaml");
         if !own.exists() {
             std::fs::write(&own, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n").unwrap();

@@ -41,6 +41,15 @@ fn status_where(sh: &Shared, uid: &str, limit: Duration, what: &str, check: impl
     eventually(limit, what, || sh.statuses.get(uid).filter(|s| check(s)))
 }
 
+/// An engine on the test bed running the pod `yaml` under a unique name.
+fn run_pod(tb: &Testbed, root: &str, yaml: &str) -> (Arc<Shared>, Engine, StaticPod) {
+    let sh = shared(tb, root);
+    let mut engine = Engine::new(sh.clone());
+    let sp = static_pod(yaml, &unique(root));
+    engine.apply(Change::Add(sp.clone()));
+    (sh, engine, sp)
+}
+
 fn remove(engine: &mut Engine, sh: &Shared, sp: StaticPod) {
     let uid = sp.uid.clone();
     engine.apply(Change::Remove(sp));
@@ -80,11 +89,8 @@ spec:
 #[test]
 fn a_failing_liveness_probe_restarts_the_container_with_the_probes_grace() {
     let tb = testbed();
-    let sh = shared(tb, "liveness");
-    let mut engine = Engine::new(sh.clone());
-    let sp = static_pod(LIVENESS, &unique("live"));
+    let (sh, mut engine, sp) = run_pod(tb, "liveness", LIVENESS);
     let uid = sp.uid.clone();
-    engine.apply(Change::Add(sp.clone()));
     let first = status_where(&sh, &uid, Duration::from_secs(30), "the container running", |s| {
         container(s, "app").state.running.is_some()
     });
@@ -135,11 +141,8 @@ spec:
 #[test]
 fn readiness_flips_ready_without_restarts() {
     let tb = testbed();
-    let sh = shared(tb, "readiness");
-    let mut engine = Engine::new(sh.clone());
-    let sp = static_pod(READINESS, &unique("ready"));
+    let (sh, mut engine, sp) = run_pod(tb, "readiness", READINESS);
     let uid = sp.uid.clone();
-    engine.apply(Change::Add(sp.clone()));
     // httpd answers 404 for the missing file: not ready. The shared network namespace makes
     // port 8080 open for the tcp-open container's probe, and 8081 closed.
     let s = status_where(&sh, &uid, Duration::from_secs(30), "all running, tcp-open ready", |s| {
@@ -192,11 +195,8 @@ spec:
 #[test]
 fn a_startup_probe_holds_liveness_back_and_kills_a_container_that_never_starts() {
     let tb = testbed();
-    let sh = shared(tb, "startup");
-    let mut engine = Engine::new(sh.clone());
-    let sp = static_pod(STARTUP, &unique("startup"));
+    let (sh, mut engine, sp) = run_pod(tb, "startup", STARTUP);
     let uid = sp.uid.clone();
-    engine.apply(Change::Add(sp.clone()));
     let s = status_where(&sh, &uid, Duration::from_secs(30), "slow running, not started", |s| {
         container(s, "slow").state.running.is_some()
     });
@@ -268,11 +268,8 @@ spec:
 #[test]
 fn an_exec_probe_that_times_out_is_a_failure() {
     let tb = testbed();
-    let sh = shared(tb, "exectimeout");
-    let mut engine = Engine::new(sh.clone());
-    let sp = static_pod(EXEC_TIMEOUT, &unique("exectimeout"));
+    let (sh, mut engine, sp) = run_pod(tb, "exectimeout", EXEC_TIMEOUT);
     let uid = sp.uid.clone();
-    engine.apply(Change::Add(sp.clone()));
     let s = status_where(&sh, &uid, Duration::from_secs(40), "app restarted after timeouts", |s| {
         container(s, "app").restart_count >= 1
     });

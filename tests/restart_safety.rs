@@ -13,16 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
-    let config = dir.join("kubelet.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nhealthzPort: 0\n",
-            dir.join("manifests").display(),
-            tb.logs.display()
-        ),
-    )
-    .unwrap();
+    let config = common::kubelet_config(tb, dir, "");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll"));
     cmd.arg("run")
         .arg(format!("--config={}", config.display()))

@@ -505,23 +505,7 @@ mod tests {
     fn running(name: &str, id: &str, started_at: SystemTime) -> Observed {
         Observed {
             sandboxes: vec![],
-            containers: vec![crate::runtime::plan::ContainerObs {
-                id: id.into(),
-                name: name.into(),
-                sandbox_id: "s".into(),
-                restart_count: 0,
-                hash: String::new(),
-                state: CState::Running,
-                exit_code: 0,
-                reason: String::new(),
-                message: String::new(),
-                created_at: 1,
-                started_at: Some(started_at),
-                finished_at: None,
-                log_path: String::new(),
-                image: String::new(),
-                image_ref: String::new(),
-            }],
+            containers: vec![crate::runtime::plan::ContainerObs::running(id, name, "s", Some(started_at))],
         }
     }
 

@@ -54,6 +54,29 @@ pub struct ContainerObs {
     pub image_ref: String,
 }
 
+impl ContainerObs {
+    /// A running instance with nothing else known (tests, benchmarks).
+    pub fn running(id: &str, name: &str, sandbox_id: &str, started_at: Option<SystemTime>) -> ContainerObs {
+        ContainerObs {
+            id: id.into(),
+            name: name.into(),
+            sandbox_id: sandbox_id.into(),
+            restart_count: 0,
+            hash: String::new(),
+            state: CState::Running,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            created_at: 1,
+            started_at,
+            finished_at: None,
+            log_path: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
+        }
+    }
+}
+
 /// Everything the runtime shows for one pod UID.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {

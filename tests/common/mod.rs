@@ -229,3 +229,19 @@ pub fn engine_shared(
         heartbeat: Default::default(),
     })
 }
+
+/// A kubelet config file in `dir` for an `atoll run` on the test bed: manifests in
+/// `dir/manifests`, pod logs in the test bed's log dir, no healthz port unless `extra` (more
+/// lines) names one.
+pub fn kubelet_config(tb: &Testbed, dir: &std::path::Path, extra: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("manifests")).expect("manifest dir");
+    let path = dir.join("kubelet.yaml");
+    let healthz = if extra.contains("healthzPort:") { "" } else { "healthzPort: 0\n" };
+    let text = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\n{healthz}{extra}",
+        dir.join("manifests").display(),
+        tb.logs.display()
+    );
+    std::fs::write(&path, text).expect("kubelet config");
+    path
+}
