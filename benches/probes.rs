@@ -10,7 +10,7 @@ use atoll::probe::{Kind, PodProbes};
 use atoll::runtime::plan::{ContainerObs, Observed, SandboxObs};
 use atoll::runtime::worker::Shared;
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The child process: answers every HTTP request with 200 and accepts any TCP connection.
@@ -74,25 +74,9 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let endpoint = atoll::cri::Endpoint::parse("unix:///nonexistent/atoll-bench.sock").unwrap();
-    let shared = Arc::new(Shared {
-        cri: atoll::cri::Cri::new(&endpoint),
-        node: Default::default(),
-        host_ip: "127.0.0.1".into(),
-        node_cpu_millis: 2000,
-        node_memory_bytes: 4 << 30,
-        backoff: Mutex::new(Default::default()),
-        image_backoff: Mutex::new(Default::default()),
-        keyring: Default::default(),
-        resync: Duration::from_secs(10),
-        runtime_name: "containerd".into(),
-        statuses: Default::default(),
-        log_rotation: Default::default(),
-        // Just started, as after a reboot: each probe's first tick is spread over its period.
-        agent_start: Instant::now(),
-        events: Default::default(),
-        heartbeat: Default::default(),
-    });
+    let mut shared = Shared::without_runtime();
+    // Just started, as after a reboot: each probe's first tick is spread over its period.
+    Arc::get_mut(&mut shared).expect("not shared yet").agent_start = Instant::now();
     let yaml = |i: usize| {
         format!(
             "apiVersion: v1

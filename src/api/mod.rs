@@ -520,6 +520,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn healthz_fails_when_the_relist_stalls() {
+        let api = Api::new(crate::runtime::worker::Shared::without_runtime());
+        assert_eq!(api.stalled(), None, "just started");
+        *api.shared.heartbeat.lock().unwrap() = Some((Instant::now(), true));
+        assert_eq!(api.stalled(), None);
+        *api.shared.heartbeat.lock().unwrap() = Some((Instant::now() - Duration::from_secs(45), true));
+        let why = api.stalled().expect("stalled");
+        assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
+        let req = server::parse_head("GET /healthz HTTP/1.1").unwrap();
+        let r = smol::block_on(route(&api, &req, &["healthz"], Scope::Healthz));
+        assert_eq!(r.status, 500);
+        let r =
+            smol::block_on(route(&api, &server::parse_head("GET /pods HTTP/1.1").unwrap(), &["pods"], Scope::Healthz));
+        assert_eq!(r.status, 403, "the healthz listener serves nothing else");
+    }
+
+    #[test]
     fn cri_log_lines_decode_to_the_programs_text() {
         let raw = b"2024-01-01T00:00:00.1Z stdout F hello world\n2024-01-01T00:00:00.2Z stderr P par\n2024-01-01T00:00:00.3Z stderr F tial\n2024-01-01T00:00:00.4Z stdout F \n";
         let mut out = Vec::new();

@@ -482,26 +482,6 @@ mod tests {
         );
     }
 
-    fn shared_without_runtime() -> Arc<Shared> {
-        Arc::new(Shared {
-            cri: crate::cri::Cri::new(&crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap()),
-            node: Default::default(),
-            host_ip: "127.0.0.1".into(),
-            node_cpu_millis: 1000,
-            node_memory_bytes: 1 << 30,
-            backoff: Default::default(),
-            image_backoff: Default::default(),
-            keyring: Default::default(),
-            resync: Duration::from_secs(10),
-            runtime_name: "containerd".into(),
-            statuses: Default::default(),
-            log_rotation: Default::default(),
-            agent_start: Instant::now() - Duration::from_secs(3600),
-            events: Default::default(),
-            heartbeat: Default::default(),
-        })
-    }
-
     fn running(name: &str, id: &str, started_at: SystemTime) -> Observed {
         Observed {
             sandboxes: vec![],
@@ -521,7 +501,8 @@ mod tests {
             "livenessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"failureThreshold":2}}}}]}}}}"#
         ))
         .unwrap();
-        let probes = smol::block_on(async { PodProbes::start(&shared_without_runtime(), &pod) });
+        let probes =
+            smol::block_on(async { PodProbes::start(&crate::runtime::worker::Shared::without_runtime(), &pod) });
         let started = SystemTime::now();
         let t0 = Instant::now();
         probes.update(&pod, &running("c", "id1", started), "127.0.0.1", false);

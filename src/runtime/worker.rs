@@ -47,6 +47,30 @@ pub struct Shared {
     pub heartbeat: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
 
+impl Shared {
+    /// Shared state whose runtime socket does not exist: for tests and benchmarks of the parts
+    /// that do not call the runtime (probes against local sockets, the API's health).
+    pub fn without_runtime() -> Arc<Shared> {
+        Arc::new(Shared {
+            cri: Cri::new(&crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").expect("a valid endpoint")),
+            node: Default::default(),
+            host_ip: "127.0.0.1".into(),
+            node_cpu_millis: 1000,
+            node_memory_bytes: 1 << 30,
+            backoff: Default::default(),
+            image_backoff: Default::default(),
+            keyring: Default::default(),
+            resync: Duration::from_secs(10),
+            runtime_name: "containerd".into(),
+            statuses: Default::default(),
+            log_rotation: Default::default(),
+            agent_start: std::time::Instant::now() - Duration::from_secs(3600),
+            events: Default::default(),
+            heartbeat: Default::default(),
+        })
+    }
+}
+
 /// Why containers of one pod wait, by container name: (reason, message), kubelet's reason cache.
 type Reasons = HashMap<String, (String, String)>;
 
