@@ -175,6 +175,9 @@ pub struct AtollConfiguration {
     pub docker_config_files: Option<Vec<String>>,
     /// The local API's unix socket (default /run/atoll/atoll.sock; "" turns it off).
     pub api_socket: Option<String>,
+    /// atoll's state directory (cached URL payloads, emptyDir volumes, hosts files), as
+    /// `--root-dir` (the flag wins); default /var/lib/atoll.
+    pub state_dir: Option<String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -357,7 +360,12 @@ impl Settings {
                 ));
             }
         }
-        let root_dir: std::path::PathBuf = flags.get("root-dir").unwrap_or(DEFAULT_ROOT_DIR).into();
+        let root_dir: std::path::PathBuf = flags
+            .get("root-dir")
+            .map(String::from)
+            .or(own.state_dir.clone().filter(|d| !d.is_empty()))
+            .unwrap_or_else(|| DEFAULT_ROOT_DIR.into())
+            .into();
         let duration = |flag: &str, field: &str, from_config: &Option<String>, default: Duration| {
             let (raw, whence) = match (flags.get(flag), from_config) {
                 (Some(v), _) => (v.to_string(), format!("flag --{flag}")),
@@ -595,6 +603,7 @@ authentication:
         assert_eq!((q.len(), q[0].auth.password.as_str()), (1, "s3cret"), "password from the file, newline dropped");
         assert_eq!(s.keyring.lookup("r.example.com/app")[0].auth.auth, "dTpw", "<root-dir>/config.json is read");
         assert!(s.config_notes.iter().any(|n| n.contains("future: unknown field; ignored")), "{:?}", s.config_notes);
+        assert_eq!(s.root_dir, dir, "--root-dir wins over stateDir");
         // The flag wins over the file.
         let s = Settings::load(&flags(&[
             &format!("--atoll-config={path}"),
