@@ -173,6 +173,13 @@ spec:
         late[late.len() - 1]
     );
     println!("  probes behind schedule   {behind} of {}", all.len());
+    let cpu_pct = 100.0 * cpu.as_secs_f64() / elapsed.as_secs_f64();
+    if cpu_pct > 0.0 {
+        println!(
+            "  throughput               {:.0} probe attempts/s per 1% of a core",
+            attempts as f64 / elapsed.as_secs_f64() / cpu_pct
+        );
+    }
     println!(
         "  RSS                      {rss0} KiB before, {rss_idle} KiB with {} idle probe tasks, {rss} KiB after probing",
         all.len()
