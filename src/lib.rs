@@ -12,6 +12,7 @@ pub mod cri;
 pub mod doctor;
 pub mod events;
 pub mod metrics;
+pub mod mirror;
 pub mod notify;
 pub mod pod;
 pub mod probe;

@@ -1,0 +1,276 @@
+//! kubeconfig files (`--kubeconfig`), as client-go reads them for one connection: the
+//! current context (or a named one) picks a cluster (server URL, CA from a file or inline
+//! data, insecure-skip-tls-verify) and a user (client certificate and key from files or inline
+//! data, a bearer token or a token file). Relative file paths are relative to the kubeconfig's
+//! own directory, as client-go resolves them. Errors name the file and the field.
+
+use std::path::{Path, PathBuf};
+
+/// Where a credential's bytes come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    Data(Vec<u8>),
+}
+
+impl Source {
+    /// The bytes, read now (token files are re-read on each use, so a rotated token applies).
+    pub fn read(&self) -> Result<Vec<u8>, String> {
+        match self {
+            Source::Data(d) => Ok(d.clone()),
+            Source::File(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display())),
+        }
+    }
+}
+
+/// What connecting to the API server needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    pub server: String,
+    pub ca: Option<Source>,
+    pub insecure_skip_tls_verify: bool,
+    pub client_certificate: Option<Source>,
+    pub client_key: Option<Source>,
+    pub token: Option<Source>,
+    /// The context it came from, for log lines.
+    pub context: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct File {
+    #[serde(default)]
+    clusters: Vec<Named<Cluster>>,
+    #[serde(default)]
+    users: Vec<Named<User>>,
+    #[serde(default)]
+    contexts: Vec<Named<Context>>,
+    #[serde(default)]
+    current_context: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Named<T> {
+    name: String,
+    #[serde(alias = "cluster", alias = "user", alias = "context")]
+    value: Option<T>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct Cluster {
+    #[serde(default)]
+    server: String,
+    certificate_authority: Option<String>,
+    certificate_authority_data: Option<String>,
+    #[serde(default)]
+    insecure_skip_tls_verify: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct User {
+    client_certificate: Option<String>,
+    client_certificate_data: Option<String>,
+    client_key: Option<String>,
+    client_key_data: Option<String>,
+    token: Option<String>,
+    token_file: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Context {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    user: String,
+}
+
+/// Standard base64 (with or without padding), as kubeconfig `*-data` fields hold it.
+pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => return Err(format!("not base64: unexpected {:?}", c as char)),
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Ok(out)
+}
+
+fn source(
+    dir: &Path,
+    shown: &str,
+    field: &str,
+    file: &Option<String>,
+    data: &Option<String>,
+) -> Result<Option<Source>, String> {
+    match (file.as_deref().filter(|f| !f.is_empty()), data.as_deref().filter(|d| !d.is_empty())) {
+        (Some(_), Some(_)) => Err(format!("{shown}: {field}: give {field} or {field}-data, not both")),
+        (Some(f), None) => Ok(Some(Source::File(dir.join(f)))),
+        (None, Some(d)) => {
+            base64_decode(d).map(|b| Some(Source::Data(b))).map_err(|e| format!("{shown}: {field}-data: {e}"))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Reads `path` and resolves `context` (the current context when `None`).
+pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, String> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let file: File = serde_saphyr::from_slice(&bytes).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = context.map(String::from).unwrap_or(file.current_context.clone());
+    if name.is_empty() {
+        return Err(format!("kubeconfig {shown}: current-context is not set"));
+    }
+    let ctx = file
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .and_then(|c| c.value.as_ref())
+        .ok_or_else(|| format!("kubeconfig {shown}: contexts: no context named {name:?}"))?;
+    let cluster =
+        file.clusters.iter().find(|c| c.name == ctx.cluster).and_then(|c| c.value.as_ref()).ok_or_else(|| {
+            format!("kubeconfig {shown}: clusters: no cluster named {:?} (context {name:?})", ctx.cluster)
+        })?;
+    let default_user = User::default();
+    let user = match file.users.iter().find(|u| u.name == ctx.user) {
+        Some(u) => u.value.as_ref().unwrap_or(&default_user),
+        None if ctx.user.is_empty() => &default_user,
+        None => return Err(format!("kubeconfig {shown}: users: no user named {:?} (context {name:?})", ctx.user)),
+    };
+    let server = cluster.server.trim_end_matches('/').to_string();
+    if !(server.starts_with("https://") || server.starts_with("http://")) {
+        return Err(format!(
+            "kubeconfig {shown}: clusters[{:?}].server: {server:?} is not an http(s) URL",
+            ctx.cluster
+        ));
+    }
+    let token = match (&user.token, &user.token_file) {
+        (Some(t), _) if !t.is_empty() => Some(Source::Data(t.trim().as_bytes().to_vec())),
+        (_, Some(f)) if !f.is_empty() => Some(Source::File(dir.join(f))),
+        _ => None,
+    };
+    let conn = Connection {
+        server,
+        ca: source(
+            dir,
+            &shown,
+            "certificate-authority",
+            &cluster.certificate_authority,
+            &cluster.certificate_authority_data,
+        )?,
+        insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
+        client_certificate: source(
+            dir,
+            &shown,
+            "client-certificate",
+            &user.client_certificate,
+            &user.client_certificate_data,
+        )?,
+        client_key: source(dir, &shown, "client-key", &user.client_key, &user.client_key_data)?,
+        token,
+        context: name,
+    };
+    if conn.client_certificate.is_some() != conn.client_key.is_some() {
+        return Err(format!(
+            "kubeconfig {shown}: user {:?}: a client certificate needs its key and the other way round",
+            ctx.user
+        ));
+    }
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("atoll-kubeconfig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    const CONFIG: &str = "apiVersion: v1
+kind: Config
+current-context: edge
+clusters:
+- name: prod
+  cluster:
+    server: https://10.0.0.1:6443/
+    certificate-authority-data: aGVsbG8=
+- name: lab
+  cluster:
+    server: https://lab:6443
+    certificate-authority: certs/ca.pem
+    insecure-skip-tls-verify: true
+users:
+- name: node
+  user:
+    client-certificate: node.crt
+    client-key-data: a2V5
+- name: bot
+  user:
+    token-file: /var/run/token
+contexts:
+- name: edge
+  context: {cluster: prod, user: node}
+- name: lab
+  context: {cluster: lab, user: bot}
+";
+
+    #[test]
+    fn the_current_context_picks_cluster_and_user() {
+        let p = write("config", CONFIG);
+        let c = load(&p, None).unwrap();
+        assert_eq!(c.server, "https://10.0.0.1:6443");
+        assert_eq!(c.ca, Some(Source::Data(b"hello".to_vec())));
+        assert_eq!(c.client_certificate, Some(Source::File(p.parent().unwrap().join("node.crt"))));
+        assert_eq!(c.client_key, Some(Source::Data(b"key".to_vec())));
+        assert_eq!((c.token, c.context.as_str(), c.insecure_skip_tls_verify), (None, "edge", false));
+        let lab = load(&p, Some("lab")).unwrap();
+        assert_eq!(lab.ca, Some(Source::File(p.parent().unwrap().join("certs/ca.pem"))));
+        assert_eq!(lab.token, Some(Source::File("/var/run/token".into())));
+        assert!(lab.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn problems_name_the_file_and_field() {
+        let p = write("bad-context", &CONFIG.replace("current-context: edge", "current-context: nope"));
+        let e = load(&p, None).unwrap_err();
+        assert!(e.contains("bad-context") && e.contains("no context named \"nope\""), "{e}");
+        let p = write("bad-data", &CONFIG.replace("aGVsbG8=", "a*b"));
+        let e = load(&p, None).unwrap_err();
+        assert!(e.contains("certificate-authority-data: not base64"), "{e}");
+        let p = write("bad-server", &CONFIG.replace("https://10.0.0.1:6443/", "10.0.0.1"));
+        assert!(load(&p, None).unwrap_err().contains("server: \"10.0.0.1\" is not an http(s) URL"));
+        let p = write("half-cert", &CONFIG.replace("    client-key-data: a2V5\n", ""));
+        assert!(load(&p, None).unwrap_err().contains("needs its key"));
+        assert!(load(Path::new("/nonexistent/kubeconfig"), None).unwrap_err().contains("/nonexistent/kubeconfig"));
+    }
+
+    #[test]
+    fn base64_decodes_with_and_without_padding() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("aGVsbG8").unwrap(), b"hello");
+        assert_eq!(base64_decode("aGVs\nbG8h").unwrap(), b"hello!");
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert!(base64_decode("a-b").is_err());
+    }
+}
