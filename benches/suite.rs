@@ -215,17 +215,7 @@ fn footprint(tb: &common::Testbed, base: &Path, pods: usize, window: Duration) -
         std::fs::write(manifests.join(format!("fp{i}.yaml")), yaml).unwrap();
     }
     let config = common::kubelet_config(tb, &dir, "");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
-        .arg("run")
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-        .arg(format!("--root-dir={}", dir.join("state").display()))
-        .arg(format!("--api-socket={}", dir.join("api.sock").display()))
-        .arg("--hostname-override=bench")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start atoll");
+    let mut child = common::atoll_run(tb, &dir, &config, &dir.join("api.sock"), "bench").spawn().expect("start atoll");
     let cri = tb.cri();
     wait("the footprint pods running", || (0..pods).all(|i| !running(&cri, &format!("fp{i}-bench")).is_empty()));
     std::thread::sleep(Duration::from_secs(3)); // let start-up work settle

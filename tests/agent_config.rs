@@ -10,7 +10,7 @@ use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 struct Agent {
@@ -24,15 +24,8 @@ impl Agent {
         let own = dir.join("atoll.yaml");
         std::fs::write(&own, atoll_config).unwrap();
         let log = dir.join("atoll.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_atoll"))
-            .arg("run")
-            .arg(format!("--config={}", kubelet.display()))
+        let child = common::atoll_run(tb, dir, &kubelet, &dir.join("api.sock"), "tb")
             .arg(format!("--atoll-config={}", own.display()))
-            .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-            .arg(format!("--root-dir={}", dir.join("state").display()))
-            .arg(format!("--api-socket={}", dir.join("api.sock").display()))
-            .arg("--hostname-override=tb")
-            .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start atoll");

@@ -53,18 +53,11 @@ impl Agent {
             }
         });
         let socket = dir.join("run").join("atoll.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_atoll"))
-            .arg("run")
-            .arg(format!("--config={}", kubelet.display()))
+        let child = common::atoll_run(tb, dir, &kubelet, &socket, "tb")
             .arg(format!("--atoll-config={}", own.display()))
-            .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-            .arg(format!("--root-dir={}", dir.join("state").display()))
-            .arg(format!("--api-socket={}", socket.display()))
-            .arg("--hostname-override=tb")
             .args(extra)
             .env("NOTIFY_SOCKET", &notify_path)
             .env("WATCHDOG_USEC", "600000")
-            .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("atoll.log")).unwrap())
             .spawn()
             .expect("start atoll");

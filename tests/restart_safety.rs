@@ -9,20 +9,12 @@ use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSand
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
     let config = common::kubelet_config(tb, dir, "");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_atoll"));
-    cmd.arg("run")
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-        .arg(format!("--root-dir={}", dir.join("state").display()))
-        .arg(format!("--api-socket={}", dir.join("api.sock").display()))
-        .arg("--hostname-override=tb")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = common::atoll_run(tb, dir, &config, &dir.join("api.sock"), "tb");
     if let Some(f) = fault {
         cmd.env("ATOLL_FAULT_ABORT_AFTER", f);
     }

@@ -151,7 +151,7 @@ impl FileSource {
         let scan = scan(&self.cfg.path, &self.cfg.node, self.cfg.policy);
         let errors = scan.errors.len() + usize::from(scan.path_problem.is_some());
         if errors == 0 {
-            crate::source::http::source_success("file");
+            super::source_success("file");
         } else {
             crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "file")], errors as f64);
         }

@@ -245,7 +245,7 @@ impl Poller {
         match result {
             Ok(Fetched::NotModified) => {
                 self.failures = 0;
-                source_success("http");
+                super::source_success("http");
                 None
             }
             Ok(Fetched::Body { bytes, etag, last_modified }) => {
@@ -267,7 +267,7 @@ impl Poller {
                             log::warn!("URL source: {}: {w}", self.shown());
                         }
                         log::info!("URL source: {} delivered {} pod(s)", self.shown(), loaded.pods.len());
-                        source_success("http");
+                        super::source_success("http");
                         self.accept(&bytes, validators);
                         Some(Update { source: SourceId::Http, pods: loaded.pods, errors: vec![] })
                     }
@@ -371,12 +371,6 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
         }
         smol::Timer::after(every).await;
     }
-}
-
-/// Records a good read of a manifest source (for `/metrics`).
-pub fn source_success(source: &str) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    crate::metrics::set(&crate::metrics::SOURCE_SUCCESS, &[("source", source)], now.as_secs_f64().floor());
 }
 
 #[cfg(test)]

@@ -36,3 +36,9 @@ pub struct Update {
     /// Manifests that failed this time (their last good pods, if any, are still in `pods`).
     pub errors: Vec<ManifestError>,
 }
+
+/// Records a good read of a manifest source (for `/metrics`).
+pub fn source_success(source: &str) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    crate::metrics::set(&crate::metrics::SOURCE_SUCCESS, &[("source", source)], now.as_secs_f64().floor());
+}

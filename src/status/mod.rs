@@ -410,11 +410,7 @@ mod tests {
 
     fn ctr(name: &str, state: CState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
         ContainerObs {
-            id: format!("{name}{created}"),
-            name: name.into(),
-            sandbox_id: "s1".into(),
             restart_count: restarts,
-            hash: String::new(),
             state,
             exit_code: exit,
             reason: match (state, exit) {
@@ -422,13 +418,11 @@ mod tests {
                 (CState::Exited, _) => "Error".into(),
                 _ => String::new(),
             },
-            message: String::new(),
             created_at: created,
-            started_at: Some(t(created as u64)),
             finished_at: (state == CState::Exited).then(|| t(created as u64 + 1)),
-            log_path: String::new(),
             image: "docker.io/library/x:1".into(),
             image_ref: "sha256:abc".into(),
+            ..ContainerObs::running(&format!("{name}{created}"), name, "s1", Some(t(created as u64)))
         }
     }
 

@@ -245,3 +245,18 @@ pub fn kubelet_config(tb: &Testbed, dir: &std::path::Path, extra: &str) -> PathB
     std::fs::write(&path, text).expect("kubelet config");
     path
 }
+
+/// `atoll run` against the test bed: the kubelet config `config`, state under `dir/state`, the
+/// local API on `socket`, node name `node`, output discarded (callers may redirect it).
+pub fn atoll_run(tb: &Testbed, dir: &Path, config: &Path, socket: &Path, node: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"));
+    cmd.arg("run")
+        .arg(format!("--config={}", config.display()))
+        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
+        .arg(format!("--root-dir={}", dir.join("state").display()))
+        .arg(format!("--api-socket={}", socket.display()))
+        .arg(format!("--hostname-override={node}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
