@@ -89,6 +89,21 @@ const RUN_FLAGS: &[FlagSpec] = &[
     FlagSpec { name: "root-dir", kind: Kind::Value, help: "atoll's state directory, default /var/lib/atoll" },
     FlagSpec { name: "kubeconfig", kind: Kind::Value, help: "API server to mirror pods to, when reachable" },
     FlagSpec { name: "node-ip", kind: Kind::Value, help: "the node's IP address" },
+    FlagSpec {
+        name: "node-labels",
+        kind: Kind::Value,
+        help: "labels for the registered node: key=value,key=value (with --kubeconfig)",
+    },
+    FlagSpec {
+        name: "node-status-update-frequency",
+        kind: Kind::Value,
+        help: "how often the node status is checked for changes, default 10s",
+    },
+    FlagSpec {
+        name: "node-status-report-frequency",
+        kind: Kind::Value,
+        help: "how often the node status is sent when unchanged, default 5m",
+    },
     FlagSpec { name: "runtime-request-timeout", kind: Kind::Value, help: "deadline of CRI calls, e.g. 2m (default)" },
     FlagSpec {
         name: "api-socket",

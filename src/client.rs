@@ -318,6 +318,9 @@ pub fn describe_text(pod: &Value, events: &[Value], now: SystemTime) -> String {
         .collect();
     field(&mut out, "Labels", &labels.join(","));
     field(&mut out, "Source", pod["metadata"]["annotations"]["kubernetes.io/config.source"].as_str().unwrap_or(""));
+    if let Some(m) = pod["metadata"]["annotations"][crate::api::ANNOTATION_MIRROR_STATE].as_str() {
+        field(&mut out, "Mirror", m);
+    }
     field(&mut out, "Status", &status_column(pod));
     if let Some(m) = pod["status"]["message"].as_str() {
         field(&mut out, "Message", m);

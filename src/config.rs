@@ -111,6 +111,18 @@ pub struct Settings {
     pub read_only: Option<String>,
     /// Stop every pod before exiting on SIGTERM (kubelet leaves them running).
     pub drain_on_exit: bool,
+    /// Mirror to the API server this kubeconfig names (`--kubeconfig`, or `kubeconfig` in the
+    /// AtollConfiguration).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// `--node-labels` (over `nodeLabels` of the AtollConfiguration).
+    pub node_labels: std::collections::BTreeMap<String, String>,
+    /// registerWithTaints, as API taint objects.
+    pub register_with_taints: Vec<serde_json::Value>,
+    /// maxPods (the node's `pods` capacity).
+    pub max_pods: i64,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    pub node_lease_duration_seconds: u32,
 }
 
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
@@ -145,6 +157,20 @@ pub struct KubeletConfiguration {
     pub healthz_port: Option<i64>,
     pub healthz_bind_address: Option<String>,
     pub read_only_port: Option<i64>,
+    pub max_pods: Option<i64>,
+    pub register_with_taints: Option<Vec<Taint>>,
+    pub node_status_update_frequency: Option<String>,
+    pub node_status_report_frequency: Option<String>,
+    pub node_lease_duration_seconds: Option<i64>,
+}
+
+/// A taint of `registerWithTaints`.
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: String,
 }
 
 /// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
@@ -178,6 +204,11 @@ pub struct AtollConfiguration {
     /// atoll's state directory (cached URL payloads, emptyDir volumes, hosts files), as
     /// `--root-dir` (the flag wins); default /var/lib/atoll.
     pub state_dir: Option<String>,
+    /// The kubeconfig of the API server to mirror to (`--kubeconfig` wins).
+    pub kubeconfig: Option<String>,
+    /// Labels for the registered node (`--node-labels` wins).
+    #[serde(default)]
+    pub node_labels: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -314,7 +345,7 @@ impl AtollConfiguration {
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &["nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "maxPods", "syncFrequency"];
+const LATER_FIELDS: &[&str] = &["syncFrequency"];
 
 impl KubeletConfiguration {
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
@@ -491,8 +522,98 @@ impl Settings {
                 p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
             },
             drain_on_exit: flags.is_set("drain-on-exit"),
+            kubeconfig: flags
+                .get("kubeconfig")
+                .map(String::from)
+                .or(own.kubeconfig.clone())
+                .filter(|k| !k.is_empty())
+                .map(Into::into),
+            node_labels: match flags.get("node-labels") {
+                Some(v) => parse_labels(v).map_err(|e| format!("flag --node-labels: {e}"))?,
+                None => {
+                    for (k, v) in &own.node_labels {
+                        check_label(k, v).map_err(|e| format!("config {own_shown}: nodeLabels.{k}: {e}"))?;
+                    }
+                    own.node_labels.clone()
+                }
+            },
+            register_with_taints: {
+                let mut taints = Vec::new();
+                for (i, t) in cfg.register_with_taints.iter().flatten().enumerate() {
+                    if t.key.is_empty() || !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str())
+                    {
+                        return Err(format!(
+                            "config field registerWithTaints[{i}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute"
+                        ));
+                    }
+                    taints.push(serde_json::to_value(t).unwrap_or_default());
+                }
+                taints
+            },
+            max_pods: match cfg.max_pods {
+                None => 110,
+                Some(n) if n > 0 => n,
+                Some(n) => return Err(format!("config field maxPods: {n} must be positive")),
+            },
+            node_status_update_frequency: duration(
+                "node-status-update-frequency",
+                "nodeStatusUpdateFrequency",
+                &cfg.node_status_update_frequency,
+                Duration::from_secs(10),
+            )?,
+            node_status_report_frequency: duration(
+                "node-status-report-frequency",
+                "nodeStatusReportFrequency",
+                &cfg.node_status_report_frequency,
+                Duration::from_secs(300),
+            )?,
+            node_lease_duration_seconds: match cfg.node_lease_duration_seconds {
+                None => 40,
+                Some(n) if (1..=3600).contains(&n) => n as u32,
+                Some(n) => return Err(format!("config field nodeLeaseDurationSeconds: {n} must be 1 to 3600")),
+            },
         })
     }
+}
+
+/// `--node-labels`: `key=value,key=value`.
+fn parse_labels(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        check_label(k, v).map_err(|e| format!("{k}: {e}"))?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+/// A label key (optional DNS-subdomain prefix, a name of up to 63 characters) and value.
+fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 63
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && n.as_bytes()[0].is_ascii_alphanumeric()
+            && n.as_bytes()[n.len() - 1].is_ascii_alphanumeric()
+    };
+    let name = match key.split_once('/') {
+        Some((prefix, name)) => {
+            crate::pod::validate::dns1123_subdomain(prefix).map_err(|e| format!("key prefix {e}"))?;
+            name
+        }
+        None => key,
+    };
+    if !name_ok(name) {
+        return Err(
+            "a label key's name is 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into()
+        );
+    }
+    if !value.is_empty() && !name_ok(value) {
+        return Err(format!(
+            "label value {value:?}: up to 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+        ));
+    }
+    Ok(())
 }
 
 /// The machine's host name (kubelet's default node name).
@@ -535,6 +656,11 @@ podLogsDir: /var/log/pods
 containerLogMaxSize: 1Mi
 containerLogMaxFiles: 3
 maxPods: 20
+syncFrequency: 1m
+registerWithTaints:
+- key: site
+  value: north
+  effect: NoSchedule
 cgroupDriver: systemd
 authentication:
   anonymous:
@@ -556,12 +682,35 @@ authentication:
         assert_eq!(s.runtime_endpoint.to_string(), "unix:///run/crio/crio.sock");
         assert_eq!(s.node_name, "edge-1");
         let notes = s.config_notes.join("\n");
-        assert!(notes.contains("maxPods: not used by this version of atoll yet"), "{notes}");
+        assert!(notes.contains("syncFrequency: not used by this version of atoll yet"), "{notes}");
+        assert!(!notes.contains("maxPods"), "{notes}");
+        assert_eq!(s.max_pods, 20);
+        assert_eq!(
+            s.register_with_taints,
+            vec![serde_json::json!({"key": "site", "value": "north", "effect": "NoSchedule"})]
+        );
+        assert_eq!(s.node_lease_duration_seconds, 40);
+        assert_eq!(s.node_status_report_frequency, Duration::from_secs(300));
         assert_eq!(s.log_rotation, crate::runtime::logs::Rotation { max_size: 1 << 20, max_files: 3 });
         assert!(!notes.contains("podLogsDir"), "{notes}");
         assert_eq!(s.pod_logs_dir, std::path::Path::new("/var/log/pods"));
         assert!(notes.contains("cgroupDriver: not supported by atoll; ignored"), "{notes}");
         assert!(notes.contains("authentication: not supported by atoll; ignored"), "{notes}");
+    }
+
+    #[test]
+    fn node_labels_are_checked_and_named() {
+        let s = Settings::load(&flags(&["--node-labels=site=north, example.com/tier=edge,empty="])).unwrap();
+        assert_eq!(s.node_labels["site"], "north");
+        assert_eq!(s.node_labels["example.com/tier"], "edge");
+        assert_eq!(s.node_labels["empty"], "");
+        for bad in ["site", "-x=1", "a/b/c=1", "k=-v", "Bad_Prefix./k=v"] {
+            let e = Settings::load(&flags(&[&format!("--node-labels={bad}")])).unwrap_err();
+            assert!(e.starts_with("flag --node-labels: "), "{bad}: {e}");
+        }
+        assert_eq!(Settings::load(&flags(&[])).unwrap().kubeconfig, None);
+        let s = Settings::load(&flags(&["--kubeconfig=/etc/atoll/kubeconfig"])).unwrap();
+        assert_eq!(s.kubeconfig.as_deref(), Some(std::path::Path::new("/etc/atoll/kubeconfig")));
     }
 
     #[test]

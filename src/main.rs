@@ -35,6 +35,10 @@ const RUN_FLAGS_IN_USE: &[&str] = &[
     "api-socket",
     "drain-on-exit",
     "node-ip",
+    "kubeconfig",
+    "node-labels",
+    "node-status-update-frequency",
+    "node-status-report-frequency",
 ];
 
 fn main() -> ExitCode {
@@ -116,7 +120,7 @@ fn run(flags: &Flags) -> Result<(), String> {
     let policy = Policy { strict: s.strict };
     let cri = Cri::new(&s.runtime_endpoint).with_request_timeout(s.runtime_request_timeout);
     smol::block_on(async {
-        let runtime_name = match cri.version().await {
+        let (runtime_name, runtime_version) = match cri.version().await {
             Ok(v) => {
                 log::info!(
                     "connected to {} {} (CRI {}) at {}",
@@ -125,11 +129,12 @@ fn run(flags: &Flags) -> Result<(), String> {
                     v.runtime_api_version,
                     s.runtime_endpoint
                 );
-                v.runtime_name
+                let full = format!("{}://{}", v.runtime_name, v.runtime_version);
+                (v.runtime_name, full)
             }
             Err(e) => {
                 log::warn!("cannot reach the container runtime at {} yet: {e}", s.runtime_endpoint);
-                "containerd".to_string()
+                ("containerd".to_string(), "containerd://unknown".to_string())
             }
         };
         let (tx, rx) = smol::channel::bounded::<source::Update>(16);
@@ -192,8 +197,29 @@ fn run(flags: &Flags) -> Result<(), String> {
             agent_start: std::time::Instant::now(),
             events: Default::default(),
             heartbeat: Default::default(),
+            mirror: Default::default(),
         });
         log::info!("node {}: running pods from {} source(s)", s.node_name, sources.len());
+        if let Some(kubeconfig) = &s.kubeconfig {
+            let opts = atoll::mirror::Options {
+                kubeconfig: kubeconfig.clone(),
+                node: s.node_name.clone(),
+                hostname: atoll::config::hostname().to_lowercase(),
+                node_labels: s.node_labels.clone(),
+                taints: s.register_with_taints.clone(),
+                max_pods: s.max_pods,
+                status_update_frequency: s.node_status_update_frequency,
+                status_report_frequency: s.node_status_report_frequency,
+                lease_duration_seconds: s.node_lease_duration_seconds,
+                runtime_version,
+                endpoint_port: s.read_only.as_deref().and_then(|a| a.rsplit(':').next()?.parse().ok()).unwrap_or(0),
+                root_dir: s.root_dir.clone(),
+            };
+            atoll::mirror::start(opts, shared.clone());
+        }
+        // The mirror learns the desired pods once every source has answered (or atoll went
+        // ready without one): before that, a mirror could look orphaned when it is not.
+        let mut mirror_stale = true;
         let api = atoll::api::Api::new(shared.clone());
         let mut servers = Vec::new();
         if let Some(path) = &s.api_socket {
@@ -291,6 +317,7 @@ fn run(flags: &Flags) -> Result<(), String> {
                 Event::Source(update) => {
                     for change in merger.apply(update, SystemTime::now()) {
                         engine.apply(change);
+                        mirror_stale = true;
                     }
                 }
                 Event::Done(uid) => engine.worker_done(&uid),
@@ -309,6 +336,10 @@ fn run(flags: &Flags) -> Result<(), String> {
                     }
                     break;
                 }
+            }
+            if mirror_stale && s.kubeconfig.is_some() && (ready || notified_ready) {
+                mirror_stale = false;
+                shared.mirror.set_desired(merger.desired());
             }
             // The watchdog is fed from this loop, and only while the relist keeps completing.
             if notified_ready && notifier.watchdog_interval().is_some() {

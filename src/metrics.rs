@@ -45,6 +45,17 @@ pub const SOURCE_SUCCESS: Family = Family {
     help: "When each manifest source last delivered a good read (Unix time).",
 };
 
+pub const MIRROR_REQUESTS: Family = Family {
+    name: "atoll_mirror_requests_total",
+    kind: "counter",
+    help: "Requests to the API server by verb and HTTP status (error when none came back).",
+};
+pub const MIRROR_SECONDS: Family = Family {
+    name: "atoll_mirror_request_duration_seconds_sum",
+    kind: "counter",
+    help: "Time spent in API server requests by verb, in seconds.",
+};
+
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Default)]
@@ -83,7 +94,16 @@ pub fn value(family: &Family, labels: &[(&'static str, &str)]) -> f64 {
     with(|r| r.values.get(family.name).and_then(|m| m.get(&labels)).copied().unwrap_or(0.0))
 }
 
-const FAMILIES: &[&Family] = &[&CRI_CALLS, &CRI_SECONDS, &PROBES, &PROBE_SECONDS, &SOURCE_ERRORS, &SOURCE_SUCCESS];
+const FAMILIES: &[&Family] = &[
+    &CRI_CALLS,
+    &CRI_SECONDS,
+    &PROBES,
+    &PROBE_SECONDS,
+    &SOURCE_ERRORS,
+    &SOURCE_SUCCESS,
+    &MIRROR_REQUESTS,
+    &MIRROR_SECONDS,
+];
 
 /// Escapes a label value for the text format.
 pub fn escape(v: &str) -> String {

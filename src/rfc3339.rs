@@ -26,6 +26,14 @@ pub fn format_seconds(t: SystemTime) -> String {
     format_nanos(whole)
 }
 
+/// Formats `t` with exactly six fractional digits, as Kubernetes' `metav1.MicroTime`
+/// (a Lease's `renewTime`).
+pub fn format_micros(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let whole = format_seconds(t);
+    format!("{}.{:06}Z", whole.trim_end_matches('Z'), d.subsec_micros())
+}
+
 /// Parses a UTC timestamp `YYYY-MM-DDTHH:MM:SS[.frac]Z` (what atoll writes) to the second.
 pub fn parse_seconds(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();

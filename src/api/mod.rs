@@ -184,9 +184,16 @@ fn not_found(ns: &str, name: &str) -> Response {
     Response::error(404, "NotFound", format!("pods \"{name}\" not found in namespace \"{ns}\""))
 }
 
-/// A pod as the API shows it: the manifest's object with `status` added.
-fn pod_json(pod: &crate::pod::types::Pod, status: Option<&crate::status::PodStatus>) -> serde_json::Value {
+/// Where the pod's mirror on the API server stands (local API only; never sent anywhere).
+pub const ANNOTATION_MIRROR_STATE: &str = "atoll.io/mirror";
+
+/// A pod as the API shows it: the manifest's object with `status` added, and the state of its
+/// mirror as an annotation when atoll mirrors to an API server.
+fn pod_json(api: &Api, pod: &crate::pod::types::Pod, status: Option<&crate::status::PodStatus>) -> serde_json::Value {
     let mut v = serde_json::to_value(pod).unwrap_or_default();
+    if let Some(report) = api.shared.mirror.report(&pod.metadata.uid) {
+        v["metadata"]["annotations"][ANNOTATION_MIRROR_STATE] = report.into();
+    }
     if let Some(obj) = v.as_object_mut() {
         obj.insert("apiVersion".into(), "v1".into());
         obj.insert("kind".into(), "Pod".into());
@@ -202,7 +209,7 @@ fn pod_json(pod: &crate::pod::types::Pod, status: Option<&crate::status::PodStat
 fn pod_list(api: &Api) -> serde_json::Value {
     let mut pods = api.shared.statuses.pods();
     pods.sort_by_key(|p| p.0.key());
-    let items: Vec<serde_json::Value> = pods.iter().map(|(p, s)| pod_json(p, s.as_ref())).collect();
+    let items: Vec<serde_json::Value> = pods.iter().map(|(p, s)| pod_json(api, p, s.as_ref())).collect();
     serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 }
 
@@ -214,7 +221,7 @@ fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, crate
         .iter()
         .find(|(p, _)| p.metadata.namespace == ns && p.metadata.name == name)
         .or_else(|| pods.iter().find(|(p, _)| p.metadata.namespace == ns && p.metadata.name == with_node))?;
-    Some((pod_json(&found.0, found.1.as_ref()), found.0.clone()))
+    Some((pod_json(api, &found.0, found.1.as_ref()), found.0.clone()))
 }
 
 async fn restart(api: &Api, ns: &str, name: &str) -> Response {

@@ -45,6 +45,8 @@ pub struct Shared {
     pub events: crate::events::Events,
     /// When the node-wide relist last completed, and whether the runtime answered it.
     pub heartbeat: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
+    /// The static pods to mirror to an API server, and how their mirrors stand.
+    pub mirror: crate::mirror::Link,
 }
 
 impl Shared {
@@ -67,6 +69,7 @@ impl Shared {
             agent_start: std::time::Instant::now() - Duration::from_secs(3600),
             events: Default::default(),
             heartbeat: Default::default(),
+            mirror: Default::default(),
         })
     }
 }

@@ -161,7 +161,7 @@ impl Client {
     }
 }
 
-fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
+pub(crate) fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
     ureq::tls::parse_pem(pem)
         .filter_map(|item| match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
@@ -171,7 +171,7 @@ fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
 }
 
 /// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations).
-fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
+pub(crate) fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
     let candidates = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from).into_iter().chain(
         ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
             .map(PathBuf::from),

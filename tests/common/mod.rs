@@ -227,6 +227,7 @@ pub fn engine_shared(
         agent_start: std::time::Instant::now(),
         events: Default::default(),
         heartbeat: Default::default(),
+        mirror: Default::default(),
     })
 }
 
