@@ -76,6 +76,22 @@ impl Token {
     }
 }
 
+/// Whether TLS can use this certificate and key: a key of another certificate, or of a kind
+/// the TLS library does not sign with, is refused here, naming the fields (ureq would panic).
+fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem).filter_map(Result::ok).collect();
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("client-key: {e}"))?;
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(certs, key)
+        .map(|_| ())
+        .map_err(|e| format!("client-certificate and client-key cannot be used together: {e}"))
+}
+
 impl Client {
     pub fn new(conn: &Connection) -> Result<Client, String> {
         let lower = conn.server.to_ascii_lowercase();
@@ -94,11 +110,13 @@ impl Client {
         };
         let client_cert = match (&conn.client_certificate, &conn.client_key) {
             (Some(cert), Some(key)) => {
-                let chain = crate::source::http::pem_certs(&cert.read()?);
+                let (cert, key) = (cert.read()?, key.read()?);
+                check_client_cert(&cert, &key)?;
+                let chain = crate::source::http::pem_certs(&cert);
                 if chain.is_empty() {
                     return Err("client-certificate: no PEM certificate in it".into());
                 }
-                let key = ureq::tls::PrivateKey::from_pem(&key.read()?)
+                let key = ureq::tls::PrivateKey::from_pem(&key)
                     .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
                 Some(ureq::tls::ClientCert::new_with_certs(&chain, key))
             }

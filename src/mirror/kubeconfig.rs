@@ -75,6 +75,8 @@ struct User {
     client_key: Option<String>,
     client_key_data: Option<String>,
     token: Option<String>,
+    /// client-go spells this one in camelCase (`tokenFile`), unlike its neighbours.
+    #[serde(rename = "tokenFile", alias = "token-file")]
     token_file: Option<String>,
 }
 
@@ -227,7 +229,7 @@ users:
     client-key-data: a2V5
 - name: bot
   user:
-    token-file: /var/run/token
+    tokenFile: /var/run/token
 contexts:
 - name: edge
   context: {cluster: prod, user: node}

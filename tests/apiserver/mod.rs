@@ -1,0 +1,1264 @@
+//! A test double of the Kubernetes API server, for the resources atoll's mirror uses (Node,
+//! Pod, Lease), written from the API's documentation (API conventions, the pods, nodes and
+//! leases references, the watch and patch docs) since no kube-apiserver runs on these
+//! machines. It keeps the real server's observable semantics where atoll depends on them:
+//!
+//! - HTTPS on 127.0.0.1 with client-certificate (a CA it issues from) or bearer-token
+//!   authentication; 401 without either. The NodeRestriction admission rules for
+//!   `system:node:<name>`: own Node and Lease only, mirror pods only (annotation, nodeName,
+//!   one controlling Node owner with the node's UID).
+//! - Exact paths; JSON bodies; Status objects with `reason` and `code` for failures: 201 on
+//!   create, 200, 404 NotFound, 409 AlreadyExists, 409 Conflict (resourceVersion or UID
+//!   precondition), 422 Invalid, 415 for unsupported patch types, 403 Forbidden.
+//! - `metadata.uid`, `creationTimestamp` and `resourceVersion` set by the server (one counter
+//!   over all writes); updates must carry the current resourceVersion; pod status reset to
+//!   Pending on create; status and spec written only through their own endpoints.
+//! - JSON merge patch (RFC 7386) and strategic merge patch (lists merged by their merge keys:
+//!   conditions and addresses by type, container statuses by name, ...).
+//! - DELETE with DeleteOptions: preconditions (uid, resourceVersion), grace period (a bound
+//!   pod with grace > 0 gets a deletionTimestamp and stays; grace 0 removes it). Deleting a
+//!   Node removes the pods it owns, as the garbage collector would.
+//! - List with `fieldSelector` (spec.nodeName, metadata.name), watch from a resourceVersion
+//!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds.
+//!
+//! Faults: down (connections refused and cut), slow (every answer delayed), queued failures
+//! (500, 429 with Retry-After, ...), and admission rejection of pods by name.
+//! Every request is logged (time, method, path, status) and bytes on the wire are counted.
+
+#![allow(dead_code)]
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Certificates for one test: a CA, the server's certificate for 127.0.0.1, and a client
+/// certificate for `system:node:<node>` (organisation system:nodes). Made with openssl.
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Pki {
+    pub fn new(dir: &Path, node: &str) -> Pki {
+        std::fs::create_dir_all(dir).unwrap();
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        openssl(
+            dir,
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-apiserver-ca"],
+            ]
+            .concat(),
+        );
+        // X.509 v3 (extensions) for both: webpki takes nothing older.
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature\n").unwrap();
+        for (name, subj, ext) in [
+            ("server", "/CN=kube-apiserver".to_string(), "server.ext"),
+            ("client", format!("/O=system:nodes/CN=system:node:{node}"), "client.ext"),
+        ] {
+            openssl(
+                dir,
+                &[
+                    &["req"][..],
+                    &ec,
+                    &["-keyout", &format!("{name}.key"), "-out", &format!("{name}.csr"), "-subj", &subj],
+                ]
+                .concat(),
+            );
+            let mut args = vec![
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.crt"),
+                "-days",
+                "2",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+            args.extend(["-extfile".to_string(), ext.to_string()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            openssl(dir, &args);
+        }
+        Pki {
+            dir: dir.to_path_buf(),
+            ca: dir.join("ca.crt"),
+            client_cert: dir.join("client.crt"),
+            client_key: dir.join("client.key"),
+        }
+    }
+
+    /// A kubeconfig with the client certificate (files), or with `token` instead.
+    pub fn kubeconfig(&self, addr: SocketAddr, token: Option<&Path>) -> PathBuf {
+        let user = match token {
+            Some(t) => format!("    tokenFile: {}\n", t.display()),
+            None => format!(
+                "    client-certificate: {}\n    client-key: {}\n",
+                self.client_cert.display(),
+                self.client_key.display()
+            ),
+        };
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: test\n  cluster:\n    server: https://{addr}\n    certificate-authority: {}\nusers:\n- name: node\n  user:\n{user}contexts:\n- name: test\n  context:\n    cluster: test\n    user: node\n",
+            self.ca.display()
+        );
+        let path = self.dir.join(if token.is_some() { "kubeconfig-token" } else { "kubeconfig" });
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub at: Instant,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub user: String,
+}
+
+#[derive(Default)]
+struct Faults {
+    delay: Duration,
+    /// Answers to give the next requests instead of serving them: (status, Retry-After).
+    fail_next: VecDeque<(u16, Option<u64>)>,
+    /// Pod names admission refuses, with the message.
+    reject_pods: HashMap<String, String>,
+}
+
+struct Event {
+    rv: u64,
+    resource: &'static str,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    /// (resource, namespace, name) → object.
+    objects: BTreeMap<(&'static str, String, String), Value>,
+    events: VecDeque<Event>,
+    /// Events older than this resourceVersion were compacted away.
+    compacted: u64,
+    uid_seq: u64,
+}
+
+const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+const KEEP_EVENTS: usize = 1000;
+
+struct State {
+    store: Mutex<Store>,
+    changed: Condvar,
+    faults: Mutex<Faults>,
+    log: Mutex<Vec<Logged>>,
+    tokens: Mutex<HashMap<String, String>>,
+    certs: HashMap<Vec<u8>, String>,
+    up: AtomicBool,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    /// Open connections by number (so `down` can cut them).
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    conn_seq: AtomicU64,
+    tls: Arc<rustls::ServerConfig>,
+}
+
+pub struct ApiServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    accept: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ApiServer {
+    /// Starts serving on a free 127.0.0.1 port with `pki`'s certificates; the client
+    /// certificate authenticates as `system:node:<node>`.
+    pub fn start(pki: &Pki, node: &str) -> ApiServer {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(&pki.ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).allow_unauthenticated().build().unwrap();
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(pki.dir.join("server.crt")).unwrap().map(Result::unwrap).collect();
+        let key = PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap();
+        let tls =
+            rustls::ServerConfig::builder().with_client_cert_verifier(verifier).with_single_cert(chain, key).unwrap();
+        let client: Vec<u8> =
+            CertificateDer::pem_file_iter(&pki.client_cert).unwrap().next().unwrap().unwrap().to_vec();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(State {
+            store: Mutex::new(Store::default()),
+            changed: Condvar::new(),
+            faults: Mutex::new(Faults::default()),
+            log: Mutex::new(Vec::new()),
+            tokens: Mutex::new(HashMap::new()),
+            certs: HashMap::from([(client, format!("system:node:{node}"))]),
+            up: AtomicBool::new(true),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            conn_seq: AtomicU64::new(0),
+            tls: Arc::new(tls),
+        });
+        let server = ApiServer { addr, state, accept: Mutex::new(None) };
+        server.serve(listener);
+        server
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let state = self.state.clone();
+        listener.set_nonblocking(true).unwrap();
+        let handle = std::thread::spawn(move || {
+            while state.up.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        let id = state.conn_seq.fetch_add(1, Ordering::SeqCst);
+                        state.conns.lock().unwrap().insert(id, stream.try_clone().unwrap());
+                        let state = state.clone();
+                        std::thread::spawn(move || {
+                            connection(&state, stream);
+                            if let Some(s) = state.conns.lock().unwrap().remove(&id) {
+                                let _ = s.shutdown(std::net::Shutdown::Both);
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        *self.accept.lock().unwrap() = Some(handle);
+    }
+
+    /// The server goes away: the port refuses connections, open ones are cut. State is kept
+    /// (as etcd keeps it).
+    pub fn down(&self) {
+        self.state.up.store(false, Ordering::SeqCst);
+        if let Some(h) = self.accept.lock().unwrap().take() {
+            h.join().unwrap();
+        }
+        for (_, c) in self.state.conns.lock().unwrap().drain() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        self.state.changed.notify_all();
+    }
+
+    /// Back on the same address.
+    pub fn up(&self) {
+        let listener = TcpListener::bind(self.addr).expect("the same port again");
+        self.state.up.store(true, Ordering::SeqCst);
+        self.serve(listener);
+    }
+
+    pub fn add_token(&self, token: &str, user: &str) {
+        self.state.tokens.lock().unwrap().insert(token.into(), user.into());
+    }
+
+    pub fn set_delay(&self, d: Duration) {
+        self.state.faults.lock().unwrap().delay = d;
+    }
+
+    /// The next `n` requests get `status` (with `Retry-After` when given).
+    pub fn fail_next(&self, n: usize, status: u16, retry_after: Option<u64>) {
+        let mut f = self.state.faults.lock().unwrap();
+        for _ in 0..n {
+            f.fail_next.push_back((status, retry_after));
+        }
+    }
+
+    /// Admission refuses pods named `name` (403, as a validating webhook or policy would).
+    pub fn reject_pod(&self, name: &str, message: &str) {
+        self.state.faults.lock().unwrap().reject_pods.insert(name.into(), message.into());
+    }
+
+    pub fn allow_pod(&self, name: &str) {
+        self.state.faults.lock().unwrap().reject_pods.remove(name);
+    }
+
+    pub fn log(&self) -> Vec<Logged> {
+        self.state.log.lock().unwrap().clone()
+    }
+
+    /// Bytes received and sent on the wire (TLS included).
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.state.bytes_in.load(Ordering::SeqCst), self.state.bytes_out.load(Ordering::SeqCst))
+    }
+
+    pub fn get(&self, resource: &'static str, ns: &str, name: &str) -> Option<Value> {
+        self.state.store.lock().unwrap().objects.get(&(resource, ns.to_string(), name.to_string())).cloned()
+    }
+
+    pub fn list(&self, resource: &'static str) -> Vec<Value> {
+        self.state
+            .store
+            .lock()
+            .unwrap()
+            .objects
+            .iter()
+            .filter(|(k, _)| k.0 == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// A request as a user would make it (kubectl), served in-process with full rights.
+    pub fn admin(&self, method: &str, path: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
+        let bytes = body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default();
+        let req = Request {
+            method: method.into(),
+            path: path.into(),
+            headers: HashMap::from([("content-type".to_string(), content_type.to_string())]),
+            body: bytes,
+        };
+        match route(&self.state, &req, "admin") {
+            Reply::Json(s, v) => (s, v),
+            Reply::Watch(..) => panic!("no watches here"),
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// Counts bytes both ways.
+struct Counting {
+    inner: TcpStream,
+    state: Arc<State>,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.state.bytes_in.fetch_add(n as u64, Ordering::SeqCst);
+        Ok(n)
+    }
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.state.bytes_out.fetch_add(n as u64, Ordering::SeqCst);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+enum Reply {
+    Json(u16, Value),
+    /// A watch: the resource, the field selector, where to start, how long.
+    Watch(&'static str, Vec<(String, String)>, Option<u64>, Duration),
+}
+
+fn connection(state: &Arc<State>, stream: TcpStream) {
+    let conn = rustls::ServerConnection::new(state.tls.clone()).unwrap();
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
+    let mut tls = rustls::StreamOwned::new(conn, Counting { inner: stream, state: state.clone() });
+    loop {
+        let Some(req) = read_request(&mut tls) else { return };
+        if !state.up.load(Ordering::SeqCst) {
+            return;
+        }
+        let user = {
+            let cert_user =
+                tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| state.certs.get(c.as_ref()).cloned());
+            let token_user = req
+                .headers
+                .get("authorization")
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .and_then(|t| state.tokens.lock().unwrap().get(t.trim()).cloned());
+            cert_user.or(token_user)
+        };
+        let delay = state.faults.lock().unwrap().delay;
+        std::thread::sleep(delay);
+        let injected = state.faults.lock().unwrap().fail_next.pop_front();
+        let (reply, retry_after) = match (&user, injected) {
+            (_, Some((code, ra))) => (Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra),
+            (None, None) => (Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
+            (Some(u), None) => (route(state, &req, u), None),
+        };
+        let ok = match reply {
+            Reply::Json(status, body) => {
+                record(state, &req, status, user.as_deref().unwrap_or(""));
+                write_json(&mut tls, status, &body, retry_after).is_ok()
+            }
+            Reply::Watch(resource, selector, from, timeout) => {
+                record(state, &req, 200, user.as_deref().unwrap_or(""));
+                // A watch that ran its course leaves the connection open for more.
+                stream_watch(state, &mut tls, resource, &selector, from, timeout).unwrap_or(false)
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn record(state: &State, req: &Request, status: u16, user: &str) {
+    state.log.lock().unwrap().push(Logged {
+        at: Instant::now(),
+        method: req.method.clone(),
+        path: req.path.clone(),
+        status,
+        user: user.into(),
+    });
+}
+
+fn read_request(r: &mut impl Read) -> Option<Request> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if r.read(&mut byte).ok()? == 0 || head.len() > 64 << 10 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let (method, path) = (first.next()?.to_string(), first.next()?.to_string());
+    let mut headers = HashMap::new();
+    for l in lines.filter(|l| !l.is_empty()) {
+        let (k, v) = l.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Request { method, path, headers, body })
+}
+
+fn write_json(w: &mut impl Write, status: u16, body: &Value, retry_after: Option<u64>) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        reason_for(status),
+        bytes.len()
+    );
+    if let Some(ra) = retry_after {
+        head.push_str(&format!("Retry-After: {ra}\r\n"));
+    }
+    head.push_str("\r\n");
+    w.write_all(head.as_bytes())?;
+    w.write_all(&bytes)?;
+    w.flush()
+}
+
+fn reason_for(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "Conflict",
+        410 => "Gone",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        _ => "InternalError",
+    }
+}
+
+fn status_obj(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
+}
+
+fn fail(code: u16, reason: &str, message: impl Into<String>) -> Reply {
+    Reply::Json(code, status_obj(code, reason, &message.into()))
+}
+
+fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    // Days to civil date (Howard Hinnant's algorithm).
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The parts of a request path.
+struct Target {
+    resource: &'static str,
+    /// Empty for cluster-scoped resources, and for lists across namespaces.
+    namespace: String,
+    name: String,
+    subresource: String,
+    query: Vec<(String, String)>,
+}
+
+fn parse_target(path: &str) -> Option<Target> {
+    let (p, q) = path.split_once('?').unwrap_or((path, ""));
+    let query = q
+        .split('&')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k.to_string(), v.replace("%3D", "=").replace("%3d", "=").replace("%2F", "/"))
+        })
+        .collect();
+    let segs: Vec<&str> = p.trim_matches('/').split('/').collect();
+    let rest: &[&str] = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => rest,
+        ["apis", "coordination.k8s.io", "v1", rest @ ..] => rest,
+        _ => return None,
+    };
+    let core = segs[0] == "api";
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (ns.to_string(), rest),
+        _ => (String::new(), rest),
+    };
+    let resource = match (core, rest.first()?) {
+        (true, &"pods") => "pods",
+        (true, &"nodes") => "nodes",
+        (false, &"leases") => "leases",
+        _ => return None,
+    };
+    Some(Target {
+        resource,
+        namespace,
+        name: rest.get(1).unwrap_or(&"").to_string(),
+        subresource: rest.get(2).unwrap_or(&"").to_string(),
+        query,
+    })
+}
+
+fn kind_of(resource: &str) -> (&'static str, &'static str) {
+    match resource {
+        "pods" => ("Pod", "v1"),
+        "nodes" => ("Node", "v1"),
+        _ => ("Lease", "coordination.k8s.io/v1"),
+    }
+}
+
+fn qualified(resource: &str) -> &'static str {
+    match resource {
+        "pods" => "pods",
+        "nodes" => "nodes",
+        _ => "leases.coordination.k8s.io",
+    }
+}
+
+fn dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
+}
+
+fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
+    let Some(t) = parse_target(&req.path) else {
+        return fail(404, "NotFound", "the server could not find the requested resource");
+    };
+    let namespaced = t.resource != "nodes";
+    if namespaced && !t.namespace.is_empty() && !NAMESPACES.contains(&t.namespace.as_str()) {
+        return fail(404, "NotFound", format!("namespaces \"{}\" not found", t.namespace));
+    }
+    let body: Option<Value> = if req.body.is_empty() {
+        None
+    } else {
+        match serde_json::from_slice(&req.body) {
+            Ok(v) => Some(v),
+            Err(e) => return fail(400, "BadRequest", format!("the body is not JSON: {e}")),
+        }
+    };
+    if let Some(denied) = node_restriction(state, user, req, &t, body.as_ref()) {
+        return denied;
+    }
+    let mut store = state.store.lock().unwrap();
+    let reply = match (req.method.as_str(), t.name.is_empty(), t.subresource.as_str()) {
+        ("GET", true, "") => {
+            let watch = t.query.iter().any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+            let selector = match field_selector(&t) {
+                Ok(s) => s,
+                Err(r) => return r,
+            };
+            if watch {
+                let from = t
+                    .query
+                    .iter()
+                    .find(|(k, _)| k == "resourceVersion")
+                    .and_then(|(_, v)| v.parse::<u64>().ok())
+                    .filter(|v| *v > 0);
+                let timeout = t
+                    .query
+                    .iter()
+                    .find(|(k, _)| k == "timeoutSeconds")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(1800);
+                return Reply::Watch(t.resource, selector, from, Duration::from_secs(timeout));
+            }
+            let (kind, api_version) = kind_of(t.resource);
+            let items: Vec<Value> = store
+                .objects
+                .iter()
+                .filter(|(k, v)| {
+                    k.0 == t.resource && (t.namespace.is_empty() || k.1 == t.namespace) && matches(v, &selector)
+                })
+                .map(|(_, v)| {
+                    let mut v = v.clone();
+                    let o = v.as_object_mut().unwrap();
+                    o.remove("kind");
+                    o.remove("apiVersion");
+                    v
+                })
+                .collect();
+            Reply::Json(
+                200,
+                json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": {"resourceVersion": store.rv.to_string()}, "items": items}),
+            )
+        }
+        ("POST", true, "") => create(state, &mut store, &t, body),
+        ("GET", false, "") => match store.objects.get(&(t.resource, t.namespace.clone(), t.name.clone())) {
+            Some(v) => Reply::Json(200, v.clone()),
+            None => not_found(&t),
+        },
+        ("PUT", false, "") => update(&mut store, &t, body),
+        ("PATCH", false, sub @ ("" | "status")) => patch(&mut store, &t, sub == "status", req, body),
+        ("DELETE", false, "") => delete(&mut store, &t, body),
+        _ => fail(405, "MethodNotAllowed", format!("{} is not supported on {}", req.method, req.path)),
+    };
+    drop(store);
+    state.changed.notify_all();
+    reply
+}
+
+fn not_found(t: &Target) -> Reply {
+    fail(404, "NotFound", format!("{} \"{}\" not found", qualified(t.resource), t.name))
+}
+
+fn field_selector(t: &Target) -> Result<Vec<(String, String)>, Reply> {
+    let mut out = Vec::new();
+    if let Some((_, sel)) = t.query.iter().find(|(k, _)| k == "fieldSelector") {
+        for term in sel.split(',').filter(|s| !s.is_empty()) {
+            let (field, value) = term
+                .split_once('=')
+                .ok_or_else(|| fail(400, "BadRequest", format!("invalid field selector {term:?}")))?;
+            let allowed = match t.resource {
+                "pods" => ["metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"].contains(&field),
+                _ => ["metadata.name", "metadata.namespace"].contains(&field),
+            };
+            if !allowed {
+                return Err(fail(400, "BadRequest", format!("field label not supported: {field}")));
+            }
+            out.push((field.to_string(), value.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+fn matches(obj: &Value, selector: &[(String, String)]) -> bool {
+    selector.iter().all(|(field, value)| {
+        let mut v = obj;
+        for part in field.split('.') {
+            v = &v[part];
+        }
+        v.as_str().unwrap_or("") == value
+    })
+}
+
+/// NodeRestriction for `system:node:<name>` users (other users pass).
+fn node_restriction(state: &State, user: &str, req: &Request, t: &Target, body: Option<&Value>) -> Option<Reply> {
+    let node = user.strip_prefix("system:node:")?;
+    let forbid = |msg: String| Some(fail(403, "Forbidden", msg));
+    match t.resource {
+        "nodes" if req.method != "GET" => {
+            let name = if t.name.is_empty() {
+                body.and_then(|b| b["metadata"]["name"].as_str()).unwrap_or("")
+            } else {
+                &t.name
+            };
+            if name != node {
+                return forbid(format!("node \"{node}\" is not allowed to modify node \"{name}\""));
+            }
+        }
+        "leases" if req.method != "GET" || !t.name.is_empty() => {
+            let name = if t.name.is_empty() {
+                body.and_then(|b| b["metadata"]["name"].as_str()).unwrap_or("")
+            } else {
+                &t.name
+            };
+            if t.namespace != "kube-node-lease" || name != node {
+                return forbid("can only access node lease with the same name as the requesting node".to_string());
+            }
+        }
+        "pods" if req.method == "POST" => {
+            let pod = body?;
+            if pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].as_str().is_none() {
+                return forbid(format!("pod does not have \"kubernetes.io/config.mirror\" annotation, node \"{node}\" can only create mirror pods"));
+            }
+            if pod["spec"]["nodeName"].as_str() != Some(node) {
+                return forbid(format!("node \"{node}\" can only create pods with spec.nodeName set to itself"));
+            }
+            let owners = pod["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+            let node_uid = state
+                .store
+                .lock()
+                .unwrap()
+                .objects
+                .get(&("nodes", String::new(), node.to_string()))
+                .and_then(|n| n["metadata"]["uid"].as_str().map(String::from));
+            let ok = owners.len() == 1
+                && owners[0]["kind"] == "Node"
+                && owners[0]["apiVersion"] == "v1"
+                && owners[0]["name"] == node
+                && owners[0]["controller"] == true
+                && owners[0]["blockOwnerDeletion"] != true
+                && node_uid.is_some_and(|u| owners[0]["uid"] == u.as_str());
+            if !ok {
+                return forbid(format!(
+                    "node \"{node}\" can only create pods with a single controlling owner reference set to itself"
+                ));
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+fn new_meta(store: &mut Store, obj: &mut Value) {
+    store.rv += 1;
+    store.uid_seq += 1;
+    let meta = obj["metadata"].as_object_mut().unwrap();
+    meta.insert("uid".into(), format!("6f1c2d3e-0000-4000-8000-{:012x}", store.uid_seq).into());
+    meta.insert("creationTimestamp".into(), now_rfc3339().into());
+    meta.insert("resourceVersion".into(), store.rv.to_string().into());
+}
+
+fn emit(store: &mut Store, resource: &'static str, kind: &'static str, object: Value) {
+    let rv = store.rv;
+    store.events.push_back(Event { rv, resource, kind, object });
+    while store.events.len() > KEEP_EVENTS {
+        let e = store.events.pop_front().unwrap();
+        store.compacted = e.rv;
+    }
+}
+
+fn validate(resource: &str, obj: &Value) -> Result<(), String> {
+    let mut problems = Vec::new();
+    if resource == "pods" {
+        let containers = obj["spec"]["containers"].as_array().cloned().unwrap_or_default();
+        if containers.is_empty() {
+            problems.push("spec.containers: Required value".to_string());
+        }
+        for (i, c) in containers.iter().enumerate() {
+            if c["name"].as_str().is_none_or(str::is_empty) {
+                problems.push(format!("spec.containers[{i}].name: Required value"));
+            }
+            if c["image"].as_str().is_none_or(str::is_empty) {
+                problems.push(format!("spec.containers[{i}].image: Required value"));
+            }
+        }
+        if let Some(phase) = obj["status"]["phase"].as_str() {
+            if !["Pending", "Running", "Succeeded", "Failed", "Unknown"].contains(&phase) {
+                problems.push(format!("status.phase: Unsupported value: {phase:?}"));
+            }
+        }
+    }
+    if resource == "leases" {
+        if let Some(d) = obj["spec"]["leaseDurationSeconds"].as_i64() {
+            if d <= 0 {
+                problems.push("spec.leaseDurationSeconds: Invalid value: must be greater than 0".into());
+            }
+        }
+    }
+    for (i, c) in obj["status"]["conditions"].as_array().into_iter().flatten().enumerate() {
+        if c["type"].as_str().is_none_or(str::is_empty) {
+            problems.push(format!("status.conditions[{i}].type: Required value"));
+        }
+        if !["True", "False", "Unknown"].contains(&c["status"].as_str().unwrap_or("")) {
+            problems.push(format!("status.conditions[{i}].status: Unsupported value"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join(", "))
+    }
+}
+
+fn invalid(t: &Target, name: &str, why: String) -> Reply {
+    let (kind, _) = kind_of(t.resource);
+    fail(422, "Invalid", format!("{kind} \"{name}\" is invalid: {why}"))
+}
+
+fn create(state: &State, store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
+    let Some(mut obj) = body.filter(Value::is_object) else {
+        return fail(400, "BadRequest", "a JSON object is required");
+    };
+    let (kind, api_version) = kind_of(t.resource);
+    if obj["kind"] != kind || obj["apiVersion"] != api_version {
+        return fail(
+            400,
+            "BadRequest",
+            format!("expected kind {kind} of {api_version}, got {} of {}", obj["kind"], obj["apiVersion"]),
+        );
+    }
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    if !dns_subdomain(&name) {
+        return invalid(
+            t,
+            &name,
+            format!("metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain is required"),
+        );
+    }
+    match obj["metadata"]["namespace"].as_str() {
+        Some(ns) if ns != t.namespace => {
+            return fail(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
+        }
+        _ if t.resource != "nodes" => obj["metadata"]["namespace"] = t.namespace.clone().into(),
+        _ => {}
+    }
+    if obj["metadata"]["resourceVersion"].as_str().is_some_and(|v| !v.is_empty()) {
+        return fail(500, "InternalError", "resourceVersion should not be set on objects to be created");
+    }
+    let key = (t.resource, t.namespace.clone(), name.clone());
+    if store.objects.contains_key(&key) {
+        return fail(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(t.resource)));
+    }
+    if t.resource == "pods" {
+        if let Some(msg) = state.faults.lock().unwrap().reject_pods.get(&name) {
+            return fail(
+                403,
+                "Forbidden",
+                format!("admission webhook \"policy.example.com\" denied the request: {msg}"),
+            );
+        }
+        // The API server owns a new pod's status.
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(&obj)});
+    }
+    if let Err(why) = validate(t.resource, &obj) {
+        return invalid(t, &name, why);
+    }
+    new_meta(store, &mut obj);
+    store.objects.insert(key, obj.clone());
+    emit(store, t.resource, "ADDED", obj.clone());
+    Reply::Json(201, obj)
+}
+
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    let res: Vec<&Value> = containers.iter().map(|c| &c["resources"]).collect();
+    if res.iter().all(|r| r["requests"].is_null() && r["limits"].is_null()) {
+        return "BestEffort";
+    }
+    let guaranteed = res.iter().all(|r| {
+        ["cpu", "memory"]
+            .iter()
+            .all(|k| !r["limits"][k].is_null() && (r["requests"][k].is_null() || r["requests"][k] == r["limits"][k]))
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// A write over an existing object: resourceVersion and uid checks, system fields kept, the
+/// parts the endpoint may not change restored, validation, a new resourceVersion.
+fn replace(store: &mut Store, t: &Target, mut new: Value, status_only: bool, require_rv: bool) -> Reply {
+    let key = (t.resource, t.namespace.clone(), t.name.clone());
+    let Some(old) = store.objects.get(&key).cloned() else { return not_found(t) };
+    if new["metadata"]["name"].as_str().is_some_and(|n| n != t.name) {
+        return fail(400, "BadRequest", "the name of the object does not match the name on the URL");
+    }
+    let rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
+    if require_rv && rv.is_empty() {
+        return invalid(
+            t,
+            &t.name,
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update".into(),
+        );
+    }
+    let conflict = || {
+        fail(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again", qualified(t.resource), t.name))
+    };
+    if !rv.is_empty() && old["metadata"]["resourceVersion"] != rv.as_str() {
+        return conflict();
+    }
+    if let Some(uid) = new["metadata"]["uid"].as_str() {
+        if old["metadata"]["uid"] != uid {
+            return fail(
+                409,
+                "Conflict",
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old["metadata"]["uid"].as_str().unwrap_or("")
+                ),
+            );
+        }
+    }
+    for field in ["uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+        match old["metadata"].get(field) {
+            Some(v) => new["metadata"][field] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(field);
+                }
+            }
+        }
+    }
+    new["kind"] = old["kind"].clone();
+    new["apiVersion"] = old["apiVersion"].clone();
+    if status_only {
+        // The status endpoint writes status only.
+        let status = new["status"].clone();
+        new = old.clone();
+        new["status"] = status;
+    } else if t.resource != "leases" {
+        // The main endpoint does not write status; a pod's spec is immutable (bar what
+        // atoll never changes) and its mirror annotation may not change.
+        new["status"] = old["status"].clone();
+        if t.resource == "pods" {
+            if new["spec"] != old["spec"] {
+                return invalid(t, &t.name, "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions to existing tolerations)".into());
+            }
+            let m = "kubernetes.io/config.mirror";
+            if new["metadata"]["annotations"][m] != old["metadata"]["annotations"][m] {
+                return invalid(
+                    t,
+                    &t.name,
+                    format!(
+                        "metadata.annotations[{m}]: Forbidden: may not add, change or remove the mirror annotation"
+                    ),
+                );
+            }
+        }
+    }
+    if let Err(why) = validate(t.resource, &new) {
+        return invalid(t, &t.name, why);
+    }
+    if without_rv(&new) == without_rv(&old) {
+        // No change: no new resourceVersion, no event.
+        return Reply::Json(200, old);
+    }
+    store.rv += 1;
+    new["metadata"]["resourceVersion"] = store.rv.to_string().into();
+    store.objects.insert(key, new.clone());
+    emit(store, t.resource, "MODIFIED", new.clone());
+    Reply::Json(200, new)
+}
+
+fn without_rv(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    v
+}
+
+fn update(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
+    let Some(new) = body.filter(Value::is_object) else { return fail(400, "BadRequest", "a JSON object is required") };
+    replace(store, t, new, false, true)
+}
+
+fn patch(store: &mut Store, t: &Target, status: bool, req: &Request, body: Option<Value>) -> Reply {
+    let Some(p) = body.filter(Value::is_object) else { return fail(400, "BadRequest", "a JSON object is required") };
+    let Some(old) = store.objects.get(&(t.resource, t.namespace.clone(), t.name.clone())).cloned() else {
+        return not_found(t);
+    };
+    let ct = req.headers.get("content-type").map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
+    let new = match ct {
+        "application/merge-patch+json" => merge_patch(&old, &p),
+        "application/strategic-merge-patch+json" => match strategic_merge(&old, &p, "") {
+            Ok(v) => v,
+            Err(e) => return fail(400, "BadRequest", e),
+        },
+        other => return fail(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})")),
+    };
+    // A patch's resourceVersion is a precondition; absent, the current one applies.
+    let mut new = new;
+    if p["metadata"]["resourceVersion"].is_null() {
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    }
+    replace(store, t, new, status, false)
+}
+
+/// RFC 7386.
+fn merge_patch(target: &Value, patch: &Value) -> Value {
+    let Some(p) = patch.as_object() else { return patch.clone() };
+    let mut out = target.as_object().cloned().unwrap_or_default();
+    for (k, v) in p {
+        if v.is_null() {
+            out.remove(k);
+        } else {
+            let merged = merge_patch(out.get(k).unwrap_or(&Value::Null), v);
+            out.insert(k.clone(), merged);
+        }
+    }
+    Value::Object(out)
+}
+
+/// The merge key of a list field, by its path (the API types' patchMergeKey tags for the
+/// fields of Pod, Node and Lease objects).
+fn merge_key(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "status.conditions" => "type",
+        "status.addresses" => "type",
+        "status.containerStatuses" | "status.initContainerStatuses" | "status.ephemeralContainerStatuses" => "name",
+        "status.podIPs" | "status.hostIPs" => "ip",
+        "metadata.ownerReferences" => "uid",
+        "spec.containers" | "spec.initContainers" | "spec.volumes" => "name",
+        "spec.tolerations" => return None,
+        _ => return None,
+    })
+}
+
+/// Strategic merge patch: maps merge recursively (null deletes), lists with a merge key merge
+/// by it (`$patch: delete` removes an item), other lists are replaced; `$patch: replace` on a
+/// map replaces it. `$setElementOrder` and `$retainKeys` directives are accepted and ignored.
+fn strategic_merge(target: &Value, patch: &Value, path: &str) -> Result<Value, String> {
+    let Some(p) = patch.as_object() else { return Ok(patch.clone()) };
+    if p.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut m = p.clone();
+        m.remove("$patch");
+        return Ok(Value::Object(m));
+    }
+    let mut out: Map<String, Value> = target.as_object().cloned().unwrap_or_default();
+    for (k, v) in p {
+        if k.starts_with("$setElementOrder/") || k == "$retainKeys" {
+            continue;
+        }
+        if k.starts_with('$') {
+            return Err(format!("unknown patch directive {k:?} at {path}"));
+        }
+        let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+        if v.is_null() {
+            out.remove(k);
+            continue;
+        }
+        let merged = match (out.get(k), v, merge_key(&child)) {
+            (Some(Value::Array(old)), Value::Array(items), Some(key)) => {
+                let mut list = old.clone();
+                for item in items {
+                    let id = &item[key];
+                    let pos = list.iter().position(|o| &o[key] == id);
+                    if item.get("$patch").and_then(Value::as_str) == Some("delete") {
+                        if let Some(i) = pos {
+                            list.remove(i);
+                        }
+                        continue;
+                    }
+                    match pos {
+                        Some(i) => list[i] = strategic_merge(&list[i], item, &child)?,
+                        None => list.push(strategic_merge(&Value::Null, item, &child)?),
+                    }
+                }
+                Value::Array(list)
+            }
+            (Some(old @ Value::Object(_)), Value::Object(_), _) => strategic_merge(old, v, &child)?,
+            (_, Value::Object(_), _) => strategic_merge(&Value::Null, v, &child)?,
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), merged);
+    }
+    Ok(Value::Object(out))
+}
+
+fn delete(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
+    let key = (t.resource, t.namespace.clone(), t.name.clone());
+    let Some(mut obj) = store.objects.get(&key).cloned() else { return not_found(t) };
+    let opts = body.unwrap_or(Value::Null);
+    if let Some(uid) = opts["preconditions"]["uid"].as_str() {
+        if obj["metadata"]["uid"] != uid {
+            return fail(
+                409,
+                "Conflict",
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    obj["metadata"]["uid"].as_str().unwrap_or("")
+                ),
+            );
+        }
+    }
+    if let Some(rv) = opts["preconditions"]["resourceVersion"].as_str() {
+        if obj["metadata"]["resourceVersion"] != rv {
+            return fail(
+                409,
+                "Conflict",
+                format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    obj["metadata"]["resourceVersion"].as_str().unwrap_or("")
+                ),
+            );
+        }
+    }
+    if t.resource == "pods" {
+        let grace = opts["gracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30));
+        let bound = obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+        if grace > 0 && bound {
+            // Graceful: the kubelet finishes it. A second graceful delete changes nothing.
+            if obj["metadata"]["deletionTimestamp"].is_null() {
+                store.rv += 1;
+                let when = SystemTime::now() + Duration::from_secs(grace as u64);
+                obj["metadata"]["deletionTimestamp"] = rfc3339(when).into();
+                obj["metadata"]["deletionGracePeriodSeconds"] = grace.into();
+                obj["metadata"]["resourceVersion"] = store.rv.to_string().into();
+                store.objects.insert(key, obj.clone());
+                emit(store, t.resource, "MODIFIED", obj.clone());
+            }
+            return Reply::Json(200, obj);
+        }
+    }
+    store.objects.remove(&key);
+    store.rv += 1;
+    obj["metadata"]["resourceVersion"] = store.rv.to_string().into();
+    emit(store, t.resource, "DELETED", obj.clone());
+    if t.resource == "nodes" {
+        // The garbage collector removes what the node owned.
+        let uid = obj["metadata"]["uid"].clone();
+        let owned: Vec<_> = store
+            .objects
+            .iter()
+            .filter(|(_, v)| {
+                v["metadata"]["ownerReferences"].as_array().is_some_and(|o| o.iter().any(|r| r["uid"] == uid))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in owned {
+            let mut gone = store.objects.remove(&k).unwrap();
+            store.rv += 1;
+            gone["metadata"]["resourceVersion"] = store.rv.to_string().into();
+            emit(store, k.0, "DELETED", gone);
+        }
+    }
+    Reply::Json(200, obj)
+}
+
+fn stream_watch(
+    state: &State,
+    w: &mut impl Write,
+    resource: &'static str,
+    selector: &[(String, String)],
+    from: Option<u64>,
+    timeout: Duration,
+) -> std::io::Result<bool> {
+    w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+    let send = |w: &mut dyn Write, event: Value| -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&event).unwrap();
+        line.push(b'\n');
+        write!(w, "{:x}\r\n", line.len())?;
+        w.write_all(&line)?;
+        w.write_all(b"\r\n")?;
+        w.flush()
+    };
+    let mut store = state.store.lock().unwrap();
+    let mut seen = match from {
+        Some(rv) if rv < store.compacted => {
+            let gone = status_obj(410, "Expired", &format!("too old resource version: {rv} ({})", store.compacted));
+            drop(store);
+            send(w, json!({"type": "ERROR", "object": gone}))?;
+            w.write_all(b"0\r\n\r\n")?;
+            return w.flush().map(|_| true);
+        }
+        Some(rv) => rv,
+        None => {
+            // No resourceVersion: the current state as ADDED events first.
+            let current: Vec<Value> = store
+                .objects
+                .iter()
+                .filter(|(k, v)| k.0 == resource && matches(v, selector))
+                .map(|(_, v)| v.clone())
+                .collect();
+            let rv = store.rv;
+            drop(store);
+            for obj in current {
+                send(w, json!({"type": "ADDED", "object": obj}))?;
+            }
+            store = state.store.lock().unwrap();
+            rv
+        }
+    };
+    let end = Instant::now() + timeout;
+    loop {
+        if !state.up.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if Instant::now() >= end {
+            drop(store);
+            w.write_all(b"0\r\n\r\n")?;
+            return w.flush().map(|_| true);
+        }
+        let batch: Vec<Value> = store
+            .events
+            .iter()
+            .filter(|e| e.rv > seen && e.resource == resource && matches(&e.object, selector))
+            .map(|e| json!({"type": e.kind, "object": e.object}))
+            .collect();
+        seen = store.rv;
+        if batch.is_empty() {
+            store = state.changed.wait_timeout(store, Duration::from_millis(200)).unwrap().0;
+            continue;
+        }
+        drop(store);
+        for e in batch {
+            send(w, e)?;
+        }
+        store = state.store.lock().unwrap();
+    }
+}

@@ -1,0 +1,270 @@
+//! The test API server against the API's rules, through atoll's own API client (HTTPS with a
+//! client certificate, or a bearer token from a file that rotates): what the real server
+//! accepts and refuses, so the mirror's end-to-end tests (tests/mirror.rs) stand on a double
+//! that behaves like the real thing.
+
+mod apiserver;
+
+use apiserver::{ApiServer, Pki};
+use atoll::mirror::client::Client;
+use atoll::mirror::kubeconfig;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn setup(name: &str) -> (std::path::PathBuf, Pki, ApiServer) {
+    let dir = std::env::temp_dir().join(format!("atoll-mirror-api-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let pki = Pki::new(&dir, "edge-1");
+    let server = ApiServer::start(&pki, "edge-1");
+    (dir, pki, server)
+}
+
+fn client(path: &std::path::Path) -> Client {
+    Client::new(&kubeconfig::load(path, None).unwrap()).unwrap()
+}
+
+fn node(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "Starting"},
+        {"type": "example.com/Disk", "status": "False"},
+    ]}})
+}
+
+fn mirror(name: &str, node_uid: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name,
+        "annotations": {"kubernetes.io/config.mirror": "h1"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "edge-1", "uid": node_uid, "controller": true}],
+    }, "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]}})
+}
+
+#[test]
+fn node_credentials_are_held_to_node_rules() {
+    let (_dir, pki, server) = setup("node");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    // Registration of its own node only.
+    let r = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("other"))).unwrap();
+    assert_eq!((r.status, r.reason()), (403, "Forbidden"), "{:?}", r.body);
+    let r = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    assert_eq!(r.status, 201);
+    let node_uid = r.body["metadata"]["uid"].as_str().unwrap().to_string();
+    assert!(r.body["metadata"]["creationTimestamp"].is_string());
+    let r = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    assert_eq!((r.status, r.reason()), (409, "AlreadyExists"));
+    // Pods: mirrors only, bound to itself, owned by its Node.
+    let mut plain = mirror("plain", &node_uid);
+    plain["metadata"]["annotations"] = json!({});
+    let r = c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&plain)).unwrap();
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    assert!(r.describe().contains("can only create mirror pods"), "{}", r.describe());
+    let r =
+        c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&mirror("m", "wrong-uid"))).unwrap();
+    assert_eq!(r.status, 403);
+    let r =
+        c.call("POST", "/api/v1/namespaces/nowhere/pods", "application/json", Some(&mirror("m", &node_uid))).unwrap();
+    assert_eq!((r.status, r.reason()), (404, "NotFound"));
+    let r =
+        c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&mirror("m", &node_uid))).unwrap();
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.body["status"]["phase"], "Pending", "the server owns a new pod's status");
+    // A lease of another name is refused.
+    let lease =
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "other"}, "spec": {}});
+    let r = c
+        .call(
+            "POST",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+            "application/json",
+            Some(&lease),
+        )
+        .unwrap();
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn writes_follow_resource_versions_preconditions_and_patch_types() {
+    let (_dir, pki, server) = setup("writes");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "edge-1"}, "spec": {"holderIdentity": "edge-1", "leaseDurationSeconds": 40}});
+    let created = c.call("POST", leases, "application/json", Some(&lease)).unwrap();
+    assert_eq!(created.status, 201);
+    let mut with_rv = lease.clone();
+    with_rv["metadata"]["resourceVersion"] = "1".into();
+    assert_eq!(
+        c.call("POST", leases, "application/json", Some(&with_rv)).unwrap().status,
+        500,
+        "no resourceVersion on create"
+    );
+    // PUT needs the current resourceVersion.
+    let path = format!("{leases}/edge-1");
+    let r = c.call("PUT", &path, "application/json", Some(&lease)).unwrap();
+    assert_eq!((r.status, r.reason()), (422, "Invalid"));
+    let mut stale = created.body.clone();
+    stale["spec"]["leaseDurationSeconds"] = 30.into();
+    let r = c.call("PUT", &path, "application/json", Some(&stale)).unwrap();
+    assert_eq!(r.status, 200);
+    let rv2 = r.body["metadata"]["resourceVersion"].clone();
+    assert_ne!(rv2, created.body["metadata"]["resourceVersion"]);
+    let r = c.call("PUT", &path, "application/json", Some(&stale)).unwrap();
+    assert_eq!((r.status, r.reason()), (409, "Conflict"), "a stale resourceVersion conflicts");
+    assert_eq!(c.call("PUT", &format!("{leases}/none"), "application/json", Some(&stale)).unwrap().status, 403);
+
+    // Node status: strategic merge keeps other writers' conditions, merge patch replaces lists.
+    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let smp = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
+    let r =
+        c.call("PATCH", "/api/v1/nodes/edge-1/status", "application/strategic-merge-patch+json", Some(&smp)).unwrap();
+    assert_eq!(r.status, 200);
+    let conds = r.body["status"]["conditions"].as_array().unwrap();
+    assert_eq!(conds.len(), 2, "{conds:?}");
+    assert!(conds.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    let r = c.call("PATCH", "/api/v1/nodes/edge-1/status", "application/merge-patch+json", Some(&smp)).unwrap();
+    assert_eq!(r.body["status"]["conditions"].as_array().unwrap().len(), 1);
+    let r = c.call("PATCH", "/api/v1/nodes/edge-1/status", "application/json-patch+json", Some(&smp)).unwrap();
+    assert_eq!(r.status, 415);
+    let bad = json!({"status": {"conditions": [{"type": "Ready", "status": "Maybe"}]}});
+    assert_eq!(
+        c.call("PATCH", "/api/v1/nodes/edge-1/status", "application/merge-patch+json", Some(&bad)).unwrap().status,
+        422
+    );
+    // The status endpoint does not write metadata; the main one does not write status.
+    let both = json!({"metadata": {"labels": {"a": "b"}}, "status": {"phase": "x"}});
+    let r = c.call("PATCH", "/api/v1/nodes/edge-1", "application/strategic-merge-patch+json", Some(&both)).unwrap();
+    assert_eq!(r.body["metadata"]["labels"]["a"], "b");
+    assert!(r.body["status"].get("phase").is_none());
+
+    // Pod status with a UID precondition; deletion with preconditions and grace.
+    let pods = "/api/v1/namespaces/default/pods";
+    let m = c.call("POST", pods, "application/json", Some(&mirror("m", &node_uid))).unwrap();
+    let uid = m.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let wrong = json!({"metadata": {"uid": "not-it"}, "status": {"phase": "Running"}});
+    let r = c.call("PATCH", &format!("{pods}/m/status"), "application/merge-patch+json", Some(&wrong)).unwrap();
+    assert_eq!((r.status, r.reason()), (409, "Conflict"));
+    let right = json!({"metadata": {"uid": uid}, "status": {"phase": "Running", "containerStatuses": [{"name": "c", "restartCount": 1}]}});
+    let r = c.call("PATCH", &format!("{pods}/m/status"), "application/merge-patch+json", Some(&right)).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["status"]["phase"], "Running");
+    let respec = json!({"spec": {"containers": [{"name": "c", "image": "other"}, {"name": "d", "image": "x"}]}});
+    assert_eq!(
+        c.call("PATCH", &format!("{pods}/m"), "application/strategic-merge-patch+json", Some(&respec)).unwrap().status,
+        422
+    );
+    let del = |uid: &str, grace: Option<i64>| {
+        let mut opts = json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}});
+        if let Some(g) = grace {
+            opts["gracePeriodSeconds"] = g.into();
+        }
+        c.call("DELETE", &format!("{pods}/m"), "application/json", Some(&opts)).unwrap()
+    };
+    assert_eq!(del("not-it", Some(0)).status, 409);
+    let r = del(&uid, None);
+    assert_eq!(r.status, 200);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string(), "a bound pod is deleted gracefully");
+    assert!(server.get("pods", "default", "m").is_some());
+    assert_eq!(del(&uid, Some(0)).status, 200);
+    assert!(server.get("pods", "default", "m").is_none());
+    assert_eq!(del(&uid, Some(0)).status, 404);
+    // Deleting the node removes what it owned.
+    let m = c.call("POST", pods, "application/json", Some(&mirror("m2", &node_uid))).unwrap();
+    assert_eq!(m.status, 201);
+    assert_eq!(server.admin("DELETE", "/api/v1/nodes/edge-1", "application/json", None).0, 200);
+    assert!(server.get("pods", "default", "m2").is_none());
+}
+
+#[test]
+fn lists_watches_auth_and_faults() {
+    let (dir, pki, server) = setup("watch");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let pods = "/api/v1/namespaces/default/pods";
+    c.call("POST", pods, "application/json", Some(&mirror("a", &node_uid))).unwrap();
+    let list = c.call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "", None).unwrap();
+    assert_eq!(list.body["kind"], "PodList");
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        c.call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dother", "", None).unwrap().body["items"],
+        json!([])
+    );
+    assert_eq!(c.call("GET", "/api/v1/pods?fieldSelector=spec.image%3Dx", "", None).unwrap().status, 400);
+    let rv = list.body["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    // A watch from the list's resourceVersion sees what happens next, then ends on time.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            c.call("POST", pods, "application/json", Some(&mirror("b", &node_uid))).unwrap();
+            server.admin(
+                "DELETE",
+                "/api/v1/namespaces/default/pods/a",
+                "application/json",
+                Some(json!({"gracePeriodSeconds": 0})),
+            );
+        });
+        let mut events = Vec::new();
+        let path = format!(
+            "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&watch=true&resourceVersion={rv}&timeoutSeconds=2"
+        );
+        let end = c.watch(&path, Duration::from_secs(2), |e| {
+            events.push((
+                e["type"].as_str().unwrap().to_string(),
+                e["object"]["metadata"]["name"].as_str().unwrap().to_string(),
+            ));
+            true
+        });
+        assert!(matches!(end, Ok(None)), "{end:?}");
+        assert_eq!(events, [("ADDED".to_string(), "b".to_string()), ("DELETED".to_string(), "a".to_string())]);
+    });
+    // A compacted resourceVersion: ERROR 410 in the stream.
+    for i in 0..1001 {
+        server.admin(
+            "PATCH",
+            "/api/v1/nodes/edge-1",
+            "application/merge-patch+json",
+            Some(json!({"metadata": {"labels": {"n": i.to_string()}}})),
+        );
+    }
+    let mut code = Value::Null;
+    let path = format!("/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=2");
+    c.watch(&path, Duration::from_secs(2), |e| {
+        assert_eq!(e["type"], "ERROR");
+        code = e["object"]["code"].clone();
+        false
+    })
+    .unwrap();
+    assert_eq!(code, 410);
+
+    // No credentials: 401. A token file that rotates: the new token is used.
+    let anonymous = dir.join("anonymous");
+    std::fs::write(&anonymous, "").unwrap();
+    let anon = client(&pki.kubeconfig(server.addr, Some(&anonymous)));
+    assert_eq!(anon.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 401);
+    let token = dir.join("token");
+    std::fs::write(&token, "first\n").unwrap();
+    server.add_token("first", "system:node:edge-1");
+    server.add_token("second", "system:node:edge-1");
+    let t = client(&pki.kubeconfig(server.addr, Some(&token)));
+    assert_eq!(t.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 200);
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&token, "unknown").unwrap();
+    assert_eq!(t.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 401, "the rotated token is read");
+
+    // Faults: queued 429 with Retry-After, slow answers, down and back with state kept.
+    server.fail_next(1, 429, Some(7));
+    let r = c.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap();
+    assert_eq!((r.status, r.retry_after), (429, Some(Duration::from_secs(7))));
+    server.set_delay(Duration::from_secs(11));
+    let slow = c.call("GET", "/api/v1/nodes/edge-1", "", None);
+    assert!(slow.is_err(), "past the client's deadline: {slow:?}");
+    server.set_delay(Duration::ZERO);
+    server.down();
+    assert!(c.call("GET", "/api/v1/nodes/edge-1", "", None).is_err());
+    server.up();
+    assert_eq!(c.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 200);
+    server.reject_pod("nope", "policy says no");
+    let r = c.call("POST", pods, "application/json", Some(&mirror("nope", &node_uid))).unwrap();
+    assert_eq!(r.status, 403);
+    assert!(r.describe().contains("policy says no"));
+    assert!(server.bytes().0 > 0 && server.bytes().1 > 0);
+}
