@@ -102,7 +102,14 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
         v if v.parse::<u8>().is_ok() => log::LevelFilter::Trace,
         v => return Err(format!("flag --v takes a number, got {v:?}")),
     };
-    simple_logger::SimpleLogger::new().with_level(level).init().map_err(|e| format!("cannot start logging: {e}"))
+    // Verbosity is atoll's own; the HTTP and TLS libraries' debug lines (every request's
+    // headers) only come at trace level.
+    let libraries = if level == log::LevelFilter::Trace { level } else { log::LevelFilter::Info };
+    let mut logger = simple_logger::SimpleLogger::new().with_level(level);
+    for module in ["ureq", "ureq_proto", "rustls", "h2"] {
+        logger = logger.with_module_level(module, libraries);
+    }
+    logger.init().map_err(|e| format!("cannot start logging: {e}"))
 }
 
 /// The agent: manifest sources → desired set → pod engine, against the container runtime.
@@ -204,7 +211,8 @@ fn run(flags: &Flags) -> Result<(), String> {
             let opts = atoll::mirror::Options {
                 kubeconfig: kubeconfig.clone(),
                 node: s.node_name.clone(),
-                hostname: atoll::config::hostname().to_lowercase(),
+                // kubelet labels and addresses the node with the overridden host name.
+                hostname: s.node_name.clone(),
                 node_labels: s.node_labels.clone(),
                 taints: s.register_with_taints.clone(),
                 max_pods: s.max_pods,

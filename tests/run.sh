@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 . tests/testbed/rust-toolchain.sh
 bash tests/testbed/testbed.sh install
-# openssl: the URL source's HTTPS test runs a TLS server with a private CA.
+# openssl: the URL source's HTTPS test runs a TLS server with a private CA; the mirror tests make
+# their API server's CA, server and client certificates with it.
 command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssl >&2; }
 
 # The fault-injection feature lets tests/restart_safety.rs kill atoll between CRI calls.

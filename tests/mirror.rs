@@ -1,0 +1,295 @@
+//! Mirroring end to end: `atoll run --kubeconfig` against the real private containerd and the
+//! test API server (tests/apiserver): an API server unreachable at start, node registration
+//! and labels, lease renewals, mirrors with the right annotation and owner, a restarting
+//! container's status, a refused mirror reported locally and created once allowed, user
+//! deletes, a manifest edit, static pod removal, an outage with changes made meanwhile, the
+//! steady state's traffic (lease renewals only) and Retry-After.
+//! (Its own test binary: atoll removes every atoll-made sandbox it was not told to run.)
+
+mod apiserver;
+mod common;
+
+use apiserver::{ApiServer, Pki};
+use atoll::cri::api::{ContainerFilter, ContainerState};
+use common::{eventually, testbed, unique, Testbed};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+struct Agent {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Agent {
+    fn start(tb: &Testbed, dir: &Path, kubeconfig: &Path) -> Agent {
+        let kubelet = common::kubelet_config(
+            tb,
+            dir,
+            "fileCheckFrequency: 1s\nnodeLeaseDurationSeconds: 8\nmaxPods: 30\nnodeStatusUpdateFrequency: 1s\n",
+        );
+        let own = dir.join("atoll.yaml");
+        std::fs::write(
+            &own,
+            "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ncrashLoopBackOff: {initialDelay: 1s, maxDelay: 2s}\n",
+        )
+        .unwrap();
+        let socket = dir.join("atoll.sock");
+        let child = common::atoll_run(tb, dir, &kubelet, &socket, "tb")
+            .arg(format!("--atoll-config={}", own.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--node-labels=site=test-bed")
+            .arg("--v=2")
+            .stderr(std::fs::File::create(dir.join("atoll.log")).unwrap())
+            .spawn()
+            .expect("start atoll");
+        Agent { child, dir: dir.to_path_buf(), socket }
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
+            .args(args)
+            .arg(format!("--api-socket={}", self.socket.display()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The pod as the local API shows it.
+    fn local(&self, name: &str) -> Option<Value> {
+        let list: Value = serde_json::from_str(&self.cli(&["pods", "-o", "json"])).ok()?;
+        list["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == format!("{name}-tb")).cloned()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("atoll.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- atoll log ---\n{}", self.log());
+        }
+    }
+}
+
+fn manifest(name: &str, command: &str, extra_meta: &str, restart: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{extra_meta}spec:\n  hostNetwork: true\n  restartPolicy: {restart}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, '{command}']\n"
+    )
+}
+
+const SLEEPER: &str = "trap \"exit 0\" TERM; while true; do sleep 1; done";
+
+/// The pod's running container `c`: (container ID, attempt).
+fn running_container(tb: &Testbed, pod: &str) -> Option<(String, u32)> {
+    let selector = HashMap::from([("io.kubernetes.pod.name".to_string(), format!("{pod}-tb"))]);
+    let cs = smol::block_on(
+        tb.cri().list_containers(Some(ContainerFilter { label_selector: selector, ..Default::default() })),
+    )
+    .ok()?;
+    cs.iter()
+        .find(|c| c.state == ContainerState::ContainerRunning as i32)
+        .map(|c| (c.id.clone(), c.metadata.as_ref().map_or(0, |m| m.attempt)))
+}
+
+fn mirror(server: &ApiServer, pod: &str) -> Option<Value> {
+    server.get("pods", "default", &format!("{pod}-tb"))
+}
+
+fn uid(v: &Value) -> String {
+    v["metadata"]["uid"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(unique("atoll-mirror"));
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let pki = Pki::new(&dir.join("pki"), "tb");
+    let server = ApiServer::start(&pki, "tb");
+    let kubeconfig = pki.kubeconfig(server.addr, None);
+    server.reject_pod("denied-tb", "privileged pods are not allowed here");
+    std::fs::write(manifests.join("web.yaml"), manifest("web", SLEEPER, "", "Always")).unwrap();
+    std::fs::write(manifests.join("crash.yaml"), manifest("crash", "sleep 1; exit 1", "", "Always")).unwrap();
+    std::fs::write(manifests.join("denied.yaml"), manifest("denied", SLEEPER, "", "Always")).unwrap();
+
+    // The API server is down when atoll starts: the pods run regardless.
+    server.down();
+    let agent = Agent::start(tb, &dir, &kubeconfig);
+    let (web_id, _) =
+        eventually(Duration::from_secs(60), "web running with no API server", || running_container(tb, "web"));
+    assert!(server.log().is_empty());
+    server.up();
+
+    // Registration: labels, taint, capacity, node info, Ready.
+    let node = eventually(Duration::from_secs(60), "the node registered and Ready", || {
+        let n = server.get("nodes", "", "tb")?;
+        let ready = n["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(n)
+    });
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["kubernetes.io/hostname"], "tb");
+    assert_eq!(labels["kubernetes.io/os"], "linux");
+    assert_eq!(labels["kubernetes.io/arch"], atoll::mirror::objects::goarch());
+    assert_eq!(labels["site"], "test-bed");
+    assert_eq!(node["spec"]["taints"][0]["key"], "atoll.io/static-pods-only");
+    assert_eq!(node["status"]["capacity"]["pods"], "30");
+    assert!(node["status"]["nodeInfo"]["kubeletVersion"].as_str().unwrap().starts_with("atoll/"));
+    assert!(node["status"]["nodeInfo"]["containerRuntimeVersion"].as_str().unwrap().starts_with("containerd://"));
+    let conds: Vec<&str> =
+        node["status"]["conditions"].as_array().unwrap().iter().filter_map(|c| c["type"].as_str()).collect();
+    for t in ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"] {
+        assert!(conds.contains(&t), "{conds:?}");
+    }
+    assert!(node["status"]["addresses"].as_array().unwrap().iter().any(|a| a["type"] == "Hostname"));
+    let node_uid = uid(&node);
+
+    // The lease renews (every 2 s for an 8 s lease) and is owned by the node.
+    let lease = |s: &ApiServer| s.get("leases", "kube-node-lease", "tb");
+    let first = eventually(Duration::from_secs(30), "the lease", || lease(&server));
+    assert_eq!(first["spec"]["holderIdentity"], "tb");
+    assert_eq!(first["spec"]["leaseDurationSeconds"], 8);
+    eventually(Duration::from_secs(20), "a renewal with the node as owner", || {
+        let l = lease(&server)?;
+        (l["spec"]["renewTime"] != first["spec"]["renewTime"]
+            && l["metadata"]["ownerReferences"][0]["uid"] == node_uid.as_str())
+        .then_some(())
+    });
+
+    // The mirror: annotation = the static pod's hash, the node as controlling owner, status.
+    let web = eventually(Duration::from_secs(30), "web's mirror Running", || {
+        mirror(&server, "web").filter(|m| m["status"]["phase"] == "Running")
+    });
+    let hash = web["metadata"]["annotations"]["kubernetes.io/config.hash"].as_str().unwrap().to_string();
+    assert_eq!(web["metadata"]["annotations"]["kubernetes.io/config.mirror"], hash.as_str());
+    assert_eq!(
+        web["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "tb", "uid": node_uid, "controller": true}])
+    );
+    assert_ne!(uid(&web), hash, "the mirror has its own UID");
+    assert_eq!(web["status"]["containerStatuses"][0]["ready"], true);
+    assert_eq!(web["status"]["containerStatuses"][0]["containerID"], format!("containerd://{web_id}"));
+
+    // A restarting container's status reaches the mirror.
+    eventually(Duration::from_secs(60), "crash's restarts in its mirror", || {
+        let m = mirror(&server, "crash")?;
+        (m["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= 2).then_some(())
+    });
+
+    // A refused mirror: reported locally, the pod runs, and it is created once allowed.
+    let denied = eventually(Duration::from_secs(30), "the refusal reported locally", || {
+        let p = agent.local("denied")?;
+        p["metadata"]["annotations"]["atoll.io/mirror"].as_str()?.contains("refused").then_some(p)
+    });
+    assert!(denied["metadata"]["annotations"]["atoll.io/mirror"].as_str().unwrap().contains("privileged pods"));
+    let described = agent.cli(&["describe", "denied"]);
+    assert!(described.contains("Mirror:") && described.contains("privileged pods are not allowed"), "{described}");
+    assert!(described.contains("MirrorPodRejected"), "{described}");
+    assert!(running_container(tb, "denied").is_some(), "a refused mirror does not touch the pod");
+    assert!(mirror(&server, "denied").is_none());
+    server.allow_pod("denied-tb");
+    eventually(Duration::from_secs(40), "denied's mirror once allowed", || mirror(&server, "denied"));
+
+    // A user deletes the mirror (kubectl's default: graceful): it is replaced, web runs on.
+    let before = uid(&web);
+    let (code, _) = server.admin("DELETE", "/api/v1/namespaces/default/pods/web-tb", "application/json", None);
+    assert_eq!(code, 200);
+    let again = eventually(Duration::from_secs(30), "web's mirror back", || {
+        mirror(&server, "web").filter(|m| uid(m) != before && m["metadata"]["deletionTimestamp"].is_null())
+    });
+    let (code, _) = server.admin(
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web-tb",
+        "application/json",
+        Some(json!({"gracePeriodSeconds": 0})),
+    );
+    assert_eq!(code, 200);
+    eventually(Duration::from_secs(30), "web's mirror back after a forced delete", || {
+        mirror(&server, "web").filter(|m| uid(m) != uid(&again))
+    });
+    assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)), "web was not restarted");
+
+    // A manifest edit replaces the mirror (new hash); removing a manifest deletes its mirror.
+    std::fs::write(manifests.join("web.yaml"), manifest("web", SLEEPER, "  labels: {edition: two}\n", "Always"))
+        .unwrap();
+    let edited = eventually(Duration::from_secs(40), "the edited mirror", || {
+        mirror(&server, "web").filter(|m| m["metadata"]["labels"]["edition"] == "two")
+    });
+    assert_ne!(edited["metadata"]["annotations"]["kubernetes.io/config.mirror"], hash.as_str());
+    std::fs::remove_file(manifests.join("crash.yaml")).unwrap();
+    eventually(Duration::from_secs(30), "crash's mirror deleted", || mirror(&server, "crash").is_none().then_some(()));
+    let (web_id, _) = eventually(Duration::from_secs(30), "the edited web running", || running_container(tb, "web"));
+    eventually(Duration::from_secs(30), "the edited web's mirror Running", || {
+        mirror(&server, "web").filter(|m| m["status"]["phase"] == "Running")
+    });
+
+    // An outage, with changes made meanwhile: no container restarts, then convergence.
+    server.down();
+    std::fs::write(manifests.join("late.yaml"), manifest("late", SLEEPER, "", "Always")).unwrap();
+    std::fs::remove_file(manifests.join("denied.yaml")).unwrap();
+    eventually(Duration::from_secs(30), "late running during the outage", || running_container(tb, "late"));
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));
+    let back = Instant::now();
+    server.up();
+    eventually(Duration::from_secs(90), "convergence after the outage", || {
+        let late = mirror(&server, "late")?;
+        (late["status"]["phase"] == "Running" && mirror(&server, "denied").is_none()).then_some(())
+    });
+    eventually(Duration::from_secs(90), "lease renewals and the pod watch again", || {
+        let log = server.log();
+        let renewed = log.iter().any(|l| l.at > back && l.path.contains("/leases/tb") && l.status == 200);
+        let watching = log.iter().any(|l| l.at > back && l.path.contains("watch=true") && l.status == 200);
+        (renewed && watching).then_some(())
+    });
+    assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)), "no restarts across the outage");
+
+    // Steady state: lease renewals only.
+    std::thread::sleep(Duration::from_secs(5));
+    let (from, bytes_before) = (server.log().len(), server.bytes());
+    let window = Instant::now();
+    std::thread::sleep(Duration::from_secs(12));
+    let log = server.log();
+    let (bytes_after, took) = (server.bytes(), window.elapsed());
+    let steady: Vec<_> = log[from..].iter().map(|l| format!("{} {}", l.method, l.path)).collect();
+    assert!(steady.len() >= 4, "renewals every 2 s: {steady:?}");
+    assert!(
+        steady.iter().all(|l| l.starts_with("PUT /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/tb")),
+        "{steady:?}"
+    );
+    let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
+    eprintln!(
+        "steady state, 3 pods, lease every 2 s: {:.0} bytes/min to the server, {:.0} from it",
+        per_min(bytes_after.0 - bytes_before.0),
+        per_min(bytes_after.1 - bytes_before.1)
+    );
+
+    // 429 with Retry-After: the next renewal waits at least that long.
+    let from = server.log().len();
+    server.fail_next(2, 429, Some(4));
+    eventually(Duration::from_secs(30), "renewals after the 429s", || {
+        let log = server.log();
+        let mine: Vec<_> = log[from..].iter().filter(|l| l.path.contains("/leases/")).cloned().collect();
+        let ok = mine
+            .iter()
+            .position(|l| l.status == 429)
+            .and_then(|i| mine[i..].iter().position(|l| l.status == 200).map(|j| i + j))?;
+        for pair in mine[..=ok].windows(2) {
+            if pair[0].status == 429 {
+                let gap = pair[1].at - pair[0].at;
+                assert!(gap >= Duration::from_millis(3900), "Retry-After: 4 honoured, got {gap:?}");
+            }
+        }
+        Some(())
+    });
+    assert_eq!(running_container(tb, "web"), Some((web_id, 0)));
+    assert!(!agent.log().contains("panicked"));
+}
