@@ -147,6 +147,11 @@ impl Client {
         })
     }
 
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     fn request(
         &self,
         method: &str,

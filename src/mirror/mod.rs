@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// What the mirror needs to know, from the settings.
@@ -55,7 +55,6 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Link {
     desired: Mutex<(u64, Vec<StaticPod>)>,
-    changed: Condvar,
     /// By static pod UID: where its mirror stands, in words.
     reports: Mutex<BTreeMap<String, String>>,
     node_uid: Mutex<Option<String>>,
@@ -67,7 +66,6 @@ impl Link {
         let mut d = self.desired.lock().unwrap_or_else(|p| p.into_inner());
         d.0 += 1;
         d.1 = pods.cloned().collect();
-        self.changed.notify_all();
     }
 
     /// Where the mirror of the static pod `uid` stands (None when atoll mirrors nothing).
@@ -139,7 +137,7 @@ fn transient(r: &Reply) -> bool {
 pub fn start(opts: Options, shared: Arc<Shared>) {
     let spawned = std::thread::Builder::new().name("atoll-mirror".into()).spawn(move || {
         let client = Arc::new(connect(&opts));
-        log::info!("mirroring node {} to {} (context {})", opts.node, client_server(&opts), client.context);
+        log::info!("mirroring node {} to {} (context {})", opts.node, client.server(), client.context);
         let (tx, rx) = mpsc::sync_channel(256);
         {
             let (client, opts) = (client.clone(), opts.clone());
@@ -157,10 +155,6 @@ pub fn start(opts: Options, shared: Arc<Shared>) {
     if let Err(e) = spawned {
         log::error!("cannot start mirroring: {e}");
     }
-}
-
-fn client_server(opts: &Options) -> String {
-    kubeconfig::load(&opts.kubeconfig, None).map(|c| c.server).unwrap_or_default()
 }
 
 /// The client from the kubeconfig; a missing or broken file is reported and read again every
@@ -217,6 +211,8 @@ fn node_loop(client: &Client, opts: &Options, shared: &Shared) {
     loop {
         let now = Instant::now();
         if !backoff.waiting() {
+            // The node and its lease are kept apart: a refused registration (RBAC) does not
+            // stop the renewals, and the other way round.
             let mut result = Ok(());
             if now >= next_status || shared.mirror.node_uid().is_none() {
                 result = sync_node(client, opts, shared, &mut st);
@@ -224,8 +220,9 @@ fn node_loop(client: &Client, opts: &Options, shared: &Shared) {
                     next_status = now + opts.status_update_frequency;
                 }
             }
-            if result.is_ok() && now >= st.lease_due {
-                result = renew_lease(client, opts, shared, &mut st);
+            if now >= st.lease_due {
+                let renewed = renew_lease(client, opts, shared, &mut st);
+                result = result.and(renewed);
             }
             match result {
                 Ok(()) => backoff.ok(),
@@ -315,11 +312,10 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
     let comparable = objects::without_heartbeat(&status);
     if shared.mirror.node_uid().is_none() {
         let node = register(client, st, status)?;
-        let uid = node["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let uid = uid_of(&node);
         log::info!("node {} registered (uid {uid})", opts.node);
         *shared.mirror.node_uid.lock().unwrap_or_else(|p| p.into_inner()) = Some(uid);
         st.reported = Some((objects::without_heartbeat(&node["status"]), Instant::now()));
-        shared.mirror.changed.notify_all();
         return Ok(());
     }
     let due = match &st.reported {
@@ -535,6 +531,10 @@ struct Pods<'a> {
     backoff: Backoff,
 }
 
+fn uid_of(pod: &Value) -> String {
+    pod["metadata"]["uid"].as_str().unwrap_or_default().to_string()
+}
+
 fn key_of(pod: &Value) -> String {
     format!(
         "{}/{}",
@@ -639,6 +639,16 @@ impl Pods<'_> {
             log::info!("mirror pod {}: its static pod is gone; deleting it", key_of(&pod));
             self.delete(&pod)?;
         }
+        // Nothing outlives what it is about.
+        let mirrors: Vec<String> = self.cache.iter().flatten().map(|(_, p)| uid_of(p)).collect();
+        self.sent.retain(|uid, _| mirrors.contains(uid));
+        self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
+        self.shared
+            .mirror
+            .reports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
         Ok(())
     }
 
@@ -672,7 +682,7 @@ impl Pods<'_> {
         let r = self.client.call("POST", &path, JSON, Some(&body)).map_err(|e| (e, None))?;
         match r.status {
             200 | 201 => {
-                let uid = r.body["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+                let uid = uid_of(&r.body);
                 log::info!("mirror pod {key} created (uid {uid})");
                 self.report(&sp.uid, format!("mirrored (uid {uid})"));
                 self.refused.remove(&sp.uid);
@@ -761,7 +771,7 @@ impl Pods<'_> {
     /// Writes the static pod's status to its mirror when it differs from the last one written.
     fn sync_status(&mut self, sp: &StaticPod, mirror: &Value) -> Result<(), Failure> {
         let Some(ours) = self.shared.statuses.get(&sp.uid) else { return Ok(()) };
-        let muid = mirror["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let muid = uid_of(mirror);
         let want = objects::desired_status(&ours, mirror);
         if self.sent.get(&muid) == Some(&want) {
             return Ok(());
