@@ -1,0 +1,102 @@
+//! Mirror traffic: `atoll run --kubeconfig` with 10 static pods against the test API server
+//! (tests/apiserver) on the private containerd test bed, with kubelet's default timings
+//! (lease 40 s renewed every 10 s, node status checked every 10 s and sent every 5 min).
+//! Prints the bytes on the wire (TLS included) to converge, then per minute at steady state,
+//! and the requests made in the window. Asserts nothing about amounts.
+//!
+//!   cargo bench --bench mirror       (ATOLL_BENCH_MIRROR_WINDOW=330 s by default, so the
+//!                                     window holds a node status report; under `cargo test`
+//!                                     a short smoke run with 2 pods)
+
+#[path = "../tests/apiserver/mod.rs"]
+mod apiserver;
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let window = Duration::from_secs(
+        std::env::var("ATOLL_BENCH_MIRROR_WINDOW").ok().and_then(|v| v.parse().ok()).unwrap_or(if bench {
+            330
+        } else {
+            5
+        }),
+    );
+    let pods = if bench { 10 } else { 2 };
+    let tb = common::testbed();
+    let dir = std::env::temp_dir().join(common::unique("atoll-bench-mirror"));
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let pki = apiserver::Pki::new(&dir.join("pki"), "tb");
+    let server = apiserver::ApiServer::start(&pki, "tb");
+    for i in 0..pods {
+        std::fs::write(
+            manifests.join(format!("m{i}.yaml")),
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: m{i}, labels: {{app: bench}}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 1; done']\n"
+            ),
+        )
+        .unwrap();
+    }
+    let kubelet = common::kubelet_config(tb, &dir, "fileCheckFrequency: 20s\n");
+    let started = Instant::now();
+    let mut child = common::atoll_run(tb, &dir, &kubelet, &dir.join("api.sock"), "tb")
+        .arg(format!("--kubeconfig={}", pki.kubeconfig(server.addr, None).display()))
+        .spawn()
+        .expect("start atoll");
+    common::eventually(Duration::from_secs(180), "every mirror Running", || {
+        let running = server
+            .list("pods")
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true)
+            .count();
+        (running == pods).then_some(())
+    });
+    let converged = started.elapsed();
+    let startup = server.bytes();
+    // Let the first lease renewals and status writes settle.
+    std::thread::sleep(Duration::from_secs(15));
+    let (in0, out0) = server.bytes();
+    let from = server.log().len();
+    let t0 = Instant::now();
+    std::thread::sleep(window);
+    let took = t0.elapsed();
+    let (in1, out1) = server.bytes();
+    let log = server.log();
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let mut requests: BTreeMap<String, usize> = BTreeMap::new();
+    for l in &log[from..] {
+        let what = if l.path.contains("/leases/") {
+            format!("{} lease", l.method)
+        } else if l.path.contains("watch=true") {
+            "watch pods".to_string()
+        } else if l.path.starts_with("/api/v1/nodes") {
+            format!("{} node{}", l.method, if l.path.ends_with("/status") { " status" } else { "" })
+        } else {
+            format!("{} pods", l.method)
+        };
+        *requests.entry(what).or_default() += 1;
+    }
+    let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
+    println!("mirror traffic ({pods} pods, kubelet's default timings, TLS bytes on the wire)");
+    println!(
+        "  to converge (start -> every mirror Running and ready): {:.1} s, {} bytes to the API server, {} from it",
+        converged.as_secs_f64(),
+        startup.0,
+        startup.1
+    );
+    println!(
+        "  steady state over {:.0} s: {:.0} bytes/min to the API server, {:.0} bytes/min from it",
+        took.as_secs_f64(),
+        per_min(in1 - in0),
+        per_min(out1 - out0)
+    );
+    let listed: Vec<String> = requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    println!("  requests in the window: {}", listed.join(", "));
+    println!();
+}
