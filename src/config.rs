@@ -779,6 +779,7 @@ authentication:
         .unwrap();
         assert!(s.config_notes.is_empty(), "{:?}", s.config_notes);
         assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
+        assert_eq!((s.kubeconfig, s.node_labels.len()), (None, 0));
         let wrong =
             config_file("wrong-own.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
         let e = Settings::load(&flags(&[&format!("--atoll-config={wrong}"), "--hostname-override=n"])).unwrap_err();

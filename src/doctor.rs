@@ -255,7 +255,42 @@ pub fn all(s: &Settings) -> Vec<Check> {
     checks.extend(disk("disk", &s.root_dir));
     checks.extend(disk("disk", &s.pod_logs_dir));
     checks.extend(clock(SystemTime::now()));
+    if let Some(k) = &s.kubeconfig {
+        checks.push(api_server(k, &s.node_name));
+    }
     checks
+}
+
+/// The API server of `--kubeconfig`: the file usable, the server answering, the node known.
+/// Unreachable is a warning only: pods run without it.
+pub fn api_server(kubeconfig: &Path, node: &str) -> Check {
+    let name = "api server";
+    let client = crate::mirror::kubeconfig::load(kubeconfig, None).and_then(|c| {
+        crate::mirror::client::Client::new(&c).map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))
+    });
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => {
+            return bad(Level::Fail, name, e, "fix the kubeconfig (atoll reads it again every minute while running)")
+        }
+    };
+    match client.call("GET", &format!("/api/v1/nodes/{node}"), "application/json", None) {
+        Err(e) => bad(
+            Level::Warn,
+            name,
+            format!("{} cannot be reached: {e}", client.server()),
+            "pods run regardless; check the network path and the server URL in the kubeconfig",
+        ),
+        Ok(r) if r.status == 200 => ok(name, format!("{}: node {node} registered", client.server())),
+        Ok(r) if r.status == 404 => ok(name, format!("{}: reachable; node {node} not registered yet", client.server())),
+        Ok(r) if r.status == 401 || r.status == 403 => bad(
+            Level::Fail,
+            name,
+            format!("{} refuses atoll's credentials: {}", client.server(), r.describe()),
+            format!("give the kubeconfig a certificate or token of user system:node:{node} (group system:nodes)"),
+        ),
+        Ok(r) => bad(Level::Warn, name, format!("{}: {}", client.server(), r.describe()), "see the API server's logs"),
+    }
 }
 
 /// Wraps at 80 columns (a serial console), continuation lines indented by `indent`.
@@ -307,6 +342,24 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_broken_or_unreachable_api_server_is_named() {
+        let d = dir("kubeconfig");
+        let missing = api_server(&d.join("none"), "n");
+        assert_eq!(missing.level, Level::Fail);
+        assert!(missing.detail.contains("none"), "{missing:?}");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let k = d.join("kubeconfig");
+        std::fs::write(
+            &k,
+            format!("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: x\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: c\n  context: {{cluster: x, user: u}}\n"),
+        )
+        .unwrap();
+        let down = api_server(&k, "n");
+        assert_eq!(down.level, Level::Warn, "{down:?}");
+        assert!(down.detail.contains("cannot be reached"), "{down:?}");
     }
 
     #[test]
