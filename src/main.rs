@@ -428,7 +428,14 @@ fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
     if new.api_socket != old.api_socket || new.healthz != old.healthz || new.read_only != old.read_only {
         later.push("the API listeners");
     }
-    if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
+    if new.kubeconfig != old.kubeconfig
+        || new.node_labels != old.node_labels
+        || new.register_with_taints != old.register_with_taints
+        || new.max_pods != old.max_pods
+    {
+        later.push("the mirror (kubeconfig, node labels, taints, maxPods)");
+    }
+        if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
         later.push("strictness, pod logs");
     }
     log::info!("SIGHUP: reloaded back-off limits, runtime classes and registry credentials; running pods untouched");

@@ -290,6 +290,30 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
         }
         Some(())
     });
-    assert_eq!(running_container(tb, "web"), Some((web_id, 0)));
+    assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));
     assert!(!agent.log().contains("panicked"));
+
+    // atoll restarts: it adopts its pods and their mirrors, replacing nothing.
+    let mirrors: Vec<String> = ["web", "late"].iter().map(|p| uid(&mirror(&server, p).unwrap())).collect();
+    drop(agent);
+    let restart = Instant::now();
+    let from = server.log().len();
+    let _agent = Agent::start(tb, &dir, &kubeconfig);
+    eventually(Duration::from_secs(60), "the restarted atoll watching and renewing", || {
+        let log = server.log();
+        let new = &log[from..];
+        (new.iter().any(|l| l.path.contains("watch=true"))
+            && new.iter().filter(|l| l.path.contains("/leases/")).count() >= 2)
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let after: Vec<String> = ["web", "late"].iter().map(|p| uid(&mirror(&server, p).unwrap())).collect();
+    assert_eq!(after, mirrors, "the mirrors were kept");
+    let writes: Vec<String> = server.log()[from..]
+        .iter()
+        .filter(|l| l.at > restart && (l.method == "POST" || l.method == "DELETE") && l.path.contains("/pods"))
+        .map(|l| format!("{} {}", l.method, l.path))
+        .collect();
+    assert!(writes.is_empty(), "no pod created or deleted after the restart: {writes:?}");
+    assert_eq!(running_container(tb, "web"), Some((web_id, 0)));
 }

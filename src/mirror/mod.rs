@@ -802,3 +802,35 @@ impl Pods<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_jitters_caps_honours_retry_after_and_resets() {
+        let mut b = Backoff::default();
+        assert!(!b.waiting());
+        let mut last = Duration::ZERO;
+        for n in 0..10 {
+            let wait = b.fail(None);
+            let delay = Backoff::FIRST * 2u32.pow(n).min(60);
+            let delay = delay.min(Backoff::MAX);
+            assert!(wait >= delay / 2 && wait <= delay, "try {n}: {wait:?} for {delay:?}");
+            last = wait;
+        }
+        assert!(last <= Backoff::MAX && b.waiting());
+        b.ok();
+        assert!(!b.waiting());
+        // Retry-After wins over a shorter back-off, up to its own cap.
+        assert!(b.fail(Some(Duration::from_secs(30))) >= Duration::from_secs(30));
+        assert_eq!(b.fail(Some(Duration::from_secs(3600))), Backoff::MAX_RETRY_AFTER);
+    }
+
+    #[test]
+    fn transient_answers_are_5xx_and_429() {
+        let r = |status| Reply { status, body: Value::Null, retry_after: None };
+        assert!(transient(&r(429)) && transient(&r(500)) && transient(&r(503)));
+        assert!(!transient(&r(403)) && !transient(&r(422)) && !transient(&r(409)));
+    }
+}
