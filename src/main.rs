@@ -435,7 +435,7 @@ fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
     {
         later.push("the mirror (kubeconfig, node labels, taints, maxPods)");
     }
-        if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
+    if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
         later.push("strictness, pod logs");
     }
     log::info!("SIGHUP: reloaded back-off limits, runtime classes and registry credentials; running pods untouched");

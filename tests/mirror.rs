@@ -2,8 +2,9 @@
 //! test API server (tests/apiserver): an API server unreachable at start, node registration
 //! and labels, lease renewals, mirrors with the right annotation and owner, a restarting
 //! container's status, a refused mirror reported locally and created once allowed, user
-//! deletes, a manifest edit, static pod removal, an outage with changes made meanwhile, the
-//! steady state's traffic (lease renewals only) and Retry-After.
+//! deletes, a manifest edit, static pod removal, a slow server, an outage with changes made
+//! meanwhile, the steady state's traffic (lease renewals only), Retry-After, and an atoll
+//! restart that adopts the mirrors.
 //! (Its own test binary: atoll removes every atoll-made sandbox it was not told to run.)
 
 mod apiserver;
@@ -229,6 +230,18 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     let (web_id, _) = eventually(Duration::from_secs(30), "the edited web running", || running_container(tb, "web"));
     eventually(Duration::from_secs(30), "the edited web's mirror Running", || {
         mirror(&server, "web").filter(|m| m["status"]["phase"] == "Running")
+    });
+
+    // A slow server (answers after the client's 10 s deadline): timeouts only; the pods and
+    // the local API are untouched.
+    server.set_delay(Duration::from_secs(12));
+    std::thread::sleep(Duration::from_secs(25));
+    assert_eq!(agent.local("web").expect("the local API answers")["status"]["phase"], "Running");
+    assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));
+    server.set_delay(Duration::ZERO);
+    let healed = Instant::now();
+    eventually(Duration::from_secs(90), "renewals after the slow spell", || {
+        server.log().iter().any(|l| l.at > healed && l.path.contains("/leases/tb") && l.status == 200).then_some(())
     });
 
     // An outage, with changes made meanwhile: no container restarts, then convergence.

@@ -138,6 +138,7 @@ impl Pki {
 /// One request as the server saw it.
 #[derive(Clone, Debug)]
 pub struct Logged {
+    /// When the request arrived (before any injected delay).
     pub at: Instant,
     pub method: String,
     pub path: String,
@@ -397,6 +398,7 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
     let mut tls = rustls::StreamOwned::new(conn, Counting { inner: stream, state: state.clone() });
     loop {
         let Some(req) = read_request(&mut tls) else { return };
+        let arrived = Instant::now();
         if !state.up.load(Ordering::SeqCst) {
             return;
         }
@@ -420,11 +422,11 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
         };
         let ok = match reply {
             Reply::Json(status, body) => {
-                record(state, &req, status, user.as_deref().unwrap_or(""));
+                record(state, &req, arrived, status, user.as_deref().unwrap_or(""));
                 write_json(&mut tls, status, &body, retry_after).is_ok()
             }
             Reply::Watch(resource, selector, from, timeout) => {
-                record(state, &req, 200, user.as_deref().unwrap_or(""));
+                record(state, &req, arrived, 200, user.as_deref().unwrap_or(""));
                 // A watch that ran its course leaves the connection open for more.
                 stream_watch(state, &mut tls, resource, &selector, from, timeout).unwrap_or(false)
             }
@@ -435,9 +437,9 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
     }
 }
 
-fn record(state: &State, req: &Request, status: u16, user: &str) {
+fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &str) {
     state.log.lock().unwrap().push(Logged {
-        at: Instant::now(),
+        at: arrived,
         method: req.method.clone(),
         path: req.path.clone(),
         status,
