@@ -941,17 +941,8 @@ fn replace(store: &mut Store, t: &Target, mut new: Value, status_only: bool, req
     if !rv.is_empty() && old["metadata"]["resourceVersion"] != rv.as_str() {
         return conflict();
     }
-    if let Some(uid) = new["metadata"]["uid"].as_str() {
-        if old["metadata"]["uid"] != uid {
-            return fail(
-                409,
-                "Conflict",
-                format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    old["metadata"]["uid"].as_str().unwrap_or("")
-                ),
-            );
-        }
+    if let Some(refused) = uid_precondition(&old, &new["metadata"]["uid"]) {
+        return refused;
     }
     for field in ["uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds"] {
         match old["metadata"].get(field) {
@@ -1120,21 +1111,28 @@ fn strategic_merge(target: &Value, patch: &Value, path: &str) -> Result<Value, S
     Ok(Value::Object(out))
 }
 
+/// A UID precondition (a patch's or update's `metadata.uid`, DeleteOptions' `preconditions`)
+/// that `obj` does not meet: 409 Conflict.
+fn uid_precondition(obj: &Value, uid: &Value) -> Option<Reply> {
+    let uid = uid.as_str()?;
+    (obj["metadata"]["uid"] != uid).then(|| {
+        fail(
+            409,
+            "Conflict",
+            format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                obj["metadata"]["uid"].as_str().unwrap_or("")
+            ),
+        )
+    })
+}
+
 fn delete(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
     let key = (t.resource, t.namespace.clone(), t.name.clone());
     let Some(mut obj) = store.objects.get(&key).cloned() else { return not_found(t) };
     let opts = body.unwrap_or(Value::Null);
-    if let Some(uid) = opts["preconditions"]["uid"].as_str() {
-        if obj["metadata"]["uid"] != uid {
-            return fail(
-                409,
-                "Conflict",
-                format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    obj["metadata"]["uid"].as_str().unwrap_or("")
-                ),
-            );
-        }
+    if let Some(refused) = uid_precondition(&obj, &opts["preconditions"]["uid"]) {
+        return refused;
     }
     if let Some(rv) = opts["preconditions"]["resourceVersion"].as_str() {
         if obj["metadata"]["resourceVersion"] != rv {
