@@ -54,7 +54,7 @@ pub struct Options {
 /// and what became of each (read by the local API).
 #[derive(Debug, Default)]
 pub struct Link {
-    desired: Mutex<(u64, Vec<StaticPod>)>,
+    desired: Mutex<(u64, Arc<Vec<StaticPod>>)>,
     /// By static pod UID: where its mirror stands, in words.
     reports: Mutex<BTreeMap<String, String>>,
     node_uid: Mutex<Option<String>>,
@@ -65,7 +65,7 @@ impl Link {
     pub fn set_desired<'a>(&self, pods: impl Iterator<Item = &'a StaticPod>) {
         let mut d = self.desired.lock().unwrap_or_else(|p| p.into_inner());
         d.0 += 1;
-        d.1 = pods.cloned().collect();
+        d.1 = Arc::new(pods.cloned().collect());
     }
 
     /// Where the mirror of the static pod `uid` stands (None when atoll mirrors nothing).
@@ -77,7 +77,7 @@ impl Link {
         self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), text);
     }
 
-    fn desired(&self) -> (u64, Vec<StaticPod>) {
+    fn desired(&self) -> (u64, Arc<Vec<StaticPod>>) {
         self.desired.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -610,7 +610,7 @@ impl Pods<'_> {
             return Ok(());
         }
         let Some(node_uid) = self.shared.mirror.node_uid() else {
-            for sp in &desired {
+            for sp in desired.iter() {
                 if self.shared.mirror.report(&sp.uid).is_none() {
                     self.report(&sp.uid, "waiting for the node to be registered".into());
                 }
@@ -620,11 +620,11 @@ impl Pods<'_> {
         if self.cache.is_none() {
             return Ok(());
         }
-        for sp in &desired {
+        for sp in desired.iter() {
             self.one(sp, &node_uid)?;
         }
         // Orphans: mirrors of static pods that are gone and no longer stopping.
-        let running: Vec<String> = self.shared.statuses.pods().into_iter().map(|(p, _)| p.metadata.uid).collect();
+        let running = self.shared.statuses.uids();
         let orphans: Vec<Value> = self
             .cache
             .iter()

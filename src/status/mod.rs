@@ -382,6 +382,11 @@ impl Store {
         pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
     }
 
+    /// The UIDs of the pods workers run (stopping ones included).
+    pub fn uids(&self) -> Vec<String> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(uid).cloned()
     }
@@ -394,6 +399,18 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_lists_the_pods_workers_run_until_removed() {
+        let store = Store::default();
+        store.set_pod("u1", &Pod::default());
+        store.set_pod("u2", &Pod::default());
+        store.set("u2", PodStatus { phase: "Running".into(), ..Default::default() });
+        assert_eq!(store.uids(), ["u1", "u2"]);
+        store.remove("u1");
+        assert_eq!(store.uids(), ["u2"]);
+        assert_eq!(store.get("u2").map(|s| s.phase), Some("Running".into()));
+    }
     use crate::pod::{defaults, identity};
     use crate::runtime::plan::SandboxObs;
     use std::time::Duration;
