@@ -2,7 +2,7 @@
 //! (tests/apiserver) on the private containerd test bed, with kubelet's default timings
 //! (lease 40 s renewed every 10 s, node status checked every 10 s and sent every 5 min).
 //! Prints the bytes on the wire (TLS included) to converge, then per minute at steady state,
-//! and the requests made in the window. Asserts nothing about amounts.
+//! the requests made in the window and the agent's RSS. Asserts nothing about amounts.
 //!
 //!   cargo bench --bench mirror       (ATOLL_BENCH_MIRROR_WINDOW=330 s by default, so the
 //!                                     window holds a node status report; under `cargo test`
@@ -66,6 +66,11 @@ fn main() {
     let took = t0.elapsed();
     let (in1, out1) = server.bytes();
     let log = server.log();
+    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
     let _ = child.kill();
     let _ = child.wait();
 
@@ -96,6 +101,7 @@ fn main() {
         per_min(in1 - in0),
         per_min(out1 - out0)
     );
+    println!("  atoll's RSS at the end of the window: {:.1} MiB", rss_kib as f64 / 1024.0);
     let listed: Vec<String> = requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
     println!("  requests in the window: {}", listed.join(", "));
     println!();
