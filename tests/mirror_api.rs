@@ -268,3 +268,37 @@ fn lists_watches_auth_and_faults() {
     assert!(r.describe().contains("policy says no"));
     assert!(server.bytes().0 > 0 && server.bytes().1 > 0);
 }
+
+#[test]
+fn the_pod_watch_lists_resumes_and_does_not_spin_on_cut_streams() {
+    let (_dir, pki, server) = setup("watch-loop");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&mirror("a", &node_uid))).unwrap();
+    // Every watch is cut at once, with nothing in it.
+    server.limit_watches(Some(Duration::ZERO));
+    let (tx, rx) = std::sync::mpsc::sync_channel(16);
+    let watcher = client(&pki.kubeconfig(server.addr, None));
+    std::thread::spawn(move || atoll::mirror::watch_loop(&watcher, "edge-1", &tx));
+    match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+        atoll::mirror::Seen::Listed(items) => assert_eq!(items.len(), 1),
+        atoll::mirror::Seen::Event(..) => panic!("a list comes first"),
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let watches = server.log().iter().filter(|l| l.path.contains("watch=true")).count();
+    assert!((1..=4).contains(&watches), "cut watches are retried with back-off, not at once: {watches}");
+    // Streams that last: events flow, resumed from the last resourceVersion.
+    server.limit_watches(None);
+    std::thread::sleep(Duration::from_secs(3));
+    c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&mirror("b", &node_uid))).unwrap();
+    let event = loop {
+        match rx.recv_timeout(Duration::from_secs(60)).unwrap() {
+            atoll::mirror::Seen::Event(kind, pod) => break (kind, pod["metadata"]["name"].clone()),
+            atoll::mirror::Seen::Listed(_) => {}
+        }
+    };
+    assert_eq!(event, ("ADDED".to_string(), json!("b")));
+    let lists = server.log().iter().filter(|l| l.path.contains("fieldSelector") && !l.path.contains("watch")).count();
+    assert_eq!(lists, 1, "resumed, not listed again");
+}

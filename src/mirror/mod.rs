@@ -427,8 +427,11 @@ fn renew_lease(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeSt
 // ---------------------------------------------------------------------------------------
 // Pods: list + watch of the node's pods, and the reconciling loop.
 
-enum Seen {
+/// What the watch thread passes on.
+pub enum Seen {
+    /// A full list (at start and after a 410).
     Listed(Vec<Value>),
+    /// A watch event: ADDED, MODIFIED or DELETED, and the pod.
     Event(String, Value),
 }
 
@@ -436,7 +439,8 @@ fn pods_query(node: &str) -> String {
     format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
 }
 
-fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
+/// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).
+pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
     let mut backoff = Backoff::default();
     let mut rv: Option<String> = None;
     loop {
@@ -473,7 +477,10 @@ fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
         );
         let mut gone = false;
         let mut closed = false;
+        let mut events = 0usize;
+        let began = Instant::now();
         let result = client.watch(&path, timeout, |event| {
+            events += 1;
             let kind = event["type"].as_str().unwrap_or_default().to_string();
             let obj = event["object"].clone();
             if kind == "ERROR" {
@@ -496,6 +503,12 @@ fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
             return;
         }
         match result {
+            // A watch ended at once with nothing in it (a proxy cutting streams): not a
+            // reason to ask again at once.
+            Ok(None) if !gone && events == 0 && began.elapsed() < Duration::from_secs(1) => {
+                let wait = backoff.fail(None);
+                log::warn!("API server: the pod watch ended at once; watching again in {wait:.1?}");
+            }
             Ok(None) if !gone => backoff.ok(),
             Ok(None) => rv = None,
             Ok(Some(r)) if r.status == 410 => rv = None,

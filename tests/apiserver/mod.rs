@@ -153,6 +153,8 @@ struct Faults {
     fail_next: VecDeque<(u16, Option<u64>)>,
     /// Pod names admission refuses, with the message.
     reject_pods: HashMap<String, String>,
+    /// Watches end after at most this long (a proxy that cuts streams).
+    watch_limit: Option<Duration>,
 }
 
 struct Event {
@@ -303,6 +305,11 @@ impl ApiServer {
         self.state.faults.lock().unwrap().reject_pods.insert(name.into(), message.into());
     }
 
+    /// Every watch ends after `limit` (None: as the client asked).
+    pub fn limit_watches(&self, limit: Option<Duration>) {
+        self.state.faults.lock().unwrap().watch_limit = limit;
+    }
+
     pub fn allow_pod(&self, name: &str) {
         self.state.faults.lock().unwrap().reject_pods.remove(name);
     }
@@ -426,6 +433,7 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
                 write_json(&mut tls, status, &body, retry_after).is_ok()
             }
             Reply::Watch(resource, selector, from, timeout) => {
+                let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
                 record(state, &req, arrived, 200, user.as_deref().unwrap_or(""));
                 // A watch that ran its course leaves the connection open for more.
                 stream_watch(state, &mut tls, resource, &selector, from, timeout).unwrap_or(false)
