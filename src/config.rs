@@ -587,33 +587,10 @@ fn parse_labels(text: &str) -> Result<std::collections::BTreeMap<String, String>
     Ok(out)
 }
 
-/// A label key (optional DNS-subdomain prefix, a name of up to 63 characters) and value.
+/// A node label, by the rules of pod labels.
 fn check_label(key: &str, value: &str) -> Result<(), String> {
-    let name_ok = |n: &str| {
-        !n.is_empty()
-            && n.len() <= 63
-            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            && n.as_bytes()[0].is_ascii_alphanumeric()
-            && n.as_bytes()[n.len() - 1].is_ascii_alphanumeric()
-    };
-    let name = match key.split_once('/') {
-        Some((prefix, name)) => {
-            crate::pod::validate::dns1123_subdomain(prefix).map_err(|e| format!("key prefix {e}"))?;
-            name
-        }
-        None => key,
-    };
-    if !name_ok(name) {
-        return Err(
-            "a label key's name is 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into()
-        );
-    }
-    if !value.is_empty() && !name_ok(value) {
-        return Err(format!(
-            "label value {value:?}: up to 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
-        ));
-    }
-    Ok(())
+    crate::pod::validate::qualified_name(key)?;
+    crate::pod::validate::label_value(value)
 }
 
 /// The machine's host name (kubelet's default node name).

@@ -71,15 +71,8 @@ impl Validator {
             if let Err(e) = qualified_name(k) {
                 self.err(format!("metadata.labels[{k}]"), e);
             }
-            let bad_value = v.len() > 63
-                || !v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                || v.starts_with(['-', '_', '.'])
-                || v.ends_with(['-', '_', '.']);
-            if bad_value {
-                self.err(
-                    format!("metadata.labels[{k}]"),
-                    format!("value {v:?} must be at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"),
-                );
+            if let Err(e) = label_value(v) {
+                self.err(format!("metadata.labels[{k}]"), e);
             }
         }
         self.spec(&pod.spec);
@@ -648,8 +641,22 @@ pub fn port_name(s: &str) -> Result<(), String> {
     }
 }
 
+/// A label value: empty, or at most 63 letters, digits, '-', '_' or '.', alphanumeric at both
+/// ends.
+pub fn label_value(v: &str) -> Result<(), String> {
+    let bad = v.len() > 63
+        || !v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        || v.starts_with(['-', '_', '.'])
+        || v.ends_with(['-', '_', '.']);
+    if bad {
+        Err(format!("value {v:?} must be at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))
+    } else {
+        Ok(())
+    }
+}
+
 /// A label key: optional DNS subdomain prefix and '/', then a name of at most 63 characters.
-fn qualified_name(key: &str) -> Result<(), String> {
+pub fn qualified_name(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
