@@ -265,10 +265,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
 /// Unreachable is a warning only: pods run without it.
 pub fn api_server(kubeconfig: &Path, node: &str) -> Check {
     let name = "api server";
-    let client = crate::mirror::kubeconfig::load(kubeconfig, None).and_then(|c| {
-        crate::mirror::client::Client::new(&c).map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))
-    });
-    let client = match client {
+    let client = match crate::mirror::client::Client::from_kubeconfig(kubeconfig) {
         Ok(c) => c,
         Err(e) => {
             return bad(Level::Fail, name, e, "fix the kubeconfig (atoll reads it again every minute while running)")

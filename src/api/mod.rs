@@ -52,8 +52,7 @@ impl Api {
 
     /// `None` while healthy, else why not.
     pub fn stalled(&self) -> Option<String> {
-        let beat = *self.shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
-        match beat {
+        match self.shared.last_relist() {
             Some((at, _)) if at.elapsed() <= STALL_AFTER => None,
             Some((at, _)) => Some(format!("sync loop stalled: the last relist completed {:?} ago", at.elapsed())),
             None if self.started.elapsed() <= STALL_AFTER => None,
@@ -466,7 +465,7 @@ async fn metrics(api: &Api) -> String {
     }
     header(&mut out, "atoll_events_total", "counter", "Lifecycle events recorded.");
     sample(&mut out, "atoll_events_total", &[], api.shared.events.total() as f64);
-    let runtime_up = api.shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|(_, ok)| ok);
+    let runtime_up = api.shared.last_relist().is_some_and(|(_, ok)| ok);
     header(&mut out, "atoll_runtime_up", "gauge", "Whether the container runtime answered the last relist.");
     sample(&mut out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });
     crate::metrics::render_registry(&mut out);

@@ -93,6 +93,12 @@ fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
 }
 
 impl Client {
+    /// The client for the current context of the kubeconfig at `path`; errors name the file.
+    pub fn from_kubeconfig(path: &std::path::Path) -> Result<Client, String> {
+        let conn = super::kubeconfig::load(path, None)?;
+        Client::new(&conn).map_err(|e| format!("kubeconfig {}: {e}", path.display()))
+    }
+
     pub fn new(conn: &Connection) -> Result<Client, String> {
         let lower = conn.server.to_ascii_lowercase();
         if !(lower.starts_with("https://") || lower.starts_with("http://")) {

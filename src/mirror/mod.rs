@@ -162,9 +162,7 @@ pub fn start(opts: Options, shared: Arc<Shared>) {
 fn connect(opts: &Options) -> Client {
     let mut last = String::new();
     loop {
-        match kubeconfig::load(&opts.kubeconfig, None)
-            .and_then(|c| Client::new(&c).map_err(|e| format!("kubeconfig {}: {e}", opts.kubeconfig.display())))
-        {
+        match Client::from_kubeconfig(&opts.kubeconfig) {
             Ok(c) => return c,
             Err(e) => {
                 if e != last {
@@ -285,9 +283,9 @@ fn node_facts(opts: &Options, shared: &Shared) -> objects::NodeFacts {
 
 /// The node status now: Ready while the runtime answers the relist.
 fn current_status(shared: &Shared, st: &mut NodeState) -> Value {
-    let beat = *shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
-    let (ready, why) = match beat {
-        Some((at, true)) if at.elapsed() <= Duration::from_secs(30) => (true, String::new()),
+    // Ready by the same measure as /healthz, and only once the runtime has answered.
+    let (ready, why) = match shared.last_relist() {
+        Some((at, true)) if at.elapsed() <= crate::api::STALL_AFTER => (true, String::new()),
         Some((_, false)) => (false, "container runtime is down".to_string()),
         Some((at, true)) => (false, format!("the pod sync loop has not completed for {:?}", at.elapsed())),
         None => (false, "the pod sync loop has not completed yet".to_string()),

@@ -50,6 +50,12 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// When the node-wide relist last completed and whether the runtime answered it (None
+    /// before the first).
+    pub fn last_relist(&self) -> Option<(std::time::Instant, bool)> {
+        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Shared state whose runtime socket does not exist: for tests and benchmarks of the parts
     /// that do not call the runtime (probes against local sockets, the API's health).
     pub fn without_runtime() -> Arc<Shared> {
