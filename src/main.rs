@@ -211,8 +211,6 @@ fn run(flags: &Flags) -> Result<(), String> {
             let opts = atoll::mirror::Options {
                 kubeconfig: kubeconfig.clone(),
                 node: s.node_name.clone(),
-                // kubelet labels and addresses the node with the overridden host name.
-                hostname: s.node_name.clone(),
                 node_labels: s.node_labels.clone(),
                 taints: s.register_with_taints.clone(),
                 max_pods: s.max_pods,

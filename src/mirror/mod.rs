@@ -34,7 +34,6 @@ use std::time::{Duration, Instant, SystemTime};
 pub struct Options {
     pub kubeconfig: PathBuf,
     pub node: String,
-    pub hostname: String,
     pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<Value>,
     pub max_pods: i64,
@@ -262,8 +261,10 @@ fn node_facts(opts: &Options, shared: &Shared) -> objects::NodeFacts {
     }
     objects::NodeFacts {
         name: opts.node.clone(),
-        hostname: opts.hostname.clone(),
-        labels: objects::node_labels(&opts.hostname, &opts.node_labels),
+        // kubelet labels and addresses the node with its (possibly overridden) host name,
+        // which is atoll's node name.
+        hostname: opts.node.clone(),
+        labels: objects::node_labels(&opts.node, &opts.node_labels),
         taints,
         internal_ip: shared.host_ip.clone(),
         cpu_millis: shared.node_cpu_millis,
@@ -313,7 +314,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
         let uid = uid_of(&node);
         log::info!("node {} registered (uid {uid})", opts.node);
         *shared.mirror.node_uid.lock().unwrap_or_else(|p| p.into_inner()) = Some(uid);
-        st.reported = Some((objects::without_heartbeat(&node["status"]), Instant::now()));
+        st.reported = Some((comparable, Instant::now()));
         return Ok(());
     }
     let due = match &st.reported {
