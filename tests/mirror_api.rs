@@ -30,6 +30,13 @@ fn node(name: &str) -> Value {
     ]}})
 }
 
+/// Registers node edge-1; its UID.
+fn register(c: &Client) -> String {
+    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
+    assert_eq!(n.status, 201, "{:?}", n.body);
+    n.body["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
 fn mirror(name: &str, node_uid: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": name,
@@ -111,8 +118,7 @@ fn writes_follow_resource_versions_preconditions_and_patch_types() {
     assert_eq!(c.call("PUT", &format!("{leases}/none"), "application/json", Some(&stale)).unwrap().status, 403);
 
     // Node status: strategic merge keeps other writers' conditions, merge patch replaces lists.
-    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
-    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let node_uid = register(&c);
     let smp = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
     let r =
         c.call("PATCH", "/api/v1/nodes/edge-1/status", "application/strategic-merge-patch+json", Some(&smp)).unwrap();
@@ -177,8 +183,7 @@ fn writes_follow_resource_versions_preconditions_and_patch_types() {
 fn lists_watches_auth_and_faults() {
     let (dir, pki, server) = setup("watch");
     let c = client(&pki.kubeconfig(server.addr, None));
-    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
-    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let node_uid = register(&c);
     let pods = "/api/v1/namespaces/default/pods";
     c.call("POST", pods, "application/json", Some(&mirror("a", &node_uid))).unwrap();
     let list = c.call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1", "", None).unwrap();
@@ -273,8 +278,7 @@ fn lists_watches_auth_and_faults() {
 fn the_pod_watch_lists_resumes_and_does_not_spin_on_cut_streams() {
     let (_dir, pki, server) = setup("watch-loop");
     let c = client(&pki.kubeconfig(server.addr, None));
-    let n = c.call("POST", "/api/v1/nodes", "application/json", Some(&node("edge-1"))).unwrap();
-    let node_uid = n.body["metadata"]["uid"].as_str().unwrap().to_string();
+    let node_uid = register(&c);
     c.call("POST", "/api/v1/namespaces/default/pods", "application/json", Some(&mirror("a", &node_uid))).unwrap();
     // Every watch is cut at once, with nothing in it.
     server.limit_watches(Some(Duration::ZERO));
