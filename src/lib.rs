@@ -5,15 +5,18 @@
 //! status, local API, mirror) get a module each, with data flowing one way.
 
 pub mod api;
+pub mod bounded;
 pub mod cli;
 pub mod client;
 pub mod config;
 pub mod cri;
+pub mod deadline;
 pub mod doctor;
 pub mod events;
 pub mod metrics;
 pub mod mirror;
 pub mod notify;
+pub mod parse;
 pub mod pod;
 pub mod probe;
 pub mod rfc3339;

@@ -377,7 +377,7 @@ async fn drain(engine: &mut Engine, merger: &merge::Merger, finished: &smol::cha
     let deadline = std::time::Instant::now() + longest + Duration::from_secs(60);
     while !engine.running().is_empty() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match atoll::cri::grpc::with_deadline(left, finished.recv()).await {
+        match atoll::deadline::with_deadline(left, finished.recv()).await {
             Some(Ok(uid)) => engine.worker_done(&uid),
             _ => {
                 log::warn!("drain: {} pod(s) still stopping; exiting anyway", engine.running().len());

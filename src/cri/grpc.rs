@@ -12,10 +12,10 @@
 //! Knows nothing of CRI semantics; see `client.rs` for those.
 
 use super::status::{decode_grpc_message, Code, Status};
+use crate::deadline::with_deadline;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use h2::client::SendRequest;
 use smol::lock::Mutex;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -273,15 +273,6 @@ impl Channel {
     }
 }
 
-/// Runs `f` until it finishes or `limit` passes.
-pub async fn with_deadline<F: Future>(limit: Duration, f: F) -> Option<F::Output> {
-    smol::future::or(async { Some(f.await) }, async {
-        smol::Timer::after(limit).await;
-        None
-    })
-    .await
-}
-
 /// The status a transport failure maps to.
 fn transport_status(e: &h2::Error) -> Status {
     let code = match e.reason() {
@@ -471,13 +462,5 @@ mod tests {
         let err = smol::block_on(channel.unary::<_, VersionRequest>("/x/Y", &req, None)).unwrap_err();
         assert_eq!(err.code, Code::Unavailable);
         assert!(err.message.contains("/nonexistent/atoll/cri.sock"), "{err}");
-    }
-
-    #[test]
-    fn deadline_cuts_a_future_that_never_ends() {
-        let out = smol::block_on(with_deadline(Duration::from_millis(20), smol::future::pending::<()>()));
-        assert!(out.is_none());
-        let out = smol::block_on(with_deadline(Duration::from_secs(5), async { 7 }));
-        assert_eq!(out, Some(7));
     }
 }

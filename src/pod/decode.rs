@@ -112,36 +112,18 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
     }
 }
 
-/// Parses JSON or YAML into a JSON value. A YAML stream with several documents yields the
-/// first (as kubelet) with a warning naming how many were left out.
+/// Parses JSON or YAML into a JSON value, under the parser's budget (`crate::parse`). A YAML
+/// stream with several documents yields the first (as kubelet) with a warning naming how many
+/// were left out.
 pub(crate) fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Value, Finding> {
-    let text = std::str::from_utf8(bytes).map_err(|e| Finding::root(format!("not UTF-8 text: {e}")))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('{') {
-        if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-            return Ok(v);
-        }
-    }
-    let mut options = serde_saphyr::Options::default();
-    options.legacy_octal_numbers = true;
-    options.with_snippet = false;
-    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| Finding::root(format!("not valid YAML or JSON: {}", one_line(&e.to_string()))))?;
-    let mut docs = docs.into_iter().filter(|d| !d.is_null());
-    let first = docs.next().unwrap_or(Value::Null);
-    let rest = docs.count();
-    if rest > 0 {
+    let doc = crate::parse::document(bytes).map_err(Finding::root)?;
+    if doc.more_documents > 0 {
         warnings.push(Finding::root(format!(
             "the file holds {} YAML documents; only the first is used (one Pod per manifest)",
-            rest + 1
+            doc.more_documents + 1
         )));
     }
-    Ok(first)
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    Ok(doc.value)
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -298,6 +280,20 @@ mod tests {
     fn oversize_input_is_refused_before_parsing() {
         let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
         assert!(err(std::str::from_utf8(&big).unwrap(), Shape::SinglePod).contains("over the 10485760 byte limit"));
+    }
+
+    #[test]
+    fn json_over_the_budget_is_refused_before_it_is_built() {
+        // A 10 MiB JSON array of tiny numbers: millions of values if parsed.
+        let mut big = String::from(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"a":["#);
+        while big.len() < MAX_MANIFEST_BYTES - 16 {
+            big.push_str("0,");
+        }
+        big.push_str("0]}}");
+        let e = err(&big, Shape::SinglePod);
+        assert!(e.contains("over the parser's budget: more than 100000 values"), "{e}");
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(100), "]".repeat(100));
+        assert!(err(&deep, Shape::SinglePod).contains("nested deeper than 64 levels"));
     }
 
     #[test]

@@ -68,8 +68,7 @@ pub async fn attempt(cri: &Cri, c: &Container, probe: &Probe, at: &Where<'_>) ->
             Err(e) => return Attempt::Error(e),
         };
         let host = host_or(&tcp.host);
-        return match crate::cri::grpc::with_deadline(timeout, smol::net::TcpStream::connect((host.as_str(), port)))
-            .await
+        return match crate::deadline::with_deadline(timeout, smol::net::TcpStream::connect((host.as_str(), port))).await
         {
             Some(Ok(_)) => Attempt::Success,
             Some(Err(e)) => Attempt::Failure(format!("dial tcp {host}:{port}: {e}")),

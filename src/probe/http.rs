@@ -52,7 +52,7 @@ pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
     let mut current = target.clone();
     for _ in 0..=MAX_REDIRECTS {
         let left = deadline.saturating_duration_since(Instant::now());
-        let resp = match crate::cri::grpc::with_deadline(left, get(&current)).await {
+        let resp = match crate::deadline::with_deadline(left, get(&current)).await {
             None => return Outcome::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
             Some(Err(e)) => return Outcome::Failure(format!("{}: {e}", url(&current))),
             Some(Ok(r)) => r,

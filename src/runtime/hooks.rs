@@ -56,7 +56,7 @@ pub async fn run(
         let port = port_number(&tcp.port, c)?;
         let addr = format!("{}:{port}", host_or(&tcp.host));
         let connect = smol::net::TcpStream::connect(addr.clone());
-        return match crate::cri::grpc::with_deadline(timeout, connect).await {
+        return match crate::deadline::with_deadline(timeout, connect).await {
             Some(Ok(_)) => Ok(()),
             Some(Err(e)) => Err(format!("connecting to {addr}: {e}")),
             None => Err(format!("connecting to {addr}: timed out")),
