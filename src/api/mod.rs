@@ -118,7 +118,7 @@ async fn handle<S>(api: Arc<Api>, mut stream: S, scope: Scope)
 where
     S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin,
 {
-    let req = match crate::cri::grpc::with_deadline(Duration::from_secs(10), server::read_request(&mut stream)).await {
+    let req = match crate::deadline::with_deadline(Duration::from_secs(10), server::read_request(&mut stream)).await {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
             let _ = server::write_response(&mut stream, &Response::error(400, "BadRequest", e)).await;
@@ -329,7 +329,9 @@ async fn logs<S: smol::io::AsyncWrite + Unpin>(
             format!("container {container:?} in pod {} is waiting to start: {why}", pod.key()),
         ));
     }
-    let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod).join(container);
+    let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod)
+        .map_err(|e| Response::error(500, "InternalError", e))?
+        .join(container);
     let files = log_files(&dir, restart);
     let mut decoded = Vec::new();
     for f in &files {

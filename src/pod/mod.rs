@@ -9,6 +9,7 @@
 pub mod decode;
 pub mod defaults;
 pub mod identity;
+pub mod paths;
 pub mod quantity;
 pub mod types;
 pub mod validate;

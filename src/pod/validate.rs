@@ -5,7 +5,7 @@
 //! field path; an empty list means the pod is valid.
 
 use super::types::*;
-use super::Finding;
+use super::{paths, Finding};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// All problems with `pod` (already defaulted and named for the node).
@@ -18,7 +18,13 @@ pub fn validate(pod: &Pod) -> Vec<Finding> {
 #[derive(Default)]
 struct Validator {
     problems: Vec<Finding>,
+    /// The pod's terminationGracePeriodSeconds (a sleep hook may not outlast it).
+    grace: i64,
 }
+
+/// The API's int32 fields (probe timings, activeDeadlineSeconds, user and group IDs) are
+/// limited to this; atoll's types are wider, so it checks.
+const INT32_MAX: i64 = i32::MAX as i64;
 
 const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
 const DNS_POLICIES: &[&str] = &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
@@ -67,6 +73,9 @@ impl Validator {
         if let Err(e) = dns1123_label(&m.namespace) {
             self.err("metadata.namespace", format!("{:?} {e}", m.namespace));
         }
+        if let Err(e) = paths::check_uid(&m.uid) {
+            self.err("metadata.uid", e);
+        }
         for (k, v) in &m.labels {
             if let Err(e) = qualified_name(k) {
                 self.err(format!("metadata.labels[{k}]"), e);
@@ -79,7 +88,16 @@ impl Validator {
         self.static_restrictions(&pod.spec);
     }
 
+    /// `value` must lie in `min..=max`; the error names the field and the range.
+    fn range(&mut self, path: &str, value: Option<i64>, min: i64, max: i64) {
+        match value {
+            Some(v) if v < min || v > max => self.err(path, format!("{v} must be between {min} and {max}")),
+            _ => {}
+        }
+    }
+
     fn spec(&mut self, s: &PodSpec) {
+        self.grace = s.termination_grace_period_seconds.unwrap_or(30);
         if s.containers.is_empty() {
             self.err("spec.containers", "at least one container is required");
         }
@@ -90,11 +108,7 @@ impl Validator {
                 self.err("spec.terminationGracePeriodSeconds", "must be zero or more");
             }
         }
-        if let Some(d) = s.active_deadline_seconds {
-            if d <= 0 {
-                self.err("spec.activeDeadlineSeconds", "must be a positive number of seconds");
-            }
-        }
+        self.range("spec.activeDeadlineSeconds", s.active_deadline_seconds, 1, INT32_MAX);
         if s.dns_policy.as_deref() == Some("None") && s.dns_config.as_ref().is_none_or(|c| c.nameservers.is_empty()) {
             self.err("spec.dnsConfig.nameservers", "dnsPolicy None needs at least one nameserver in dnsConfig");
         }
@@ -127,6 +141,11 @@ impl Validator {
             }
         }
         if let Some(sc) = &s.security_context {
+            self.ids("spec.securityContext", sc.run_as_user, sc.run_as_group);
+            self.range("spec.securityContext.fsGroup", sc.fs_group, 0, INT32_MAX);
+            for (i, g) in sc.supplemental_groups.iter().enumerate() {
+                self.range(&format!("spec.securityContext.supplementalGroups[{i}]"), Some(*g), 0, INT32_MAX);
+            }
             for (i, sysctl) in sc.sysctls.iter().enumerate() {
                 if sysctl.name.is_empty() {
                     self.err(format!("spec.securityContext.sysctls[{i}].name"), "is required");
@@ -404,14 +423,19 @@ impl Validator {
                         self.one_of(&format!("{hp}.httpGet.scheme"), g.scheme.as_deref(), &["HTTP", "HTTPS"]);
                     }
                     if let Some(s) = &h.sleep {
-                        if s.seconds < 0 {
-                            self.err(format!("{hp}.sleep.seconds"), "must be zero or more");
+                        let grace = self.grace.max(0);
+                        if s.seconds < 0 || s.seconds > grace {
+                            self.err(
+                                format!("{hp}.sleep.seconds"),
+                                format!("{} must be between 0 and terminationGracePeriodSeconds ({grace})", s.seconds),
+                            );
                         }
                     }
                 }
             }
         }
         if let Some(sc) = &c.security_context {
+            self.ids(&format!("{path}.securityContext"), sc.run_as_user, sc.run_as_group);
             if let Some(pm) = &sc.proc_mount {
                 self.one_of(&format!("{path}.securityContext.procMount"), Some(pm), &["Default", "Unmasked"]);
             }
@@ -425,6 +449,12 @@ impl Validator {
                 );
             }
         }
+    }
+
+    /// runAsUser and runAsGroup: Linux IDs, 0 to 2147483647 (the API's IsValidUserID).
+    fn ids(&mut self, path: &str, user: Option<i64>, group: Option<i64>) {
+        self.range(&format!("{path}.runAsUser"), user, 0, INT32_MAX);
+        self.range(&format!("{path}.runAsGroup"), group, 0, INT32_MAX);
     }
 
     fn seccomp(&mut self, path: &str, sp: &SeccompProfile) {
@@ -449,11 +479,8 @@ impl Validator {
             ("successThreshold", p.success_threshold, 1),
             ("failureThreshold", p.failure_threshold, 1),
         ] {
-            if let Some(v) = value {
-                if v < min {
-                    self.err(format!("{path}.{field}"), format!("{v} must be at least {min}"));
-                }
-            }
+            // int32 in the API: a larger value is refused, never wrapped or overflowed.
+            self.range(&format!("{path}.{field}"), value, min, INT32_MAX);
         }
         if success_must_be_one && p.success_threshold.is_some_and(|s| s != 1) {
             self.err(format!("{path}.successThreshold"), "must be 1 for liveness and startup probes");
@@ -777,12 +804,46 @@ mod tests {
         );
         has(
             &check(&with_container(r#","readinessProbe":{"exec":{"command":["true"]},"periodSeconds":0}"#)),
-            "readinessProbe.periodSeconds: 0 must be at least 1",
+            "readinessProbe.periodSeconds: 0 must be between 1 and 2147483647",
         );
         assert!(check(&with_container(
             r#","ports":[{"name":"web","containerPort":80}],"livenessProbe":{"httpGet":{"port":"web"}}"#
         ))
         .is_empty());
+    }
+
+    #[test]
+    fn numbers_from_the_manifest_are_range_checked_with_the_field_named() {
+        let p = check(&with_container(
+            r#","livenessProbe":{"exec":{"command":["true"]},"periodSeconds":36028797018963968,"timeoutSeconds":9223372036854775807},
+            "securityContext":{"runAsUser":-1},"lifecycle":{"preStop":{"sleep":{"seconds":31}}}"#,
+        ));
+        has(&p, "spec.containers[0].livenessProbe.periodSeconds: 36028797018963968 must be between 1 and 2147483647");
+        has(
+            &p,
+            "spec.containers[0].livenessProbe.timeoutSeconds: 9223372036854775807 must be between 1 and 2147483647",
+        );
+        has(&p, "spec.containers[0].securityContext.runAsUser: -1 must be between 0 and 2147483647");
+        has(&p, "spec.containers[0].lifecycle.preStop.sleep.seconds: 31 must be between 0 and terminationGracePeriodSeconds (30)");
+        let d = check(
+            r#"{"metadata":{"name":"p"},"spec":{"activeDeadlineSeconds":4294967296,"containers":[{"name":"c","image":"x"}]}}"#,
+        );
+        has(&d, "spec.activeDeadlineSeconds: 4294967296 must be between 1 and 2147483647");
+        // A grace period is int64 in the API: the largest is valid (its use saturates).
+        let g = r#"{"metadata":{"name":"p"},"spec":{"terminationGracePeriodSeconds":9223372036854775807,"containers":[{"name":"c","image":"x"}]}}"#;
+        assert!(check(g).is_empty(), "{:?}", check(g));
+    }
+
+    #[test]
+    fn a_uid_must_be_a_safe_directory_name() {
+        for bad in ["/", "..", "../../x", "a/b", ".x"] {
+            let json = format!(
+                r#"{{"metadata":{{"name":"p","uid":"{bad}"}},"spec":{{"containers":[{{"name":"c","image":"x"}}]}}}}"#
+            );
+            has(&check(&json), &format!("metadata.uid: \"{bad}\" must be 1 to 128 letters"));
+        }
+        let ok = r#"{"metadata":{"name":"p","uid":"8f1c8d8e-6a4b-4c55-9d2c-0d7b0b0b3c1e"},"spec":{"containers":[{"name":"c","image":"x"}]}}"#;
+        assert!(check(ok).is_empty());
     }
 
     #[test]

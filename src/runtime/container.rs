@@ -6,17 +6,17 @@
 //! the security context (container over pod). A pure function; the worker prepares the files.
 
 use super::plan::container_hash;
+use super::poddir::volume_path;
 use super::sandbox::{
-    namespace_options, pod_dir, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
-    LABEL_POD_UID,
+    namespace_options, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
 };
 use crate::cri::api::{
     Capability, ContainerConfig, ContainerMetadata, ImageSpec, Int64Value, KeyValue, LinuxContainerConfig,
     LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,
 };
-use crate::pod::types::{Container, Pod, Volume};
+use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What the node and the running sandbox contribute.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +30,8 @@ pub struct InstanceContext {
     pub termination_log: Option<PathBuf>,
     /// The managed hosts file, once written.
     pub hosts_file: Option<PathBuf>,
+    /// Where each `volumeMounts[i]` with a subPath was safely bind-mounted (`subpath`), by i.
+    pub subpaths: std::collections::BTreeMap<usize, PathBuf>,
 }
 
 /// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
@@ -148,17 +150,6 @@ fn resource_value(
     value.map(|v| v.to_string()).ok_or_else(|| "divisor must not be zero".into())
 }
 
-/// Where a volume lives on the host.
-pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
-    if let Some(hp) = &v.host_path {
-        return Some(PathBuf::from(&hp.path));
-    }
-    if v.empty_dir.is_some() {
-        return Some(pod_dir(root, uid).join("volumes/kubernetes.io~empty-dir").join(&v.name));
-    }
-    None
-}
-
 /// QoS class: Guaranteed (every container has equal cpu and memory requests and limits),
 /// BestEffort (no requests or limits at all), else Burstable.
 pub fn qos_class(pod: &Pod) -> &'static str {
@@ -189,13 +180,14 @@ pub fn linux_resources(pod: &Pod, c: &Container, node_memory_bytes: i64) -> Linu
     let cpu_req = r.requests.get("cpu").or(r.limits.get("cpu")).map(|q| q.milli_value());
     let cpu_lim = r.limits.get("cpu").map(|q| q.milli_value());
     let mut out = LinuxContainerResources {
-        cpu_shares: cpu_req.map_or(2, |m| (m * 1024 / 1000).max(2)),
+        // kubelet's MilliCPUToShares: at least 2, at most 262144 (saturating: quantities are input).
+        cpu_shares: cpu_req.map_or(2, |m| (m.saturating_mul(1024) / 1000).clamp(2, 262_144)),
         memory_limit_in_bytes: r.limits.get("memory").map_or(0, |q| q.value()),
         ..Default::default()
     };
     if let Some(limit) = cpu_lim {
         out.cpu_period = 100_000;
-        out.cpu_quota = (limit * 100_000 / 1000).max(1000);
+        out.cpu_quota = (limit.saturating_mul(100_000) / 1000).max(1000);
     }
     out.oom_score_adj = match qos_class(pod) {
         "Guaranteed" => -997,
@@ -205,7 +197,7 @@ pub fn linux_resources(pod: &Pod, c: &Container, node_memory_bytes: i64) -> Linu
             if node_memory_bytes <= 0 {
                 999
             } else {
-                (1000 - (1000 * req) / node_memory_bytes).clamp(3, 999)
+                1000i64.saturating_sub(req.saturating_mul(1000) / node_memory_bytes).clamp(3, 999)
             }
         }
     };
@@ -232,10 +224,11 @@ pub fn container_config(
             .iter()
             .find(|v| v.name == m.name)
             .ok_or_else(|| format!("volumeMounts[{i}]: no volume {:?}", m.name))?;
-        let mut host = volume_path(&ctx.root_dir, uid, v)
+        let mut host = volume_path(&ctx.root_dir, uid, v)?
             .ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
-        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            host = host.join(sub);
+        if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
+            // Never the volume path joined with the subPath: that would follow the pod's links.
+            host = ctx.subpaths.get(&i).cloned().ok_or_else(|| format!("volumeMounts[{i}]: subPath not prepared"))?;
         }
         mounts.push(Mount {
             container_path: m.mount_path.clone(),
@@ -410,6 +403,10 @@ mod tests {
         let mut cx = ctx();
         cx.hosts_file = Some("/var/lib/atoll/pods/u/etc-hosts".into());
         cx.termination_log = Some("/var/lib/atoll/pods/u/containers/c/abc".into());
+        // A subPath mount is only ever the prepared bind target, never volume + subPath.
+        let e = container_config(&p, &p.spec.containers[0], 3, "sha256:img", &cx).unwrap_err();
+        assert_eq!(e, "volumeMounts[1]: subPath not prepared");
+        cx.subpaths.insert(1, "/var/lib/atoll/pods/u/volume-subpaths/scratch/c/1".into());
         let cfg = container_config(&p, &p.spec.containers[0], 3, "sha256:img", &cx).unwrap();
         assert_eq!(cfg.metadata.as_ref().unwrap().attempt, 3);
         assert_eq!(cfg.log_path, "c/3.log");
@@ -428,12 +425,12 @@ mod tests {
         assert_eq!(cfg.annotations["io.kubernetes.container.hash"], container_hash(&p.spec.containers[0]));
         let mounts: Vec<(&str, &str, bool)> =
             cfg.mounts.iter().map(|m| (m.container_path.as_str(), m.host_path.as_str(), m.readonly)).collect();
-        let scratch = format!("/var/lib/atoll/pods/{}/volumes/kubernetes.io~empty-dir/scratch/x", p.metadata.uid);
+        let scratch = "/var/lib/atoll/pods/u/volume-subpaths/scratch/c/1";
         assert_eq!(
             mounts,
             vec![
                 ("/data", "/srv/data", true),
-                ("/tmp/s", scratch.as_str(), false),
+                ("/tmp/s", scratch, false),
                 ("/etc/hosts", "/var/lib/atoll/pods/u/etc-hosts", false),
                 ("/dev/termination-log", "/var/lib/atoll/pods/u/containers/c/abc", false),
             ]

@@ -10,5 +10,8 @@ pub mod engine;
 pub mod hooks;
 pub mod logs;
 pub mod plan;
+pub mod poddir;
 pub mod sandbox;
+pub mod subpath;
+pub mod termination;
 pub mod worker;

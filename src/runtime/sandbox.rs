@@ -10,7 +10,7 @@ use crate::cri::api::{
 };
 use crate::pod::types::Pod;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
 pub const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
@@ -55,13 +55,10 @@ pub struct NodeContext {
 }
 
 /// `<podLogsDir>/<namespace>_<name>_<uid>`
-pub fn log_directory(ctx: &NodeContext, pod: &Pod) -> PathBuf {
-    ctx.pod_logs_dir.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
-}
-
-/// `<root>/pods/<uid>`
-pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
-    root.join("pods").join(uid)
+pub fn log_directory(ctx: &NodeContext, pod: &Pod) -> Result<PathBuf, String> {
+    let m = &pod.metadata;
+    crate::pod::paths::pod_log_dir(&ctx.pod_logs_dir, &m.namespace, &m.name, &m.uid)
+        .map_err(|e| format!("pod log directory: {e}"))
 }
 
 /// The sandbox's labels: the pod's, with kubelet's three on top.
@@ -98,7 +95,8 @@ pub fn hostname(pod: &Pod) -> String {
     cut.trim_end_matches(['-', '.']).to_string()
 }
 
-/// Builds the sandbox config; fails only for an unknown runtime class.
+/// Builds the sandbox config; fails for an unknown runtime class (or a name that cannot be a
+/// directory, which validation has already refused).
 pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &NodeContext) -> Result<(PodSandboxConfig, String), String> {
     let handler = match &pod.spec.runtime_class_name {
         None => String::new(),
@@ -133,7 +131,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &NodeContext) -> Result<(Pod
             attempt,
         }),
         hostname: if pod.spec.host_network { String::new() } else { hostname(pod) },
-        log_directory: log_directory(ctx, pod).to_string_lossy().into_owned(),
+        log_directory: log_directory(ctx, pod)?.to_string_lossy().into_owned(),
         dns_config: Some(dns_config(pod, ctx)),
         port_mappings,
         labels: sandbox_labels(pod),

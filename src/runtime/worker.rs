@@ -7,9 +7,10 @@
 //! containers, the sandboxes and the pod's directories, and ends.
 
 use super::backoff::Backoff;
-use super::container::{container_config, volume_path, InstanceContext};
+use super::container::{container_config, InstanceContext};
 use super::hooks;
 use super::plan::{self, CState, ContainerObs, Observed, Plan, ProbeVerdicts, SandboxObs, Which};
+use super::poddir;
 use super::sandbox::{self, NodeContext, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{ContainerFilter, ContainerState, NamespaceMode, PodSandboxFilter, PodSandboxState};
 use crate::cri::{Cri, Status};
@@ -371,7 +372,7 @@ pub async fn observe(cri: &Cri, uid: &str) -> Result<Observed, Status> {
             _ => CState::Unknown,
         };
         let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
-        let message = if state == CState::Exited { termination_message(&st) } else { st.message.clone() };
+        let message = if state == CState::Exited { super::termination::message(&st) } else { st.message.clone() };
         obs.containers.push(ContainerObs {
             id: c.id,
             name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
@@ -468,11 +469,10 @@ async fn remove_all(shared: &Shared, pod: &Pod, obs: &Observed) -> Result<(), St
             }
         }
     }
-    let _ = std::fs::remove_dir_all(sandbox::log_directory(&shared.node, pod));
-    let dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
-    unmount_pod_dir(&dir);
-    let _ = std::fs::remove_dir_all(dir);
-    Ok(())
+    if let Ok(logs) = sandbox::log_directory(&shared.node, pod) {
+        let _ = std::fs::remove_dir_all(logs);
+    }
+    poddir::remove(&poddir::pod_dir(&shared.node.root_dir, &pod.metadata.uid)?)
 }
 
 async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut Reasons) -> Result<Outcome, String> {
@@ -528,10 +528,13 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
     if p.start.is_empty() {
         return Ok(Outcome::Again(retry));
     }
-    let pod_dir = sandbox::pod_dir(&shared.node.root_dir, &pod.metadata.uid);
-    prepare_volumes(pod, &shared.node.root_dir)?;
-    let hosts_file =
-        if pod.spec.host_network || !pod_ip.is_empty() { Some(write_hosts(pod, &pod_dir, &pod_ip)?) } else { None };
+    let pod_dir = poddir::pod_dir(&shared.node.root_dir, &pod.metadata.uid)?;
+    poddir::prepare_volumes(pod, &shared.node.root_dir)?;
+    let hosts_file = if pod.spec.host_network || !pod_ip.is_empty() {
+        Some(poddir::write_hosts(pod, &pod_dir, &pod_ip, &sandbox::hostname(pod))?)
+    } else {
+        None
+    };
     for start in &p.start {
         let c = match start.which {
             Which::Init(i) => &pod.spec.init_containers[i],
@@ -564,10 +567,26 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
             }
             continue;
         }
+        let subpaths = match mount_subpaths(shared, pod, c) {
+            Ok(m) => m,
+            Err(e) => {
+                shared.events.record(
+                    pod,
+                    true,
+                    "Failed",
+                    &format!("container {}: CreateContainerConfigError: {e}", c.name),
+                );
+                reasons.insert(c.name.clone(), ("CreateContainerConfigError".into(), e));
+                if matches!(start.which, Which::Init(_)) {
+                    break;
+                }
+                continue;
+            }
+        };
         let log_dir = Path::new(&sandbox_config.log_directory).join(&c.name);
         std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
         let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
-            Some(_) => Some(termination_log_file(&pod_dir, &c.name, start.restart_count)?),
+            Some(_) => Some(poddir::termination_log_file(&pod_dir, &c.name, start.restart_count)?),
             None => None,
         };
         let ctx = InstanceContext {
@@ -578,6 +597,7 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
             node_memory_bytes: shared.node_memory_bytes,
             termination_log,
             hosts_file: hosts_file.clone(),
+            subpaths,
         };
         let config = container_config(pod, c, start.restart_count, &image_ref, &ctx)
             .map_err(|e| format!("CreateContainerConfigError: {e}"))?;
@@ -737,157 +757,24 @@ pub fn with_default_tag(image: &str) -> String {
     }
 }
 
-/// Creates emptyDir directories and checks or creates hostPath paths by their `type`.
-fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
-    for v in &pod.spec.volumes {
-        let Some(path) = volume_path(root, &pod.metadata.uid, v) else { continue };
-        if let Some(ed) = &v.empty_dir {
-            std::fs::create_dir_all(&path).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
-            if ed.medium.as_deref() == Some("Memory") && !mount_points_under(&path).contains(&path) {
-                // A tmpfs, sized by sizeLimit when given (kubelet's SizeMemoryBackedVolumes).
-                let data = match ed.size_limit.map(|q| q.value()).filter(|b| *b > 0) {
-                    Some(bytes) => format!("mode=0777,size={bytes}"),
-                    None => "mode=0777".to_string(),
-                };
-                let data = std::ffi::CString::new(data).map_err(|e| e.to_string())?;
-                let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
-                rustix::mount::mount("tmpfs", &path, "tmpfs", flags, Some(data.as_c_str()))
-                    .map_err(|e| format!("emptyDir {}: mounting a tmpfs on {}: {e}", v.name, path.display()))?;
-            }
-            continue;
-        }
-        if let Some(hp) = &v.host_path {
-            let meta = std::fs::metadata(&path);
-            let fail = |what: &str| Err(format!("hostPath volume {:?}: {} {what}", v.name, path.display()));
-            use std::os::unix::fs::FileTypeExt;
-            match hp.type_.as_deref().unwrap_or("") {
-                "" => {}
-                "DirectoryOrCreate" => {
-                    if meta.is_err() {
-                        std::fs::create_dir_all(&path).map_err(|e| format!("hostPath {}: {e}", v.name))?;
-                    } else if !meta.as_ref().is_ok_and(|m| m.is_dir()) {
-                        return fail("exists but is not a directory");
-                    }
-                }
-                "Directory" if !meta.as_ref().is_ok_and(|m| m.is_dir()) => return fail("is not a directory"),
-                "FileOrCreate" => {
-                    if meta.is_err() {
-                        if let Some(parent) = path.parent() {
-                            std::fs::create_dir_all(parent).map_err(|e| format!("hostPath {}: {e}", v.name))?;
-                        }
-                        std::fs::File::create(&path).map_err(|e| format!("hostPath {}: {e}", v.name))?;
-                    } else if !meta.as_ref().is_ok_and(|m| m.is_file()) {
-                        return fail("exists but is not a file");
-                    }
-                }
-                "File" if !meta.as_ref().is_ok_and(|m| m.is_file()) => return fail("is not a file"),
-                "Socket" if !meta.as_ref().is_ok_and(|m| m.file_type().is_socket()) => return fail("is not a socket"),
-                "CharDevice" if !meta.as_ref().is_ok_and(|m| m.file_type().is_char_device()) => {
-                    return fail("is not a character device")
-                }
-                "BlockDevice" if !meta.as_ref().is_ok_and(|m| m.file_type().is_block_device()) => {
-                    return fail("is not a block device")
-                }
-                _ => {}
-            }
-        }
+/// Bind-mounts each subPath of `c` safely (`subpath`), by its index in `volumeMounts`.
+fn mount_subpaths(
+    shared: &Shared,
+    pod: &Pod,
+    c: &crate::pod::types::Container,
+) -> Result<std::collections::BTreeMap<usize, std::path::PathBuf>, String> {
+    let (root, uid) = (&shared.node.root_dir, &pod.metadata.uid);
+    let mut out = std::collections::BTreeMap::new();
+    for (i, m) in c.volume_mounts.iter().enumerate() {
+        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else { continue };
+        let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else { continue };
+        let Some(volume) = poddir::volume_path(root, uid, v)? else { continue };
+        let target = poddir::subpath_target(root, uid, &v.name, &c.name, i)?;
+        let mounted = super::subpath::mount(&volume, sub, &target)
+            .map_err(|e| format!("volumeMounts[{i}] ({}): {e}", m.mount_path))?;
+        out.insert(i, mounted);
     }
-    Ok(())
-}
-
-/// kubelet's terminated.message: the runtime's message, then the container's termination-log
-/// file (its last 4096 bytes), or with FallbackToLogsOnError and a failure with an empty file,
-/// the last 80 lines (at most 2048 bytes) of its log.
-fn termination_message(st: &crate::cri::api::ContainerStatus) -> String {
-    let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
-    let path = ann("io.kubernetes.container.terminationMessagePath");
-    let mut own = String::new();
-    if !path.is_empty() {
-        if let Some(m) = st.mounts.iter().find(|m| m.container_path == path) {
-            if let Ok(bytes) = std::fs::read(&m.host_path) {
-                own = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(4096)..]).into_owned();
-            }
-        }
-    }
-    let fallback = ann("io.kubernetes.container.terminationMessagePolicy") == "FallbackToLogsOnError";
-    if own.is_empty() && fallback && st.exit_code != 0 && !st.log_path.is_empty() {
-        let text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail: Vec<&str> =
-            lines[lines.len().saturating_sub(80)..].iter().map(|l| l.splitn(4, ' ').nth(3).unwrap_or("")).collect();
-        let joined = tail.join("\n");
-        let mut start = joined.len().saturating_sub(2048);
-        while !joined.is_char_boundary(start) {
-            start += 1;
-        }
-        own = joined[start..].to_string();
-    }
-    match (st.message.is_empty(), own.is_empty()) {
-        (_, true) => st.message.clone(),
-        (true, false) => own,
-        (false, false) => format!("{}: {own}", st.message),
-    }
-}
-
-/// Mount points at or below `dir` (from /proc/self/mountinfo), deepest first.
-fn mount_points_under(dir: &Path) -> Vec<std::path::PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut points: Vec<std::path::PathBuf> = text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| std::path::PathBuf::from(p.replace("\\040", " ")))
-        .filter(|p| p.starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    points
-}
-
-/// Unmounts everything under a pod's directory (tmpfs emptyDirs) so it can be removed.
-fn unmount_pod_dir(dir: &Path) {
-    for p in mount_points_under(dir) {
-        if let Err(e) = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH) {
-            log::warn!("unmounting {}: {e}", p.display());
-        }
-    }
-}
-
-/// Writes the managed /etc/hosts (kubelet's layout), rewritten on every container start.
-fn write_hosts(pod: &Pod, pod_dir: &Path, pod_ip: &str) -> Result<std::path::PathBuf, String> {
-    let mut text = String::new();
-    if pod.spec.host_network {
-        text.push_str("# Kubernetes-managed hosts file (host network).\n");
-        text.push_str(&std::fs::read_to_string("/etc/hosts").unwrap_or_default());
-    } else {
-        text.push_str(
-            "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-        );
-        text.push_str(
-            "fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
-        );
-        let host = sandbox::hostname(pod);
-        text.push_str(&format!("{pod_ip}\t{host}\n"));
-    }
-    if !pod.spec.host_aliases.is_empty() {
-        text.push_str("\n# Entries added by HostAliases.\n");
-        for a in &pod.spec.host_aliases {
-            text.push_str(&format!("{}\t{}\n", a.ip, a.hostnames.join("\t")));
-        }
-    }
-    std::fs::create_dir_all(pod_dir).map_err(|e| format!("creating {}: {e}", pod_dir.display()))?;
-    let path = pod_dir.join("etc-hosts");
-    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    Ok(path)
-}
-
-/// A fresh, world-writable termination-log file for one container instance.
-fn termination_log_file(pod_dir: &Path, name: &str, restart: u32) -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = pod_dir.join("containers").join(name);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let path = dir.join(format!("{restart:08x}"));
-    std::fs::write(&path, b"").map_err(|e| format!("writing {}: {e}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(|e| e.to_string())?;
-    Ok(path)
+    Ok(out)
 }
 
 /// Stops (with `grace`) and removes everything the runtime has for a pod UID nobody wants.
@@ -909,10 +796,8 @@ pub async fn remove_orphan(shared: &Shared, uid: &str, grace: Duration) -> Resul
     for s in &obs.sandboxes {
         shared.cri.remove_pod_sandbox(&s.id).await.map_err(|e| format!("removing sandbox {}: {e}", s.id))?;
     }
-    let dir = sandbox::pod_dir(&shared.node.root_dir, uid);
-    unmount_pod_dir(&dir);
-    let _ = std::fs::remove_dir_all(dir);
-    Ok(())
+    // The UID comes from a runtime label: a path only if it is a safe name.
+    poddir::remove(&poddir::pod_dir(&shared.node.root_dir, uid)?)
 }
 
 /// Whether a sandbox or container was made by atoll.

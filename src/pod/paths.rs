@@ -1,0 +1,102 @@
+//! The one way a name from a manifest (or from a runtime label atoll once wrote from one)
+//! becomes a path: [`under`] joins single path segments onto a base and proves the result
+//! stays below it. A UID, namespace, pod, container or volume name that is empty, `.`, `..`,
+//! holds a `/` or a NUL, or starts with a dot is refused, so no pod can name a directory
+//! outside atoll's own (`uid: ../../etc`, `uid: /`). Pure: nothing here touches the disk.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// The longest UID atoll accepts (a UUID is 36; kubelet's content hashes are 32).
+pub const MAX_UID_LEN: usize = 128;
+
+/// A name that cannot be a path segment under a base.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsafeName(pub String);
+
+impl fmt::Display for UnsafeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} cannot be used as a directory name", self.0)
+    }
+}
+
+impl std::error::Error for UnsafeName {}
+
+/// Whether `s` is safe as one path segment: not empty, no `/` or NUL, not starting with `.`.
+pub fn is_segment(s: &str) -> bool {
+    !s.is_empty() && !s.starts_with('.') && !s.contains(['/', '\0'])
+}
+
+/// The rule for `metadata.uid`: 1 to 128 letters, digits, '-', '_' and '.', not starting with
+/// '.'. Every real UID (a UUID, kubelet's hash) passes.
+pub fn check_uid(uid: &str) -> Result<(), String> {
+    let chars_ok = uid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if uid.is_empty() || uid.len() > MAX_UID_LEN || !chars_ok || uid.starts_with('.') {
+        return Err(format!(
+            "{uid:?} must be 1 to {MAX_UID_LEN} letters, digits, '-', '_' or '.', not starting with '.' \
+             (atoll names the pod's directories after it)"
+        ));
+    }
+    Ok(())
+}
+
+/// `base/seg1/seg2/...`, each segment checked, the result proven to lie strictly below `base`.
+pub fn under(base: &Path, segments: &[&str]) -> Result<PathBuf, UnsafeName> {
+    let mut out = base.to_path_buf();
+    for s in segments {
+        if !is_segment(s) {
+            return Err(UnsafeName(s.to_string()));
+        }
+        out.push(s);
+    }
+    // The proof, independent of the checks above: exactly one normal component per segment.
+    let extra: Vec<Component<'_>> = out.strip_prefix(base).map(|r| r.components().collect()).unwrap_or_default();
+    if extra.len() != segments.len() || !extra.iter().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(UnsafeName(segments.join("/")));
+    }
+    Ok(out)
+}
+
+/// `<root>/pods/<uid>`: a pod's own directory (volumes, hosts file, termination logs).
+pub fn pod_dir(root: &Path, uid: &str) -> Result<PathBuf, UnsafeName> {
+    under(root, &["pods", uid])
+}
+
+/// `<podLogsDir>/<namespace>_<name>_<uid>`, kubelet's pod log directory.
+pub fn pod_log_dir(logs: &Path, namespace: &str, name: &str, uid: &str) -> Result<PathBuf, UnsafeName> {
+    for part in [namespace, name, uid] {
+        if !is_segment(part) {
+            return Err(UnsafeName(part.to_string()));
+        }
+    }
+    under(logs, &[&format!("{namespace}_{name}_{uid}")])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_would_leave_the_base_are_refused() {
+        let root = Path::new("/var/lib/atoll");
+        for bad in ["", ".", "..", "../x", "/", "/etc", "a/b", "a\0b", ".hidden"] {
+            assert!(pod_dir(root, bad).is_err(), "{bad:?} accepted");
+            assert!(check_uid(bad).is_err(), "{bad:?} passes validation");
+        }
+        assert_eq!(pod_dir(root, "1f0e-ab").unwrap(), Path::new("/var/lib/atoll/pods/1f0e-ab"));
+        assert!(pod_log_dir(Path::new("/var/log/pods"), "default", "web-n1", "..").is_err());
+        assert!(pod_log_dir(Path::new("/var/log/pods"), "..", "x", "u").is_err());
+        assert_eq!(
+            pod_log_dir(Path::new("/var/log/pods"), "default", "web-n1", "u1").unwrap(),
+            Path::new("/var/log/pods/default_web-n1_u1")
+        );
+    }
+
+    #[test]
+    fn real_uids_pass() {
+        assert!(check_uid("8f1c8d8e-6a4b-4c55-9d2c-0d7b0b0b3c1e").is_ok());
+        assert!(check_uid("370fe659c2061095a1a95dcf39cd4cd8").is_ok());
+        assert!(check_uid(&"a".repeat(MAX_UID_LEN + 1)).is_err());
+        assert!(check_uid("a b").is_err());
+    }
+}
