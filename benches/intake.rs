@@ -19,6 +19,7 @@ fn main() {
         check_frequency: Duration::from_secs(3600),
         node: "bench".into(),
         policy: Policy::default(),
+        kept_dir: None,
     };
     let _task = smol::spawn(file::run(cfg, tx));
     smol::block_on(rx.recv()).unwrap(); // the first, empty snapshot

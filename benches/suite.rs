@@ -89,6 +89,7 @@ fn start_agent(tb: &common::Testbed, manifests: &Path) -> Vec<smol::Task<()>> {
         check_frequency: Duration::from_secs(20),
         node: "bench".into(),
         policy: Policy::default(),
+        kept_dir: None,
     };
     let source = smol::spawn(file::run(cfg, tx));
     let agent = smol::spawn(async move {

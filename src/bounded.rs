@@ -79,7 +79,7 @@ mod tests {
         std::fs::write(d.join("target"), b"secret").unwrap();
         std::os::unix::fs::symlink(d.join("target"), d.join("link")).unwrap();
         assert!(read_tail(&d.join("link"), 10).is_err(), "a symlink is not followed");
-        rustix::fs::mkfifoat(rustix::fs::CWD, &d.join("fifo"), rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, d.join("fifo"), rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
         let e = read_tail(&d.join("fifo"), 10).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         assert!(read_file(&d, 10).is_err(), "a directory is not a file");

@@ -1,6 +1,11 @@
 //! Lifecycle events, as kubelet records them (Pulling, Pulled, Created, Started, Killing,
 //! BackOff, Unhealthy, Failed, ...): each is one log line and an entry in a bounded ring that
 //! the local API serves at `/events` and `atoll describe` shows.
+//!
+//! Messages often carry what a container printed (an exec probe's output, a hook's stderr),
+//! so they are made [`printable`] first: one line, control characters escaped, at most
+//! [`MAX_MESSAGE`] bytes. A container cannot forge journal lines or send escape sequences to
+//! an operator's terminal.
 
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -9,6 +14,28 @@ use std::time::SystemTime;
 
 /// How many events the ring keeps (the oldest go first).
 pub const CAPACITY: usize = 1000;
+/// The longest message kept (kubelet cuts event messages at 1 KiB; probe output at 10 KiB).
+pub const MAX_MESSAGE: usize = 4096;
+
+/// `s` as one printable line: newlines, tabs, escape and other control characters written as
+/// `\n`, `\t`, `\u{1b}`; cut at `max` bytes (on a character boundary) with `...`.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max));
+    for c in s.chars() {
+        if out.len() >= max {
+            out.push_str("...");
+            break;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,6 +66,8 @@ impl Events {
     /// reason and message bumps its count instead of adding a line to the ring.
     pub fn record(&self, pod: &crate::pod::types::Pod, warning: bool, reason: &str, message: &str) {
         let key = pod.key();
+        let message = printable(message, MAX_MESSAGE);
+        let message = message.as_str();
         if warning {
             log::warn!("pod {key}: {reason}: {message}");
         } else {
@@ -110,5 +139,18 @@ mod tests {
         assert_eq!(all.len(), CAPACITY);
         assert_eq!(all.last().unwrap().message, format!("n{}", CAPACITY + 9));
         assert_eq!(e.total(), 3 + CAPACITY as u64 + 10);
+    }
+
+    #[test]
+    fn container_text_cannot_forge_lines_or_escape_sequences() {
+        let e = Events::default();
+        let output = "boom\nINFO  [atoll] pod default/x: all good\r\u{1b}[2J\u{7}";
+        e.record(&pod("a"), true, "Unhealthy", &format!("Liveness probe failed: {output}"));
+        let m = &e.all()[0].message;
+        assert!(!m.contains('\n') && !m.contains('\u{1b}') && !m.contains('\r'), "{m:?}");
+        assert_eq!(m, "Liveness probe failed: boom\\nINFO  [atoll] pod default/x: all good\\r\\u{1b}[2J\\u{7}");
+        let long = "x".repeat(100_000);
+        assert!(printable(&long, MAX_MESSAGE).len() <= MAX_MESSAGE + 3);
+        assert_eq!(printable("héllo\tthere", 100), "héllo\\tthere");
     }
 }

@@ -13,6 +13,7 @@ pub mod cri;
 pub mod deadline;
 pub mod doctor;
 pub mod events;
+pub mod fnv;
 pub mod metrics;
 pub mod mirror;
 pub mod notify;

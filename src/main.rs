@@ -102,12 +102,12 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
         v if v.parse::<u8>().is_ok() => log::LevelFilter::Trace,
         v => return Err(format!("flag --v takes a number, got {v:?}")),
     };
-    // Verbosity is atoll's own; the HTTP and TLS libraries' debug lines (every request's
-    // headers) only come at trace level.
-    let libraries = if level == log::LevelFilter::Trace { level } else { log::LevelFilter::Info };
+    // Verbosity is atoll's own. The HTTP and TLS libraries' debug and trace lines print
+    // request headers (the mirror's bearer token, --manifest-url-header values), so they never
+    // pass, at any verbosity.
     let mut logger = simple_logger::SimpleLogger::new().with_level(level);
-    for module in ["ureq", "ureq_proto", "rustls", "h2"] {
-        logger = logger.with_module_level(module, libraries);
+    for module in ["ureq", "ureq_proto", "rustls", "h2", "futures_rustls"] {
+        logger = logger.with_module_level(module, log::LevelFilter::Info);
     }
     logger.init().map_err(|e| format!("cannot start logging: {e}"))
 }
@@ -154,6 +154,7 @@ fn run(flags: &Flags) -> Result<(), String> {
                 check_frequency: s.file_check_frequency,
                 node: s.node_name.clone(),
                 policy,
+                kept_dir: Some(s.root_dir.join("sources").join("files")),
             };
             tasks.push(smol::spawn(file::run(cfg, tx.clone())));
         }
@@ -255,6 +256,9 @@ fn run(flags: &Flags) -> Result<(), String> {
         .map_err(|e| format!("cannot handle signals: {e}"))?;
         let mut merger = merge::Merger::new(sources);
         let mut engine = Engine::new(shared.clone());
+        // What the runtime already runs: adopted by workers, or stopped before a pod that
+        // replaced it while atoll was down may start.
+        engine.adopt().await;
         let finished = engine.finished();
         let mut ready = false;
         // systemd gets READY after the first full sync, or after this long if a source (a
@@ -374,9 +378,11 @@ async fn drain(engine: &mut Engine, merger: &merge::Merger, finished: &smol::cha
     for sp in pods {
         engine.apply(merge::Change::Remove(sp));
     }
-    let deadline = std::time::Instant::now() + longest + Duration::from_secs(60);
+    // Grace periods come from manifests: a huge one must not overflow the clock.
+    let limit = longest.saturating_add(Duration::from_secs(60));
+    let started = std::time::Instant::now();
     while !engine.running().is_empty() {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = limit.saturating_sub(started.elapsed());
         match atoll::deadline::with_deadline(left, finished.recv()).await {
             Some(Ok(uid)) => engine.worker_done(&uid),
             _ => {

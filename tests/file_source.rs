@@ -36,6 +36,7 @@ fn start(dir: PathBuf, path: PathBuf) -> Bed {
         check_frequency: Duration::from_secs(60),
         node: "edge-1".into(),
         policy: Policy::default(),
+        kept_dir: None,
     };
     let task = smol::spawn(file::run(cfg, tx));
     Bed { dir, rx, _task: task }

@@ -280,8 +280,7 @@ fn an_offline_start_serves_the_last_good_payload_from_disk() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://127.0.0.1:{}/pods", closed.local_addr().unwrap().port());
     drop(closed);
-    let mut rec = record.clone();
-    rec.url = dead_url.clone();
+    let rec = http::CacheRecord::new(&dead_url, record.validators.clone(), record.body.clone());
     http::write_cache(&http::cache_path(&cache, &dead_url), &rec).unwrap();
     let src = start(&dead_url, vec![], Some(cache.clone()));
     assert_eq!(names(&next(&src)), vec!["web-edge-1"]);

@@ -276,3 +276,32 @@ fn an_exec_probe_that_times_out_is_a_failure() {
     assert_eq!(container(&s, "steady").restart_count, 0, "a probe within its timeout passes");
     remove(&mut engine, &sh, sp);
 }
+
+/// A pod with its own metadata.uid keeps it across an edit; the probes must follow the new
+/// spec (a readiness probe that failed and now succeeds makes the pod Ready).
+#[test]
+fn an_edit_that_keeps_the_uid_restarts_the_probes_with_the_new_spec() {
+    let tb = testbed();
+    let name = unique("sameuid");
+    let yaml = |check: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, uid: {name}-uid}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; sleep 3600 & wait']\n    readinessProbe: {{exec: {{command: [{check}]}}, periodSeconds: 1}}\n"
+        )
+    };
+    let origin = Origin::File(PathBuf::from(format!("/manifests/{name}.yaml")));
+    let load =
+        |y: &str| pod::load(y.as_bytes(), Shape::SinglePod, &origin, "tb", Policy::default()).unwrap().pods.remove(0);
+    let (v1, v2) = (load(&yaml("\"false\"")), load(&yaml("\"true\"")));
+    assert_eq!(v1.uid, v2.uid);
+    let sh = shared(tb, "sameuid");
+    let mut engine = Engine::new(sh.clone());
+    engine.apply(Change::Add(v1));
+    status_where(&sh, &v2.uid, Duration::from_secs(30), "v1 running, not ready", |s| {
+        s.container_statuses.first().is_some_and(|c| c.state.running.is_some() && !c.ready)
+    });
+    engine.apply(Change::Update(v2.clone()));
+    status_where(&sh, &v2.uid, Duration::from_secs(30), "Ready with the new probe", |s| {
+        condition(s, "Ready") == "True"
+    });
+    remove(&mut engine, &sh, v2);
+}

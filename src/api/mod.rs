@@ -13,17 +13,29 @@
 //! - `GET /metrics`: Prometheus text format.
 //! - `POST /pods/{namespace}/{name}/restart`: stops the pod's containers; they come back per
 //!   restartPolicy (socket only).
+//!
+//! Each listener serves at most [`MAX_CONNECTIONS`] connections at once (more are closed at
+//! once), a request head must arrive within 10 s and every write must be taken within
+//! [`WRITE_DEADLINE`]: a client that floods, stalls or goes away costs the agent nothing
+//! lasting.
 
+pub mod logs;
 pub mod server;
 
 use crate::runtime::worker::Shared;
 use server::{Request, Response};
-use smol::io::AsyncWriteExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 pub const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
+/// Connections one listener serves at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to accept a write before its connection is closed.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a client may take to send its request head.
+const READ_DEADLINE: Duration = Duration::from_secs(10);
 /// The sync loop counts as stalled when the relist has not completed for this long.
 pub const STALL_AFTER: Duration = Duration::from_secs(30);
 
@@ -43,11 +55,41 @@ pub struct Api {
     pub shared: Arc<Shared>,
     pub started: Instant,
     pub started_at: SystemTime,
+    /// Connections being served, over all listeners (for `/metrics`).
+    open: AtomicUsize,
+}
+
+/// One admitted connection: counted while it lives, on its listener and in the total.
+struct Slot<'a> {
+    listener: &'a AtomicUsize,
+    total: &'a AtomicUsize,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.listener.fetch_sub(1, Ordering::AcqRel);
+        self.total.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Api {
     pub fn new(shared: Arc<Shared>) -> Arc<Api> {
-        Arc::new(Api { shared, started: Instant::now(), started_at: SystemTime::now() })
+        Arc::new(Api { shared, started: Instant::now(), started_at: SystemTime::now(), open: AtomicUsize::new(0) })
+    }
+
+    /// Connections being served now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// A slot on `listener` (its own count), or `None` when it serves its maximum already.
+    fn admit<'a>(&'a self, listener: &'a AtomicUsize) -> Option<Slot<'a>> {
+        if listener.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            listener.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        self.open.fetch_add(1, Ordering::AcqRel);
+        Some(Slot { listener, total: &self.open })
     }
 
     /// `None` while healthy, else why not.
@@ -84,11 +126,12 @@ pub fn bind_socket(path: &Path) -> Result<smol::net::unix::UnixListener, String>
 
 /// Serves the unix socket until the task is dropped.
 pub async fn serve_unix(api: Arc<Api>, listener: smol::net::unix::UnixListener) {
+    let count = Arc::new(AtomicUsize::new(0));
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let api = api.clone();
-                smol::spawn(async move { handle(api, stream, Scope::Full).await }).detach();
+                let (api, count) = (api.clone(), count.clone());
+                smol::spawn(async move { handle(&api, &count, stream, Scope::Full).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -100,11 +143,12 @@ pub async fn serve_unix(api: Arc<Api>, listener: smol::net::unix::UnixListener) 
 
 /// Serves a TCP listener with the given scope until the task is dropped.
 pub async fn serve_tcp(api: Arc<Api>, listener: smol::net::TcpListener, scope: Scope) {
+    let count = Arc::new(AtomicUsize::new(0));
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let api = api.clone();
-                smol::spawn(async move { handle(api, stream, scope).await }).detach();
+                let (api, count) = (api.clone(), count.clone());
+                smol::spawn(async move { handle(&api, &count, stream, scope).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -114,27 +158,37 @@ pub async fn serve_tcp(api: Arc<Api>, listener: smol::net::TcpListener, scope: S
     }
 }
 
-async fn handle<S>(api: Arc<Api>, mut stream: S, scope: Scope)
+/// Writes a whole response, unless the client will not take it within the deadline.
+async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
+    let _ = crate::deadline::with_deadline(WRITE_DEADLINE, server::write_response(w, r)).await;
+}
+
+async fn handle<S>(api: &Api, count: &AtomicUsize, mut stream: S, scope: Scope)
 where
     S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin,
 {
-    let req = match crate::deadline::with_deadline(Duration::from_secs(10), server::read_request(&mut stream)).await {
+    let Some(_slot) = api.admit(count) else {
+        return; // full: the connection is closed at once
+    };
+    let req = match crate::deadline::with_deadline(READ_DEADLINE, server::read_request(&mut stream)).await {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            let _ = server::write_response(&mut stream, &Response::error(400, "BadRequest", e)).await;
+            respond(&mut stream, &Response::error(400, "BadRequest", e)).await;
             return;
         }
         None => return,
     };
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     if scope == Scope::Full && req.method == "GET" && segments.len() == 4 && segments[0] == "logs" {
-        if let Err(r) = logs(&api, &req, segments[1], segments[2], segments[3], &mut stream).await {
-            let _ = server::write_response(&mut stream, &r).await;
+        let (mut reader, mut writer) = smol::io::split(stream);
+        let path = (segments[1], segments[2], segments[3]);
+        if let Err(r) = logs::serve(api, &req, path, &mut reader, &mut writer).await {
+            respond(&mut writer, &r).await;
         }
         return;
     }
-    let response = route(&api, &req, &segments, scope).await;
-    let _ = server::write_response(&mut stream, &response).await;
+    let response = route(api, &req, &segments, scope).await;
+    respond(&mut stream, &response).await;
 }
 
 async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Response {
@@ -179,7 +233,7 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
     }
 }
 
-fn not_found(ns: &str, name: &str) -> Response {
+pub(crate) fn not_found(ns: &str, name: &str) -> Response {
     Response::error(404, "NotFound", format!("pods \"{name}\" not found in namespace \"{ns}\""))
 }
 
@@ -213,7 +267,7 @@ fn pod_list(api: &Api) -> serde_json::Value {
 }
 
 /// The pod `ns/name`; a static pod may also be named without its node suffix.
-fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, crate::pod::types::Pod)> {
+pub(crate) fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, crate::pod::types::Pod)> {
     let pods = api.shared.statuses.pods();
     let with_node = format!("{name}-{}", api.shared.node.node_name);
     let found = pods
@@ -241,165 +295,6 @@ async fn restart(api: &Api, ns: &str, name: &str) -> Response {
         stopped.push(c.name.clone());
     }
     Response::json(200, &serde_json::json!({"pod": pod.key(), "stopped": stopped}))
-}
-
-/// The log files of one container instance, oldest first: rotated files, then the live one.
-fn log_files(dir: &Path, restart: u32) -> Vec<PathBuf> {
-    let live = dir.join(format!("{restart}.log"));
-    let mut files = crate::runtime::logs::rotated(&live);
-    files.sort();
-    files.push(live);
-    files
-}
-
-/// Decodes CRI log lines (`<time> <stream> <P|F> <text>`) into the text a program wrote.
-pub fn decode_cri_log(bytes: &[u8], out: &mut Vec<u8>) {
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let mut parts = line.splitn(4, |b| *b == b' ');
-        let (_time, _stream, tag, text) = (parts.next(), parts.next(), parts.next(), parts.next());
-        match (tag, text) {
-            (Some(b"P"), Some(t)) => out.extend_from_slice(t),
-            (Some(_), Some(t)) => {
-                out.extend_from_slice(t);
-                out.push(b'\n');
-            }
-            (Some(b"F"), None) => out.push(b'\n'),
-            _ => {
-                out.extend_from_slice(line);
-                out.push(b'\n');
-            }
-        }
-    }
-}
-
-fn tail_lines(text: &[u8], n: usize) -> &[u8] {
-    if n == 0 {
-        return &text[text.len()..];
-    }
-    let mut count = 0;
-    let body = text.strip_suffix(b"\n").unwrap_or(text);
-    for (i, b) in body.iter().enumerate().rev() {
-        if *b == b'\n' {
-            count += 1;
-            if count == n {
-                return &text[i + 1..];
-            }
-        }
-    }
-    text
-}
-
-async fn logs<S: smol::io::AsyncWrite + Unpin>(
-    api: &Api,
-    req: &Request,
-    ns: &str,
-    name: &str,
-    container: &str,
-    out: &mut S,
-) -> Result<(), Response> {
-    let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
-    let status = api.shared.statuses.get(&pod.metadata.uid);
-    let cs = status
-        .as_ref()
-        .and_then(|s| {
-            s.container_statuses.iter().chain(&s.init_container_statuses).find(|c| c.name == container).cloned()
-        })
-        .ok_or_else(|| {
-            Response::error(400, "BadRequest", format!("container {container:?} is not valid for pod {}", pod.key()))
-        })?;
-    let previous = req.query.get("previous").is_some_and(|v| v != "false");
-    let follow = req.query.get("follow").is_some_and(|v| v != "false") && !previous;
-    let restart = if previous {
-        if cs.last_state.terminated.is_none() || cs.restart_count == 0 {
-            return Err(Response::error(
-                400,
-                "BadRequest",
-                format!("previous terminated container {container:?} in pod {} not found", pod.key()),
-            ));
-        }
-        cs.restart_count - 1
-    } else {
-        cs.restart_count
-    };
-    if !previous && cs.container_id.is_empty() {
-        let why = cs.state.waiting.as_ref().map(|w| w.reason.clone()).unwrap_or_default();
-        return Err(Response::error(
-            400,
-            "BadRequest",
-            format!("container {container:?} in pod {} is waiting to start: {why}", pod.key()),
-        ));
-    }
-    let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod)
-        .map_err(|e| Response::error(500, "InternalError", e))?
-        .join(container);
-    let files = log_files(&dir, restart);
-    let mut decoded = Vec::new();
-    for f in &files {
-        if let Ok(bytes) = std::fs::read(f) {
-            decode_cri_log(&bytes, &mut decoded);
-        }
-    }
-    let shown = match req.query.get("tail").and_then(|t| t.parse::<i64>().ok()) {
-        Some(n) if n >= 0 => tail_lines(&decoded, n as usize),
-        _ => &decoded[..],
-    };
-    if !follow {
-        let r = Response { status: 200, content_type: "text/plain; charset=utf-8", body: shown.to_vec() };
-        let _ = server::write_response(out, &r).await;
-        return Ok(());
-    }
-    if server::start_stream(out, "text/plain; charset=utf-8").await.is_err() || out.write_all(shown).await.is_err() {
-        return Ok(());
-    }
-    let _ = out.flush().await;
-    // Follow the live file: new whole lines as they come, a rotation (the file replaced)
-    // followed from its start, the end when this instance of the container has stopped.
-    let live = files.last().cloned().unwrap_or_default();
-    let mut offset = std::fs::metadata(&live).map(|m| m.len()).unwrap_or(0);
-    let mut inode = std::fs::metadata(&live).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0);
-    let mut partial: Vec<u8> = Vec::new();
-    let mut last_round = false;
-    loop {
-        smol::Timer::after(Duration::from_millis(200)).await;
-        let meta = std::fs::metadata(&live).ok();
-        let now_inode = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino).unwrap_or(0);
-        let len = meta.as_ref().map(|m| m.len()).unwrap_or(0);
-        if now_inode != inode || len < offset {
-            inode = now_inode;
-            offset = 0;
-        }
-        if len > offset {
-            use std::io::{Read, Seek};
-            let mut buf = Vec::new();
-            if let Ok(mut f) = std::fs::File::open(&live) {
-                let _ = f.seek(std::io::SeekFrom::Start(offset));
-                let _ = f.take(len - offset).read_to_end(&mut buf);
-            }
-            offset += buf.len() as u64;
-            partial.extend_from_slice(&buf);
-            let complete = partial.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-            let mut text = Vec::new();
-            decode_cri_log(&partial[..complete], &mut text);
-            partial.drain(..complete);
-            if out.write_all(&text).await.is_err() || out.flush().await.is_err() {
-                return Ok(());
-            }
-            continue;
-        }
-        if last_round {
-            return Ok(());
-        }
-        let still_running = api.shared.statuses.get(&pod.metadata.uid).is_some_and(|s| {
-            s.container_statuses
-                .iter()
-                .chain(&s.init_container_statuses)
-                .any(|c| c.name == container && c.container_id == cs.container_id && c.state.running.is_some())
-        });
-        if !still_running {
-            // One more look: the runtime may flush the last lines just after the exit.
-            last_round = true;
-        }
-    }
 }
 
 /// The process's resident memory and CPU time, from /proc/self.
@@ -465,6 +360,8 @@ async fn metrics(api: &Api) -> String {
         ];
         sample(&mut out, "atoll_container_ready", &labels, if c.ready { 1.0 } else { 0.0 });
     }
+    header(&mut out, "atoll_api_connections", "gauge", "Local API connections being served.");
+    sample(&mut out, "atoll_api_connections", &[], api.open_connections() as f64);
     header(&mut out, "atoll_events_total", "counter", "Lifecycle events recorded.");
     sample(&mut out, "atoll_events_total", &[], api.shared.events.total() as f64);
     let runtime_up = api.shared.last_relist().is_some_and(|(_, ok)| ok);
@@ -542,33 +439,5 @@ mod tests {
         let r =
             smol::block_on(route(&api, &server::parse_head("GET /pods HTTP/1.1").unwrap(), &["pods"], Scope::Healthz));
         assert_eq!(r.status, 403, "the healthz listener serves nothing else");
-    }
-
-    #[test]
-    fn cri_log_lines_decode_to_the_programs_text() {
-        let raw = b"2024-01-01T00:00:00.1Z stdout F hello world\n2024-01-01T00:00:00.2Z stderr P par\n2024-01-01T00:00:00.3Z stderr F tial\n2024-01-01T00:00:00.4Z stdout F \n";
-        let mut out = Vec::new();
-        decode_cri_log(raw, &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), "hello world\npartial\n\n");
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail_lines(b"a\nb\nc\n", 2), b"b\nc\n");
-        assert_eq!(tail_lines(b"a\nb\nc\n", 5), b"a\nb\nc\n");
-        assert_eq!(tail_lines(b"a\nb\nc\n", 0), b"");
-    }
-
-    #[test]
-    fn rotated_files_come_before_the_live_one() {
-        let dir = std::env::temp_dir().join(format!("atoll-api-logs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in ["0.log", "0.log.20240102-000000", "0.log.20240101-000000", "1.log", "0.log.20240103-000000.tmp"] {
-            std::fs::write(dir.join(f), "").unwrap();
-        }
-        let names: Vec<String> =
-            log_files(&dir, 0).iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["0.log.20240101-000000", "0.log.20240102-000000", "0.log"]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

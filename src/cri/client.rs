@@ -208,7 +208,7 @@ impl Cri {
     /// is the grace plus the request timeout, as kubelet.
     pub async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), Status> {
         let req = StopContainerRequest { container_id: id.into(), timeout: grace.as_secs() as i64 };
-        let deadline = self.request_timeout + grace;
+        let deadline = self.request_timeout.saturating_add(grace);
         let _: StopContainerResponse = self.call(rpc!(RuntimeService, "StopContainer"), req, Some(deadline)).await?;
         Ok(())
     }
@@ -257,7 +257,7 @@ impl Cri {
     /// `timeout` is zero (kubelet's rule).
     pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<ExecSyncResponse, Status> {
         let req = ExecSyncRequest { container_id: id.into(), cmd, timeout: timeout.as_secs() as i64 };
-        let deadline = (!timeout.is_zero()).then(|| timeout + self.request_timeout);
+        let deadline = (!timeout.is_zero()).then(|| timeout.saturating_add(self.request_timeout));
         self.exec_sync_with_deadline(req, deadline).await
     }
 

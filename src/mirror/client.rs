@@ -25,6 +25,31 @@ pub struct Reply {
     pub retry_after: Option<Duration>,
 }
 
+/// Sets `value` at `path` in a JSON object from a server, creating objects where nothing is,
+/// and refusing (false) where something else is: `v["a"]["b"] = x` panics on a list or a
+/// string, and release builds abort on panic.
+pub fn set_path(v: &mut serde_json::Value, path: &[&str], value: serde_json::Value) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    let mut at = v;
+    for p in parents {
+        if at.is_null() {
+            *at = serde_json::json!({});
+        }
+        let Some(obj) = at.as_object_mut() else { return false };
+        at = obj.entry(p.to_string()).or_insert(serde_json::Value::Null);
+    }
+    if at.is_null() {
+        *at = serde_json::json!({});
+    }
+    match at.as_object_mut() {
+        Some(obj) => {
+            obj.insert(last.to_string(), value);
+            true
+        }
+        None => false,
+    }
+}
+
 impl Reply {
     pub fn ok(&self) -> bool {
         (200..300).contains(&self.status)
@@ -209,7 +234,12 @@ impl Client {
             .map(Duration::from_secs);
         let bytes =
             resp.body_mut().with_config().limit(MAX_BODY).read_to_vec().map_err(|e| format!("{method} {path}: {e}"))?;
-        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        let body = crate::parse::json(&bytes).unwrap_or(serde_json::Value::Null);
+        // A success answers with an object (the resource, or a Status); anything else is a
+        // broken or hostile server, never something to index into.
+        if (200..300).contains(&status) && !body.is_object() {
+            return Err(format!("{method} {path}: HTTP {status} with a body that is not a JSON object"));
+        }
         Ok(Reply { status, body, retry_after })
     }
 
@@ -234,7 +264,7 @@ impl Client {
         crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);
         if status != 200 {
             let bytes = resp.body_mut().with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
-            let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+            let body = crate::parse::json(&bytes).unwrap_or(serde_json::Value::Null);
             return Ok(Some(Reply { status, body, retry_after: None }));
         }
         let mut reader = std::io::BufReader::new(resp.into_body().into_reader());
@@ -248,11 +278,31 @@ impl Client {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let event: serde_json::Value =
-                serde_json::from_slice(&line).map_err(|e| format!("watch: an event that is not JSON: {e}"))?;
+            let event = crate::parse::json(&line).map_err(|e| format!("watch: an event that is not JSON: {e}"))?;
+            if !event["object"].is_object() {
+                return Err("watch: an event without an object".into());
+            }
             if !each(event) {
                 return Ok(None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fields_are_set_only_where_the_servers_shape_allows() {
+        let mut lease = json!({"metadata": {"name": "n"}});
+        assert!(set_path(&mut lease, &["metadata", "ownerReferences"], json!([1])));
+        assert!(set_path(&mut lease, &["spec"], json!({"a": 1})));
+        assert_eq!(lease, json!({"metadata": {"name": "n", "ownerReferences": [1]}, "spec": {"a": 1}}));
+        let mut hostile = json!({"metadata": []});
+        assert!(!set_path(&mut hostile, &["metadata", "ownerReferences"], json!([])));
+        assert!(!set_path(&mut json!([]), &["spec"], json!({})));
+        assert!(!set_path(&mut json!("x"), &["status"], json!({})));
     }
 }

@@ -372,7 +372,9 @@ fn register(client: &Client, st: &NodeState, status: Value) -> Result<Value, Fai
     if !r.ok() {
         return Err(fail_of("node status", &r));
     }
-    existing["status"] = r.body["status"].clone();
+    if !client::set_path(&mut existing, &["status"], r.body["status"].clone()) {
+        return Err(("the API server's node object is malformed".into(), None));
+    }
     Ok(existing)
 }
 
@@ -386,9 +388,14 @@ fn renew_lease(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeSt
     for _ in 0..3 {
         let r = match st.lease.take() {
             Some(mut lease) => {
-                lease["spec"] = fresh["spec"].clone();
+                // The last answer is the server's: set fields only where its shape allows.
+                let mut ok = client::set_path(&mut lease, &["spec"], fresh["spec"].clone());
                 if node_uid.is_some() {
-                    lease["metadata"]["ownerReferences"] = fresh["metadata"]["ownerReferences"].clone();
+                    let owners = fresh["metadata"]["ownerReferences"].clone();
+                    ok &= client::set_path(&mut lease, &["metadata", "ownerReferences"], owners);
+                }
+                if !ok {
+                    continue; // a malformed lease: read it again
                 }
                 client.call("PUT", &path, JSON, Some(&lease)).map_err(|e| (e, None))?
             }

@@ -22,6 +22,9 @@ pub struct HealthCheckResponse {
 
 /// HealthCheckResponse.ServingStatus.SERVING.
 pub const SERVING: i32 = 1;
+/// The largest reply a probe reads (grpc-go's default receive limit, which kubelet's prober
+/// keeps); the CRI channel's 16 MiB is for the runtime, not for a container.
+pub const MAX_REPLY: usize = 4 << 20;
 
 fn status_name(s: i32) -> &'static str {
     match s {
@@ -36,7 +39,7 @@ fn status_name(s: i32) -> &'static str {
 /// One health check of `service` at `host:port`; dial and call share `timeout`.
 pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> Attempt {
     let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-    let channel = Channel::tcp(&addr, super::http::USER_AGENT, timeout);
+    let channel = Channel::tcp(&addr, super::http::USER_AGENT, timeout).with_max_message(MAX_REPLY);
     let req = HealthCheckRequest { service: service.to_string() };
     match channel.unary::<_, HealthCheckResponse>("/grpc.health.v1.Health/Check", &req, Some(timeout)).await {
         Ok(r) if r.status == SERVING => Attempt::Success,
@@ -81,7 +84,7 @@ mod tests {
                                     .body(())
                                     .unwrap();
                                 let (status, code) = match service.as_str() {
-                                    "" => (SERVING, "0"),
+                                    "" | "big" => (SERVING, "0"),
                                     "down" => (2, "0"),
                                     "slow" => {
                                         smol::Timer::after(Duration::from_secs(30)).await;
@@ -91,8 +94,16 @@ mod tests {
                                 };
                                 let mut send = respond.send_response(resp, false).unwrap();
                                 if code == "0" {
-                                    let msg = HealthCheckResponse { status }.encode_to_vec();
-                                    let mut framed = vec![0, 0, 0, 0, msg.len() as u8];
+                                    let mut msg = HealthCheckResponse { status }.encode_to_vec();
+                                    if service == "big" {
+                                        // SERVING, with 5 MiB of an unknown field 2 after it.
+                                        let pad = 5 << 20;
+                                        msg.push(0x12);
+                                        prost::encoding::encode_varint(pad as u64, &mut msg);
+                                        msg.resize(msg.len() + pad, b'x');
+                                    }
+                                    let mut framed = vec![0];
+                                    framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
                                     framed.extend_from_slice(&msg);
                                     send.send_data(Bytes::from(framed), false).unwrap();
                                 }
@@ -125,5 +136,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(2));
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         assert!(matches!(smol::block_on(check("127.0.0.1", closed, "", t)), Attempt::Failure(_)));
+        // A 5 MiB reply is over the probe's limit, whatever it says.
+        let big = smol::block_on(check("127.0.0.1", port, "big", t));
+        assert!(matches!(&big, Attempt::Failure(m) if m.contains("4194304 byte limit")), "{big:?}");
     }
 }

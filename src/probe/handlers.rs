@@ -27,7 +27,7 @@ pub struct Where<'a> {
 }
 
 pub fn timeout_of(p: &Probe) -> Duration {
-    Duration::from_secs(p.timeout_seconds.filter(|t| *t > 0).unwrap_or(1) as u64)
+    crate::deadline::secs(p.timeout_seconds.filter(|t| *t > 0).unwrap_or(1))
 }
 
 /// Runs one attempt of `probe` for container `c`.
@@ -54,6 +54,7 @@ pub async fn attempt(cri: &Cri, c: &Container, probe: &Probe, at: &Where<'_>) ->
             port,
             path: if path.starts_with('/') { path } else { format!("/{path}") },
             headers: get.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            user_agent: super::http::USER_AGENT,
         };
         return match super::http::probe(&target, timeout).await {
             super::http::Outcome::Success(_) => Attempt::Success,
@@ -95,7 +96,7 @@ async fn exec_attempt(cri: &Cri, c: &Container, command: &[String], id: &str, ti
     let req = ExecSyncRequest { container_id: id.into(), cmd: cmd.clone(), timeout: timeout.as_secs() as i64 };
     // The runtime enforces the timeout; the local deadline only guards against a runtime that
     // does not answer (kubelet allows timeout + 2 minutes).
-    match cri.exec_sync_with_deadline(req, Some(timeout + Duration::from_secs(120))).await {
+    match cri.exec_sync_with_deadline(req, Some(timeout.saturating_add(Duration::from_secs(120)))).await {
         Ok(out) if out.exit_code == 0 => Attempt::Success,
         Ok(out) => {
             let mut output = out.stdout;

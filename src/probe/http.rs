@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 /// kubelet's probe user agent (`kube-probe/<major>.<minor>` of the Kubernetes version atoll
 /// follows).
 pub const USER_AGENT: &str = "kube-probe/1.35";
+/// kubelet's user agent for a lifecycle hook's httpGet.
+pub const LIFECYCLE_USER_AGENT: &str = "kube-lifecycle/1.35";
 /// kubelet reads at most this much of a probe's response body.
 pub const BODY_LIMIT: usize = 10 * 1024;
 const HEADER_LIMIT: usize = 64 * 1024;
@@ -29,6 +31,8 @@ pub struct Target {
     /// The path with its query, starting with '/'.
     pub path: String,
     pub headers: Vec<(String, String)>,
+    /// [`USER_AGENT`] for probes, [`LIFECYCLE_USER_AGENT`] for hooks.
+    pub user_agent: &'static str,
 }
 
 /// How an HTTP probe ended.
@@ -46,12 +50,22 @@ struct Response {
     location: Option<String>,
 }
 
+/// One GET within `timeout`, no redirect followed: the status, or the transport error. A
+/// lifecycle hook's httpGet (kubelet does not look at the status of those).
+pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String> {
+    match crate::deadline::with_deadline(timeout, get(target)).await {
+        None => Err(format!("{}: timed out after {timeout:?}", url(target))),
+        Some(Err(e)) => Err(format!("{}: {e}", url(target))),
+        Some(Ok(r)) => Ok(r.status),
+    }
+}
+
 /// Runs the probe's GET within `timeout`, redirects included.
 pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
     let mut current = target.clone();
     for _ in 0..=MAX_REDIRECTS {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = timeout.saturating_sub(started.elapsed());
         let resp = match crate::deadline::with_deadline(left, get(&current)).await {
             None => return Outcome::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
             Some(Err(e)) => return Outcome::Failure(format!("{}: {e}", url(&current))),
@@ -136,7 +150,7 @@ fn request(t: &Target) -> Vec<u8> {
     let host = given("Host").unwrap_or(&host).to_string();
     let mut out = format!("GET {} HTTP/1.1\r\nHost: {host}\r\n", t.path);
     if given("User-Agent").is_none() {
-        out.push_str(&format!("User-Agent: {USER_AGENT}\r\n"));
+        out.push_str(&format!("User-Agent: {}\r\n", t.user_agent));
     }
     if given("Accept").is_none() {
         out.push_str("Accept: */*\r\n");
@@ -281,7 +295,14 @@ mod tests {
     use std::io::{BufRead, BufReader, Write};
 
     fn target(port: u16, path: &str) -> Target {
-        Target { scheme: "http".into(), host: "127.0.0.1".into(), port, path: path.into(), headers: vec![] }
+        Target {
+            scheme: "http".into(),
+            host: "127.0.0.1".into(),
+            port,
+            path: path.into(),
+            headers: vec![],
+            user_agent: USER_AGENT,
+        }
     }
 
     /// A server on 127.0.0.1 answering each connection with `reply(path, request headers)`.

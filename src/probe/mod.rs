@@ -78,11 +78,14 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// Validation keeps the fields within int32; the conversions saturate all the same.
     pub fn of(p: &Probe) -> Timing {
-        let secs = |v: Option<i64>, default: i64| Duration::from_secs(v.filter(|s| *s > 0).unwrap_or(default) as u64);
-        let count = |v: Option<i64>, default: i64| v.filter(|n| *n > 0).unwrap_or(default) as u32;
+        let secs = |v: Option<i64>, default: i64| crate::deadline::secs(v.filter(|s| *s > 0).unwrap_or(default));
+        let count = |v: Option<i64>, default: u32| {
+            v.filter(|n| *n > 0).map_or(default, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
         Timing {
-            initial_delay: Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64),
+            initial_delay: crate::deadline::secs(p.initial_delay_seconds.unwrap_or(0)),
             period: secs(p.period_seconds, 10),
             success_threshold: count(p.success_threshold, 1),
             failure_threshold: count(p.failure_threshold, 3),
@@ -303,11 +306,10 @@ impl Task {
                 return;
             }
             // A fixed schedule; ticks missed while an attempt ran long are skipped, not piled up.
-            next += period;
-            let now = Instant::now();
-            if next < now {
-                next = now + period - Duration::from_nanos(((now - next).as_nanos() % period.as_nanos()) as u64);
-            }
+            let Some(due) = next_tick(next, Instant::now(), period) else {
+                return; // a period past the clock's range: this probe never runs again
+            };
+            next = due;
             smol::Timer::at(next).await;
         }
     }
@@ -441,15 +443,26 @@ impl Task {
     }
 }
 
+/// The tick after `last` on a fixed schedule of `period`: `last + period`, or if that has
+/// passed, the next multiple of `period` after `now`. `None` past the clock's range.
+fn next_tick(last: Instant, now: Instant, period: Duration) -> Option<Instant> {
+    let next = last.checked_add(period)?;
+    if next >= now {
+        return Some(next);
+    }
+    let behind = (now - next).as_nanos() % period.as_nanos().max(1);
+    now.checked_add(period)?.checked_sub(Duration::from_nanos(u64::try_from(behind).unwrap_or(0)))
+}
+
 /// A start delay in [0, period), spread by pod, container and kind (FNV-1a).
 fn jitter(pod: &str, container: &str, kind: Kind, period: Duration) -> Duration {
-    let mut h: u64 = 0xcbf29ce484222325;
-    let seed = std::process::id().to_le_bytes();
-    for b in pod.bytes().chain(container.bytes()).chain(kind.name().bytes()).chain(seed) {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
+    let mut h = crate::fnv::fnv1a_64(pod.as_bytes());
+    for part in [container.as_bytes(), kind.name().as_bytes(), &std::process::id().to_le_bytes()] {
+        h = crate::fnv::add_64(h, part);
     }
-    Duration::from_nanos(h % period.as_nanos().max(1) as u64)
+    // In u128: a period of more than 2^64 ns must not truncate to a zero divisor.
+    let nanos = u128::from(h) % period.as_nanos().max(1);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -545,6 +558,21 @@ mod tests {
         // The deleted pod's liveness reads Success and stops.
         probes.update(&pod, &running("c", "id2", SystemTime::now()), "127.0.0.1", true);
         wait("liveness success on deletion", Duration::from_secs(4), &|| probes.verdicts().liveness_failed.is_empty());
+    }
+
+    #[test]
+    fn huge_periods_neither_divide_by_zero_nor_overflow() {
+        // 2^55 s: as u64 nanoseconds this truncated to a zero divisor.
+        let period = Duration::from_secs(1 << 55);
+        assert!(jitter("p", "c", Kind::Liveness, period) < period);
+        let p = Probe { period_seconds: Some(i64::MAX), initial_delay_seconds: Some(i64::MAX), ..Default::default() };
+        let t = Timing::of(&p);
+        assert_eq!(t.period, Duration::from_secs(i64::MAX as u64));
+        let now = Instant::now();
+        assert_eq!(next_tick(now, now, t.period), None);
+        assert_eq!(next_tick(now, now, Duration::from_secs(1)), Some(now + Duration::from_secs(1)));
+        let late = now + Duration::from_millis(2500);
+        assert_eq!(next_tick(now, late, Duration::from_secs(1)), Some(now + Duration::from_secs(3)));
     }
 
     #[test]

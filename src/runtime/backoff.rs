@@ -87,12 +87,21 @@ impl Backoff {
 
     /// Forgets keys not advanced for longer than twice the cap (kubelet's periodic GC).
     pub fn gc(&mut self, now: SystemTime) {
-        let limit = self.max * 2;
+        let limit = self.max.saturating_mul(2);
         self.entries.retain(|_, e| now.duration_since(e.last_update).map_or(true, |d| d <= limit));
     }
 
     pub fn forget(&mut self, key: &str) {
         self.entries.remove(key);
+    }
+
+    /// How many keys are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 

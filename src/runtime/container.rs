@@ -18,6 +18,12 @@ use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+/// kubelet's annotations from which a container's stop is rebuilt when its pod is gone
+/// (`orphan`).
+pub const ANNOTATION_GRACE: &str = "io.kubernetes.pod.terminationGracePeriod";
+pub const ANNOTATION_PRE_STOP: &str = "io.kubernetes.container.preStopHandler";
+pub const ANNOTATION_PORTS: &str = "io.kubernetes.container.ports";
+
 /// What the node and the running sandbox contribute.
 #[derive(Clone, Debug, Default)]
 pub struct InstanceContext {
@@ -280,14 +286,13 @@ pub fn container_config(
         (ANNOTATION_MANAGED_BY.to_string(), "atoll".to_string()),
     ]);
     if let Some(g) = pod.spec.termination_grace_period_seconds {
-        annotations.insert("io.kubernetes.pod.terminationGracePeriod".into(), g.to_string());
+        annotations.insert(ANNOTATION_GRACE.into(), g.to_string());
     }
     if let Some(pre) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
-        annotations
-            .insert("io.kubernetes.container.preStopHandler".into(), serde_json::to_string(pre).unwrap_or_default());
+        annotations.insert(ANNOTATION_PRE_STOP.into(), serde_json::to_string(pre).unwrap_or_default());
     }
     if !c.ports.is_empty() {
-        annotations.insert("io.kubernetes.container.ports".into(), serde_json::to_string(&c.ports).unwrap_or_default());
+        annotations.insert(ANNOTATION_PORTS.into(), serde_json::to_string(&c.ports).unwrap_or_default());
     }
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let sc = c.security_context.clone().unwrap_or_default();

@@ -2,10 +2,14 @@
 //!
 //! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
 //! is still held by a terminating older UID waits until that worker has finished (kubelet's
-//! static pod rule: never two of the same name). Once every source has spoken, pods atoll
-//! created that nobody wants any more are stopped and removed; nothing atoll did not create is
-//! ever touched.
+//! static pod rule: never two of the same name). At start the engine learns which pods the
+//! runtime already runs ([`Engine::adopt`]): a desired pod whose name is held there by another
+//! UID (the manifest changed while atoll was down) waits until that orphan has been stopped
+//! with its own grace period and preStop hook, so two copies never share hostPath data. Once
+//! every source has spoken, the other pods atoll created that nobody wants any more are
+//! stopped and removed the same way; nothing atoll did not create is ever touched.
 
+use super::sandbox::{LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID};
 use super::worker::{self, Msg, Shared};
 use crate::cri::api::PodSandboxFilter;
 use crate::pod::StaticPod;
@@ -28,6 +32,8 @@ pub struct Engine {
     _relist: smol::Task<()>,
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
+    /// Pods the runtime ran when atoll started and no worker has taken over: UID → name.
+    found: HashMap<String, String>,
     done_tx: smol::channel::Sender<String>,
     done_rx: smol::channel::Receiver<String>,
 }
@@ -37,7 +43,36 @@ impl Engine {
         let (done_tx, done_rx) = smol::channel::unbounded();
         let inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>> = Default::default();
         let relist = smol::spawn(relist(shared.clone(), inboxes.clone()));
-        Engine { shared, workers: HashMap::new(), inboxes, _relist: relist, pending: HashMap::new(), done_tx, done_rx }
+        Engine {
+            shared,
+            workers: HashMap::new(),
+            inboxes,
+            _relist: relist,
+            pending: HashMap::new(),
+            found: HashMap::new(),
+            done_tx,
+            done_rx,
+        }
+    }
+
+    /// Learns which of atoll's pods the runtime runs that no worker owns, by UID and
+    /// `namespace/name`: at start, before the first change, and again before orphans go.
+    pub async fn adopt(&mut self) {
+        let sandboxes = match self.shared.cri.list_pod_sandbox(Some(PodSandboxFilter::default())).await {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("listing the runtime's pods: {e}");
+                return;
+            }
+        };
+        for s in sandboxes.iter().filter(|s| worker::managed(&s.annotations)) {
+            let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
+            let uid = label(LABEL_POD_UID);
+            if !self.workers.contains_key(&uid) {
+                let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME));
+                self.found.entry(uid).or_insert(key);
+            }
+        }
     }
 
     /// A receiver of finished workers' UIDs; pass each to [`Engine::worker_done`].
@@ -76,6 +111,12 @@ impl Engine {
 
     fn add(&mut self, sp: StaticPod) {
         let key = sp.pod.key();
+        self.found.remove(&sp.uid); // adopted by its worker
+        let older: Vec<String> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
+        for uid in older {
+            log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
+            self.remove_found(uid);
+        }
         if self.workers.values().any(|h| h.key == key) {
             log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
             self.pending.entry(key).or_default().push(sp);
@@ -108,31 +149,44 @@ impl Engine {
         }
     }
 
-    /// Stops and removes the sandboxes atoll created for pods that are no longer desired
-    /// (run once every source has delivered its first snapshot).
-    pub async fn remove_orphans(&self, desired: &HashSet<String>) {
-        let sandboxes = match self.shared.cri.list_pod_sandbox(Some(PodSandboxFilter::default())).await {
-            Ok(s) => s,
-            Err(e) => {
-                log::warn!("listing sandboxes for orphans: {e}");
-                return;
-            }
-        };
-        let mut orphans: Vec<String> = sandboxes
-            .iter()
-            .filter(|s| worker::managed(&s.annotations))
-            .filter_map(|s| s.labels.get(super::sandbox::LABEL_POD_UID).cloned())
-            .filter(|uid| !desired.contains(uid) && !self.workers.contains_key(uid))
+    /// Stops and removes, in the background, the pods atoll created that are no longer
+    /// desired (run once every source has delivered its first snapshot). Each holds its name
+    /// until it is gone, like a terminating worker.
+    pub async fn remove_orphans(&mut self, desired: &HashSet<String>) {
+        self.adopt().await;
+        let mut orphans: Vec<String> = self
+            .found
+            .keys()
+            .filter(|uid| !desired.contains(*uid) && !self.workers.contains_key(*uid))
+            .cloned()
             .collect();
         orphans.sort();
-        orphans.dedup();
         for uid in orphans {
             log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
-            if let Err(e) = worker::remove_orphan(&self.shared, &uid, Duration::from_secs(1)).await {
-                log::warn!("pod {uid}: removing orphan: {e}");
-            }
+            self.remove_found(uid);
         }
     }
+
+    /// Stops and removes a pod found in the runtime, as a task that holds its name meanwhile.
+    fn remove_found(&mut self, uid: String) {
+        let Some(key) = self.found.remove(&uid) else { return };
+        let (shared, done, finished) = (self.shared.clone(), self.done_tx.clone(), uid.clone());
+        let (tx, _rx) = smol::channel::bounded(1);
+        let task = smol::spawn(async move {
+            if let Err(e) = super::orphan::remove(&shared, &finished).await {
+                log::warn!("pod {finished}: removing it: {e}");
+            }
+            let _ = done.send(finished).await;
+        });
+        self.workers.insert(uid, Handle { key, tx, _task: task });
+    }
+}
+
+/// Once a minute: back-off entries of containers and images not seen for twice the cap are
+/// forgotten (kubelet's backOff.GC), so a node that runs many short-lived pods does not grow.
+pub fn housekeeping(shared: &Shared, now: std::time::SystemTime) {
+    shared.backoff.lock().unwrap_or_else(|p| p.into_inner()).gc(now);
+    shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).gc(now);
 }
 
 /// How often the runtime is relisted (kubelet's PLEG period).
@@ -144,8 +198,13 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// a second whatever the number of pods.
 async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>) {
     let mut last: HashMap<String, u64> = HashMap::new();
+    let mut rounds: u32 = 0;
     loop {
         smol::Timer::after(RELIST_PERIOD).await;
+        rounds = rounds.wrapping_add(1);
+        if rounds.is_multiple_of(60) {
+            housekeeping(&shared, std::time::SystemTime::now());
+        }
         let listed = (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await);
         *shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok()));
@@ -154,9 +213,9 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
             _ => continue, // the runtime is away; workers notice on their own
         };
         let mut now: HashMap<String, u64> = HashMap::new();
-        let uid_of = |labels: &HashMap<String, String>| labels.get(super::sandbox::LABEL_POD_UID).cloned();
+        let uid_of = |labels: &HashMap<String, String>| labels.get(LABEL_POD_UID).cloned();
         let mix = |h: u64, s: &str, state: i32| {
-            let h = s.bytes().fold(h ^ 0xcbf29ce484222325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+            let h = crate::fnv::add_64(h ^ crate::fnv::start_64(), s.as_bytes());
             h.wrapping_add(state as u64).rotate_left(7)
         };
         for s in &sandboxes {
@@ -178,5 +237,26 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
             }
         }
         last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn housekeeping_forgets_old_back_off_entries() {
+        let shared = Shared::without_runtime();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        for i in 0..100 {
+            shared.backoff.lock().unwrap().advance(&format!("pod{i}_c"), t0, t0);
+            shared.image_backoff.lock().unwrap().advance(&format!("pod{i}_img"), t0, t0);
+        }
+        housekeeping(&shared, t0 + Duration::from_secs(60));
+        assert_eq!(shared.backoff.lock().unwrap().len(), 100, "recent entries stay");
+        housekeeping(&shared, t0 + Duration::from_secs(3600));
+        assert!(shared.backoff.lock().unwrap().is_empty());
+        assert!(shared.image_backoff.lock().unwrap().is_empty());
     }
 }

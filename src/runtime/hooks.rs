@@ -1,8 +1,8 @@
 //! Lifecycle hooks (postStart, preStop) with kubelet's semantics.
 //!
 //! exec runs through CRI ExecSync and fails on a non-zero exit; httpGet fails only on a
-//! transport error (the status code is not checked), TLS unverified; tcpSocket connects; sleep
-//! waits. postStart runs right after StartContainer; preStop runs before StopContainer within
+//! transport error (the status code is not checked), TLS unverified, through the probes' own
+//! HTTP client on the event loop; tcpSocket connects; sleep waits. postStart runs right after StartContainer; preStop runs before StopContainer within
 //! the grace period, and whatever it leaves of the grace goes to StopContainer (at least 2 s).
 
 use super::worker::Shared;
@@ -29,7 +29,7 @@ pub async fn run(
         return Ok(());
     }
     if let Some(sleep) = &handler.sleep {
-        let want = Duration::from_secs(sleep.seconds.max(0) as u64);
+        let want = crate::deadline::secs(sleep.seconds);
         smol::Timer::after(budget.map_or(want, |b| want.min(b))).await;
         return Ok(());
     }
@@ -42,15 +42,16 @@ pub async fn run(
     };
     let timeout = budget.unwrap_or(Duration::from_secs(30));
     if let Some(get) = &handler.http_get {
-        let port = port_number(&get.port, c)?;
-        let scheme = get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase();
-        let host = host_or(&get.host);
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
         let path = get.path.clone().unwrap_or_else(|| "/".into());
-        let url = format!("{scheme}://{host}:{port}{}", if path.starts_with('/') { path } else { format!("/{path}") });
-        let headers: Vec<(String, String)> =
-            get.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect();
-        return smol::unblock(move || http_get(&url, &headers, timeout)).await;
+        let target = crate::probe::http::Target {
+            scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
+            host: host_or(&get.host),
+            port: port_number(&get.port, c)?,
+            path: if path.starts_with('/') { path } else { format!("/{path}") },
+            headers: get.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            user_agent: crate::probe::http::LIFECYCLE_USER_AGENT,
+        };
+        return crate::probe::http::get_once(&target, timeout).await.map(|_| ());
     }
     if let Some(tcp) = &handler.tcp_socket {
         let port = port_number(&tcp.port, c)?;
@@ -80,23 +81,6 @@ pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
                 .ok_or_else(|| format!("no port named {s:?}"))
         }
     }
-}
-
-/// A hook's HTTP GET: only a transport error fails it.
-fn http_get(url: &str, headers: &[(String, String)], timeout: Duration) -> Result<(), String> {
-    let tls = ureq::tls::TlsConfig::builder().disable_verification(true).build();
-    let config = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .user_agent("kube-lifecycle/1.35")
-        .tls_config(tls)
-        .build();
-    let agent: ureq::Agent = config.into();
-    let mut req = agent.get(url).header("Accept", "*/*");
-    for (n, v) in headers {
-        req = req.header(n.as_str(), v.as_str());
-    }
-    req.call().map(|_| ()).map_err(|e| format!("GET {url}: {e}"))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod engine;
 pub mod hooks;
 pub mod logs;
+pub mod orphan;
 pub mod plan;
 pub mod poddir;
 pub mod sandbox;

@@ -213,7 +213,7 @@ mod tests {
         std::fs::write(outside.join("keep"), b"x").unwrap();
         std::fs::create_dir_all(pod.join("volume-subpaths/v/c/0")).unwrap();
         // A pod dir holding a bind of a directory outside it, and a symlink out.
-        rustix::mount::mount_bind(&outside, &pod.join("volume-subpaths/v/c/0")).unwrap();
+        rustix::mount::mount_bind(&outside, pod.join("volume-subpaths/v/c/0")).unwrap();
         std::os::unix::fs::symlink(&outside, pod.join("link")).unwrap();
         remove(&pod).unwrap();
         assert!(!pod.exists());

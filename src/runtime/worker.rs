@@ -113,7 +113,7 @@ async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
 }
 
 /// kubelet's floor for the grace period passed to StopContainer.
-const MIN_GRACE: Duration = Duration::from_secs(2);
+pub(super) const MIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs the worker of `sp` until it is terminated and cleaned up.
 pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Receiver<Msg>) {
@@ -136,7 +136,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
     let mut reasons = Reasons::new();
     let first_seen = SystemTime::now();
     let mut last_phase = String::new();
-    let probes = crate::probe::PodProbes::start(&shared, &sp.pod);
+    let mut probes = crate::probe::PodProbes::start(&shared, &sp.pod);
     shared.statuses.set_pod(&uid, &sp.pod);
     loop {
         let verdicts = probes.verdicts();
@@ -170,7 +170,7 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
                 .min()
                 .map_or(first_seen, |ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64));
             if let (Mode::Run, Some(limit)) = (mode, sp.pod.spec.active_deadline_seconds) {
-                let limit = Duration::from_secs(limit.max(0) as u64);
+                let limit = crate::deadline::secs(limit);
                 let active = SystemTime::now().duration_since(start).unwrap_or_default();
                 if active >= limit {
                     shared.events.record(
@@ -223,7 +223,14 @@ pub async fn run(shared: Arc<Shared>, mut sp: StaticPod, rx: smol::channel::Rece
         .await;
         match msg {
             Some(Msg::Update(new)) => {
+                // Same UID, other containers (an explicit metadata.uid kept across an edit):
+                // the probes follow the new spec, as the containers do.
+                let containers_changed = new.pod.spec.containers != sp.pod.spec.containers
+                    || new.pod.spec.init_containers != sp.pod.spec.init_containers;
                 sp = *new;
+                if containers_changed {
+                    probes = crate::probe::PodProbes::start(&shared, &sp.pod);
+                }
                 shared.statuses.set_pod(&uid, &sp.pod);
             }
             Some(Msg::Wake) => {}
@@ -256,7 +263,7 @@ enum Mode {
 
 /// The pod's termination grace period.
 pub fn grace_of(pod: &Pod) -> Duration {
-    Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64)
+    crate::deadline::secs(pod.spec.termination_grace_period_seconds.unwrap_or(30))
 }
 
 enum Outcome {
@@ -432,7 +439,7 @@ async fn stop_container(shared: &Shared, id: &str, name: &str, pod: &Pod, pod_ip
 }
 
 /// Stops the plan's kills all at once, as kubelet kills a pod's containers in parallel.
-async fn stop_containers(shared: &Shared, pod: &Pod, obs: &Observed, kills: &[plan::Kill], grace: Duration) {
+pub(super) async fn stop_containers(shared: &Shared, pod: &Pod, obs: &Observed, kills: &[plan::Kill], grace: Duration) {
     let ip = obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default();
     let stops: Vec<_> = kills
         .iter()
@@ -775,29 +782,6 @@ fn mount_subpaths(
         out.insert(i, mounted);
     }
     Ok(out)
-}
-
-/// Stops (with `grace`) and removes everything the runtime has for a pod UID nobody wants.
-pub async fn remove_orphan(shared: &Shared, uid: &str, grace: Duration) -> Result<(), String> {
-    let obs = observe(&shared.cri, uid).await.map_err(|e| e.to_string())?;
-    for c in obs.containers.iter().filter(|c| matches!(c.state, CState::Running | CState::Created | CState::Unknown)) {
-        if let Err(e) = shared.cri.stop_container(&c.id, grace.max(MIN_GRACE)).await {
-            if !e.is_not_found() {
-                return Err(format!("stopping container {}: {e}", c.id));
-            }
-        }
-    }
-    for s in &obs.sandboxes {
-        let _ = shared.cri.stop_pod_sandbox(&s.id).await;
-    }
-    for c in &obs.containers {
-        let _ = shared.cri.remove_container(&c.id).await;
-    }
-    for s in &obs.sandboxes {
-        shared.cri.remove_pod_sandbox(&s.id).await.map_err(|e| format!("removing sandbox {}: {e}", s.id))?;
-    }
-    // The UID comes from a runtime label: a path only if it is a safe name.
-    poddir::remove(&poddir::pod_dir(&shared.node.root_dir, uid)?)
 }
 
 /// Whether a sandbox or container was made by atoll.

@@ -10,7 +10,8 @@
 //!
 //! Better than kubelet: when a file that produced a pod becomes invalid, its last valid pods
 //! stay in the snapshot (the pod keeps running) and the error is reported; kubelet kills the
-//! pod at the next rescan. Out: an [`Update`] after every scan whose result changed.
+//! pod at the next rescan. The last valid version is kept on disk too (`kept`), so this holds
+//! across a restart of atoll. Out: an [`Update`] after every scan whose result changed.
 
 use super::{SourceId, Update};
 use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
@@ -34,6 +35,8 @@ pub struct FileSourceConfig {
     pub check_frequency: Duration,
     pub node: String,
     pub policy: Policy,
+    /// Where the last valid version of each file is kept (`<root-dir>/sources/files`).
+    pub kept_dir: Option<PathBuf>,
 }
 
 /// What one scan found.
@@ -47,6 +50,8 @@ pub struct Scan {
     pub skipped: Vec<(PathBuf, String)>,
     /// Why the path itself is unusable (missing, not a file or directory, unreadable).
     pub path_problem: Option<String>,
+    /// The content of each file in `by_file` (what loaded).
+    pub contents: BTreeMap<PathBuf, Vec<u8>>,
 }
 
 /// Reads every manifest under `path` once (the pipeline `atoll validate` shares).
@@ -109,7 +114,8 @@ pub fn scan(path: &Path, node: &str, policy: Policy) -> Scan {
         match pod::load(&bytes, Shape::SinglePod, &origin, node, policy) {
             Ok(loaded) => {
                 out.warnings.extend(loaded.warnings.into_iter().map(|w| (file.clone(), w)));
-                out.by_file.insert(file, loaded.pods);
+                out.by_file.insert(file.clone(), loaded.pods);
+                out.contents.insert(file, bytes);
             }
             Err(e) => {
                 out.errors.insert(file, e);
@@ -140,6 +146,7 @@ fn absolute(p: &Path) -> PathBuf {
 struct FileSource {
     cfg: FileSourceConfig,
     last_good: BTreeMap<PathBuf, Vec<StaticPod>>,
+    kept: Option<super::kept::Kept>,
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
     last_sent: Option<Vec<(String, String)>>,
@@ -167,6 +174,24 @@ impl FileSource {
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
         self.last_good.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
+        if let Some(kept) = &mut self.kept {
+            for (p, bytes) in &scan.contents {
+                kept.keep(&absolute(p), bytes);
+            }
+            let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.last_good.contains_key(*p)).collect();
+            for p in broken {
+                if let Some(pods) = kept.load(&absolute(p), &self.cfg.node, self.cfg.policy) {
+                    log::warn!(
+                        "file source: {} is invalid; running its last valid version, kept from before",
+                        p.display()
+                    );
+                    self.last_good.insert(p.clone(), pods);
+                }
+            }
+            if scan.path_problem.is_none() {
+                kept.retain(&scan.by_file.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
+            }
+        }
         for (p, e) in &scan.errors {
             let kept = self.last_good.get(p).is_some_and(|v| !v.is_empty());
             let suffix = if kept { " (keeping the last valid version of its pod running)" } else { "" };
@@ -287,7 +312,8 @@ impl Watch {
 
 /// Runs the file source until the receiver goes away.
 pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
-    let mut src = FileSource { cfg, last_good: BTreeMap::new(), reported: BTreeSet::new(), last_sent: None };
+    let kept = cfg.kept_dir.clone().map(super::kept::Kept::new);
+    let mut src = FileSource { cfg, last_good: BTreeMap::new(), kept, reported: BTreeSet::new(), last_sent: None };
     let mut watch: Option<Watch> = None;
     let mut watch_error_logged = false;
     let mut next_full = Instant::now();

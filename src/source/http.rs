@@ -15,7 +15,6 @@
 use super::{SourceId, Update};
 use crate::pod::{self, Origin, Policy, Shape};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -121,44 +120,121 @@ impl Client {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
-            .max_redirects(10)
+            // Redirects are followed here, not by ureq: see `fetch`.
+            .max_redirects(0)
             .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls)
             .build();
         Ok(Client { agent: config.into(), url: url.to_string(), headers })
     }
 
-    /// One GET, conditional on `validators`.
+    /// One GET, conditional on `validators`. Redirects are followed (at most 10), but never
+    /// from https to http, and the configured headers (tokens, often) go only to the URL's own
+    /// scheme, host and port: a redirect elsewhere is followed without them.
     pub fn fetch(&self, validators: &Validators) -> Result<Fetched, String> {
         let shown = redact_url(&self.url);
-        let mut req = self.agent.get(&self.url);
-        for (name, value) in &self.headers {
-            req = req.header(name.as_str(), value.as_str());
+        let home = origin(&self.url);
+        let mut url = self.url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = self.agent.get(&url);
+            if origin(&url) == home {
+                for (name, value) in &self.headers {
+                    req = req.header(name.as_str(), value.as_str());
+                }
+            }
+            if let Some(etag) = &validators.etag {
+                req = req.header("If-None-Match", etag.as_str());
+            }
+            if let Some(lm) = &validators.last_modified {
+                req = req.header("If-Modified-Since", lm.as_str());
+            }
+            let mut resp = req.call().map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+            let status = resp.status().as_u16();
+            if matches!(status, 301 | 302 | 303 | 307 | 308) {
+                let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
+                let next = resolve(&url, location)
+                    .ok_or_else(|| format!("{shown}: HTTP {status} without a usable Location"))?;
+                if url.to_ascii_lowercase().starts_with("https://")
+                    && !next.to_ascii_lowercase().starts_with("https://")
+                {
+                    return Err(format!("{shown}: refusing a redirect from https to {}", redact_url(&next)));
+                }
+                url = next;
+                continue;
+            }
+            if status == 304 {
+                return Ok(Fetched::NotModified);
+            }
+            if status != 200 {
+                return Err(format!("{shown}: HTTP {status}"));
+            }
+            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let (etag, last_modified) = (header("etag"), header("last-modified"));
+            let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
+            let bytes = resp
+                .body_mut()
+                .with_config()
+                .limit(limit + 1)
+                .read_to_vec()
+                .map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+            if bytes.len() as u64 > limit {
+                return Err(format!("{shown}: body is larger than the {limit} byte limit"));
+            }
+            return Ok(Fetched::Body { bytes, etag, last_modified });
         }
-        if let Some(etag) = &validators.etag {
-            req = req.header("If-None-Match", etag.as_str());
-        }
-        if let Some(lm) = &validators.last_modified {
-            req = req.header("If-Modified-Since", lm.as_str());
-        }
-        let mut resp = req.call().map_err(|e| format!("{shown}: {e}"))?;
-        let status = resp.status().as_u16();
-        if status == 304 {
-            return Ok(Fetched::NotModified);
-        }
-        if status != 200 {
-            return Err(format!("{shown}: HTTP {status}"));
-        }
-        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let (etag, last_modified) = (header("etag"), header("last-modified"));
-        let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
-        let bytes =
-            resp.body_mut().with_config().limit(limit + 1).read_to_vec().map_err(|e| format!("{shown}: {e}"))?;
-        if bytes.len() as u64 > limit {
-            return Err(format!("{shown}: body is larger than the {limit} byte limit"));
-        }
-        Ok(Fetched::Body { bytes, etag, last_modified })
+        Err(format!("{shown}: stopped after {MAX_REDIRECTS} redirects"))
     }
+}
+
+/// How many redirects one poll follows.
+const MAX_REDIRECTS: usize = 10;
+
+/// `scheme://host:port` of a URL, lowercased, for same-origin checks.
+fn origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
+}
+
+/// Where a `Location` header sends a request for `from`.
+fn resolve(from: &str, location: &str) -> Option<String> {
+    let location = location.trim();
+    if location.is_empty() {
+        return None;
+    }
+    if location.contains("://") {
+        let lower = location.to_ascii_lowercase();
+        return (lower.starts_with("http://") || lower.starts_with("https://")).then(|| location.to_string());
+    }
+    let (scheme, rest) = from.split_once("://")?;
+    if let Some(net) = location.strip_prefix("//") {
+        return Some(format!("{scheme}://{net}"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if location.starts_with('/') {
+        return Some(format!("{scheme}://{authority}{location}"));
+    }
+    let path = rest[authority.len()..].split(['?', '#']).next().unwrap_or("");
+    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    Some(format!("{scheme}://{authority}{dir}{location}"))
+}
+
+/// An error message with the URL's credentials and query taken out, whatever the library put
+/// in it.
+fn scrub(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, &redact_url(url));
+    let (_, rest) = url.split_once("://").unwrap_or(("", url));
+    if let Some((userinfo, _)) = rest.split(['/', '?']).next().unwrap_or("").rsplit_once('@') {
+        out = out.replace(userinfo, "<redacted>");
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        if !query.is_empty() {
+            out = out.replace(query, "<redacted>");
+        }
+    }
+    out
 }
 
 pub(crate) fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
@@ -187,42 +263,61 @@ pub(crate) fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
     Vec::new()
 }
 
-/// The on-disk copy of the last good payload.
+/// The on-disk copy of the last good payload (`cache`: 0600 in a 0700 directory). It names its
+/// URL only redacted, plus a hash of the whole URL to tell whether it belongs to the one
+/// configured; the URL's credentials and query never reach the disk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheRecord {
+    /// The URL, redacted (for the operator's eyes).
     pub url: String,
+    /// FNV-128 of the full URL.
+    #[serde(default)]
+    pub url_hash: String,
     pub validators: Validators,
     pub fetched_at: String,
     pub body: String,
 }
 
-/// `<dir>/manifest-url-<hash of the URL>.json`
-pub fn cache_path(dir: &Path, url: &str) -> PathBuf {
-    let h = url.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
-    dir.join(format!("manifest-url-{h:016x}.json"))
+impl CacheRecord {
+    pub fn new(url: &str, validators: Validators, body: String) -> CacheRecord {
+        CacheRecord {
+            url: redact_url(url),
+            url_hash: url_hash(url),
+            validators,
+            fetched_at: crate::rfc3339::format_nanos(SystemTime::now()),
+            body,
+        }
+    }
+
+    /// Whether this copy is `url`'s (atoll before 0.2 wrote the whole URL instead of a hash).
+    pub fn belongs_to(&self, url: &str) -> bool {
+        self.url_hash == url_hash(url) || self.url == url
+    }
 }
 
-/// Writes `record` so that a crash leaves either the old file or the new one: a temporary
-/// file, fsync, rename over, fsync of the directory.
+fn url_hash(url: &str) -> String {
+    format!("{:032x}", crate::fnv::fnv1a_128(url.as_bytes()))
+}
+
+/// `<dir>/manifest-url-<FNV-128 of the URL>.json`
+pub fn cache_path(dir: &Path, url: &str) -> PathBuf {
+    super::cache::path_for(dir, "manifest-url", url)
+}
+
+/// Where atoll before 0.2 kept the copy (a 64-bit hash of the URL), read once and moved.
+fn old_cache_path(dir: &Path, url: &str) -> PathBuf {
+    dir.join(format!("manifest-url-{:016x}.json", crate::fnv::fnv1a_64(url.as_bytes())))
+}
+
+/// Writes the record atomically and privately.
 pub fn write_cache(path: &Path, record: &CacheRecord) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("cache")));
-    {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        f.write_all(&serde_json::to_vec(record).map_err(std::io::Error::other)?)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    super::cache::write(path, record)
 }
 
 /// The cached payload for `url`, if there is one and it is for this URL.
 pub fn read_cache(path: &Path, url: &str) -> Option<CacheRecord> {
-    let bytes = std::fs::read(path).ok()?;
-    let record: CacheRecord = serde_json::from_slice(&bytes).ok()?;
-    (record.url == url).then_some(record)
+    super::cache::read::<CacheRecord>(path).filter(|r| r.belongs_to(url))
 }
 
 struct Poller {
@@ -275,7 +370,14 @@ impl Poller {
                         e.origin = self.shown();
                         log::error!("URL source: payload rejected, keeping the previous pods:\n{e}");
                         crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "http")], 1.0);
-                        None
+                        if self.delivered {
+                            return None;
+                        }
+                        // Nothing served yet (a captive portal's page at boot, say): the last
+                        // good payload from disk, as when the URL cannot be reached.
+                        let cached = self.serve_cached();
+                        self.last_body = Some(bytes);
+                        cached
                     }
                 }
             }
@@ -300,12 +402,7 @@ impl Poller {
         self.validators = validators.clone();
         self.delivered = true;
         let Some(path) = &self.cache else { return };
-        let record = CacheRecord {
-            url: self.cfg.url.clone(),
-            validators,
-            fetched_at: crate::rfc3339::format_nanos(SystemTime::now()),
-            body: String::from_utf8_lossy(bytes).into_owned(),
-        };
+        let record = CacheRecord::new(&self.cfg.url, validators, String::from_utf8_lossy(bytes).into_owned());
         if let Err(e) = write_cache(path, &record) {
             log::warn!("URL source: cannot keep the payload in {}: {e}", path.display());
         }
@@ -314,7 +411,20 @@ impl Poller {
     /// At start with the URL unreachable: the last good payload from disk.
     fn serve_cached(&mut self) -> Option<Update> {
         let path = self.cache.clone()?;
-        let record = read_cache(&path, &self.cfg.url)?;
+        let record = match read_cache(&path, &self.cfg.url) {
+            Some(r) => r,
+            None => {
+                // A copy written by an older atoll: moved to today's name and form.
+                let old = old_cache_path(path.parent()?, &self.cfg.url);
+                let mut r = read_cache(&old, &self.cfg.url)?;
+                r.url = redact_url(&self.cfg.url);
+                r.url_hash = url_hash(&self.cfg.url);
+                if write_cache(&path, &r).is_ok() {
+                    super::cache::remove(&old);
+                }
+                r
+            }
+        };
         let origin = Origin::Url(self.cfg.url.clone());
         let pods = if record.body.trim().is_empty() {
             vec![]
@@ -402,6 +512,20 @@ mod tests {
     }
 
     #[test]
+    fn redirects_resolve_and_origins_compare_without_credentials() {
+        assert_eq!(resolve("https://h:8443/a/b?x=1", "/c").as_deref(), Some("https://h:8443/c"));
+        assert_eq!(resolve("https://h/a/b", "c?d").as_deref(), Some("https://h/a/c?d"));
+        assert_eq!(resolve("https://h/a", "//other/p").as_deref(), Some("https://other/p"));
+        assert_eq!(resolve("https://h/a", "http://x/p").as_deref(), Some("http://x/p"));
+        assert_eq!(resolve("https://h/a", "ftp://x/p"), None);
+        assert_eq!(origin("https://u:p@H:8443/x?y"), "https://h:8443");
+        assert_ne!(origin("https://h/x"), origin("http://h/x"));
+        let scrubbed =
+            scrub("io: https://u:pw@h/p?token=s3cret failed for pw@h?token=s3cret", "https://u:pw@h/p?token=s3cret");
+        assert!(!scrubbed.contains("s3cret") && !scrubbed.contains("u:pw"), "{scrubbed}");
+    }
+
+    #[test]
     fn only_http_and_https_urls_are_accepted() {
         let e = Client::new("ftp://x/p", vec![], DEFAULT_TIMEOUT, None).err().unwrap();
         assert!(e.contains("only http:// and https://"), "{e}");
@@ -411,22 +535,16 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_survives_a_round_trip_and_belongs_to_one_url() {
+    fn the_cache_belongs_to_one_url_and_keeps_no_credentials() {
         let dir = std::env::temp_dir().join(format!("atoll-cache-test-{}", std::process::id()));
-        let path = cache_path(&dir, "http://127.0.0.1/a");
-        assert_ne!(path, cache_path(&dir, "http://127.0.0.1/b"));
-        let rec = CacheRecord {
-            url: "http://127.0.0.1/a".into(),
-            validators: Validators { etag: Some("\"v1\"".into()), last_modified: None },
-            fetched_at: "2026-01-01T00:00:00Z".into(),
-            body: "apiVersion: v1\n".into(),
-        };
+        let url = "https://user:pw@127.0.0.1/a?token=s3cret";
+        let path = cache_path(&dir, url);
+        let rec = CacheRecord::new(url, Validators { etag: Some("\"v1\"".into()), last_modified: None }, "x".into());
         write_cache(&path, &rec).unwrap();
-        assert_eq!(read_cache(&path, "http://127.0.0.1/a"), Some(rec));
+        assert_eq!(read_cache(&path, url), Some(rec));
         assert_eq!(read_cache(&path, "http://127.0.0.1/other"), None);
-        let leftovers: Vec<_> =
-            std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        assert_eq!(leftovers.len(), 1, "no temporary file left behind: {leftovers:?}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("s3cret") && !text.contains("pw@"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,333 @@
+//! `GET /logs/{namespace}/{name}/{container}?follow&previous&tail=N`: a container's output,
+//! streamed. The files are CRI logs (`<time> <stream> <P|F> <text>` lines, written by the
+//! runtime from what the container prints), so they are read in chunks of [`CHUNK`] bytes and
+//! never held whole: a 50 MiB log costs 64 KiB of memory. `tail` counts lines back from the
+//! end (across rotated files, where kubelet stops at the live one); `follow` streams new lines
+//! until that instance of the container stops, or the client goes away.
+
+use super::server::{self, Request, Response};
+use super::{find_pod, not_found, Api, WRITE_DEADLINE};
+use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How much of a log file is read at once.
+pub const CHUNK: usize = 64 * 1024;
+/// A line longer than this without a newline is passed on as it is (the runtime splits lines
+/// at 16 KiB, so only a broken file has longer ones).
+const MAX_PARTIAL: usize = 4 * CHUNK;
+
+/// The log files of one container instance, oldest first: rotated files, then the live one.
+pub fn log_files(dir: &Path, restart: u32) -> Vec<PathBuf> {
+    let live = dir.join(format!("{restart}.log"));
+    let mut files = crate::runtime::logs::rotated(&live);
+    files.sort();
+    files.push(live);
+    files
+}
+
+/// Decodes CRI log lines (`<time> <stream> <P|F> <text>`) into the text a program wrote.
+pub fn decode_cri_log(bytes: &[u8], out: &mut Vec<u8>) {
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let mut parts = line.splitn(4, |b| *b == b' ');
+        let (_time, _stream, tag, text) = (parts.next(), parts.next(), parts.next(), parts.next());
+        match (tag, text) {
+            (Some(b"P"), Some(t)) => out.extend_from_slice(t),
+            (Some(_), Some(t)) => {
+                out.extend_from_slice(t);
+                out.push(b'\n');
+            }
+            (Some(b"F"), None) => out.push(b'\n'),
+            _ => {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+        }
+    }
+}
+
+/// Where the last `n` lines of `files` (read as one stream) begin: (file index, offset).
+/// Reads backwards a chunk at a time.
+pub fn tail_start(files: &[PathBuf], n: usize) -> (usize, u64) {
+    let mut seen = 0;
+    let mut last_byte = true;
+    for (i, f) in files.iter().enumerate().rev() {
+        let Ok(mut file) = crate::bounded::open_regular(f) else { continue };
+        let mut end = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut buf = vec![0u8; CHUNK];
+        while end > 0 {
+            let start = end.saturating_sub(CHUNK as u64);
+            let len = (end - start) as usize;
+            if file.seek(SeekFrom::Start(start)).is_err() || file.read_exact(&mut buf[..len]).is_err() {
+                break;
+            }
+            for j in (0..len).rev() {
+                if buf[j] != b'\n' {
+                    last_byte = false;
+                    continue;
+                }
+                if std::mem::replace(&mut last_byte, false) {
+                    continue; // the stream's final newline ends the last line; it starts none
+                }
+                seen += 1;
+                if seen == n {
+                    return (i, start + j as u64 + 1);
+                }
+            }
+            end = start;
+        }
+    }
+    (0, 0)
+}
+
+/// Writes `bytes`, or gives up when the client does not take them within the deadline.
+async fn send<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> bool {
+    let write = async {
+        w.write_all(bytes).await?;
+        w.flush().await
+    };
+    matches!(crate::deadline::with_deadline(WRITE_DEADLINE, write).await, Some(Ok(())))
+}
+
+/// Decodes the complete lines in `partial` and sends them; keeps the rest.
+async fn send_lines<W: AsyncWrite + Unpin>(w: &mut W, partial: &mut Vec<u8>) -> bool {
+    let complete = match partial.iter().rposition(|b| *b == b'\n') {
+        Some(i) => i + 1,
+        None if partial.len() > MAX_PARTIAL => partial.len(),
+        None => return true,
+    };
+    let mut text = Vec::with_capacity(complete);
+    decode_cri_log(&partial[..complete], &mut text);
+    partial.drain(..complete);
+    send(w, &text).await
+}
+
+/// Sends `files` from `(index, offset)` on, chunk by chunk. Returns the live file's length
+/// when done (where following goes on), or `None` when the client went away.
+async fn stream_files<W: AsyncWrite + Unpin>(w: &mut W, files: &[PathBuf], from: (usize, u64)) -> Option<u64> {
+    let mut partial = Vec::new();
+    let mut live_len = 0;
+    for (i, f) in files.iter().enumerate().skip(from.0) {
+        live_len = 0;
+        let Ok(mut file) = crate::bounded::open_regular(f) else { continue };
+        let mut at = if i == from.0 { from.1 } else { 0 };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let _ = file.seek(SeekFrom::Start(at));
+        let mut buf = vec![0u8; CHUNK];
+        while at < len {
+            let want = ((len - at) as usize).min(CHUNK);
+            let Ok(got) = file.read(&mut buf[..want]) else { break };
+            if got == 0 {
+                break;
+            }
+            at += got as u64;
+            partial.extend_from_slice(&buf[..got]);
+            if !send_lines(w, &mut partial).await {
+                return None;
+            }
+        }
+        live_len = at;
+    }
+    if !partial.is_empty() {
+        partial.push(b'\n');
+        if !send_lines(w, &mut partial).await {
+            return None;
+        }
+    }
+    Some(live_len)
+}
+
+/// Resolves to `true` once the client has closed its side (or the connection broke).
+async fn gone<R: AsyncRead + Unpin>(r: &mut R) {
+    let mut b = [0u8; 256];
+    while let Ok(n) = r.read(&mut b).await {
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+pub async fn serve<R, W>(
+    api: &Api,
+    req: &Request,
+    path: (&str, &str, &str),
+    reader: &mut R,
+    out: &mut W,
+) -> Result<(), Response>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (ns, name, container) = path;
+    let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
+    let status = api.shared.statuses.get(&pod.metadata.uid);
+    let cs = status
+        .as_ref()
+        .and_then(|s| {
+            s.container_statuses.iter().chain(&s.init_container_statuses).find(|c| c.name == container).cloned()
+        })
+        .ok_or_else(|| {
+            Response::error(400, "BadRequest", format!("container {container:?} is not valid for pod {}", pod.key()))
+        })?;
+    let previous = req.query.get("previous").is_some_and(|v| v != "false");
+    let follow = req.query.get("follow").is_some_and(|v| v != "false") && !previous;
+    let restart = if previous {
+        if cs.last_state.terminated.is_none() || cs.restart_count == 0 {
+            return Err(Response::error(
+                400,
+                "BadRequest",
+                format!("previous terminated container {container:?} in pod {} not found", pod.key()),
+            ));
+        }
+        cs.restart_count - 1
+    } else {
+        cs.restart_count
+    };
+    if !previous && cs.container_id.is_empty() {
+        let why = cs.state.waiting.as_ref().map(|w| w.reason.clone()).unwrap_or_default();
+        return Err(Response::error(
+            400,
+            "BadRequest",
+            format!("container {container:?} in pod {} is waiting to start: {why}", pod.key()),
+        ));
+    }
+    // The container's name was checked against the pod's status above: a safe path segment.
+    let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod)
+        .map_err(|e| Response::error(500, "InternalError", e))?
+        .join(container);
+    let files = log_files(&dir, restart);
+    let from = match req.query.get("tail").and_then(|t| t.parse::<i64>().ok()) {
+        Some(n) if n >= 0 => match usize::try_from(n) {
+            Ok(0) => (files.len(), 0),
+            Ok(n) => tail_start(&files, n),
+            Err(_) => (0, 0),
+        },
+        _ => (0, 0),
+    };
+    if server::start_stream(out, "text/plain; charset=utf-8").await.is_err() {
+        return Ok(());
+    }
+    let Some(mut offset) = stream_files(out, &files, from).await else { return Ok(()) };
+    if !follow {
+        return Ok(());
+    }
+    // Follow the live file: new whole lines as they come, a rotation (the file replaced)
+    // followed from its start, the end when this instance of the container has stopped or the
+    // client has gone.
+    let live = files.last().cloned().unwrap_or_default();
+    let meta = std::fs::metadata(&live).ok();
+    let mut inode = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino).unwrap_or(0);
+    if from.0 >= files.len() {
+        offset = meta.as_ref().map(|m| m.len()).unwrap_or(0);
+    }
+    let mut partial: Vec<u8> = Vec::new();
+    let mut last_round = false;
+    let client_gone = gone(reader);
+    smol::pin!(client_gone);
+    loop {
+        let tick = async {
+            smol::Timer::after(Duration::from_millis(200)).await;
+            false
+        };
+        if smol::future::or(tick, async {
+            (&mut client_gone).await;
+            true
+        })
+        .await
+        {
+            return Ok(());
+        }
+        let meta = std::fs::metadata(&live).ok();
+        let now_inode = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino).unwrap_or(0);
+        let len = meta.as_ref().map(|m| m.len()).unwrap_or(0);
+        if now_inode != inode || len < offset {
+            inode = now_inode;
+            offset = 0;
+        }
+        if len > offset {
+            let mut buf = Vec::new();
+            if let Ok(mut f) = crate::bounded::open_regular(&live) {
+                let _ = f.seek(SeekFrom::Start(offset));
+                let _ = f.take((len - offset).min(CHUNK as u64)).read_to_end(&mut buf);
+            }
+            offset += buf.len() as u64;
+            partial.extend_from_slice(&buf);
+            if !send_lines(out, &mut partial).await {
+                return Ok(());
+            }
+            continue;
+        }
+        if last_round {
+            return Ok(());
+        }
+        let still_running = api.shared.statuses.get(&pod.metadata.uid).is_some_and(|s| {
+            s.container_statuses
+                .iter()
+                .chain(&s.init_container_statuses)
+                .any(|c| c.name == container && c.container_id == cs.container_id && c.state.running.is_some())
+        });
+        if !still_running {
+            // One more look: the runtime may flush the last lines just after the exit.
+            last_round = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("atoll-api-logs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn cri_log_lines_decode_to_the_programs_text() {
+        let raw = b"2024-01-01T00:00:00.1Z stdout F hello world\n2024-01-01T00:00:00.2Z stderr P par\n2024-01-01T00:00:00.3Z stderr F tial\n2024-01-01T00:00:00.4Z stdout F \n";
+        let mut out = Vec::new();
+        decode_cri_log(raw, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "hello world\npartial\n\n");
+    }
+
+    #[test]
+    fn rotated_files_come_before_the_live_one() {
+        let d = dir("rotated");
+        for f in ["0.log", "0.log.20240102-000000", "0.log.20240101-000000", "1.log", "0.log.20240103-000000.tmp"] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        let names: Vec<String> =
+            log_files(&d, 0).iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["0.log.20240101-000000", "0.log.20240102-000000", "0.log"]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Everything `stream_files` sends from the tail of `files`.
+    fn streamed(files: &[PathBuf], n: usize) -> String {
+        let mut out = Vec::new();
+        smol::block_on(stream_files(&mut out, files, tail_start(files, n))).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn tails_count_back_across_files_and_chunks() {
+        let d = dir("tail");
+        let line = |i: usize| format!("2026-01-01T00:00:00Z stdout F line {i}\n");
+        let old: String = (0..3).map(line).collect();
+        // The live file spans several chunks.
+        let live: String = (3..20_000).map(line).collect();
+        std::fs::write(d.join("0.log.20260101-000000"), old).unwrap();
+        std::fs::write(d.join("0.log"), live).unwrap();
+        let files = log_files(&d, 0);
+        assert!(std::fs::metadata(&files[1]).unwrap().len() > 3 * CHUNK as u64);
+        assert_eq!(streamed(&files, 2), "line 19998\nline 19999\n");
+        let all = streamed(&files, 1_000_000);
+        assert!(all.starts_with("line 0\nline 1\nline 2\nline 3\n") && all.ends_with("line 19999\n"));
+        assert_eq!(all.lines().count(), 20_000);
+        assert_eq!(streamed(&files, 19_998).lines().next(), Some("line 2"), "the tail reaches into the rotated file");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
