@@ -9,35 +9,43 @@ mod common;
 use common::{eventually, testbed, unique, Testbed};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// atoll with systemd's notify socket (read by a thread, as systemd would), healthz and the
+/// read-only API on free ports.
 struct Agent {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
+    inner: common::Agent,
     healthz: u16,
     read_only: u16,
-    /// Every notify message so far, read by a thread as systemd would.
+    /// Every notify message so far.
     notes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     seen: std::cell::Cell<usize>,
 }
 
+impl std::ops::Deref for Agent {
+    type Target = common::Agent;
+    fn deref(&self) -> &common::Agent {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut common::Agent {
+        &mut self.inner
+    }
+}
+
 impl Agent {
     fn start(tb: &Testbed, dir: &Path, extra: &[&str]) -> Agent {
-        std::fs::create_dir_all(dir.join("manifests")).unwrap();
         let (healthz, read_only) = (free_port(), free_port());
-        let kubelet = common::kubelet_config(
-            tb,
-            dir,
-            &format!("fileCheckFrequency: 1s\nhealthzPort: {healthz}\nreadOnlyPort: {read_only}\n"),
-        );
         let own = dir.join("atoll.yaml");
+        std::fs::create_dir_all(dir).unwrap();
         if !own.exists() {
             std::fs::write(&own, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n").unwrap();
         }
@@ -52,16 +60,16 @@ impl Agent {
                 sink.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
             }
         });
-        let socket = dir.join("run").join("atoll.sock");
-        let child = common::atoll_run(tb, dir, &kubelet, &socket, "tb")
-            .arg(format!("--atoll-config={}", own.display()))
-            .args(extra)
-            .env("NOTIFY_SOCKET", &notify_path)
-            .env("WATCHDOG_USEC", "600000")
-            .stderr(std::fs::File::create(dir.join("atoll.log")).unwrap())
-            .spawn()
-            .expect("start atoll");
-        Agent { child, dir: dir.to_path_buf(), socket, healthz, read_only, notes, seen: std::cell::Cell::new(0) }
+        let own_flag = format!("--atoll-config={}", own.display());
+        let args: Vec<&str> = std::iter::once(own_flag.as_str()).chain(extra.iter().copied()).collect();
+        let inner = common::Agent::start(
+            tb,
+            dir,
+            &format!("fileCheckFrequency: 1s\nhealthzPort: {healthz}\nreadOnlyPort: {read_only}\n"),
+            &args,
+            &[("NOTIFY_SOCKET", &notify_path), ("WATCHDOG_USEC", Path::new("600000"))],
+        );
+        Agent { inner, healthz, read_only, notes, seen: std::cell::Cell::new(0) }
     }
 
     /// The next notify message.
@@ -71,35 +79,6 @@ impl Agent {
             eventually(Duration::from_secs(30), "a notify message", || self.notes.lock().unwrap().get(i).cloned());
         self.seen.set(i + 1);
         note
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
-            .args(args)
-            .arg(format!("--api-socket={}", self.socket.display()))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("atoll.log")).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
-        assert!(ok.success());
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -115,12 +94,7 @@ fn http(port: u16, method: &str, path: &str) -> (u16, String) {
 }
 
 fn pod_json(agent: &Agent, name: &str) -> Option<Value> {
-    let (code, out, _) = agent.cli(&["pods", "-o", "json"]);
-    if code != 0 {
-        return None;
-    }
-    let v: Value = serde_json::from_str(&out).ok()?;
-    v["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == name).cloned()
+    agent.pod(name)
 }
 
 fn running_and_ready(p: &Value) -> bool {

@@ -15,69 +15,36 @@ use atoll::cri::api::{ContainerFilter, ContainerState};
 use common::{eventually, testbed, unique, Testbed};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-struct Agent {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
+/// atoll with a kubeconfig, short lease and status periods, fast crash back-off.
+fn start_agent(tb: &Testbed, dir: &Path, kubeconfig: &Path) -> common::Agent {
+    let own = dir.join("atoll.yaml");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        &own,
+        "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ncrashLoopBackOff: {initialDelay: 1s, maxDelay: 2s}\n",
+    )
+    .unwrap();
+    common::Agent::start(
+        tb,
+        dir,
+        "fileCheckFrequency: 1s\nnodeLeaseDurationSeconds: 8\nmaxPods: 30\nnodeStatusUpdateFrequency: 1s\n",
+        &[
+            &format!("--atoll-config={}", own.display()),
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--node-labels=site=test-bed",
+            "--v=2",
+        ],
+        &[],
+    )
 }
 
-impl Agent {
-    fn start(tb: &Testbed, dir: &Path, kubeconfig: &Path) -> Agent {
-        let kubelet = common::kubelet_config(
-            tb,
-            dir,
-            "fileCheckFrequency: 1s\nnodeLeaseDurationSeconds: 8\nmaxPods: 30\nnodeStatusUpdateFrequency: 1s\n",
-        );
-        let own = dir.join("atoll.yaml");
-        std::fs::write(
-            &own,
-            "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ncrashLoopBackOff: {initialDelay: 1s, maxDelay: 2s}\n",
-        )
-        .unwrap();
-        let socket = dir.join("atoll.sock");
-        let child = common::atoll_run(tb, dir, &kubelet, &socket, "tb")
-            .arg(format!("--atoll-config={}", own.display()))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--node-labels=site=test-bed")
-            .arg("--v=2")
-            .stderr(std::fs::File::create(dir.join("atoll.log")).unwrap())
-            .spawn()
-            .expect("start atoll");
-        Agent { child, dir: dir.to_path_buf(), socket }
-    }
-
-    fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
-            .args(args)
-            .arg(format!("--api-socket={}", self.socket.display()))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The pod as the local API shows it.
-    fn local(&self, name: &str) -> Option<Value> {
-        let list: Value = serde_json::from_str(&self.cli(&["pods", "-o", "json"])).ok()?;
-        list["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == format!("{name}-tb")).cloned()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("atoll.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- atoll log ---\n{}", self.log());
-        }
-    }
+/// The pod as the local API shows it.
+fn local(agent: &common::Agent, name: &str) -> Option<Value> {
+    let list: Value = serde_json::from_str(&agent.cli(&["pods", "-o", "json"]).1).ok()?;
+    list["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == format!("{name}-tb")).cloned()
 }
 
 fn manifest(name: &str, command: &str, extra_meta: &str, restart: &str) -> String {
@@ -124,7 +91,7 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
 
     // The API server is down when atoll starts: the pods run regardless.
     server.down();
-    let agent = Agent::start(tb, &dir, &kubeconfig);
+    let agent = start_agent(tb, &dir, &kubeconfig);
     let (web_id, _) =
         eventually(Duration::from_secs(60), "web running with no API server", || running_container(tb, "web"));
     assert!(server.log().is_empty());
@@ -187,11 +154,11 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
 
     // A refused mirror: reported locally, the pod runs, and it is created once allowed.
     let denied = eventually(Duration::from_secs(30), "the refusal reported locally", || {
-        let p = agent.local("denied")?;
+        let p = local(&agent, "denied")?;
         p["metadata"]["annotations"]["atoll.io/mirror"].as_str()?.contains("refused").then_some(p)
     });
     assert!(denied["metadata"]["annotations"]["atoll.io/mirror"].as_str().unwrap().contains("privileged pods"));
-    let described = agent.cli(&["describe", "denied"]);
+    let described = agent.cli(&["describe", "denied"]).1;
     assert!(described.contains("Mirror:") && described.contains("privileged pods are not allowed"), "{described}");
     assert!(described.contains("MirrorPodRejected"), "{described}");
     assert!(running_container(tb, "denied").is_some(), "a refused mirror does not touch the pod");
@@ -236,7 +203,7 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     // the local API are untouched.
     server.set_delay(Duration::from_secs(12));
     std::thread::sleep(Duration::from_secs(25));
-    assert_eq!(agent.local("web").expect("the local API answers")["status"]["phase"], "Running");
+    assert_eq!(local(&agent, "web").expect("the local API answers")["status"]["phase"], "Running");
     assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));
     server.set_delay(Duration::ZERO);
     let healed = Instant::now();
@@ -311,7 +278,7 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     drop(agent);
     let restart = Instant::now();
     let from = server.log().len();
-    let _agent = Agent::start(tb, &dir, &kubeconfig);
+    let _agent = start_agent(tb, &dir, &kubeconfig);
     eventually(Duration::from_secs(60), "the restarted atoll watching and renewing", || {
         let log = server.log();
         let new = &log[from..];

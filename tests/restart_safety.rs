@@ -18,7 +18,8 @@ fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
     if let Some(f) = fault {
         cmd.env("ATOLL_FAULT_ABORT_AFTER", f);
     }
-    cmd.spawn().expect("start atoll")
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("atoll.log")).expect("atoll.log");
+    cmd.stderr(log).spawn().expect("start atoll")
 }
 
 fn pod_yaml(name: &str) -> String {
@@ -59,8 +60,19 @@ fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
         std::fs::write(dir.join("manifests").join("pod.yaml"), pod_yaml(&name)).unwrap();
 
         let mut first = atoll(tb, &dir, Some(point));
-        let status =
-            eventually(Duration::from_secs(60), "atoll to die at the injected point", || first.try_wait().unwrap());
+        let log = || std::fs::read_to_string(dir.join("atoll.log")).unwrap_or_default();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = first.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{point}: atoll did not die at the injected point:\n{}",
+                log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
         assert!(!status.success(), "{point}: atoll should have been aborted");
 
         let mut second = atoll(tb, &dir, None);

@@ -312,6 +312,13 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
     if shared.mirror.node_uid().is_none() {
         let node = register(client, st, status)?;
         let uid = uid_of(&node);
+        // The Node's UID owns the lease and every mirror: a reply without one is no Node.
+        if uid.is_empty() || node["metadata"]["name"] != opts.node.as_str() {
+            return Err((
+                format!("the API server answered node {} with an object that is not that Node", opts.node),
+                None,
+            ));
+        }
         log::info!("node {} registered (uid {uid})", opts.node);
         *shared.mirror.node_uid.lock().unwrap_or_else(|p| p.into_inner()) = Some(uid);
         st.reported = Some((comparable, Instant::now()));

@@ -561,20 +561,13 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
                 continue;
             }
         };
-        if let Err(e) = verify_run_as_non_root(shared, pod, c, &image_ref).await {
-            shared.events.record(
-                pod,
-                true,
-                "Failed",
-                &format!("container {}: CreateContainerConfigError: {e}", c.name),
-            );
-            reasons.insert(c.name.clone(), ("CreateContainerConfigError".into(), e));
-            if matches!(start.which, Which::Init(_)) {
-                break;
-            }
-            continue;
-        }
-        let subpaths = match mount_subpaths(shared, pod, c) {
+        // kubelet's CreateContainerConfigError cases: runAsNonRoot against the image, and a
+        // subPath that cannot be mounted safely.
+        let prepared = match verify_run_as_non_root(shared, pod, c, &image_ref).await {
+            Ok(()) => mount_subpaths(shared, pod, c),
+            Err(e) => Err(e),
+        };
+        let subpaths = match prepared {
             Ok(m) => m,
             Err(e) => {
                 shared.events.record(

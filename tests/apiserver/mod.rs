@@ -22,7 +22,8 @@
 //!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds.
 //!
 //! Faults: down (connections refused and cut), slow (every answer delayed), queued failures
-//! (500, 429 with Retry-After, ...), and admission rejection of pods by name.
+//! (500, 429 with Retry-After, ...), queued answers of any status and JSON body (a broken or
+//! hostile server), and admission rejection of pods by name.
 //! Every request is logged (time, method, path, status) and bytes on the wire are counted.
 
 #![allow(dead_code)]
@@ -149,8 +150,9 @@ pub struct Logged {
 #[derive(Default)]
 struct Faults {
     delay: Duration,
-    /// Answers to give the next requests instead of serving them: (status, Retry-After).
-    fail_next: VecDeque<(u16, Option<u64>)>,
+    /// Answers to give the next requests instead of serving them: (status, Retry-After, a
+    /// body other than a Status object).
+    fail_next: VecDeque<(u16, Option<u64>, Option<Value>)>,
     /// Pod names admission refuses, with the message.
     reject_pods: HashMap<String, String>,
     /// Watches end after at most this long (a proxy that cuts streams).
@@ -296,7 +298,15 @@ impl ApiServer {
     pub fn fail_next(&self, n: usize, status: u16, retry_after: Option<u64>) {
         let mut f = self.state.faults.lock().unwrap();
         for _ in 0..n {
-            f.fail_next.push_back((status, retry_after));
+            f.fail_next.push_back((status, retry_after, None));
+        }
+    }
+
+    /// The next `n` requests get `status` with `body`, whatever they asked for.
+    pub fn answer_next(&self, n: usize, status: u16, body: Value) {
+        let mut f = self.state.faults.lock().unwrap();
+        for _ in 0..n {
+            f.fail_next.push_back((status, None, Some(body.clone())));
         }
     }
 
@@ -423,7 +433,10 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
         std::thread::sleep(delay);
         let injected = state.faults.lock().unwrap().fail_next.pop_front();
         let (reply, retry_after) = match (&user, injected) {
-            (_, Some((code, ra))) => (Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra),
+            (_, Some((code, ra, Some(body)))) => (Reply::Json(code, body), ra),
+            (_, Some((code, ra, None))) => {
+                (Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra)
+            }
             (None, None) => (Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
             (Some(u), None) => (route(state, &req, u), None),
         };

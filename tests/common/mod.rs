@@ -261,3 +261,90 @@ pub fn atoll_run(tb: &Testbed, dir: &Path, config: &Path, socket: &Path, node: &
         .stderr(std::process::Stdio::null());
     cmd
 }
+
+/// A running `atoll run` on the test bed (the binary under test), killed when dropped: its
+/// state under `dir/state`, manifests in `dir/manifests`, the local API on `dir/run/atoll.sock`,
+/// its log in `dir/atoll.log`.
+pub struct Agent {
+    pub child: std::process::Child,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Agent {
+    /// Starts atoll with `kubelet_extra` added to its kubelet config and `args` on its command
+    /// line, node name `tb`.
+    pub fn start(tb: &Testbed, dir: &Path, kubelet_extra: &str, args: &[&str], env: &[(&str, &Path)]) -> Agent {
+        std::fs::create_dir_all(dir.join("manifests")).expect("manifest dir");
+        let kubelet = kubelet_config(tb, dir, kubelet_extra);
+        let socket = dir.join("run").join("atoll.sock");
+        let mut cmd = atoll_run(tb, dir, &kubelet, &socket, "tb");
+        cmd.args(args).stderr(std::fs::File::create(dir.join("atoll.log")).expect("atoll.log"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start atoll");
+        Agent { child, dir: dir.to_path_buf(), socket }
+    }
+
+    /// Runs an `atoll` client command against this agent: (exit code, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
+            .args(args)
+            .arg(format!("--api-socket={}", self.socket.display()))
+            .output()
+            .expect("run atoll");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The pod `name` (with its node suffix) as the local API shows it.
+    pub fn pod(&self, name: &str) -> Option<serde_json::Value> {
+        let (code, out, _) = self.cli(&["pods", "-o", "json"]);
+        if code != 0 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        v["items"].as_array()?.iter().find(|p| p["metadata"]["name"] == name).cloned()
+    }
+
+    /// Everything atoll logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("atoll.log")).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    /// Whether the process still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_none()
+    }
+
+    /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM` = the peak).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(&format!("{field}:")))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
+            eprintln!("--- the end of atoll's log ({}) ---\n{}", self.dir.join("atoll.log").display(), tail.join("\n"));
+        }
+    }
+}
