@@ -84,7 +84,7 @@ impl Events {
             message: message.to_string(),
             count: 1,
         };
-        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ring = crate::locks::lock(&self.ring);
         if let Some(last) = ring
             .iter_mut()
             .rev()
@@ -103,7 +103,7 @@ impl Events {
 
     /// The kept events, oldest first.
     pub fn all(&self) -> Vec<Event> {
-        self.ring.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+        crate::locks::lock(&self.ring).iter().cloned().collect()
     }
 
     /// How many events were ever recorded.

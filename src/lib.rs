@@ -14,6 +14,7 @@ pub mod deadline;
 pub mod doctor;
 pub mod events;
 pub mod fnv;
+pub mod locks;
 pub mod metrics;
 pub mod mirror;
 pub mod notify;

@@ -405,17 +405,13 @@ fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
         }
     };
     shared
-        .backoff
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .atoll::locks::lock(&backoff)
         .set_limits(new.crash_loop_back_off.0, new.crash_loop_back_off.1);
     shared
-        .image_backoff
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .atoll::locks::lock(&image_backoff)
         .set_limits(new.image_pull_back_off.0, new.image_pull_back_off.1);
     shared.node.runtime_handlers.replace(new.runtime_handlers.clone());
-    *shared.keyring.lock().unwrap_or_else(|p| p.into_inner()) = new.keyring.clone();
+    *atoll::locks::lock(&shared.keyring) = new.keyring.clone();
     let mut later = Vec::new();
     if new.pod_manifest_path != old.pod_manifest_path || new.file_check_frequency != old.file_check_frequency {
         later.push("the manifest directory");

@@ -66,7 +66,7 @@ struct Registry {
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
 fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    let mut guard = crate::locks::lock(&REGISTRY);
     f(guard.get_or_insert_with(Registry::default))
 }
 

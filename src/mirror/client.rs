@@ -89,7 +89,7 @@ impl Token {
         let Source::File(path) = &self.source else { return read() };
         let mtime =
             std::fs::metadata(path).and_then(|m| m.modified()).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cached = crate::locks::lock(&self.cached);
         match &*cached {
             Some((when, token)) if *when == mtime => Ok(token.clone()),
             _ => {

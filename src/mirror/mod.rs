@@ -62,26 +62,26 @@ pub struct Link {
 impl Link {
     /// The static pods the agent runs now.
     pub fn set_desired<'a>(&self, pods: impl Iterator<Item = &'a StaticPod>) {
-        let mut d = self.desired.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = crate::locks::lock(&self.desired);
         d.0 += 1;
         d.1 = Arc::new(pods.cloned().collect());
     }
 
     /// Where the mirror of the static pod `uid` stands (None when atoll mirrors nothing).
     pub fn report(&self, uid: &str) -> Option<String> {
-        self.reports.lock().unwrap_or_else(|p| p.into_inner()).get(uid).cloned()
+        crate::locks::lock(&self.reports).get(uid).cloned()
     }
 
     fn set_report(&self, uid: &str, text: String) {
-        self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), text);
+        crate::locks::lock(&self.reports).insert(uid.to_string(), text);
     }
 
     fn desired(&self) -> (u64, Arc<Vec<StaticPod>>) {
-        self.desired.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::lock(&self.desired).clone()
     }
 
     fn node_uid(&self) -> Option<String> {
-        self.node_uid.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::lock(&self.node_uid).clone()
     }
 }
 
@@ -320,7 +320,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
             ));
         }
         log::info!("node {} registered (uid {uid})", opts.node);
-        *shared.mirror.node_uid.lock().unwrap_or_else(|p| p.into_inner()) = Some(uid);
+        *crate::locks::lock(&shared.mirror.node_uid) = Some(uid);
         st.reported = Some((comparable, Instant::now()));
         return Ok(());
     }
@@ -337,7 +337,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
     if r.status == 404 {
         // Deleted by someone: register again (mirrors follow the new node UID).
         log::warn!("node {} is gone from the API server; registering it again", opts.node);
-        *shared.mirror.node_uid.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *crate::locks::lock(&shared.mirror.node_uid) = None;
         return Ok(());
     }
     if !r.ok() {
@@ -669,11 +669,7 @@ impl Pods<'_> {
         let mirrors: Vec<String> = self.cache.iter().flatten().map(|(_, p)| uid_of(p)).collect();
         self.sent.retain(|uid, _| mirrors.contains(uid));
         self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
-        self.shared
-            .mirror
-            .reports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.shared.mirror.reports)
             .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
         Ok(())
     }

@@ -179,7 +179,7 @@ impl PodProbes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Tells the probes what the runtime shows after a sync.
@@ -315,7 +315,7 @@ impl Task {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     fn publish(&self, id: &str, outcome: Outcome) {

@@ -130,13 +130,13 @@ impl Engine {
             worker::run(shared, sp, rx).await;
             let _ = done.send(finished).await;
         });
-        self.inboxes.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.clone(), tx.clone());
+        crate::locks::lock(&self.inboxes).insert(uid.clone(), tx.clone());
         self.workers.insert(uid, Handle { key, tx, _task: task });
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
-        self.inboxes.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        crate::locks::lock(&self.inboxes).remove(uid);
         let Some(h) = self.workers.remove(uid) else { return };
         if let Some(mut q) = self.pending.remove(&h.key) {
             if !q.is_empty() {
@@ -185,8 +185,8 @@ impl Engine {
 /// Once a minute: back-off entries of containers and images not seen for twice the cap are
 /// forgotten (kubelet's backOff.GC), so a node that runs many short-lived pods does not grow.
 pub fn housekeeping(shared: &Shared, now: std::time::SystemTime) {
-    shared.backoff.lock().unwrap_or_else(|p| p.into_inner()).gc(now);
-    shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).gc(now);
+    crate::locks::lock(&shared.backoff).gc(now);
+    crate::locks::lock(&shared.image_backoff).gc(now);
 }
 
 /// How often the runtime is relisted (kubelet's PLEG period).
@@ -206,7 +206,7 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
             housekeeping(&shared, std::time::SystemTime::now());
         }
         let listed = (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await);
-        *shared.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) =
+        *crate::locks::lock(&shared.heartbeat) =
             Some((std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok()));
         let (sandboxes, containers) = match listed {
             (Ok(s), Ok(c)) => (s, c),
@@ -230,7 +230,7 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
                 *h = h.wrapping_add(mix(1, &c.id, c.state));
             }
         }
-        let inboxes = inboxes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let inboxes = crate::locks::lock(&inboxes).clone();
         for (uid, tx) in inboxes {
             if now.get(&uid) != last.get(&uid) {
                 let _ = tx.try_send(Msg::Wake);

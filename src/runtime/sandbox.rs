@@ -30,11 +30,11 @@ impl Handlers {
     }
 
     pub fn get(&self, class: &str) -> Option<String> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).get(class).cloned()
+        crate::locks::read(&self.0).get(class).cloned()
     }
 
     pub fn replace(&self, table: BTreeMap<String, String>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = table;
+        *crate::locks::write(&self.0) = table;
     }
 }
 

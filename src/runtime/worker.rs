@@ -54,7 +54,7 @@ impl Shared {
     /// When the node-wide relist last completed and whether the runtime answered it (None
     /// before the first).
     pub fn last_relist(&self) -> Option<(std::time::Instant, bool)> {
-        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner())
+        *crate::locks::lock(&self.heartbeat)
     }
 
     /// Shared state whose runtime socket does not exist: for tests and benchmarks of the parts
@@ -284,7 +284,7 @@ async fn sync(
     let now = SystemTime::now();
     let stopping = mode != Mode::Run;
     let decided = {
-        let backoff = shared.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let backoff = crate::locks::lock(&shared.backoff);
         plan::plan(pod, &obs, verdicts, &backoff, now, stopping)
     };
     match mode {
@@ -602,7 +602,7 @@ async fn act(shared: &Shared, pod: &Pod, obs: &Observed, p: Plan, reasons: &mut 
         let config = container_config(pod, c, start.restart_count, &image_ref, &ctx)
             .map_err(|e| format!("CreateContainerConfigError: {e}"))?;
         if let Some((key, event)) = &start.backoff {
-            shared.backoff.lock().unwrap_or_else(|p| p.into_inner()).advance(key, *event, SystemTime::now());
+            crate::locks::lock(&shared.backoff).advance(key, *event, SystemTime::now());
         }
         let id = match shared.cri.create_container(&sandbox_id, config, sandbox_config.clone()).await {
             Ok(id) => id,
@@ -675,7 +675,7 @@ async fn ensure_image(
     let key = format!("{}_{image}", pod.metadata.uid);
     let now = SystemTime::now();
     {
-        let b = shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let b = crate::locks::lock(&shared.image_backoff);
         if let Some(left) = b.remaining_since_update(&key, now) {
             let delay = b.delay(&key).unwrap_or_default();
             return Err((format!("ImagePullBackOff: back-off {delay:?} pulling image {image:?}"), left));
@@ -686,11 +686,11 @@ async fn ensure_image(
     match pull_with_credentials(shared, pod, &image, sandbox_config).await {
         Ok(r) => {
             shared.events.record(pod, false, "Pulled", &format!("Pulled image {image:?} in {:?}", started.elapsed()));
-            shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner()).forget(&key);
+            crate::locks::lock(&shared.image_backoff).forget(&key);
             Ok(r)
         }
         Err(e) => {
-            let mut b = shared.image_backoff.lock().unwrap_or_else(|p| p.into_inner());
+            let mut b = crate::locks::lock(&shared.image_backoff);
             b.advance(&key, now, now);
             Err((format!("ErrImagePull: {e}"), b.delay(&key).unwrap_or(Duration::from_secs(10))))
         }
@@ -705,7 +705,7 @@ async fn pull_with_credentials(
     image: &str,
     sandbox_config: &crate::cri::api::PodSandboxConfig,
 ) -> Result<String, crate::cri::Status> {
-    let credentials = shared.keyring.lock().unwrap_or_else(|p| p.into_inner()).lookup(image);
+    let credentials = crate::locks::lock(&shared.keyring).lookup(image);
     if credentials.is_empty() {
         return shared.cri.pull_image(image, None, Some(sandbox_config.clone())).await;
     }

@@ -362,37 +362,37 @@ pub struct Store {
 
 impl Store {
     pub fn set(&self, uid: &str, status: PodStatus) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), status);
+        crate::locks::lock(&self.inner).insert(uid.to_string(), status);
     }
 
     /// Records the pod a worker runs (its spec and metadata).
     pub fn set_pod(&self, uid: &str, pod: &Pod) {
-        self.pods.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.to_string(), pod.clone());
+        crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
     }
 
     pub fn remove(&self, uid: &str) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
-        self.pods.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        crate::locks::lock(&self.inner).remove(uid);
+        crate::locks::lock(&self.pods).remove(uid);
     }
 
     /// Every pod with its latest status (none before its first sync), by UID.
     pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
-        let pods = self.pods.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let statuses = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let pods = crate::locks::lock(&self.pods).clone();
+        let statuses = crate::locks::lock(&self.inner);
         pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
     }
 
     /// The UIDs of the pods workers run (stopping ones included).
     pub fn uids(&self) -> Vec<String> {
-        self.pods.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        crate::locks::lock(&self.pods).keys().cloned().collect()
     }
 
     pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).get(uid).cloned()
+        crate::locks::lock(&self.inner).get(uid).cloned()
     }
 
     pub fn all(&self) -> BTreeMap<String, PodStatus> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::lock(&self.inner).clone()
     }
 }
 
