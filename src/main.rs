@@ -404,12 +404,8 @@ fn reload(flags: &Flags, old: &Settings, shared: &Shared) {
             return;
         }
     };
-    shared
-        .atoll::locks::lock(&backoff)
-        .set_limits(new.crash_loop_back_off.0, new.crash_loop_back_off.1);
-    shared
-        .atoll::locks::lock(&image_backoff)
-        .set_limits(new.image_pull_back_off.0, new.image_pull_back_off.1);
+    atoll::locks::lock(&shared.backoff).set_limits(new.crash_loop_back_off.0, new.crash_loop_back_off.1);
+    atoll::locks::lock(&shared.image_backoff).set_limits(new.image_pull_back_off.0, new.image_pull_back_off.1);
     shared.node.runtime_handlers.replace(new.runtime_handlers.clone());
     *atoll::locks::lock(&shared.keyring) = new.keyring.clone();
     let mut later = Vec::new();
