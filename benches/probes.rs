@@ -6,11 +6,10 @@
 //!
 //!   cargo bench --bench probes            (ATOLL_BENCH_SECONDS=20, ATOLL_BENCH_PODS=100 by default)
 
+use atoll::node::observed::{ContainerObs, Observed, SandboxObs};
+use atoll::node::{Facts, Node};
 use atoll::probe::{Kind, PodProbes};
-use atoll::runtime::plan::{ContainerObs, Observed, SandboxObs};
-use atoll::runtime::worker::Shared;
 use std::io::{Read, Write};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The child process: answers every HTTP request with 200 and accepts any TCP connection.
@@ -74,9 +73,9 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let mut shared = Shared::without_runtime();
     // Just started, as after a reboot: each probe's first tick is spread over its period.
-    Arc::get_mut(&mut shared).expect("not shared yet").agent_start = Instant::now();
+    let endpoint = atoll::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").expect("an endpoint");
+    let node = Node::new(atoll::cri::Cri::new(&endpoint), Facts { host_ip: "127.0.0.1".into(), ..Default::default() });
     let yaml = |i: usize| {
         format!(
             "apiVersion: v1
@@ -122,7 +121,7 @@ spec:
             )
             .unwrap();
             let pod = loaded.pods[0].pod.clone();
-            let probes = PodProbes::start(&shared, &pod);
+            let probes = PodProbes::start(&node, &pod);
             (pod, probes)
         })
         .collect();

@@ -16,13 +16,12 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use atoll::agent::{self, Command};
+use atoll::config::Settings;
 use atoll::cri::api::{
     ContainerConfig, ContainerFilter, ContainerMetadata, ContainerState, ImageSpec, PodSandboxFilter,
 };
 use atoll::cri::Cri;
-use atoll::pod::Policy;
-use atoll::runtime::engine::Engine;
-use atoll::source::{file, merge};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -80,38 +79,33 @@ fn drop_manifest(dir: &Path, name: &str, yaml: &str) {
     std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
 }
 
-/// The agent in this process: file source -> merge -> engine, as `atoll run` wires them.
-fn start_agent(tb: &common::Testbed, manifests: &Path) -> Vec<smol::Task<()>> {
-    let shared = common::engine_shared(tb, "bench-suite", Duration::from_secs(10), Default::default());
-    let (tx, rx) = smol::channel::bounded(16);
-    let cfg = file::FileSourceConfig {
-        path: manifests.to_path_buf(),
-        check_frequency: Duration::from_secs(20),
-        node: "bench".into(),
-        policy: Policy::default(),
-        kept_dir: None,
-    };
-    let source = smol::spawn(file::run(cfg, tx));
-    let agent = smol::spawn(async move {
-        let mut merger = merge::Merger::new([atoll::source::SourceId::File]);
-        let mut engine = Engine::new(shared);
-        let finished = engine.finished();
-        loop {
-            let next =
-                smol::future::or(async { rx.recv().await.ok().map(Ok) }, async { finished.recv().await.ok().map(Err) })
-                    .await;
-            match next {
-                Some(Ok(update)) => {
-                    for change in merger.apply(update, SystemTime::now()) {
-                        engine.apply(change);
-                    }
-                }
-                Some(Err(uid)) => engine.worker_done(&uid),
-                None => return,
-            }
-        }
-    });
-    vec![source, agent]
+/// The agent in this process: `atoll run`'s own runner, on the manifests directory. Dropping
+/// the sender stops it (pods keep running, as under kubelet).
+fn start_agent(
+    tb: &common::Testbed,
+    manifests: &Path,
+) -> (smol::Task<Result<(), String>>, smol::channel::Sender<Command>) {
+    let dir = manifests.parent().expect("manifests in a bench dir").join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("kubelet.yaml");
+    let text = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nhealthzPort: 0\n",
+        manifests.display(),
+        tb.logs.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let args = [
+        "run".to_string(),
+        format!("--config={}", config.display()),
+        format!("--container-runtime-endpoint={}", tb.endpoint),
+        format!("--root-dir={}", dir.join("state").display()),
+        "--api-socket=none".to_string(),
+        "--hostname-override=bench".to_string(),
+    ];
+    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
+    let settings = Settings::load(&flags).expect("settings");
+    let (tx, rx) = smol::channel::bounded(1);
+    (smol::spawn(agent::run(settings, rx)), tx)
 }
 
 /// The floor of a start: RunPodSandbox, its status, ImageStatus, CreateContainer,

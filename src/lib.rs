@@ -4,19 +4,19 @@
 //! `cri` talks to the container runtime. Later parts (pod model, sources, pod engine, probes,
 //! status, local API, mirror) get a module each, with data flowing one way.
 
+pub mod agent;
 pub mod api;
 pub mod bounded;
 pub mod cli;
-pub mod client;
 pub mod config;
 pub mod cri;
 pub mod deadline;
-pub mod doctor;
-pub mod events;
 pub mod fnv;
+pub mod handlers;
 pub mod locks;
 pub mod metrics;
 pub mod mirror;
+pub mod node;
 pub mod notify;
 pub mod parse;
 pub mod pod;
@@ -25,6 +25,7 @@ pub mod rfc3339;
 pub mod runtime;
 pub mod source;
 pub mod status;
+pub mod tls;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

@@ -4,27 +4,26 @@
 mod common;
 
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
+use atoll::cri::Cri;
+use atoll::pod::Change;
 use atoll::pod::{self, Origin, Policy, Shape, StaticPod};
-use atoll::runtime::engine::Engine;
-use atoll::runtime::worker::Shared;
-use atoll::source::merge::Change;
+use atoll::runtime::Engine;
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
+fn shared(tb: &Testbed, root: &str) -> common::EngineEnv {
     shared_with(tb, root, Default::default())
 }
 
 /// Workers resync only every 30 s here: timely reactions must come from the relist waking them.
-fn shared_with(tb: &Testbed, root: &str, log_rotation: atoll::runtime::logs::Rotation) -> Arc<Shared> {
-    common::engine_shared(tb, root, Duration::from_secs(30), log_rotation)
+fn shared_with(tb: &Testbed, root: &str, log_rotation: atoll::runtime::logs::Rotation) -> common::EngineEnv {
+    common::engine_env(tb, root, Duration::from_secs(30), log_rotation)
 }
 
 /// Removes a pod and waits until the runtime has nothing left of it.
-fn remove(engine: &mut Engine, tb: &Testbed, sp: StaticPod) {
+fn remove(engine: &mut Engine<Cri>, tb: &Testbed, sp: StaticPod) {
     let uid = sp.uid.clone();
     engine.apply(Change::Remove(sp));
     eventually(Duration::from_secs(30), "the pod removed", || sandboxes(tb, &uid).is_empty().then_some(()));
@@ -90,7 +89,7 @@ spec:
 #[test]
 fn a_host_network_pod_runs_with_kubelets_labels() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "hostnet"));
+    let mut engine = shared(tb, "hostnet").engine();
     let sp = static_pod(SLEEPER, &unique("sleeper"));
     let uid = sp.uid.clone();
     let name = sp.pod.metadata.name.clone();
@@ -120,7 +119,7 @@ fn a_host_network_pod_runs_with_kubelets_labels() {
 #[test]
 fn a_bridge_pod_with_two_containers_gets_an_ip() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "bridge"));
+    let mut engine = shared(tb, "bridge").engine();
     let yaml = "apiVersion: v1
 kind: Pod
 metadata:
@@ -151,7 +150,7 @@ spec:
 #[test]
 fn init_containers_run_in_order_and_env_expands() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "init"));
+    let mut engine = shared(tb, "init").engine();
     let yaml = "apiVersion: v1
 kind: Pod
 metadata:
@@ -197,7 +196,7 @@ spec:
 #[test]
 fn a_crashing_container_is_restarted_with_its_restart_count() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "crash"));
+    let mut engine = shared(tb, "crash").engine();
     let yaml = SLEEPER.replace("command: [\"sleep\", \"3600\"]", "command: [\"sh\", \"-c\", \"sleep 0.2; exit 3\"]");
     let sp = static_pod(&yaml, &unique("crash"));
     let uid = sp.uid.clone();
@@ -228,12 +227,12 @@ fn a_restarted_engine_adopts_running_pods_without_restarting_them() {
     let sp = static_pod(SLEEPER, &unique("adopt"));
     let uid = sp.uid.clone();
     let first_id = {
-        let mut engine = Engine::new(sh.clone());
+        let mut engine = sh.engine();
         engine.apply(Change::Add(sp.clone()));
         eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"))
         // The engine (and its workers) are dropped here, as when atoll is stopped.
     };
-    let mut engine = Engine::new(sh);
+    let mut engine = sh.engine();
     engine.apply(Change::Add(sp.clone()));
     std::thread::sleep(Duration::from_secs(2));
     let now = containers(tb, &uid);
@@ -248,7 +247,7 @@ fn a_restarted_engine_adopts_running_pods_without_restarting_them() {
 fn a_missing_image_fails_its_pod_only() {
     let tb = testbed();
     let sh = shared(tb, "badimage");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let bad = static_pod(
         &SLEEPER.replace("docker.io/library/busybox:1.36", &format!("{}/atoll/absent:1", tb.var("ATOLL_TB_REGISTRY"))),
         &unique("bad"),
@@ -260,12 +259,12 @@ fn a_missing_image_fails_its_pod_only() {
     std::thread::sleep(Duration::from_secs(1));
     assert!(containers(tb, &bad.uid).is_empty(), "no container without its image");
     assert_eq!(sandboxes(tb, &bad.uid).len(), 1, "its sandbox waits for the image");
-    let status = eventually(Duration::from_secs(10), "a status for the bad pod", || sh.statuses.get(&bad.uid));
+    let status = eventually(Duration::from_secs(10), "a status for the bad pod", || sh.statuses().get(&bad.uid));
     assert_eq!(status.phase, "Pending");
     let reason = status.container_statuses[0].state.waiting.as_ref().map(|w| w.reason.clone()).unwrap_or_default();
     assert!(reason == "ErrImagePull" || reason == "ImagePullBackOff", "{status:?}");
     let good_status = eventually(Duration::from_secs(10), "the good pod Running", || {
-        sh.statuses.get(&good.uid).filter(|s| s.phase == "Running")
+        sh.statuses().get(&good.uid).filter(|s| s.phase == "Running")
     });
     assert!(good_status.container_statuses[0].container_id.starts_with("containerd://"));
     assert!(good_status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{good_status:?}");
@@ -276,7 +275,7 @@ fn a_missing_image_fails_its_pod_only() {
 #[test]
 fn a_dead_sandbox_is_replaced_with_the_next_attempt() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "sbdeath"));
+    let mut engine = shared(tb, "sbdeath").engine();
     let sp = static_pod(SLEEPER, &unique("sbdeath"));
     let uid = sp.uid.clone();
     engine.apply(Change::Add(sp.clone()));
@@ -312,7 +311,7 @@ fn a_dead_sandbox_is_replaced_with_the_next_attempt() {
 #[test]
 fn post_start_and_pre_stop_hooks_run() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "hooks"));
+    let mut engine = shared(tb, "hooks").engine();
     let marks = std::env::temp_dir().join(format!("atoll-hooks-{}", std::process::id()));
     std::fs::create_dir_all(&marks).unwrap();
     let yaml = format!(
@@ -358,7 +357,7 @@ spec:
 fn a_failing_post_start_hook_kills_and_restarts_the_container() {
     let tb = testbed();
     let sh = shared(tb, "hookfail");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let yaml = SLEEPER.replace(
         "    command: [\"sleep\", \"3600\"]\n",
         "    command: [\"sleep\", \"3600\"]\n    lifecycle:\n      postStart:\n        exec: {command: [\"false\"]}\n",
@@ -377,14 +376,14 @@ fn a_failing_post_start_hook_kills_and_restarts_the_container() {
 fn active_deadline_seconds_stops_the_pod_for_good() {
     let tb = testbed();
     let sh = shared(tb, "deadline");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let yaml = SLEEPER.replace("  hostNetwork: true\n", "  hostNetwork: true\n  activeDeadlineSeconds: 3\n");
     let sp = static_pod(&yaml, &unique("deadline"));
     let uid = sp.uid.clone();
     engine.apply(Change::Add(sp.clone()));
     eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"));
     let status =
-        eventually(Duration::from_secs(30), "phase Failed", || sh.statuses.get(&uid).filter(|s| s.phase == "Failed"));
+        eventually(Duration::from_secs(30), "phase Failed", || sh.statuses().get(&uid).filter(|s| s.phase == "Failed"));
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
     eventually(Duration::from_secs(20), "nothing running", || running(tb, &uid, "main").is_none().then_some(()));
     std::thread::sleep(Duration::from_secs(2));
@@ -395,7 +394,7 @@ fn active_deadline_seconds_stops_the_pod_for_good() {
 #[test]
 fn host_path_mounts_and_resources_reach_the_container() {
     let tb = testbed();
-    let mut engine = Engine::new(shared(tb, "resources"));
+    let mut engine = shared(tb, "resources").engine();
     let host = std::env::temp_dir().join(format!("atoll-hostpath-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&host);
     let yaml = format!(
@@ -450,7 +449,7 @@ spec:
 fn a_new_version_of_a_pod_starts_only_after_the_old_one_is_gone() {
     let tb = testbed();
     let sh = shared(tb, "replace");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let finished = engine.finished();
     let name = unique("replace");
     let v1 = static_pod(
@@ -492,7 +491,7 @@ fn a_new_version_of_a_pod_starts_only_after_the_old_one_is_gone() {
 fn container_logs_are_rotated_and_the_runtime_writes_to_the_new_file() {
     let tb = testbed();
     let rotation = atoll::runtime::logs::Rotation { max_size: 4096, max_files: 3 };
-    let mut engine = Engine::new(shared_with(tb, "logrotate", rotation));
+    let mut engine = shared_with(tb, "logrotate", rotation).engine();
     let yaml = SLEEPER.replace(
         "command: [\"sleep\", \"3600\"]",
         "command: [\"sh\", \"-c\", \"i=0; while :; do i=$((i+1)); echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; sleep 0.01; done\"]",
@@ -521,7 +520,7 @@ fn container_logs_are_rotated_and_the_runtime_writes_to_the_new_file() {
 fn run_as_non_root_refuses_a_root_image_and_allows_a_user() {
     let tb = testbed();
     let sh = shared(tb, "nonroot");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let as_root = static_pod(
         &SLEEPER.replace("  containers:\n", "  securityContext:\n    runAsNonRoot: true\n  containers:\n"),
         &unique("root"),
@@ -537,7 +536,7 @@ fn run_as_non_root_refuses_a_root_image_and_allows_a_user() {
     engine.apply(Change::Add(as_user.clone()));
     eventually(Duration::from_secs(30), "the user pod running", || running(tb, &as_user.uid, "main"));
     let status = eventually(Duration::from_secs(20), "the root pod's reason", || {
-        sh.statuses.get(&as_root.uid).filter(|s| {
+        sh.statuses().get(&as_root.uid).filter(|s| {
             s.container_statuses[0].state.waiting.as_ref().is_some_and(|w| w.reason == "CreateContainerConfigError")
         })
     });
@@ -552,7 +551,7 @@ fn run_as_non_root_refuses_a_root_image_and_allows_a_user() {
 fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
     let tb = testbed();
     let sh = shared(tb, "tmpfs");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let yaml = SLEEPER
         .replace("command: [\"sleep\", \"3600\"]", "command: [\"sh\", \"-c\", \"grep ' /scratch ' /proc/mounts; sleep 3600\"]\n    volumeMounts: [{name: scratch, mountPath: /scratch}]")
         + "  volumes:\n  - name: scratch\n    emptyDir: {medium: Memory, sizeLimit: 16Mi}\n";
@@ -564,7 +563,7 @@ fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
         std::fs::read_to_string(&log).ok().filter(|t| t.contains("/scratch"))
     });
     assert!(line.contains("tmpfs /scratch tmpfs") && line.contains("size=16384k"), "{line}");
-    let pod_dir = sh.node.root_dir.join("pods").join(&uid);
+    let pod_dir = sh.node.facts().root_dir.join("pods").join(&uid);
     assert!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()));
     remove(&mut engine, tb, sp);
     assert!(
@@ -578,7 +577,7 @@ fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
 fn termination_messages_come_from_the_file_or_the_log() {
     let tb = testbed();
     let sh = shared(tb, "termmsg");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let from_file = SLEEPER
         .replace("  terminationGracePeriodSeconds: 1\n", "  terminationGracePeriodSeconds: 1\n  restartPolicy: Never\n")
         .replace(
@@ -594,11 +593,11 @@ fn termination_messages_come_from_the_file_or_the_log() {
     engine.apply(Change::Add(b.clone()));
     for (sp, exit, text) in [(&a, 2, "disk full"), (&b, 3, "last words")] {
         let st = eventually(Duration::from_secs(30), "a terminated container", || {
-            sh.statuses.get(&sp.uid).and_then(|s| s.container_statuses[0].state.terminated.clone())
+            sh.statuses().get(&sp.uid).and_then(|s| s.container_statuses[0].state.terminated.clone())
         });
         assert_eq!(st.exit_code, exit);
         assert!(st.message.contains(text), "{st:?}");
-        assert_eq!(sh.statuses.get(&sp.uid).unwrap().phase, "Failed");
+        assert_eq!(sh.statuses().get(&sp.uid).unwrap().phase, "Failed");
     }
     remove(&mut engine, tb, a);
     remove(&mut engine, tb, b);

@@ -5,9 +5,8 @@
 mod common;
 
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState};
+use atoll::pod::Change;
 use atoll::pod::{self, Origin, Policy, Shape};
-use atoll::runtime::engine::Engine;
-use atoll::source::merge::Change;
 use common::{eventually, testbed, unique};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,7 +19,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tb = testbed();
-    let sh = common::engine_shared(tb, "orphans", Duration::from_millis(300), Default::default());
+    let sh = common::engine_env(tb, "orphans", Duration::from_millis(300), Default::default());
     let name = unique("orphan");
     let yaml = format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
@@ -31,7 +30,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
     let selector = HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.clone())]);
     let cri = tb.cri();
     {
-        let mut engine = Engine::new(sh.clone());
+        let mut engine = sh.engine();
         engine.apply(Change::Add(sp));
         eventually(Duration::from_secs(30), "the container running", || {
             let list = smol::block_on(
@@ -47,7 +46,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
         smol::block_on(cri.run_pod_sandbox(common::sandbox_config(tb, &unique("foreign"), true), "")).unwrap();
 
     // atoll starts again and its sources no longer hold the pod.
-    let mut engine = Engine::new(sh);
+    let mut engine = sh.engine();
     smol::block_on(async {
         engine.adopt().await;
         engine.remove_orphans(&Default::default()).await;
@@ -86,7 +85,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
 fn a_pod_replaced_while_atoll_was_down_stops_with_its_hook_before_the_new_one_starts() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tb = testbed();
-    let sh = common::engine_shared(tb, "replaced", Duration::from_millis(300), Default::default());
+    let sh = common::engine_env(tb, "replaced", Duration::from_millis(300), Default::default());
     let name = unique("replaced");
     let shared_dir = std::env::temp_dir().join(format!("atoll-replaced-{}", std::process::id()));
     std::fs::create_dir_all(&shared_dir).unwrap();
@@ -114,12 +113,12 @@ fn a_pod_replaced_while_atoll_was_down_stops_with_its_hook_before_the_new_one_st
         list.iter().any(|c| c.state == ContainerState::ContainerRunning as i32).then_some(())
     };
     {
-        let mut engine = Engine::new(sh.clone());
+        let mut engine = sh.engine();
         engine.apply(Change::Add(old.clone()));
         eventually(Duration::from_secs(30), "v1 running", || running(&old.uid));
         // atoll stops; while it is down the manifest is replaced by v2.
     }
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let started = Instant::now();
     smol::block_on(async {
         engine.adopt().await;

@@ -5,19 +5,18 @@
 
 mod common;
 
+use atoll::cri::Cri;
+use atoll::pod::status::{ContainerStatus, PodStatus};
+use atoll::pod::Change;
 use atoll::pod::{self, Origin, Policy, Shape, StaticPod};
-use atoll::runtime::engine::Engine;
-use atoll::runtime::worker::Shared;
-use atoll::source::merge::Change;
-use atoll::status::{ContainerStatus, PodStatus};
+use atoll::runtime::Engine;
 use common::{eventually, testbed, unique, Testbed};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Workers resync only every 30 s: reactions to probe results must come from the probes.
-fn shared(tb: &Testbed, root: &str) -> Arc<Shared> {
-    common::engine_shared(tb, root, Duration::from_secs(30), Default::default())
+fn shared(tb: &Testbed, root: &str) -> common::EngineEnv {
+    common::engine_env(tb, root, Duration::from_secs(30), Default::default())
 }
 
 fn static_pod(yaml: &str, name: &str) -> StaticPod {
@@ -37,23 +36,29 @@ fn condition(s: &PodStatus, type_: &str) -> String {
 }
 
 /// Waits for a status that passes `check`.
-fn status_where(sh: &Shared, uid: &str, limit: Duration, what: &str, check: impl Fn(&PodStatus) -> bool) -> PodStatus {
-    eventually(limit, what, || sh.statuses.get(uid).filter(|s| check(s)))
+fn status_where(
+    sh: &common::EngineEnv,
+    uid: &str,
+    limit: Duration,
+    what: &str,
+    check: impl Fn(&PodStatus) -> bool,
+) -> PodStatus {
+    eventually(limit, what, || sh.statuses().get(uid).filter(|s| check(s)))
 }
 
 /// An engine on the test bed running the pod `yaml` under a unique name.
-fn run_pod(tb: &Testbed, root: &str, yaml: &str) -> (Arc<Shared>, Engine, StaticPod) {
+fn run_pod(tb: &Testbed, root: &str, yaml: &str) -> (common::EngineEnv, Engine<Cri>, StaticPod) {
     let sh = shared(tb, root);
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     let sp = static_pod(yaml, &unique(root));
     engine.apply(Change::Add(sp.clone()));
     (sh, engine, sp)
 }
 
-fn remove(engine: &mut Engine, sh: &Shared, sp: StaticPod) {
+fn remove(engine: &mut Engine<Cri>, sh: &common::EngineEnv, sp: StaticPod) {
     let uid = sp.uid.clone();
     engine.apply(Change::Remove(sp));
-    eventually(Duration::from_secs(30), "the pod removed", || sh.statuses.get(&uid).is_none().then_some(()));
+    eventually(Duration::from_secs(30), "the pod removed", || sh.statuses().get(&uid).is_none().then_some(()));
 }
 
 fn exec(tb: &Testbed, status: &ContainerStatus, cmd: &str) {
@@ -151,7 +156,7 @@ fn readiness_flips_ready_without_restarts() {
     });
     assert!(s.pod_ip.starts_with("10.77.7."), "a bridge pod: {}", s.pod_ip);
     std::thread::sleep(Duration::from_secs(2));
-    let s = sh.statuses.get(&uid).unwrap();
+    let s = sh.statuses().get(&uid).unwrap();
     assert!(!container(&s, "web").ready, "404 is not ready: {s:?}");
     assert!(!container(&s, "tcp-closed").ready, "a closed port is not ready");
     assert_eq!(condition(&s, "Ready"), "False");
@@ -294,7 +299,7 @@ fn an_edit_that_keeps_the_uid_restarts_the_probes_with_the_new_spec() {
     let (v1, v2) = (load(&yaml("\"false\"")), load(&yaml("\"true\"")));
     assert_eq!(v1.uid, v2.uid);
     let sh = shared(tb, "sameuid");
-    let mut engine = Engine::new(sh.clone());
+    let mut engine = sh.engine();
     engine.apply(Change::Add(v1));
     status_where(&sh, &v2.uid, Duration::from_secs(30), "v1 running, not ready", |s| {
         s.container_statuses.first().is_some_and(|c| c.state.running.is_some() && !c.ready)

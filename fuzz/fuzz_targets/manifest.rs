@@ -9,7 +9,8 @@
 use atoll::cri::api::ContainerStatus;
 use atoll::pod::types::Pod;
 use atoll::pod::{self, Origin, Policy, Shape};
-use atoll::runtime::{backoff, container, orphan, plan, poddir, sandbox, worker};
+use atoll::node::observed::Observed;
+use atoll::runtime::{backoff, container, orphan, plan, poddir, sandbox, stop};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -37,8 +38,8 @@ fuzz_target!(|data: &[u8]| {
 /// What the engine computes from a valid pod before its first CRI call.
 fn after_intake(pod: &Pod) {
     let root = Path::new("/var/lib/atoll");
-    let node = sandbox::NodeContext {
-        node_name: "fuzz-node".into(),
+    let node = atoll::node::Facts {
+        name: "fuzz-node".into(),
         pod_logs_dir: "/var/log/pods".into(),
         root_dir: root.into(),
         host_resolv_conf: "nameserver 192.0.2.53\n".into(),
@@ -58,13 +59,13 @@ fn after_intake(pod: &Pod) {
     let _ = sandbox::sandbox_config(pod, 0, &node);
     let backoff = backoff::Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
     let now = SystemTime::now();
-    let _ = plan::plan(pod, &plan::Observed::default(), &Default::default(), &backoff, now, false);
-    let _ = plan::plan(pod, &plan::Observed::default(), &Default::default(), &backoff, now, true);
-    let _ = worker::grace_of(pod);
+    let _ = plan::plan(pod, &Observed::default(), &Default::default(), &backoff, now, false);
+    let _ = plan::plan(pod, &Observed::default(), &Default::default(), &backoff, now, true);
+    let _ = stop::grace_of(pod);
     for (_, c) in pod.all_containers() {
         for probe in [&c.liveness_probe, &c.readiness_probe, &c.startup_probe].into_iter().flatten() {
             let _ = atoll::probe::Timing::of(probe);
-            let _ = atoll::probe::handlers::timeout_of(probe);
+            let _ = atoll::handlers::timeout_of(probe);
         }
         let mut ctx = container::InstanceContext {
             root_dir: root.into(),

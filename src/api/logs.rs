@@ -161,7 +161,7 @@ where
 {
     let (ns, name, container) = path;
     let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
-    let status = api.shared.statuses.get(&pod.metadata.uid);
+    let status = api.node.statuses().get(&pod.metadata.uid);
     let cs = status
         .as_ref()
         .and_then(|s| {
@@ -193,7 +193,7 @@ where
         ));
     }
     // The container's name was checked against the pod's status above: a safe path segment.
-    let dir = crate::runtime::sandbox::log_directory(&api.shared.node, &pod)
+    let dir = crate::runtime::sandbox::log_directory(api.node.facts(), &pod)
         .map_err(|e| Response::error(500, "InternalError", e))?
         .join(container);
     let files = log_files(&dir, restart);
@@ -261,7 +261,7 @@ where
         if last_round {
             return Ok(());
         }
-        let still_running = api.shared.statuses.get(&pod.metadata.uid).is_some_and(|s| {
+        let still_running = api.node.statuses().get(&pod.metadata.uid).is_some_and(|s| {
             s.container_statuses
                 .iter()
                 .chain(&s.init_container_statuses)

@@ -22,12 +22,14 @@
 pub mod logs;
 pub mod server;
 
-use crate::runtime::worker::Shared;
+use crate::mirror::MirrorState;
+use crate::node::Node;
+use crate::runtime::Control;
 use server::{Request, Response};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 pub const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
 /// Connections one listener serves at once.
@@ -36,8 +38,6 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a client may take to send its request head.
 const READ_DEADLINE: Duration = Duration::from_secs(10);
-/// The sync loop counts as stalled when the relist has not completed for this long.
-pub const STALL_AFTER: Duration = Duration::from_secs(30);
 
 /// What a listener may serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +50,13 @@ pub enum Scope {
     Healthz,
 }
 
-/// The API's view of the agent.
+/// The API's view of the agent: the node, the engine's workers (for a restart), and the
+/// mirror's reports when atoll mirrors to an API server.
 pub struct Api {
-    pub shared: Arc<Shared>,
-    pub started: Instant,
-    pub started_at: SystemTime,
+    node: Arc<Node>,
+    control: Option<Control>,
+    mirror: Option<Arc<MirrorState>>,
+    started_at: SystemTime,
     /// Connections being served, over all listeners (for `/metrics`).
     open: AtomicUsize,
 }
@@ -73,8 +75,8 @@ impl Drop for Slot<'_> {
 }
 
 impl Api {
-    pub fn new(shared: Arc<Shared>) -> Arc<Api> {
-        Arc::new(Api { shared, started: Instant::now(), started_at: SystemTime::now(), open: AtomicUsize::new(0) })
+    pub fn new(node: Arc<Node>, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api> {
+        Arc::new(Api { node, control, mirror, started_at: SystemTime::now(), open: AtomicUsize::new(0) })
     }
 
     /// Connections being served now.
@@ -94,12 +96,7 @@ impl Api {
 
     /// `None` while healthy, else why not.
     pub fn stalled(&self) -> Option<String> {
-        match self.shared.last_relist() {
-            Some((at, _)) if at.elapsed() <= STALL_AFTER => None,
-            Some((at, _)) => Some(format!("sync loop stalled: the last relist completed {:?} ago", at.elapsed())),
-            None if self.started.elapsed() <= STALL_AFTER => None,
-            None => Some(format!("sync loop stalled: no relist completed in {:?}", self.started.elapsed())),
-        }
+        self.node.stalled()
     }
 }
 
@@ -214,8 +211,8 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
         ("POST", ["pods", ns, name, "restart"]) => restart(api, ns, name).await,
         ("GET", ["events"]) => {
             let events: Vec<_> = api
-                .shared
-                .events
+                .node
+                .events()
                 .all()
                 .into_iter()
                 .filter(|e| req.query.get("namespace").is_none_or(|n| *n == e.namespace))
@@ -242,9 +239,13 @@ pub const ANNOTATION_MIRROR_STATE: &str = "atoll.io/mirror";
 
 /// A pod as the API shows it: the manifest's object with `status` added, and the state of its
 /// mirror as an annotation when atoll mirrors to an API server.
-fn pod_json(api: &Api, pod: &crate::pod::types::Pod, status: Option<&crate::status::PodStatus>) -> serde_json::Value {
+fn pod_json(
+    api: &Api,
+    pod: &crate::pod::types::Pod,
+    status: Option<&crate::pod::status::PodStatus>,
+) -> serde_json::Value {
     let mut v = serde_json::to_value(pod).unwrap_or_default();
-    if let Some(report) = api.shared.mirror.report(&pod.metadata.uid) {
+    if let Some(report) = api.mirror.as_ref().and_then(|m| m.report(&pod.metadata.uid)) {
         v["metadata"]["annotations"][ANNOTATION_MIRROR_STATE] = report.into();
     }
     if let Some(obj) = v.as_object_mut() {
@@ -260,7 +261,7 @@ fn pod_json(api: &Api, pod: &crate::pod::types::Pod, status: Option<&crate::stat
 }
 
 fn pod_list(api: &Api) -> serde_json::Value {
-    let mut pods = api.shared.statuses.pods();
+    let mut pods = api.node.statuses().pods();
     pods.sort_by_key(|p| p.0.key());
     let items: Vec<serde_json::Value> = pods.iter().map(|(p, s)| pod_json(api, p, s.as_ref())).collect();
     serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
@@ -268,8 +269,8 @@ fn pod_list(api: &Api) -> serde_json::Value {
 
 /// The pod `ns/name`; a static pod may also be named without its node suffix.
 pub(crate) fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, crate::pod::types::Pod)> {
-    let pods = api.shared.statuses.pods();
-    let with_node = format!("{name}-{}", api.shared.node.node_name);
+    let pods = api.node.statuses().pods();
+    let with_node = format!("{name}-{}", api.node.facts().name);
     let found = pods
         .iter()
         .find(|(p, _)| p.metadata.namespace == ns && p.metadata.name == name)
@@ -277,24 +278,17 @@ pub(crate) fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::V
     Some((pod_json(api, &found.0, found.1.as_ref()), found.0.clone()))
 }
 
+/// Restarts through the pod's worker, so the containers stop as for any kill (preStop first,
+/// within the pod's grace period) and come back per restartPolicy.
 async fn restart(api: &Api, ns: &str, name: &str) -> Response {
     let Some((_, pod)) = find_pod(api, ns, name) else { return not_found(ns, name) };
-    let obs = match crate::runtime::worker::observe(&api.shared.cri, &pod.metadata.uid).await {
-        Ok(o) => o,
-        Err(e) => return Response::error(503, "ServiceUnavailable", format!("the container runtime: {e}")),
+    let Some(control) = &api.control else {
+        return Response::error(503, "ServiceUnavailable", "this agent runs no pods");
     };
-    let grace = crate::runtime::worker::grace_of(&pod).max(Duration::from_secs(2));
-    let mut stopped = Vec::new();
-    for c in obs.containers.iter().filter(|c| c.state == crate::runtime::plan::CState::Running) {
-        api.shared.events.record(&pod, false, "Killing", &format!("Stopping container {} (atoll restart)", c.name));
-        if let Err(e) = api.shared.cri.stop_container(&c.id, grace).await {
-            if !e.is_not_found() {
-                return Response::error(500, "InternalError", format!("stopping {}: {e}", c.name));
-            }
-        }
-        stopped.push(c.name.clone());
+    match control.restart(&pod.metadata.uid).await {
+        Some(stopped) => Response::json(200, &serde_json::json!({"pod": pod.key(), "stopped": stopped})),
+        None => Response::error(503, "ServiceUnavailable", format!("pod {} has no worker (stopping?)", pod.key())),
     }
-    Response::json(200, &serde_json::json!({"pod": pod.key(), "stopped": stopped}))
 }
 
 /// The process's resident memory and CPU time, from /proc/self.
@@ -319,14 +313,14 @@ fn process_usage() -> (f64, f64) {
 async fn metrics(api: &Api) -> String {
     use crate::metrics::{header, sample};
     let mut out = String::new();
-    let pods = api.shared.statuses.pods();
+    let pods = api.node.statuses().pods();
     header(&mut out, "atoll_pods", "gauge", "Pods by phase.");
     for phase in ["Pending", "Running", "Succeeded", "Failed", "Unknown"] {
         let n = pods.iter().filter(|(_, s)| s.as_ref().map_or("Pending", |s| s.phase.as_str()) == phase).count();
         sample(&mut out, "atoll_pods", &[("phase", phase)], n as f64);
     }
     header(&mut out, "atoll_containers", "gauge", "Containers by state.");
-    let all: Vec<(&crate::pod::types::Pod, &crate::status::ContainerStatus)> = pods
+    let all: Vec<(&crate::pod::types::Pod, &crate::pod::status::ContainerStatus)> = pods
         .iter()
         .filter_map(|(p, s)| s.as_ref().map(|s| (p, s)))
         .flat_map(|(p, s)| s.init_container_statuses.iter().chain(&s.container_statuses).map(move |c| (p, c)))
@@ -363,13 +357,13 @@ async fn metrics(api: &Api) -> String {
     header(&mut out, "atoll_api_connections", "gauge", "Local API connections being served.");
     sample(&mut out, "atoll_api_connections", &[], api.open_connections() as f64);
     header(&mut out, "atoll_events_total", "counter", "Lifecycle events recorded.");
-    sample(&mut out, "atoll_events_total", &[], api.shared.events.total() as f64);
-    let runtime_up = api.shared.last_relist().is_some_and(|(_, ok)| ok);
+    sample(&mut out, "atoll_events_total", &[], api.node.events().total() as f64);
+    let runtime_up = api.node.heartbeat().runtime_up();
     header(&mut out, "atoll_runtime_up", "gauge", "Whether the container runtime answered the last relist.");
     sample(&mut out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });
     crate::metrics::render_registry(&mut out);
     // Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's.
-    if let Ok(Ok(stats)) = smol::future::or(async { Ok(api.shared.cri.list_container_stats(None).await) }, async {
+    if let Ok(Ok(stats)) = smol::future::or(async { Ok(api.node.runtime().list_container_stats(None).await) }, async {
         smol::Timer::after(Duration::from_secs(5)).await;
         Err(())
     })
@@ -426,11 +420,11 @@ mod tests {
 
     #[test]
     fn healthz_fails_when_the_relist_stalls() {
-        let api = Api::new(crate::runtime::worker::Shared::without_runtime());
-        assert_eq!(api.stalled(), None, "just started");
-        *api.shared.heartbeat.lock().unwrap() = Some((Instant::now(), true));
+        use std::time::Instant;
+        let api = Api::new(Node::without_runtime(), None, None);
+        api.node.heartbeat().beat(Instant::now(), true);
         assert_eq!(api.stalled(), None);
-        *api.shared.heartbeat.lock().unwrap() = Some((Instant::now() - Duration::from_secs(45), true));
+        api.node.heartbeat().beat(Instant::now() - Duration::from_secs(45), true);
         let why = api.stalled().expect("stalled");
         assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
         let req = server::parse_head("GET /healthz HTTP/1.1").unwrap();

@@ -51,9 +51,10 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// A CRI runtime and image service client on one socket.
+/// A CRI runtime and image service client on one socket. Clones share the connection.
+#[derive(Clone)]
 pub struct Cri {
-    channel: Channel,
+    channel: std::sync::Arc<Channel>,
     request_timeout: Duration,
     pull_timeout: Option<Duration>,
 }
@@ -69,7 +70,11 @@ impl Cri {
     /// A client for `endpoint`; it connects on its first call and again whenever the
     /// runtime restarts.
     pub fn new(endpoint: &Endpoint) -> Cri {
-        Cri { channel: Channel::new(endpoint.path()), request_timeout: DEFAULT_REQUEST_TIMEOUT, pull_timeout: None }
+        Cri {
+            channel: std::sync::Arc::new(Channel::new(endpoint.path())),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            pull_timeout: None,
+        }
     }
 
     /// The deadline for ordinary calls (kubelet's `runtimeRequestTimeout`).
@@ -86,7 +91,7 @@ impl Cri {
 
     /// Caps the size of one message in either direction (default 16 MiB).
     pub fn with_max_message(mut self, bytes: usize) -> Cri {
-        self.channel = Channel::new(self.channel.socket().to_path_buf()).with_max_message(bytes);
+        self.channel = std::sync::Arc::new(Channel::new(self.channel.socket().to_path_buf()).with_max_message(bytes));
         self
     }
 
@@ -119,24 +124,27 @@ impl Cri {
         result
     }
 
-    fn t(&self) -> Option<Duration> {
+    /// The deadline of an ordinary call.
+    fn request_deadline(&self) -> Option<Duration> {
         Some(self.request_timeout)
     }
 
     // ---- RuntimeService ----------------------------------------------------------------
 
     pub async fn version(&self) -> Result<VersionResponse, Status> {
-        self.call(rpc!(RuntimeService, "Version"), VersionRequest { version: "v1".into() }, self.t()).await
+        self.call(rpc!(RuntimeService, "Version"), VersionRequest { version: "v1".into() }, self.request_deadline())
+            .await
     }
 
     pub async fn status(&self, verbose: bool) -> Result<StatusResponse, Status> {
-        self.call(rpc!(RuntimeService, "Status"), StatusRequest { verbose }, self.t()).await
+        self.call(rpc!(RuntimeService, "Status"), StatusRequest { verbose }, self.request_deadline()).await
     }
 
     /// Creates and starts a sandbox; returns its id.
     pub async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
         let req = RunPodSandboxRequest { config: Some(config), runtime_handler: runtime_handler.into() };
-        let resp: RunPodSandboxResponse = self.call(rpc!(RuntimeService, "RunPodSandbox"), req, self.t()).await?;
+        let resp: RunPodSandboxResponse =
+            self.call(rpc!(RuntimeService, "RunPodSandbox"), req, self.request_deadline()).await?;
         if resp.pod_sandbox_id.is_empty() {
             return Err(Status::new(Code::Internal, "runtime returned an empty sandbox id").in_method("RunPodSandbox"));
         }
@@ -145,7 +153,11 @@ impl Cri {
 
     pub async fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
         let _: StopPodSandboxResponse = self
-            .call(rpc!(RuntimeService, "StopPodSandbox"), StopPodSandboxRequest { pod_sandbox_id: id.into() }, self.t())
+            .call(
+                rpc!(RuntimeService, "StopPodSandbox"),
+                StopPodSandboxRequest { pod_sandbox_id: id.into() },
+                self.request_deadline(),
+            )
             .await?;
         Ok(())
     }
@@ -155,7 +167,7 @@ impl Cri {
             .call(
                 rpc!(RuntimeService, "RemovePodSandbox"),
                 RemovePodSandboxRequest { pod_sandbox_id: id.into() },
-                self.t(),
+                self.request_deadline(),
             )
             .await?;
         Ok(())
@@ -163,7 +175,8 @@ impl Cri {
 
     pub async fn pod_sandbox_status(&self, id: &str, verbose: bool) -> Result<PodSandboxStatusResponse, Status> {
         let req = PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose };
-        let resp: PodSandboxStatusResponse = self.call(rpc!(RuntimeService, "PodSandboxStatus"), req, self.t()).await?;
+        let resp: PodSandboxStatusResponse =
+            self.call(rpc!(RuntimeService, "PodSandboxStatus"), req, self.request_deadline()).await?;
         if resp.status.is_none() {
             return Err(Status::new(Code::Internal, "runtime returned no sandbox status").in_method("PodSandboxStatus"));
         }
@@ -171,8 +184,9 @@ impl Cri {
     }
 
     pub async fn list_pod_sandbox(&self, filter: Option<PodSandboxFilter>) -> Result<Vec<PodSandbox>, Status> {
-        let resp: ListPodSandboxResponse =
-            self.call(rpc!(RuntimeService, "ListPodSandbox"), ListPodSandboxRequest { filter }, self.t()).await?;
+        let resp: ListPodSandboxResponse = self
+            .call(rpc!(RuntimeService, "ListPodSandbox"), ListPodSandboxRequest { filter }, self.request_deadline())
+            .await?;
         Ok(resp.items)
     }
 
@@ -188,7 +202,8 @@ impl Cri {
             config: Some(config),
             sandbox_config: Some(sandbox_config),
         };
-        let resp: CreateContainerResponse = self.call(rpc!(RuntimeService, "CreateContainer"), req, self.t()).await?;
+        let resp: CreateContainerResponse =
+            self.call(rpc!(RuntimeService, "CreateContainer"), req, self.request_deadline()).await?;
         if resp.container_id.is_empty() {
             return Err(
                 Status::new(Code::Internal, "runtime returned an empty container id").in_method("CreateContainer")
@@ -199,7 +214,11 @@ impl Cri {
 
     pub async fn start_container(&self, id: &str) -> Result<(), Status> {
         let _: StartContainerResponse = self
-            .call(rpc!(RuntimeService, "StartContainer"), StartContainerRequest { container_id: id.into() }, self.t())
+            .call(
+                rpc!(RuntimeService, "StartContainer"),
+                StartContainerRequest { container_id: id.into() },
+                self.request_deadline(),
+            )
             .await?;
         Ok(())
     }
@@ -215,20 +234,26 @@ impl Cri {
 
     pub async fn remove_container(&self, id: &str) -> Result<(), Status> {
         let _: RemoveContainerResponse = self
-            .call(rpc!(RuntimeService, "RemoveContainer"), RemoveContainerRequest { container_id: id.into() }, self.t())
+            .call(
+                rpc!(RuntimeService, "RemoveContainer"),
+                RemoveContainerRequest { container_id: id.into() },
+                self.request_deadline(),
+            )
             .await?;
         Ok(())
     }
 
     pub async fn list_containers(&self, filter: Option<ContainerFilter>) -> Result<Vec<Container>, Status> {
-        let resp: ListContainersResponse =
-            self.call(rpc!(RuntimeService, "ListContainers"), ListContainersRequest { filter }, self.t()).await?;
+        let resp: ListContainersResponse = self
+            .call(rpc!(RuntimeService, "ListContainers"), ListContainersRequest { filter }, self.request_deadline())
+            .await?;
         Ok(resp.containers)
     }
 
     pub async fn container_status(&self, id: &str, verbose: bool) -> Result<ContainerStatusResponse, Status> {
         let req = ContainerStatusRequest { container_id: id.into(), verbose };
-        let resp: ContainerStatusResponse = self.call(rpc!(RuntimeService, "ContainerStatus"), req, self.t()).await?;
+        let resp: ContainerStatusResponse =
+            self.call(rpc!(RuntimeService, "ContainerStatus"), req, self.request_deadline()).await?;
         if resp.status.is_none() {
             return Err(
                 Status::new(Code::Internal, "runtime returned no container status").in_method("ContainerStatus")
@@ -240,7 +265,7 @@ impl Cri {
     pub async fn update_container_resources(&self, id: &str, linux: LinuxContainerResources) -> Result<(), Status> {
         let req = UpdateContainerResourcesRequest { container_id: id.into(), linux: Some(linux), ..Default::default() };
         let _: UpdateContainerResourcesResponse =
-            self.call(rpc!(RuntimeService, "UpdateContainerResources"), req, self.t()).await?;
+            self.call(rpc!(RuntimeService, "UpdateContainerResources"), req, self.request_deadline()).await?;
         Ok(())
     }
 
@@ -248,7 +273,7 @@ impl Cri {
     pub async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
         let req = ReopenContainerLogRequest { container_id: id.into() };
         let _: ReopenContainerLogResponse =
-            self.call(rpc!(RuntimeService, "ReopenContainerLog"), req, self.t()).await?;
+            self.call(rpc!(RuntimeService, "ReopenContainerLog"), req, self.request_deadline()).await?;
         Ok(())
     }
 
@@ -272,7 +297,11 @@ impl Cri {
 
     pub async fn container_stats(&self, id: &str) -> Result<Option<ContainerStats>, Status> {
         let resp: ContainerStatsResponse = self
-            .call(rpc!(RuntimeService, "ContainerStats"), ContainerStatsRequest { container_id: id.into() }, self.t())
+            .call(
+                rpc!(RuntimeService, "ContainerStats"),
+                ContainerStatsRequest { container_id: id.into() },
+                self.request_deadline(),
+            )
             .await?;
         Ok(resp.stats)
     }
@@ -282,7 +311,11 @@ impl Cri {
         filter: Option<ContainerStatsFilter>,
     ) -> Result<Vec<ContainerStats>, Status> {
         let resp: ListContainerStatsResponse = self
-            .call(rpc!(RuntimeService, "ListContainerStats"), ListContainerStatsRequest { filter }, self.t())
+            .call(
+                rpc!(RuntimeService, "ListContainerStats"),
+                ListContainerStatsRequest { filter },
+                self.request_deadline(),
+            )
             .await?;
         Ok(resp.stats)
     }
@@ -291,14 +324,15 @@ impl Cri {
 
     pub async fn list_images(&self, filter: Option<ImageFilter>) -> Result<Vec<Image>, Status> {
         let resp: ListImagesResponse =
-            self.call(rpc!(ImageService, "ListImages"), ListImagesRequest { filter }, self.t()).await?;
+            self.call(rpc!(ImageService, "ListImages"), ListImagesRequest { filter }, self.request_deadline()).await?;
         Ok(resp.images)
     }
 
     /// The image if the runtime has it, `None` if not (CRI answers an empty reply).
     pub async fn image_status(&self, image: &str) -> Result<Option<Image>, Status> {
         let req = ImageStatusRequest { image: Some(image_spec(image)), verbose: false };
-        let resp: ImageStatusResponse = self.call(rpc!(ImageService, "ImageStatus"), req, self.t()).await?;
+        let resp: ImageStatusResponse =
+            self.call(rpc!(ImageService, "ImageStatus"), req, self.request_deadline()).await?;
         Ok(resp.image)
     }
 
@@ -316,12 +350,12 @@ impl Cri {
 
     pub async fn remove_image(&self, image: &str) -> Result<(), Status> {
         let req = RemoveImageRequest { image: Some(image_spec(image)) };
-        let _: RemoveImageResponse = self.call(rpc!(ImageService, "RemoveImage"), req, self.t()).await?;
+        let _: RemoveImageResponse = self.call(rpc!(ImageService, "RemoveImage"), req, self.request_deadline()).await?;
         Ok(())
     }
 
     pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, Status> {
-        self.call(rpc!(ImageService, "ImageFsInfo"), ImageFsInfoRequest {}, self.t()).await
+        self.call(rpc!(ImageService, "ImageFsInfo"), ImageFsInfoRequest {}, self.request_deadline()).await
     }
 }
 

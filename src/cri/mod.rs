@@ -5,11 +5,14 @@
 //! - `grpc`: the unary gRPC transport (HTTP/2, framing, deadlines, reconnects).
 //! - `client`: [`Cri`], one typed async method per RPC atoll uses.
 //! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
+//! - `service`: [`RuntimeService`], the calls the engine makes, as a trait (so it can run
+//!   against a fake in unit tests).
 //!
 //! Nothing here decides anything about pods: the runtime module calls these methods.
 
 pub mod client;
 pub mod grpc;
+pub mod service;
 pub mod status;
 
 /// CRI v1 messages, as prost generates them from `proto/cri.proto`.
@@ -34,6 +37,7 @@ pub mod api {
 }
 
 pub use client::{Cri, Endpoint};
+pub use service::RuntimeService;
 pub use status::{Code, Status};
 
 #[cfg(test)]

@@ -131,19 +131,19 @@ impl Client {
         }
         let roots = match &conn.ca {
             Some(ca) => {
-                let certs = crate::source::http::pem_certs(&ca.read()?);
+                let certs = crate::tls::pem_certs(&ca.read()?);
                 if certs.is_empty() {
                     return Err("certificate-authority: no PEM certificates in it".into());
                 }
                 certs
             }
-            None => crate::source::http::system_roots(),
+            None => crate::tls::system_roots(),
         };
         let client_cert = match (&conn.client_certificate, &conn.client_key) {
             (Some(cert), Some(key)) => {
                 let (cert, key) = (cert.read()?, key.read()?);
                 check_client_cert(&cert, &key)?;
-                let chain = crate::source::http::pem_certs(&cert);
+                let chain = crate::tls::pem_certs(&cert);
                 if chain.is_empty() {
                     return Err("client-certificate: no PEM certificate in it".into());
                 }

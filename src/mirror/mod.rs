@@ -19,8 +19,8 @@ pub mod client;
 pub mod kubeconfig;
 pub mod objects;
 
+use crate::node::Node;
 use crate::pod::StaticPod;
-use crate::runtime::worker::Shared;
 use client::{Client, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -49,17 +49,23 @@ pub struct Options {
     pub root_dir: PathBuf,
 }
 
-/// Between the agent and the mirror: the static pods to mirror (set by the agent's main loop)
-/// and what became of each (read by the local API).
+/// Between the agent and the mirror: the static pods to mirror (set by the agent's main loop),
+/// what became of each (read by the local API), and the registered Node's UID.
 #[derive(Debug, Default)]
-pub struct Link {
+pub struct MirrorState {
     desired: Mutex<(u64, Arc<Vec<StaticPod>>)>,
     /// By static pod UID: where its mirror stands, in words.
     reports: Mutex<BTreeMap<String, String>>,
     node_uid: Mutex<Option<String>>,
 }
 
-impl Link {
+/// What the mirror's threads share: the node, and the state it shares with the agent.
+struct Env {
+    node: Arc<Node>,
+    state: Arc<MirrorState>,
+}
+
+impl MirrorState {
     /// The static pods the agent runs now.
     pub fn set_desired<'a>(&self, pods: impl Iterator<Item = &'a StaticPod>) {
         let mut d = crate::locks::lock(&self.desired);
@@ -88,12 +94,12 @@ impl Link {
 /// Failure back-off: 1 s doubling to 60 s, each wait jittered to 50–100 %, a `Retry-After`
 /// honoured (up to 5 minutes).
 #[derive(Debug, Default)]
-struct Backoff {
+struct Retry {
     delay: Duration,
     until: Option<Instant>,
 }
 
-impl Backoff {
+impl Retry {
     const FIRST: Duration = Duration::from_secs(1);
     const MAX: Duration = Duration::from_secs(60);
     const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
@@ -133,7 +139,8 @@ fn transient(r: &Reply) -> bool {
 }
 
 /// Starts mirroring on threads of its own. Returns at once.
-pub fn start(opts: Options, shared: Arc<Shared>) {
+pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
+    let shared = Arc::new(Env { node, state });
     let spawned = std::thread::Builder::new().name("atoll-mirror".into()).spawn(move || {
         let client = Arc::new(connect(&opts));
         log::info!("mirroring node {} to {} (context {})", opts.node, client.server(), client.context);
@@ -195,7 +202,7 @@ struct NodeState {
     lease_due: Instant,
 }
 
-fn node_loop(client: &Client, opts: &Options, shared: &Shared) {
+fn node_loop(client: &Client, opts: &Options, shared: &Env) {
     let mut st = NodeState {
         facts: node_facts(opts, shared),
         transitions: HashMap::new(),
@@ -203,7 +210,7 @@ fn node_loop(client: &Client, opts: &Options, shared: &Shared) {
         lease: None,
         lease_due: Instant::now(),
     };
-    let mut backoff = Backoff::default();
+    let mut backoff = Retry::default();
     let mut next_status = Instant::now();
     loop {
         let now = Instant::now();
@@ -211,7 +218,7 @@ fn node_loop(client: &Client, opts: &Options, shared: &Shared) {
             // The node and its lease are kept apart: a refused registration (RBAC) does not
             // stop the renewals, and the other way round.
             let mut result = Ok(());
-            if now >= next_status || shared.mirror.node_uid().is_none() {
+            if now >= next_status || shared.state.node_uid().is_none() {
                 result = sync_node(client, opts, shared, &mut st);
                 if result.is_ok() {
                     next_status = now + opts.status_update_frequency;
@@ -245,7 +252,7 @@ fn fail_of(what: &str, r: &Reply) -> Failure {
 
 /// The machine's facts (read once; the node's IP and runtime version do not change under a
 /// running agent).
-fn node_facts(opts: &Options, shared: &Shared) -> objects::NodeFacts {
+fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
     let os_image = read("/etc/os-release")
         .lines()
@@ -266,9 +273,9 @@ fn node_facts(opts: &Options, shared: &Shared) -> objects::NodeFacts {
         hostname: opts.node.clone(),
         labels: objects::node_labels(&opts.node, &opts.node_labels),
         taints,
-        internal_ip: shared.host_ip.clone(),
-        cpu_millis: shared.node_cpu_millis,
-        memory_bytes: shared.node_memory_bytes,
+        internal_ip: shared.node.facts().host_ip.clone(),
+        cpu_millis: shared.node.facts().cpu_millis,
+        memory_bytes: shared.node.facts().memory_bytes,
         ephemeral_storage_bytes: ephemeral,
         max_pods: opts.max_pods,
         machine_id: read("/etc/machine-id"),
@@ -283,10 +290,10 @@ fn node_facts(opts: &Options, shared: &Shared) -> objects::NodeFacts {
 }
 
 /// The node status now: Ready while the runtime answers the relist.
-fn current_status(shared: &Shared, st: &mut NodeState) -> Value {
+fn current_status(shared: &Env, st: &mut NodeState) -> Value {
     // Ready by the same measure as /healthz, and only once the runtime has answered.
-    let (ready, why) = match shared.last_relist() {
-        Some((at, true)) if at.elapsed() <= crate::api::STALL_AFTER => (true, String::new()),
+    let (ready, why) = match shared.node.heartbeat().last() {
+        Some((at, true)) if at.elapsed() <= crate::node::heartbeat::STALL_AFTER => (true, String::new()),
         Some((_, false)) => (false, "container runtime is down".to_string()),
         Some((at, true)) => (false, format!("the pod sync loop has not completed for {:?}", at.elapsed())),
         None => (false, "the pod sync loop has not completed yet".to_string()),
@@ -306,10 +313,10 @@ fn current_status(shared: &Shared, st: &mut NodeState) -> Value {
 }
 
 /// Registers the node if needed, then sends its status when it changed or is due.
-fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeState) -> Result<(), Failure> {
+fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) -> Result<(), Failure> {
     let status = current_status(shared, st);
     let comparable = objects::without_heartbeat(&status);
-    if shared.mirror.node_uid().is_none() {
+    if shared.state.node_uid().is_none() {
         let node = register(client, st, status)?;
         let uid = uid_of(&node);
         // The Node's UID owns the lease and every mirror: a reply without one is no Node.
@@ -320,7 +327,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
             ));
         }
         log::info!("node {} registered (uid {uid})", opts.node);
-        *crate::locks::lock(&shared.mirror.node_uid) = Some(uid);
+        *crate::locks::lock(&shared.state.node_uid) = Some(uid);
         st.reported = Some((comparable, Instant::now()));
         return Ok(());
     }
@@ -337,7 +344,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeStat
     if r.status == 404 {
         // Deleted by someone: register again (mirrors follow the new node UID).
         log::warn!("node {} is gone from the API server; registering it again", opts.node);
-        *crate::locks::lock(&shared.mirror.node_uid) = None;
+        *crate::locks::lock(&shared.state.node_uid) = None;
         return Ok(());
     }
     if !r.ok() {
@@ -387,9 +394,9 @@ fn register(client: &Client, st: &NodeState, status: Value) -> Result<Value, Fai
 
 /// Renews the Lease: PUT the last answer with a new renewTime; on a conflict or an unknown
 /// lease, GET (or create) it first.
-fn renew_lease(client: &Client, opts: &Options, shared: &Shared, st: &mut NodeState) -> Result<(), Failure> {
+fn renew_lease(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) -> Result<(), Failure> {
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}", objects::LEASE_NAMESPACE, opts.node);
-    let node_uid = shared.mirror.node_uid();
+    let node_uid = shared.state.node_uid();
     let renew = crate::rfc3339::format_micros(SystemTime::now());
     let fresh = objects::lease_object(&opts.node, node_uid.as_deref(), opts.lease_duration_seconds, &renew);
     for _ in 0..3 {
@@ -454,7 +461,7 @@ fn pods_query(node: &str) -> String {
 
 /// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).
 pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
-    let mut backoff = Backoff::default();
+    let mut backoff = Retry::default();
     let mut rv: Option<String> = None;
     loop {
         if let Some(u) = backoff.until {
@@ -547,14 +554,14 @@ struct Refused {
 struct Pods<'a> {
     client: &'a Client,
     opts: &'a Options,
-    shared: &'a Shared,
+    shared: &'a Env,
     /// The node's pods as the server shows them, by namespace/name (None before the first list).
     cache: Option<BTreeMap<String, Value>>,
     /// By mirror UID: the status last written.
     sent: HashMap<String, Value>,
     /// By static pod UID.
     refused: HashMap<String, Refused>,
-    backoff: Backoff,
+    backoff: Retry,
 }
 
 fn uid_of(pod: &Value) -> String {
@@ -569,7 +576,7 @@ fn key_of(pod: &Value) -> String {
     )
 }
 
-fn pods_loop(client: &Client, opts: &Options, shared: &Shared, rx: &mpsc::Receiver<Seen>) {
+fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc::Receiver<Seen>) {
     let mut p = Pods {
         client,
         opts,
@@ -577,7 +584,7 @@ fn pods_loop(client: &Client, opts: &Options, shared: &Shared, rx: &mpsc::Receiv
         cache: None,
         sent: HashMap::new(),
         refused: HashMap::new(),
-        backoff: Backoff::default(),
+        backoff: Retry::default(),
     };
     loop {
         // Changes from the server, then at most a second for the agent's side to change.
@@ -625,19 +632,19 @@ impl Pods<'_> {
     }
 
     fn report(&self, uid: &str, text: String) {
-        self.shared.mirror.set_report(uid, text);
+        self.shared.state.set_report(uid, text);
     }
 
     /// One pass: every static pod's mirror made to match, orphans deleted, statuses written.
     fn reconcile(&mut self) -> Result<(), Failure> {
-        let (generation, desired) = self.shared.mirror.desired();
+        let (generation, desired) = self.shared.state.desired();
         if generation == 0 {
             // The agent has not said what it runs yet.
             return Ok(());
         }
-        let Some(node_uid) = self.shared.mirror.node_uid() else {
+        let Some(node_uid) = self.shared.state.node_uid() else {
             for sp in desired.iter() {
-                if self.shared.mirror.report(&sp.uid).is_none() {
+                if self.shared.state.report(&sp.uid).is_none() {
                     self.report(&sp.uid, "waiting for the node to be registered".into());
                 }
             }
@@ -650,7 +657,7 @@ impl Pods<'_> {
             self.one(sp, &node_uid)?;
         }
         // Orphans: mirrors of static pods that are gone and no longer stopping.
-        let running = self.shared.statuses.uids();
+        let running = self.shared.node.statuses().uids();
         let orphans: Vec<Value> = self
             .cache
             .iter()
@@ -669,7 +676,7 @@ impl Pods<'_> {
         let mirrors: Vec<String> = self.cache.iter().flatten().map(|(_, p)| uid_of(p)).collect();
         self.sent.retain(|uid, _| mirrors.contains(uid));
         self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
-        crate::locks::lock(&self.shared.mirror.reports)
+        crate::locks::lock(&self.shared.state.reports)
             .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
         Ok(())
     }
@@ -751,7 +758,7 @@ impl Pods<'_> {
         entry.until = Instant::now() + jitter(entry.delay);
         if entry.why != why {
             log::warn!("mirror pod {key}: refused by the API server: {why}; the static pod runs on");
-            self.shared.events.record(
+            self.shared.node.events().record(
                 &sp.pod,
                 true,
                 "MirrorPodRejected",
@@ -792,7 +799,7 @@ impl Pods<'_> {
 
     /// Writes the static pod's status to its mirror when it differs from the last one written.
     fn sync_status(&mut self, sp: &StaticPod, mirror: &Value) -> Result<(), Failure> {
-        let Some(ours) = self.shared.statuses.get(&sp.uid) else { return Ok(()) };
+        let Some(ours) = self.shared.node.statuses().get(&sp.uid) else { return Ok(()) };
         let muid = uid_of(mirror);
         let want = objects::desired_status(&ours, mirror);
         if self.sent.get(&muid) == Some(&want) {
@@ -831,22 +838,22 @@ mod tests {
 
     #[test]
     fn back_off_doubles_jitters_caps_honours_retry_after_and_resets() {
-        let mut b = Backoff::default();
+        let mut b = Retry::default();
         assert!(!b.waiting());
         let mut last = Duration::ZERO;
         for n in 0..10 {
             let wait = b.fail(None);
-            let delay = Backoff::FIRST * 2u32.pow(n).min(60);
-            let delay = delay.min(Backoff::MAX);
+            let delay = Retry::FIRST * 2u32.pow(n).min(60);
+            let delay = delay.min(Retry::MAX);
             assert!(wait >= delay / 2 && wait <= delay, "try {n}: {wait:?} for {delay:?}");
             last = wait;
         }
-        assert!(last <= Backoff::MAX && b.waiting());
+        assert!(last <= Retry::MAX && b.waiting());
         b.ok();
         assert!(!b.waiting());
         // Retry-After wins over a shorter back-off, up to its own cap.
         assert!(b.fail(Some(Duration::from_secs(30))) >= Duration::from_secs(30));
-        assert_eq!(b.fail(Some(Duration::from_secs(3600))), Backoff::MAX_RETRY_AFTER);
+        assert_eq!(b.fail(Some(Duration::from_secs(3600))), Retry::MAX_RETRY_AFTER);
     }
 
     #[test]

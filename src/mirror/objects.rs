@@ -2,8 +2,8 @@
 //! mirror pods and their status patches. Pure functions (no I/O), so their shapes are tested
 //! on their own.
 
+use crate::pod::status::PodStatus;
 use crate::pod::types::Pod;
-use crate::status::PodStatus;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -292,7 +292,7 @@ pub fn status_patch(want: &Value, mirror: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{ContainerStatus, PodCondition};
+    use crate::pod::status::{ContainerStatus, PodCondition};
 
     fn facts() -> NodeFacts {
         NodeFacts {

@@ -8,9 +8,11 @@
 
 pub mod decode;
 pub mod defaults;
+pub mod derived;
 pub mod identity;
 pub mod paths;
 pub mod quantity;
+pub mod status;
 pub mod types;
 pub mod validate;
 
@@ -122,5 +124,21 @@ pub fn load(bytes: &[u8], shape: Shape, origin: &Origin, node: &str, policy: Pol
         Ok(Loaded { pods: out, warnings })
     } else {
         Err(fail(problems))
+    }
+}
+
+/// A change to the desired set of static pods: what the sources' merge sends the engine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    Add(StaticPod),
+    Update(StaticPod),
+    Remove(StaticPod),
+}
+
+impl Change {
+    pub fn pod(&self) -> &StaticPod {
+        match self {
+            Change::Add(p) | Change::Update(p) | Change::Remove(p) => p,
+        }
     }
 }

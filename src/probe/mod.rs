@@ -1,10 +1,12 @@
 //! Liveness, readiness and startup probes with kubelet's semantics (pkg/kubelet/prober).
 //!
-//! A pod worker owns one `PodProbes`: a task per (container, probe kind) on smol's executor,
-//! each a timer and, while it probes, a socket or a CRI call; never a thread. After each sync
-//! the worker tells the probes what the runtime shows (`update`); the probes publish results,
-//! which the worker reads as restart verdicts (`verdicts`) and as readiness and startedness for
-//! the pod's status (`view`). A published change wakes the worker.
+//! A pod worker owns one `PodProbes` (through the narrow `node::probing` traits, started by the
+//! [`Manager`] the agent gives the engine): a task per (container, probe kind) on smol's
+//! executor, each a timer and, while it probes, a socket or a CRI call; never a thread. After
+//! each sync the worker tells the probes what the runtime shows (`update`); the probes publish
+//! results, which the worker reads as restart verdicts (`verdicts`) and as readiness and
+//! startedness for the pod's status (`view`). A published change wakes the worker. The
+//! actions themselves (exec, httpGet, tcpSocket, grpc) are `handlers`'.
 //!
 //! Each tick, as kubelet's probe worker: nothing before the container has an ID; a new ID
 //! resets the result (readiness Failure, liveness Success, startup Unknown) and lifts the hold;
@@ -17,13 +19,11 @@
 //! delayed by a random part of its period, so a box with many pods does not probe them all at
 //! once after a reboot.
 
-pub mod grpc;
-pub mod handlers;
-pub mod http;
-
+use crate::handlers;
+use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, ProbeView};
+use crate::node::probing::Prober;
+use crate::node::Node;
 use crate::pod::types::{Container, Pod, Probe};
-use crate::runtime::plan::{CState, Observed, ProbeVerdicts};
-use crate::runtime::worker::Shared;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -138,9 +138,41 @@ pub struct PodProbes {
     _tasks: Vec<smol::Task<()>>,
 }
 
+/// Starts each pod's probes on the node.
+pub struct Manager {
+    node: Arc<Node>,
+}
+
+impl Manager {
+    pub fn new(node: Arc<Node>) -> Arc<Manager> {
+        Arc::new(Manager { node })
+    }
+}
+
+impl Prober for Manager {
+    fn start(&self, pod: &Pod) -> Box<dyn crate::node::probing::PodProbes> {
+        Box::new(PodProbes::start(&self.node, pod))
+    }
+}
+
+impl crate::node::probing::PodProbes for PodProbes {
+    fn update(&self, pod: &Pod, obs: &Observed, pod_ip: &str, deleting: bool) {
+        PodProbes::update(self, pod, obs, pod_ip, deleting)
+    }
+    fn verdicts(&self) -> ProbeVerdicts {
+        PodProbes::verdicts(self)
+    }
+    fn view(&self) -> ProbeView {
+        PodProbes::view(self)
+    }
+    fn changed(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(PodProbes::changed(self))
+    }
+}
+
 impl PodProbes {
     /// Starts a task per probe of the pod's regular and sidecar containers.
-    pub fn start(shared: &Arc<Shared>, pod: &Pod) -> PodProbes {
+    pub fn start(node: &Arc<Node>, pod: &Pod) -> PodProbes {
         let state = Arc::new(Mutex::new(State::default()));
         let (tx, rx) = smol::channel::bounded(1);
         let mut kinds = Vec::new();
@@ -150,7 +182,7 @@ impl PodProbes {
             .spec
             .containers
             .iter()
-            .chain(pod.spec.init_containers.iter().filter(|c| crate::runtime::plan::is_sidecar(c)));
+            .chain(pod.spec.init_containers.iter().filter(|c| crate::pod::derived::is_sidecar(c)));
         for c in containers {
             // One copy of the container per container, shared by its probes.
             let shared_c = Arc::new(c.clone());
@@ -158,7 +190,7 @@ impl PodProbes {
                 let Some(probe) = kind.of(c) else { continue };
                 kinds.push((c.name.clone(), kind));
                 let task = Task {
-                    shared: shared.clone(),
+                    node: node.clone(),
                     pod: pod_arc.clone(),
                     container: shared_c.clone(),
                     kind,
@@ -192,8 +224,8 @@ impl PodProbes {
             let target = match obs.newest(name) {
                 Some(o) => Target {
                     container_id: o.id.clone(),
-                    running: o.state == CState::Running,
-                    finished_for_good: never && o.state == CState::Exited,
+                    running: o.state == ContainerState::Running,
+                    finished_for_good: never && o.state == ContainerState::Exited,
                     started_at: o.started_at,
                 },
                 None => Target::default(),
@@ -221,9 +253,9 @@ impl PodProbes {
     }
 
     /// Readiness and startedness by container ID, for the pod's status.
-    pub fn view(&self) -> View {
+    pub fn view(&self) -> ProbeView {
         let st = self.lock();
-        let mut view = View::default();
+        let mut view = ProbeView::default();
         for ((name, kind), (id, outcome)) in &st.results {
             if st.targets.get(name).is_none_or(|t| &t.container_id != id) {
                 continue;
@@ -254,15 +286,8 @@ impl PodProbes {
     }
 }
 
-/// Probe results for the status: by container ID; a missing entry means "no result yet".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct View {
-    pub ready: HashMap<String, bool>,
-    pub started: HashMap<String, bool>,
-}
-
 struct Task {
-    shared: Arc<Shared>,
+    node: Arc<Node>,
     pod: Arc<Pod>,
     container: Arc<Container>,
     kind: Kind,
@@ -288,7 +313,7 @@ enum Step {
 impl Task {
     async fn run(self) {
         let period = self.timing.period;
-        if self.shared.agent_start.elapsed() < period {
+        if self.node.started().elapsed() < period {
             smol::Timer::after(jitter(&self.pod.metadata.uid, &self.container.name, self.kind, period)).await;
         }
         let mut progress = Progress { container_id: String::new(), on_hold: false, last: self.kind.initial(), run: 0 };
@@ -373,12 +398,12 @@ impl Task {
             Kind::Liveness | Kind::Readiness if !started => return Step::Continue,
             _ => {}
         }
-        let at = handlers::Where { container_id: &target.container_id, pod_ip: &pod_ip };
+        let at = handlers::Target { container_id: &target.container_id, pod_ip: &pod_ip };
         let began = Instant::now();
         // Boxed: an attempt's state (sockets, TLS, buffers) exists only while it runs, so an
         // idle probe task stays small.
         let Some(probe) = self.kind.of(&self.container) else { return Step::Stop };
-        let attempt = Box::pin(handlers::attempt(&self.shared.cri, &self.container, probe, &at)).await;
+        let attempt = Box::pin(handlers::attempt(self.node.runtime(), &self.container, probe, &at)).await;
         {
             let mut st = self.lock();
             let took = began.elapsed();
@@ -402,12 +427,12 @@ impl Task {
             handlers::Attempt::Success => Outcome::Success,
             handlers::Attempt::Warning(w) => {
                 let message = format!("{} probe warning: container {}: {w}", self.kind.name(), self.container.name);
-                self.shared.events.record(&self.pod, true, "ProbeWarning", &message);
+                self.node.events().record(&self.pod, true, "ProbeWarning", &message);
                 Outcome::Success
             }
             handlers::Attempt::Failure(why) => {
                 let message = format!("{} probe failed: container {}: {why}", self.kind.name(), self.container.name);
-                self.shared.events.record(&self.pod, true, "Unhealthy", &message);
+                self.node.events().record(&self.pod, true, "Unhealthy", &message);
                 Outcome::Failure
             }
             handlers::Attempt::Error(e) => {
@@ -498,7 +523,7 @@ mod tests {
     fn running(name: &str, id: &str, started_at: SystemTime) -> Observed {
         Observed {
             sandboxes: vec![],
-            containers: vec![crate::runtime::plan::ContainerObs::running(id, name, "s", Some(started_at))],
+            containers: vec![crate::node::observed::ContainerObs::running(id, name, "s", Some(started_at))],
         }
     }
 
@@ -514,8 +539,7 @@ mod tests {
             "livenessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"failureThreshold":2}}}}]}}}}"#
         ))
         .unwrap();
-        let probes =
-            smol::block_on(async { PodProbes::start(&crate::runtime::worker::Shared::without_runtime(), &pod) });
+        let probes = smol::block_on(async { PodProbes::start(&Node::without_runtime(), &pod) });
         let started = SystemTime::now();
         let t0 = Instant::now();
         probes.update(&pod, &running("c", "id1", started), "127.0.0.1", false);

@@ -14,6 +14,7 @@ use crate::cri::api::{
     Capability, ContainerConfig, ContainerMetadata, ImageSpec, Int64Value, KeyValue, LinuxContainerConfig,
     LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,
 };
+use crate::pod::derived::{expand, qos_class};
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,41 +39,6 @@ pub struct InstanceContext {
     pub hosts_file: Option<PathBuf>,
     /// Where each `volumeMounts[i]` with a subPath was safely bind-mounted (`subpath`), by i.
     pub subpaths: std::collections::BTreeMap<usize, PathBuf>,
-}
-
-/// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
-/// as written, `$$` is a literal `$`, anything else is copied unchanged.
-pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let bytes = input.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'$' && i + 1 < bytes.len() {
-            match bytes[i + 1] {
-                b'$' => {
-                    out.push('$');
-                    i += 2;
-                    continue;
-                }
-                b'(' => {
-                    if let Some(end) = input[i + 2..].find(')') {
-                        let name = &input[i + 2..i + 2 + end];
-                        match lookup(name) {
-                            Some(v) => out.push_str(&v),
-                            None => out.push_str(&input[i..i + 3 + end]),
-                        }
-                        i += 3 + end;
-                        continue;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let ch = input[i..].chars().next().unwrap_or('\0');
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
 }
 
 /// The container's environment, in declaration order (later duplicates win, as in kubelet's map).
@@ -154,30 +120,6 @@ fn resource_value(
         (None, _, _) => Some(0),
     };
     value.map(|v| v.to_string()).ok_or_else(|| "divisor must not be zero".into())
-}
-
-/// QoS class: Guaranteed (every container has equal cpu and memory requests and limits),
-/// BestEffort (no requests or limits at all), else Burstable.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let mut any = false;
-    let mut guaranteed = true;
-    for (_, c) in pod.all_containers() {
-        let r = c.resources.clone().unwrap_or_default();
-        if !r.limits.is_empty() || !r.requests.is_empty() {
-            any = true;
-        }
-        for name in ["cpu", "memory"] {
-            match (r.limits.get(name), r.requests.get(name)) {
-                (Some(l), Some(q)) if l == q => {}
-                _ => guaranteed = false,
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        _ => "Burstable",
-    }
 }
 
 /// Linux resources: cpu shares, CFS quota and period, memory limit, oom_score_adj.
@@ -364,19 +306,6 @@ mod tests {
             node_memory_bytes: 8 << 30,
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn expansion_follows_kubelets_rules() {
-        let lookup = |n: &str| match n {
-            "A" => Some("x".to_string()),
-            "B" => Some("$(A)".to_string()),
-            _ => None,
-        };
-        assert_eq!(expand("$(A)-$(B)", &lookup), "x-$(A)");
-        assert_eq!(expand("$(MISSING)", &lookup), "$(MISSING)");
-        assert_eq!(expand("$$(A) $$ $x $(", &lookup), "$(A) $ $x $(");
-        assert_eq!(expand("héllo $(A)", &lookup), "héllo x");
     }
 
     #[test]

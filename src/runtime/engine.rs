@@ -1,4 +1,5 @@
-//! The engine: one worker per pod UID, fed by the desired-set changes.
+//! The engine: one worker per pod UID, fed by the desired set's changes, and the relist that
+//! wakes them.
 //!
 //! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
 //! is still held by a terminating older UID waits until that worker has finished (kubelet's
@@ -8,15 +9,28 @@
 //! with its own grace period and preStop hook, so two copies never share hostPath data. Once
 //! every source has spoken, the other pods atoll created that nobody wants any more are
 //! stopped and removed the same way; nothing atoll did not create is ever touched.
+//!
+//! The engine runs against any [`RuntimeService`]: the CRI client in the agent, a fake in
+//! unit tests. Its owner passes finished workers back ([`Engine::finished`],
+//! [`Engine::worker_done`]); readers reach workers through a [`Control`].
 
+use super::context::Context;
+use super::observe::managed;
 use super::sandbox::{LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID};
-use super::worker::{self, Msg, Shared};
+use super::stop::grace_of;
+use super::tuning::{EngineConfig, Tuning};
+use super::worker::{self, Msg};
 use crate::cri::api::PodSandboxFilter;
-use crate::pod::StaticPod;
-use crate::source::merge::Change;
+use crate::cri::RuntimeService;
+use crate::node::probing::Prober;
+use crate::node::Node;
+use crate::pod::{Change, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The workers' inboxes by UID, shared with the relist and with [`Control`].
+type Inboxes = Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>;
 
 struct Handle {
     key: String,
@@ -24,11 +38,10 @@ struct Handle {
     _task: smol::Task<()>,
 }
 
-pub struct Engine {
-    shared: Arc<Shared>,
+pub struct Engine<R: RuntimeService> {
+    cx: Arc<Context<R>>,
     workers: HashMap<String, Handle>,
-    /// The workers' inboxes, shared with the relist task that wakes them.
-    inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>,
+    inboxes: Inboxes,
     _relist: smol::Task<()>,
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
@@ -38,13 +51,20 @@ pub struct Engine {
     done_rx: smol::channel::Receiver<String>,
 }
 
-impl Engine {
-    pub fn new(shared: Arc<Shared>) -> Engine {
+impl<R: RuntimeService> Engine<R> {
+    pub fn new(
+        node: Arc<Node>,
+        runtime: R,
+        tuning: Arc<Tuning>,
+        config: EngineConfig,
+        prober: Arc<dyn Prober>,
+    ) -> Engine<R> {
+        let cx = Arc::new(Context { node, runtime, tuning, config, prober });
         let (done_tx, done_rx) = smol::channel::unbounded();
-        let inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>> = Default::default();
-        let relist = smol::spawn(relist(shared.clone(), inboxes.clone()));
+        let inboxes: Inboxes = Default::default();
+        let relist = smol::spawn(relist(cx.clone(), inboxes.clone()));
         Engine {
-            shared,
+            cx,
             workers: HashMap::new(),
             inboxes,
             _relist: relist,
@@ -55,17 +75,27 @@ impl Engine {
         }
     }
 
+    /// A handle for readers that must act through a pod's worker (the local API's restart).
+    pub fn control(&self) -> Control {
+        Control { inboxes: self.inboxes.clone() }
+    }
+
+    /// The engine's reloadable settings.
+    pub fn tuning(&self) -> &Arc<Tuning> {
+        &self.cx.tuning
+    }
+
     /// Learns which of atoll's pods the runtime runs that no worker owns, by UID and
     /// `namespace/name`: at start, before the first change, and again before orphans go.
     pub async fn adopt(&mut self) {
-        let sandboxes = match self.shared.cri.list_pod_sandbox(Some(PodSandboxFilter::default())).await {
+        let sandboxes = match self.cx.runtime.list_pod_sandbox(Some(PodSandboxFilter::default())).await {
             Ok(s) => s,
             Err(e) => {
                 log::warn!("listing the runtime's pods: {e}");
                 return;
             }
         };
-        for s in sandboxes.iter().filter(|s| worker::managed(&s.annotations)) {
+        for s in sandboxes.iter().filter(|s| managed(&s.annotations)) {
             let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
             let uid = label(LABEL_POD_UID);
             if !self.workers.contains_key(&uid) {
@@ -80,7 +110,7 @@ impl Engine {
         self.done_rx.clone()
     }
 
-    /// UIDs with a live worker.
+    /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
     pub fn running(&self) -> HashSet<String> {
         self.workers.keys().cloned().collect()
     }
@@ -103,7 +133,7 @@ impl Engine {
                 }
                 if let Some(h) = self.workers.get(&sp.uid) {
                     log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
-                    let _ = h.tx.try_send(Msg::Terminate(worker::grace_of(&sp.pod)));
+                    let _ = h.tx.try_send(Msg::Terminate(grace_of(&sp.pod)));
                 }
             }
         }
@@ -124,10 +154,10 @@ impl Engine {
         }
         let (tx, rx) = smol::channel::bounded(8);
         let uid = sp.uid.clone();
-        let (shared, done, finished) = (self.shared.clone(), self.done_tx.clone(), uid.clone());
+        let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         log::info!("pod {key} ({uid}): starting a worker");
         let task = smol::spawn(async move {
-            worker::run(shared, sp, rx).await;
+            worker::run(cx, sp, rx).await;
             let _ = done.send(finished).await;
         });
         crate::locks::lock(&self.inboxes).insert(uid.clone(), tx.clone());
@@ -170,10 +200,10 @@ impl Engine {
     /// Stops and removes a pod found in the runtime, as a task that holds its name meanwhile.
     fn remove_found(&mut self, uid: String) {
         let Some(key) = self.found.remove(&uid) else { return };
-        let (shared, done, finished) = (self.shared.clone(), self.done_tx.clone(), uid.clone());
+        let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         let (tx, _rx) = smol::channel::bounded(1);
         let task = smol::spawn(async move {
-            if let Err(e) = super::orphan::remove(&shared, &finished).await {
+            if let Err(e) = super::orphan::remove(&cx, &finished).await {
                 log::warn!("pod {finished}: removing it: {e}");
             }
             let _ = done.send(finished).await;
@@ -182,11 +212,22 @@ impl Engine {
     }
 }
 
-/// Once a minute: back-off entries of containers and images not seen for twice the cap are
-/// forgotten (kubelet's backOff.GC), so a node that runs many short-lived pods does not grow.
-pub fn housekeeping(shared: &Shared, now: std::time::SystemTime) {
-    crate::locks::lock(&shared.backoff).gc(now);
-    crate::locks::lock(&shared.image_backoff).gc(now);
+/// Reaches a pod's worker from outside the engine.
+#[derive(Clone)]
+pub struct Control {
+    inboxes: Inboxes,
+}
+
+impl Control {
+    /// Stops the pod's running containers through its worker (preStop hooks run, as for any
+    /// kill); they come back per restartPolicy. The stopped containers' names, or `None` when
+    /// no worker runs the pod.
+    pub async fn restart(&self, uid: &str) -> Option<Vec<String>> {
+        let inbox = crate::locks::lock(&self.inboxes).get(uid).cloned()?;
+        let (tx, rx) = smol::channel::bounded(1);
+        inbox.send(Msg::Restart(tx)).await.ok()?;
+        rx.recv().await.ok()
+    }
 }
 
 /// How often the runtime is relisted (kubelet's PLEG period).
@@ -195,19 +236,18 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// The runtime observer: every second, two list calls for the whole node (sandboxes and
 /// containers with their states); a worker whose pod shows any change is woken at once.
 /// Workers otherwise sync only on their own slower period, so a quiet node costs two CRI calls
-/// a second whatever the number of pods.
-async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>) {
+/// a second whatever the number of pods. Once a minute, the back-offs are collected.
+async fn relist<R: RuntimeService>(cx: Arc<Context<R>>, inboxes: Inboxes) {
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut rounds: u32 = 0;
     loop {
         smol::Timer::after(RELIST_PERIOD).await;
         rounds = rounds.wrapping_add(1);
         if rounds.is_multiple_of(60) {
-            housekeeping(&shared, std::time::SystemTime::now());
+            cx.tuning.housekeeping(std::time::SystemTime::now());
         }
-        let listed = (shared.cri.list_pod_sandbox(None).await, shared.cri.list_containers(None).await);
-        *crate::locks::lock(&shared.heartbeat) =
-            Some((std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok()));
+        let listed = (cx.runtime.list_pod_sandbox(None).await, cx.runtime.list_containers(None).await);
+        cx.node.heartbeat().beat(std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok());
         let (sandboxes, containers) = match listed {
             (Ok(s), Ok(c)) => (s, c),
             _ => continue, // the runtime is away; workers notice on their own
@@ -237,26 +277,5 @@ async fn relist(shared: Arc<Shared>, inboxes: Arc<Mutex<HashMap<String, smol::ch
             }
         }
         last = now;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::UNIX_EPOCH;
-
-    #[test]
-    fn housekeeping_forgets_old_back_off_entries() {
-        let shared = Shared::without_runtime();
-        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
-        for i in 0..100 {
-            shared.backoff.lock().unwrap().advance(&format!("pod{i}_c"), t0, t0);
-            shared.image_backoff.lock().unwrap().advance(&format!("pod{i}_img"), t0, t0);
-        }
-        housekeeping(&shared, t0 + Duration::from_secs(60));
-        assert_eq!(shared.backoff.lock().unwrap().len(), 100, "recent entries stay");
-        housekeeping(&shared, t0 + Duration::from_secs(3600));
-        assert!(shared.backoff.lock().unwrap().is_empty());
-        assert!(shared.image_backoff.lock().unwrap().is_empty());
     }
 }

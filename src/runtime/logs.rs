@@ -6,7 +6,7 @@
 //! rotated ones together are at most `max_files`. If the runtime cannot reopen, the rename is
 //! undone. (kubelet also gzips older rotated files; atoll keeps them as they are.)
 
-use crate::cri::Cri;
+use crate::cri::RuntimeService;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -46,7 +46,12 @@ pub fn rotated(log: &Path) -> Vec<PathBuf> {
 }
 
 /// Rotates `log` of container `id` if it is over the limit. Returns whether it rotated.
-pub async fn rotate_if_needed(cri: &Cri, id: &str, log: &Path, rotation: Rotation) -> Result<bool, String> {
+pub async fn rotate_if_needed<R: RuntimeService>(
+    cri: &R,
+    id: &str,
+    log: &Path,
+    rotation: Rotation,
+) -> Result<bool, String> {
     let size = match std::fs::metadata(log) {
         Ok(m) => m.len(),
         Err(_) => return Ok(false),

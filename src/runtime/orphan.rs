@@ -7,11 +7,16 @@
 //! StopContainer with what is left) and removed with its directories.
 
 use super::container::{ANNOTATION_GRACE, ANNOTATION_PORTS, ANNOTATION_PRE_STOP};
-use super::plan::{CState, Kill};
+use super::context::Context;
+use super::errors::SyncError;
+use super::observe::observe;
+use super::plan::Kill;
 use super::poddir;
 use super::sandbox::{LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE};
-use super::worker::{observe, stop_containers, Shared, MIN_GRACE};
+use super::stop::{stop_containers, MIN_GRACE};
 use crate::cri::api::ContainerStatus;
+use crate::cri::RuntimeService;
+use crate::node::observed::ContainerState;
 use crate::pod::types::{Container, ContainerPort, Lifecycle, LifecycleHandler, Pod};
 use std::time::Duration;
 
@@ -52,16 +57,16 @@ pub fn restore(uid: &str, statuses: &[ContainerStatus]) -> (Pod, Duration) {
 
 /// Stops (preStop hooks included, within the recorded grace) and removes everything the
 /// runtime has for a pod UID nobody wants, and its directories.
-pub async fn remove(shared: &Shared, uid: &str) -> Result<(), String> {
-    let obs = observe(&shared.cri, uid).await.map_err(|e| e.to_string())?;
+pub async fn remove<R: RuntimeService>(cx: &Context<R>, uid: &str) -> Result<(), SyncError> {
+    let obs = observe(&cx.runtime, uid).await.map_err(SyncError::runtime("observe"))?;
     let live: Vec<_> = obs
         .containers
         .iter()
-        .filter(|c| matches!(c.state, CState::Running | CState::Created | CState::Unknown))
+        .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created | ContainerState::Unknown))
         .collect();
     let mut statuses = Vec::new();
     for c in obs.containers.iter() {
-        if let Ok(r) = shared.cri.container_status(&c.id, false).await {
+        if let Ok(r) = cx.runtime.container_status(&c.id, false).await {
             statuses.extend(r.status);
         }
     }
@@ -75,21 +80,22 @@ pub async fn remove(shared: &Shared, uid: &str) -> Result<(), String> {
             grace: None,
         })
         .collect();
-    stop_containers(shared, &pod, &obs, &kills, grace).await;
+    stop_containers(cx, &pod, &obs, &kills, grace).await;
     for s in &obs.sandboxes {
-        let _ = shared.cri.stop_pod_sandbox(&s.id).await;
+        let _ = cx.runtime.stop_pod_sandbox(&s.id).await;
     }
     for c in &obs.containers {
-        let _ = shared.cri.remove_container(&c.id).await;
+        let _ = cx.runtime.remove_container(&c.id).await;
     }
     for s in &obs.sandboxes {
-        shared.cri.remove_pod_sandbox(&s.id).await.map_err(|e| format!("removing sandbox {}: {e}", s.id))?;
+        cx.runtime.remove_pod_sandbox(&s.id).await.map_err(SyncError::runtime("RemovePodSandbox"))?;
     }
-    if let Ok(logs) = super::sandbox::log_directory(&shared.node, &pod) {
+    if let Ok(logs) = super::sandbox::log_directory(cx.node.facts(), &pod) {
         let _ = std::fs::remove_dir_all(logs);
     }
     // The UID comes from a runtime label: a path only if it is a safe name.
-    poddir::remove(&poddir::pod_dir(&shared.node.root_dir, uid)?)
+    let dir = poddir::pod_dir(&cx.node.facts().root_dir, uid).map_err(SyncError::Host)?;
+    poddir::remove(&dir).map_err(SyncError::Host)
 }
 
 #[cfg(test)]

@@ -6,107 +6,14 @@
 //! decision is made again from what the runtime shows.
 
 use super::backoff::Backoff;
+use crate::node::observed::{ContainerObs, ContainerState, Observed, ProbeVerdicts, SandboxObs, Wait, WaitReason};
+use crate::pod::derived::is_sidecar;
 use crate::pod::types::{Container, Pod};
 use std::time::{Duration, SystemTime};
 
-/// A sandbox as the runtime reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SandboxObs {
-    pub id: String,
-    pub attempt: u32,
-    pub ready: bool,
-    /// The pod IP (empty for host-network sandboxes, or when networking failed).
-    pub ip: String,
-    pub host_network: bool,
-    /// Nanoseconds since the epoch; the newest sandbox decides.
-    pub created_at: i64,
-}
-
-/// A container's state, as CRI reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CState {
-    Created,
-    Running,
-    Exited,
-    Unknown,
-}
-
-/// A container instance as the runtime reports it (atoll's labels and annotations decoded).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContainerObs {
-    pub id: String,
-    pub name: String,
-    pub sandbox_id: String,
-    pub restart_count: u32,
-    /// The `io.kubernetes.container.hash` annotation.
-    pub hash: String,
-    pub state: CState,
-    pub exit_code: i32,
-    pub reason: String,
-    pub message: String,
-    pub created_at: i64,
-    pub started_at: Option<SystemTime>,
-    pub finished_at: Option<SystemTime>,
-    /// The CRI log file of this instance (absolute), if the runtime reported one.
-    pub log_path: String,
-    /// The image as the runtime reports it, and its resolved reference (an image id).
-    pub image: String,
-    pub image_ref: String,
-}
-
-impl ContainerObs {
-    /// A running instance with nothing else known (tests, benchmarks).
-    pub fn running(id: &str, name: &str, sandbox_id: &str, started_at: Option<SystemTime>) -> ContainerObs {
-        ContainerObs {
-            id: id.into(),
-            name: name.into(),
-            sandbox_id: sandbox_id.into(),
-            restart_count: 0,
-            hash: String::new(),
-            state: CState::Running,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            created_at: 1,
-            started_at,
-            finished_at: None,
-            log_path: String::new(),
-            image: String::new(),
-            image_ref: String::new(),
-        }
-    }
-}
-
-/// Everything the runtime shows for one pod UID.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Observed {
-    pub sandboxes: Vec<SandboxObs>,
-    pub containers: Vec<ContainerObs>,
-}
-
-impl Observed {
-    /// Sorts newest first, as kubelet reads them.
-    pub fn normalise(&mut self) {
-        self.sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-        self.containers.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-    }
-
-    /// The newest instance of the container `name`.
-    pub fn newest(&self, name: &str) -> Option<&ContainerObs> {
-        self.containers.iter().find(|c| c.name == name)
-    }
-}
-
-/// Failed probes that call for a restart, by container id.
-#[derive(Clone, Debug, Default)]
-pub struct ProbeVerdicts {
-    pub liveness_failed: Vec<String>,
-    pub startup_failed: Vec<String>,
-}
-
-/// Which container of the spec.
+/// A container of the spec: an init container or a regular one, by index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Which {
+pub enum SpecRef {
     Init(usize),
     Regular(usize),
 }
@@ -126,7 +33,7 @@ pub struct Kill {
 /// Start a new instance of a container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Start {
-    pub which: Which,
+    pub which: SpecRef,
     pub name: String,
     /// `metadata.attempt` and the restartCount annotation of the new instance.
     pub restart_count: u32,
@@ -138,8 +45,7 @@ pub struct Start {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiting {
     pub name: String,
-    pub reason: String,
-    pub message: String,
+    pub wait: Wait,
     pub retry_in: Duration,
 }
 
@@ -166,7 +72,7 @@ pub fn garbage(obs: &Observed) -> (Vec<&ContainerObs>, Vec<&SandboxObs>) {
     let mut seen_exited: Vec<&str> = Vec::new();
     let mut containers = Vec::new();
     for c in &obs.containers {
-        if c.state != CState::Exited {
+        if c.state != ContainerState::Exited {
             continue;
         }
         if seen_exited.contains(&c.name.as_str()) {
@@ -202,19 +108,14 @@ fn restart_policy(pod: &Pod) -> &str {
     pod.spec.restart_policy.as_deref().unwrap_or("Always")
 }
 
-/// An init container with `restartPolicy: Always` (a sidecar).
-pub fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
 /// Whether a regular container that is not running should start again (kubelet's
 /// ShouldContainerBeRestarted, for a pod that is not being deleted).
 fn should_restart(pod: &Pod, newest: Option<&ContainerObs>) -> bool {
     let Some(c) = newest else { return true };
     match c.state {
-        CState::Running => false,
-        CState::Unknown | CState::Created => true,
-        CState::Exited => match restart_policy(pod) {
+        ContainerState::Running => false,
+        ContainerState::Unknown | ContainerState::Created => true,
+        ContainerState::Exited => match restart_policy(pod) {
             "Never" => false,
             "OnFailure" => c.exit_code != 0,
             _ => true,
@@ -257,7 +158,7 @@ pub fn plan(
         let initialised = initialised(pod, obs);
         // In a new sandbox every container runs again, except OnFailure ones that succeeded.
         let succeeded =
-            |c: &Container| obs.newest(&c.name).is_some_and(|o| o.state == CState::Exited && o.exit_code == 0);
+            |c: &Container| obs.newest(&c.name).is_some_and(|o| o.state == ContainerState::Exited && o.exit_code == 0);
         let to_start: Vec<usize> = pod
             .spec
             .containers
@@ -277,10 +178,10 @@ pub fn plan(
         p.create_sandbox = Some(attempt);
         p.purge_init = newest.is_some();
         if !pod.spec.init_containers.is_empty() {
-            push_start(&mut p, pod, obs, backoff, now, Which::Init(0));
+            push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(0));
         } else {
             for i in to_start {
-                push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
             }
         }
         return p;
@@ -292,7 +193,7 @@ pub fn plan(
     // Containers whose state is unknown are stopped before anything replaces them.
     for c in pod.spec.init_containers.iter().chain(pod.spec.containers.iter()) {
         if let Some(o) = obs.newest(&c.name) {
-            if o.state == CState::Unknown {
+            if o.state == ContainerState::Unknown {
                 p.kill.push(Kill {
                     id: o.id.clone(),
                     name: c.name.clone(),
@@ -309,34 +210,34 @@ pub fn plan(
             let o = obs.newest(&c.name);
             let sidecar = is_sidecar(c);
             match o.map(|o| o.state) {
-                Some(CState::Running) if sidecar => {
+                Some(ContainerState::Running) if sidecar => {
                     if let Some(k) = probe_kill(c, o.expect("running"), probes) {
                         p.kill.push(k);
-                        push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
                         return p;
                     }
                     continue; // a started sidecar lets the next init container run
                 }
-                Some(CState::Running) => return p, // wait for it to finish
-                Some(CState::Exited) if !sidecar && o.is_some_and(|o| o.exit_code == 0) => continue,
-                Some(CState::Exited) if !sidecar && restart_policy(pod) == "Never" => {
+                Some(ContainerState::Running) => return p, // wait for it to finish
+                Some(ContainerState::Exited) if !sidecar && o.is_some_and(|o| o.exit_code == 0) => continue,
+                Some(ContainerState::Exited) if !sidecar && restart_policy(pod) == "Never" => {
                     // A failed init container of a Never pod fails the pod.
                     p.kill_pod = true;
                     p.kill = running_or_unknown(obs, "Stopping container");
                     return p;
                 }
-                Some(CState::Created) => {
+                Some(ContainerState::Created) => {
                     p.kill.push(Kill {
                         id: o.expect("created").id.clone(),
                         name: c.name.clone(),
                         message: format!("Container {} was created but never started", c.name),
                         grace: None,
                     });
-                    push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
                     return p;
                 }
                 _ => {
-                    push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
                     return p;
                 }
             }
@@ -345,13 +246,13 @@ pub fn plan(
         // Sidecars keep running alongside the regular containers.
         for (i, c) in pod.spec.init_containers.iter().enumerate().filter(|(_, c)| is_sidecar(c)) {
             match obs.newest(&c.name) {
-                Some(o) if o.state == CState::Running => {
+                Some(o) if o.state == ContainerState::Running => {
                     if let Some(k) = probe_kill(c, o, probes) {
                         p.kill.push(k);
-                        push_start(&mut p, pod, obs, backoff, now, Which::Init(i));
+                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
                     }
                 }
-                _ => push_start(&mut p, pod, obs, backoff, now, Which::Init(i)),
+                _ => push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i)),
             }
         }
     }
@@ -361,7 +262,7 @@ pub fn plan(
     for (i, c) in pod.spec.containers.iter().enumerate() {
         let o = obs.newest(&c.name);
         match o {
-            Some(o) if o.state == CState::Running => {
+            Some(o) if o.state == ContainerState::Running => {
                 let changed = !o.hash.is_empty() && o.hash != container_hash(c);
                 if changed {
                     p.kill.push(Kill {
@@ -370,7 +271,7 @@ pub fn plan(
                         message: format!("Container {} definition changed, will be restarted", c.name),
                         grace: None,
                     });
-                    push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
                 } else if let Some(k) = probe_kill(c, o, probes) {
                     let restart = restart_policy(pod) != "Never";
                     p.kill.push(Kill {
@@ -378,24 +279,24 @@ pub fn plan(
                         ..k
                     });
                     if restart {
-                        push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
                     }
                 } else {
                     keep += 1;
                 }
             }
-            Some(o) if o.state == CState::Created => {
+            Some(o) if o.state == ContainerState::Created => {
                 p.kill.push(Kill {
                     id: o.id.clone(),
                     name: c.name.clone(),
                     message: format!("Container {} was created but never started", c.name),
                     grace: None,
                 });
-                push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
             }
             _ => {
                 if should_restart(pod, o) {
-                    push_start(&mut p, pod, obs, backoff, now, Which::Regular(i));
+                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
                 }
             }
         }
@@ -416,8 +317,8 @@ fn initialised(pod: &Pod, obs: &Observed) -> bool {
         return true;
     }
     pod.spec.init_containers.iter().all(|c| match obs.newest(&c.name) {
-        Some(o) if is_sidecar(c) => o.state == CState::Running,
-        Some(o) => o.state == CState::Exited && o.exit_code == 0,
+        Some(o) if is_sidecar(c) => o.state == ContainerState::Running,
+        Some(o) => o.state == ContainerState::Exited && o.exit_code == 0,
         None => false,
     })
 }
@@ -449,34 +350,37 @@ fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option
 fn running_or_unknown(obs: &Observed, message: &str) -> Vec<Kill> {
     obs.containers
         .iter()
-        .filter(|c| matches!(c.state, CState::Running | CState::Unknown | CState::Created))
+        .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Unknown | ContainerState::Created))
         .map(|c| Kill { id: c.id.clone(), name: c.name.clone(), message: format!("{message} {}", c.name), grace: None })
         .collect()
 }
 
 /// Adds a start for `which`, or a CrashLoopBackOff wait if its back-off has not run out.
-fn push_start(p: &mut Plan, pod: &Pod, obs: &Observed, backoff: &Backoff, now: SystemTime, which: Which) {
+fn push_start(p: &mut Plan, pod: &Pod, obs: &Observed, backoff: &Backoff, now: SystemTime, which: SpecRef) {
     let c = match which {
-        Which::Init(i) => &pod.spec.init_containers[i],
-        Which::Regular(i) => &pod.spec.containers[i],
+        SpecRef::Init(i) => &pod.spec.init_containers[i],
+        SpecRef::Regular(i) => &pod.spec.containers[i],
     };
     let newest = obs.newest(&c.name);
     let restart_count = newest.map_or(0, |o| o.restart_count + 1);
     let key = backoff_key(pod, c);
-    let last_exit =
-        obs.containers.iter().find(|o| o.name == c.name && o.state == CState::Exited).and_then(|o| o.finished_at);
+    let last_exit = obs
+        .containers
+        .iter()
+        .find(|o| o.name == c.name && o.state == ContainerState::Exited)
+        .and_then(|o| o.finished_at);
     let advance = match last_exit {
         Some(finished) => {
             if let Some(wait) = backoff.remaining(&key, finished, now) {
+                let message = format!(
+                    "back-off {:?} restarting failed container={} pod={}",
+                    backoff.delay(&key).unwrap_or_default(),
+                    c.name,
+                    pod.metadata.name
+                );
                 p.waiting.push(Waiting {
                     name: c.name.clone(),
-                    reason: "CrashLoopBackOff".into(),
-                    message: format!(
-                        "back-off {:?} restarting failed container={} pod={}",
-                        backoff.delay(&key).unwrap_or_default(),
-                        c.name,
-                        pod.metadata.name
-                    ),
+                    wait: Wait { reason: WaitReason::CrashLoopBackOff, message },
                     retry_in: wait,
                 });
                 return;
@@ -517,7 +421,7 @@ mod tests {
         }
     }
 
-    fn ctr(pod: &Pod, name: &str, state: CState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
+    fn ctr(pod: &Pod, name: &str, state: ContainerState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
         let spec = pod.spec.init_containers.iter().chain(pod.spec.containers.iter()).find(|c| c.name == name).unwrap();
         ContainerObs {
             id: format!("{name}-{created}"),
@@ -531,7 +435,7 @@ mod tests {
             message: String::new(),
             created_at: created,
             started_at: None,
-            finished_at: (state == CState::Exited).then(|| t(created as u64)),
+            finished_at: (state == ContainerState::Exited).then(|| t(created as u64)),
             log_path: String::new(),
             image: String::new(),
             image_ref: String::new(),
@@ -548,7 +452,7 @@ mod tests {
         plan(pod, o, &ProbeVerdicts::default(), &Backoff::default(), t(100), false)
     }
 
-    fn starts(p: &Plan) -> Vec<(Which, u32)> {
+    fn starts(p: &Plan) -> Vec<(SpecRef, u32)> {
         p.start.iter().map(|s| (s.which, s.restart_count)).collect()
     }
 
@@ -558,7 +462,7 @@ mod tests {
         let p = run(&pod, &Observed::default());
         assert_eq!(p.create_sandbox, Some(0));
         assert!(!p.kill_pod && !p.purge_init);
-        assert_eq!(starts(&p), vec![(Which::Regular(0), 0), (Which::Regular(1), 0)]);
+        assert_eq!(starts(&p), vec![(SpecRef::Regular(0), 0), (SpecRef::Regular(1), 0)]);
     }
 
     #[test]
@@ -566,7 +470,7 @@ mod tests {
         let pod = pod(TWO);
         let o = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&pod, "a", CState::Running, 0, 3, 5), ctr(&pod, "b", CState::Running, 0, 0, 6)],
+            vec![ctr(&pod, "a", ContainerState::Running, 0, 3, 5), ctr(&pod, "b", ContainerState::Running, 0, 0, 6)],
         );
         let p = run(&pod, &o);
         assert_eq!(p, Plan { sandbox_id: Some("s1".into()), ..Default::default() });
@@ -577,29 +481,29 @@ mod tests {
         let pod = pod(INIT);
         let fresh = run(&pod, &Observed::default());
         assert_eq!(fresh.create_sandbox, Some(0));
-        assert_eq!(starts(&fresh), vec![(Which::Init(0), 0)], "only the first init container starts");
+        assert_eq!(starts(&fresh), vec![(SpecRef::Init(0), 0)], "only the first init container starts");
 
-        let running = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", CState::Running, 0, 0, 1)]);
+        let running = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", ContainerState::Running, 0, 0, 1)]);
         assert!(run(&pod, &running).start.is_empty(), "wait while it runs");
 
-        let done0 = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", CState::Exited, 0, 0, 1)]);
-        assert_eq!(starts(&run(&pod, &done0)), vec![(Which::Init(1), 0)]);
+        let done0 = obs(vec![sandbox("s1", 0, true)], vec![ctr(&pod, "i0", ContainerState::Exited, 0, 0, 1)]);
+        assert_eq!(starts(&run(&pod, &done0)), vec![(SpecRef::Init(1), 0)]);
 
         let done1 = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&pod, "i0", CState::Exited, 0, 0, 1), ctr(&pod, "i1", CState::Exited, 0, 0, 2)],
+            vec![ctr(&pod, "i0", ContainerState::Exited, 0, 0, 1), ctr(&pod, "i1", ContainerState::Exited, 0, 0, 2)],
         );
-        assert_eq!(starts(&run(&pod, &done1)), vec![(Which::Regular(0), 0)]);
+        assert_eq!(starts(&run(&pod, &done1)), vec![(SpecRef::Regular(0), 0)]);
     }
 
     #[test]
     fn a_failed_init_container_is_retried_or_fails_a_never_pod() {
         let p = pod(INIT);
-        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&p, "i0", CState::Exited, 1, 0, 1)]);
-        assert_eq!(starts(&run(&p, &failed)), vec![(Which::Init(0), 1)], "the same init container again");
+        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&p, "i0", ContainerState::Exited, 1, 0, 1)]);
+        assert_eq!(starts(&run(&p, &failed)), vec![(SpecRef::Init(0), 1)], "the same init container again");
 
         let never = pod(&INIT.replace(r#""containers""#, r#""restartPolicy":"Never","containers""#));
-        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&never, "i0", CState::Exited, 1, 0, 1)]);
+        let failed = obs(vec![sandbox("s1", 0, true)], vec![ctr(&never, "i0", ContainerState::Exited, 1, 0, 1)]);
         let plan = run(&never, &failed);
         assert!(plan.kill_pod && plan.start.is_empty());
     }
@@ -609,31 +513,40 @@ mod tests {
         let always = pod(TWO);
         let o = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&always, "a", CState::Exited, 0, 2, 5), ctr(&always, "b", CState::Running, 0, 0, 6)],
+            vec![
+                ctr(&always, "a", ContainerState::Exited, 0, 2, 5),
+                ctr(&always, "b", ContainerState::Running, 0, 0, 6),
+            ],
         );
         assert_eq!(
             starts(&run(&always, &o)),
-            vec![(Which::Regular(0), 3)],
+            vec![(SpecRef::Regular(0), 3)],
             "restartCount continues from the annotation"
         );
 
         let on_failure = pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"OnFailure","containers""#));
         let ok = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&on_failure, "a", CState::Exited, 0, 0, 5), ctr(&on_failure, "b", CState::Exited, 0, 0, 6)],
+            vec![
+                ctr(&on_failure, "a", ContainerState::Exited, 0, 0, 5),
+                ctr(&on_failure, "b", ContainerState::Exited, 0, 0, 6),
+            ],
         );
         let p = run(&on_failure, &ok);
         assert!(p.start.is_empty() && p.kill_pod, "all succeeded: release the sandbox");
         let failed = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&on_failure, "a", CState::Exited, 2, 0, 5), ctr(&on_failure, "b", CState::Running, 0, 0, 6)],
+            vec![
+                ctr(&on_failure, "a", ContainerState::Exited, 2, 0, 5),
+                ctr(&on_failure, "b", ContainerState::Running, 0, 0, 6),
+            ],
         );
-        assert_eq!(starts(&run(&on_failure, &failed)), vec![(Which::Regular(0), 1)]);
+        assert_eq!(starts(&run(&on_failure, &failed)), vec![(SpecRef::Regular(0), 1)]);
 
         let never = pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"Never","containers""#));
         let o = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&never, "a", CState::Exited, 1, 0, 5), ctr(&never, "b", CState::Exited, 0, 0, 6)],
+            vec![ctr(&never, "a", ContainerState::Exited, 1, 0, 5), ctr(&never, "b", ContainerState::Exited, 0, 0, 6)],
         );
         let p = run(&never, &o);
         assert!(p.start.is_empty() && p.kill_pod);
@@ -647,8 +560,8 @@ mod tests {
     #[test]
     fn crash_loops_wait_out_their_back_off() {
         let pod = pod(TWO);
-        let crashed = ctr(&pod, "a", CState::Exited, 1, 4, 90); // finished at t(90)
-        let o = obs(vec![sandbox("s1", 0, true)], vec![crashed, ctr(&pod, "b", CState::Running, 0, 0, 6)]);
+        let crashed = ctr(&pod, "a", ContainerState::Exited, 1, 4, 90); // finished at t(90)
+        let o = obs(vec![sandbox("s1", 0, true)], vec![crashed, ctr(&pod, "b", ContainerState::Running, 0, 0, 6)]);
         let key = backoff_key(&pod, &pod.spec.containers[0]);
         let mut b = Backoff::default();
         b.advance(&key, t(50), t(50));
@@ -656,7 +569,7 @@ mod tests {
         let p = plan(&pod, &o, &ProbeVerdicts::default(), &b, t(100), false);
         assert!(p.start.is_empty());
         assert_eq!(p.waiting.len(), 1);
-        assert_eq!(p.waiting[0].reason, "CrashLoopBackOff");
+        assert_eq!(p.waiting[0].wait.reason, WaitReason::CrashLoopBackOff);
         assert_eq!(p.waiting[0].retry_in, Duration::from_secs(10));
         assert!(!p.kill_pod, "a pod waiting to restart keeps its sandbox");
         // After the window the start happens and carries the back-off to advance.
@@ -670,16 +583,16 @@ mod tests {
         let o = obs(
             vec![sandbox("s1", 0, false)],
             vec![
-                ctr(&pod, "i0", CState::Exited, 0, 0, 1),
-                ctr(&pod, "i1", CState::Exited, 0, 0, 2),
-                ctr(&pod, "a", CState::Running, 0, 0, 3),
+                ctr(&pod, "i0", ContainerState::Exited, 0, 0, 1),
+                ctr(&pod, "i1", ContainerState::Exited, 0, 0, 2),
+                ctr(&pod, "a", ContainerState::Running, 0, 0, 3),
             ],
         );
         let p = run(&pod, &o);
         assert_eq!(p.create_sandbox, Some(1));
         assert!(p.kill_pod && p.purge_init);
         assert_eq!(p.kill.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), vec!["a"]);
-        assert_eq!(starts(&p), vec![(Which::Init(0), 1)]);
+        assert_eq!(starts(&p), vec![(SpecRef::Init(0), 1)]);
     }
 
     #[test]
@@ -703,8 +616,8 @@ mod tests {
     #[test]
     fn failed_probes_and_changed_images_restart_running_containers() {
         let pod = pod(TWO);
-        let a = ctr(&pod, "a", CState::Running, 0, 0, 5);
-        let mut b = ctr(&pod, "b", CState::Running, 0, 0, 6);
+        let a = ctr(&pod, "a", ContainerState::Running, 0, 0, 5);
+        let mut b = ctr(&pod, "b", ContainerState::Running, 0, 0, 6);
         b.hash = "0ld".into();
         let o = obs(vec![sandbox("s1", 0, true)], vec![a.clone(), b]);
         let probes = ProbeVerdicts { liveness_failed: vec![a.id.clone()], startup_failed: vec![] };
@@ -717,11 +630,11 @@ mod tests {
                 "Container b definition changed, will be restarted"
             ]
         );
-        assert_eq!(starts(&p), vec![(Which::Regular(0), 1), (Which::Regular(1), 1)]);
+        assert_eq!(starts(&p), vec![(SpecRef::Regular(0), 1), (SpecRef::Regular(1), 1)]);
 
         let never = self::pod(&TWO.replace(r#"{"containers""#, r#"{"restartPolicy":"Never","containers""#));
-        let a = ctr(&never, "a", CState::Running, 0, 0, 5);
-        let o = obs(vec![sandbox("s1", 0, true)], vec![a.clone(), ctr(&never, "b", CState::Running, 0, 0, 6)]);
+        let a = ctr(&never, "a", ContainerState::Running, 0, 0, 5);
+        let o = obs(vec![sandbox("s1", 0, true)], vec![a.clone(), ctr(&never, "b", ContainerState::Running, 0, 0, 6)]);
         let probes = ProbeVerdicts { liveness_failed: vec![], startup_failed: vec![a.id.clone()] };
         let p = plan(&never, &o, &probes, &Backoff::default(), t(100), false);
         assert_eq!(
@@ -736,14 +649,14 @@ mod tests {
         let pod = pod(TWO);
         let o = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&pod, "a", CState::Unknown, 0, 1, 5), ctr(&pod, "b", CState::Created, 0, 0, 6)],
+            vec![ctr(&pod, "a", ContainerState::Unknown, 0, 1, 5), ctr(&pod, "b", ContainerState::Created, 0, 0, 6)],
         );
         let p = run(&pod, &o);
         let killed: Vec<&str> = p.kill.iter().map(|k| k.id.as_str()).collect();
         assert_eq!(killed, vec!["a-5", "b-6"]);
         assert_eq!(
             starts(&p),
-            vec![(Which::Regular(0), 2), (Which::Regular(1), 1)],
+            vec![(SpecRef::Regular(0), 2), (SpecRef::Regular(1), 1)],
             "a new attempt number: no name clash"
         );
     }
@@ -753,7 +666,7 @@ mod tests {
         let pod = pod(TWO);
         let o = obs(
             vec![sandbox("s1", 0, true)],
-            vec![ctr(&pod, "a", CState::Running, 0, 0, 5), ctr(&pod, "b", CState::Exited, 0, 0, 6)],
+            vec![ctr(&pod, "a", ContainerState::Running, 0, 0, 5), ctr(&pod, "b", ContainerState::Exited, 0, 0, 6)],
         );
         let p = plan(&pod, &o, &ProbeVerdicts::default(), &Backoff::default(), t(100), true);
         assert!(p.kill_pod && p.start.is_empty() && p.create_sandbox.is_none());
@@ -765,16 +678,16 @@ mod tests {
         let pod = pod(TWO);
         let mut old_sb = sandbox("s0", 0, false);
         old_sb.created_at = -1;
-        let mut a_in_old = ctr(&pod, "a", CState::Exited, 1, 0, 1);
+        let mut a_in_old = ctr(&pod, "a", ContainerState::Exited, 1, 0, 1);
         a_in_old.sandbox_id = "s0".into();
         let o = obs(
             vec![sandbox("s1", 1, true), old_sb],
             vec![
                 a_in_old,
-                ctr(&pod, "a", CState::Exited, 1, 1, 2),
-                ctr(&pod, "a", CState::Exited, 1, 2, 3),
-                ctr(&pod, "a", CState::Running, 0, 3, 4),
-                ctr(&pod, "b", CState::Exited, 0, 0, 5),
+                ctr(&pod, "a", ContainerState::Exited, 1, 1, 2),
+                ctr(&pod, "a", ContainerState::Exited, 1, 2, 3),
+                ctr(&pod, "a", ContainerState::Running, 0, 3, 4),
+                ctr(&pod, "b", ContainerState::Exited, 0, 0, 5),
             ],
         );
         let (containers, sandboxes) = garbage(&o);

@@ -1,15 +1,15 @@
 //! PodSandboxConfig for a pod, as kubelet builds it: metadata and attempt, hostname (none for
 //! host-network pods), log directory `<podLogsDir>/<ns>_<name>_<uid>`, DNS per dnsPolicy,
 //! host port mappings, kubelet's labels, the pod's annotations, namespace options (PID mode
-//! CONTAINER by default), sysctls and the runtime handler of `runtimeClassName`.
-//! A pure function of the pod and the node's settings.
+//! CONTAINER by default) and sysctls. A pure function of the pod and the node's facts.
 
 use crate::cri::api::{
     DnsConfig, Int64Value, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption,
     PodSandboxConfig, PodSandboxMetadata, PortMapping, Protocol, SecurityProfile,
 };
+use crate::node::Facts;
 use crate::pod::types::Pod;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -20,44 +20,10 @@ pub const LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
 /// so that the labels `crictl pods` shows are exactly kubelet's.
 pub const ANNOTATION_MANAGED_BY: &str = "atoll.io/managed-by";
 
-/// runtimeClassName → CRI runtime handler, replaceable while pods run.
-#[derive(Clone, Debug, Default)]
-pub struct Handlers(std::sync::Arc<std::sync::RwLock<BTreeMap<String, String>>>);
-
-impl Handlers {
-    pub fn new(table: BTreeMap<String, String>) -> Handlers {
-        Handlers(std::sync::Arc::new(std::sync::RwLock::new(table)))
-    }
-
-    pub fn get(&self, class: &str) -> Option<String> {
-        crate::locks::read(&self.0).get(class).cloned()
-    }
-
-    pub fn replace(&self, table: BTreeMap<String, String>) {
-        *crate::locks::write(&self.0) = table;
-    }
-}
-
-/// What the node contributes to a sandbox.
-#[derive(Clone, Debug, Default)]
-pub struct NodeContext {
-    pub node_name: String,
-    pub pod_logs_dir: PathBuf,
-    /// atoll's state directory (`<root>/pods/<uid>/...` for volumes and hosts files).
-    pub root_dir: PathBuf,
-    pub cluster_dns: Vec<String>,
-    pub cluster_domain: String,
-    /// The host's resolv.conf, as text.
-    pub host_resolv_conf: String,
-    /// runtimeClassName → CRI runtime handler.
-    /// Shared with the agent, which replaces the table on SIGHUP.
-    pub runtime_handlers: Handlers,
-}
-
 /// `<podLogsDir>/<namespace>_<name>_<uid>`
-pub fn log_directory(ctx: &NodeContext, pod: &Pod) -> Result<PathBuf, String> {
+pub fn log_directory(facts: &Facts, pod: &Pod) -> Result<PathBuf, String> {
     let m = &pod.metadata;
-    crate::pod::paths::pod_log_dir(&ctx.pod_logs_dir, &m.namespace, &m.name, &m.uid)
+    crate::pod::paths::pod_log_dir(&facts.pod_logs_dir, &m.namespace, &m.name, &m.uid)
         .map_err(|e| format!("pod log directory: {e}"))
 }
 
@@ -95,15 +61,9 @@ pub fn hostname(pod: &Pod) -> String {
     cut.trim_end_matches(['-', '.']).to_string()
 }
 
-/// Builds the sandbox config; fails for an unknown runtime class (or a name that cannot be a
-/// directory, which validation has already refused).
-pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &NodeContext) -> Result<(PodSandboxConfig, String), String> {
-    let handler = match &pod.spec.runtime_class_name {
-        None => String::new(),
-        Some(class) => ctx.runtime_handlers.get(class).ok_or_else(|| {
-            format!("RuntimeClass {class:?} is not configured on this node (atoll's runtime class table)")
-        })?,
-    };
+/// Builds the sandbox config; fails only for a name that cannot be a directory (which
+/// validation has already refused). The runtime handler of the pod's class is the engine's.
+pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &Facts) -> Result<PodSandboxConfig, String> {
     let sc = pod.spec.security_context.clone().unwrap_or_default();
     let privileged =
         pod.all_containers().any(|(_, c)| c.security_context.as_ref().and_then(|s| s.privileged) == Some(true));
@@ -157,11 +117,11 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &NodeContext) -> Result<(Pod
             ..Default::default()
         }),
     };
-    Ok((config, handler))
+    Ok(config)
 }
 
 /// DNS for the pod, by dnsPolicy (kubelet's GetPodDNS), merged with spec.dnsConfig.
-pub fn dns_config(pod: &Pod, ctx: &NodeContext) -> DnsConfig {
+pub fn dns_config(pod: &Pod, ctx: &Facts) -> DnsConfig {
     let (host_servers, host_searches, host_options) = parse_resolv_conf(&ctx.host_resolv_conf);
     let mut policy = pod.spec.dns_policy.clone().unwrap_or_else(|| "ClusterFirst".into());
     if policy == "ClusterFirst" && pod.spec.host_network {
@@ -239,9 +199,9 @@ mod tests {
         identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod
     }
 
-    fn ctx() -> NodeContext {
-        NodeContext {
-            node_name: "n1".into(),
+    fn ctx() -> Facts {
+        Facts {
+            name: "n1".into(),
             pod_logs_dir: "/var/log/pods".into(),
             root_dir: "/var/lib/atoll".into(),
             host_resolv_conf: "# host\nnameserver 192.0.2.53\nsearch lan example\noptions edns0\n".into(),
@@ -252,8 +212,7 @@ mod tests {
     #[test]
     fn sandbox_config_carries_kubelets_identity_fields() {
         let p = pod(r#"{"containers":[{"name":"c","image":"x:1","ports":[{"containerPort":80,"hostPort":8080}]}]}"#);
-        let (cfg, handler) = sandbox_config(&p, 2, &ctx()).unwrap();
-        assert_eq!(handler, "");
+        let cfg = sandbox_config(&p, 2, &ctx()).unwrap();
         let m = cfg.metadata.unwrap();
         assert_eq!((m.name.as_str(), m.namespace.as_str(), m.attempt), ("web-n1", "prod", 2));
         assert_eq!(m.uid, p.metadata.uid);
@@ -275,7 +234,7 @@ mod tests {
     #[test]
     fn host_network_pods_get_no_hostname_and_the_hosts_resolver() {
         let p = pod(r#"{"hostNetwork":true,"hostPID":true,"containers":[{"name":"c","image":"x:1"}]}"#);
-        let (cfg, _) = sandbox_config(&p, 0, &ctx()).unwrap();
+        let cfg = sandbox_config(&p, 0, &ctx()).unwrap();
         assert_eq!(cfg.hostname, "");
         let dns = cfg.dns_config.unwrap();
         assert_eq!(dns.servers, vec!["192.0.2.53"]);
@@ -304,15 +263,5 @@ mod tests {
         );
         // No cluster DNS configured: ClusterFirst falls back to the host's resolver.
         assert_eq!(dns_config(&p, &ctx()).servers, vec!["192.0.2.53"]);
-    }
-
-    #[test]
-    fn runtime_classes_come_from_the_nodes_table() {
-        let p = pod(r#"{"runtimeClassName":"gvisor","containers":[{"name":"c","image":"x:1"}]}"#);
-        let e = sandbox_config(&p, 0, &ctx()).unwrap_err();
-        assert!(e.contains("RuntimeClass \"gvisor\" is not configured"), "{e}");
-        let c = ctx();
-        c.runtime_handlers.replace(BTreeMap::from([("gvisor".to_string(), "runsc".to_string())]));
-        assert_eq!(sandbox_config(&p, 0, &c).unwrap().1, "runsc");
     }
 }

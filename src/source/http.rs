@@ -107,11 +107,11 @@ impl Client {
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(format!("manifest URL {}: only http:// and https:// are supported", redact_url(url)));
         }
-        let mut certs = system_roots();
+        let mut certs = crate::tls::system_roots();
         if let Some(path) = ca_file {
             let pem = std::fs::read(path).map_err(|e| format!("CA file {}: {e}", path.display()))?;
             let before = certs.len();
-            certs.extend(pem_certs(&pem));
+            certs.extend(crate::tls::pem_certs(&pem));
             if certs.len() == before {
                 return Err(format!("CA file {}: no PEM certificates in it", path.display()));
             }
@@ -235,32 +235,6 @@ fn scrub(message: &str, url: &str) -> String {
         }
     }
     out
-}
-
-pub(crate) fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
-    ureq::tls::parse_pem(pem)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations).
-pub(crate) fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
-    let candidates = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from).into_iter().chain(
-        ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
-            .map(PathBuf::from),
-    );
-    for path in candidates {
-        if let Ok(pem) = std::fs::read(&path) {
-            let certs = pem_certs(&pem);
-            if !certs.is_empty() {
-                return certs;
-            }
-        }
-    }
-    Vec::new()
 }
 
 /// The on-disk copy of the last good payload (`cache`: 0600 in a 0700 directory). It names its

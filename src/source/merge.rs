@@ -8,25 +8,9 @@
 
 use super::{SourceId, Update};
 use crate::pod::identity::ANNOTATION_SEEN;
-use crate::pod::StaticPod;
+use crate::pod::{Change, StaticPod};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
-
-/// A change to the desired set.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Change {
-    Add(StaticPod),
-    Update(StaticPod),
-    Remove(StaticPod),
-}
-
-impl Change {
-    pub fn pod(&self) -> &StaticPod {
-        match self {
-            Change::Add(p) | Change::Update(p) | Change::Remove(p) => p,
-        }
-    }
-}
 
 /// The desired set of pods across all sources.
 #[derive(Debug, Default)]

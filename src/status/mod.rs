@@ -1,119 +1,15 @@
 //! Pod status as kubelet reports it: phase, conditions and container statuses, computed from
 //! the pod, what the runtime shows, and why containers wait.
 //!
-//! A pure function ([`compute`]); the pod workers store its result in the [`Store`] that the
-//! local API and the mirror read. Field names and shapes are the v1 API's.
+//! A pure function ([`compute`]); the pod workers store its result in the node's status store,
+//! which the local API and the mirror read. The types are the v1 API's (`pod::status`).
 
+use crate::node::observed::{ContainerObs, ContainerState, Observed, ProbeView, Waits};
+use crate::pod::derived::{is_sidecar, qos_class};
+use crate::pod::status::*;
 use crate::pod::types::Pod;
-use crate::runtime::plan::{is_sidecar, CState, ContainerObs, Observed};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::HashMap;
 use std::time::SystemTime;
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodStatus {
-    pub phase: String,
-    /// Why the pod is in its phase, when atoll decided it (e.g. `DeadlineExceeded`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<PodCondition>,
-    #[serde(rename = "hostIP", default, skip_serializing_if = "String::is_empty")]
-    pub host_ip: String,
-    #[serde(rename = "podIP", default, skip_serializing_if = "String::is_empty")]
-    pub pod_ip: String,
-    #[serde(rename = "podIPs", default, skip_serializing_if = "Vec::is_empty")]
-    pub pod_ips: Vec<PodIp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub init_container_statuses: Vec<ContainerStatus>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub container_statuses: Vec<ContainerStatus>,
-    pub qos_class: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodIp {
-    pub ip: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodCondition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerStatus {
-    pub name: String,
-    pub state: ContainerStateView,
-    #[serde(default)]
-    pub last_state: ContainerStateView,
-    pub ready: bool,
-    pub restart_count: u32,
-    pub image: String,
-    #[serde(rename = "imageID")]
-    pub image_id: String,
-    #[serde(rename = "containerID", default, skip_serializing_if = "String::is_empty")]
-    pub container_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started: Option<bool>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerStateView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<Waiting>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running: Option<Running>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminated: Option<Terminated>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Waiting {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Running {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Terminated {
-    pub exit_code: i32,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-    #[serde(rename = "containerID", default, skip_serializing_if = "String::is_empty")]
-    pub container_id: String,
-}
 
 /// What the status needs besides the pod and the runtime's view.
 #[derive(Clone, Debug, Default)]
@@ -122,11 +18,11 @@ pub struct Context {
     pub runtime_name: String,
     pub host_ip: String,
     /// Why a container waits (CrashLoopBackOff, ErrImagePull, ...), by container name.
-    pub waiting: HashMap<String, (String, String)>,
+    pub waiting: Waits,
     /// When the pod was first seen by its worker.
     pub start_time: Option<SystemTime>,
     /// Readiness and startup probe results by container ID.
-    pub probes: crate::probe::View,
+    pub probes: ProbeView,
 }
 
 fn ts(t: Option<SystemTime>) -> Option<String> {
@@ -154,8 +50,8 @@ fn container_status(
     let Some(newest) = instances.first() else {
         st.state.waiting = Some(Waiting { reason: default_reason.into(), message: String::new() });
         st.started = Some(false);
-        if let Some((reason, message)) = ctx.waiting.get(&spec.name) {
-            st.state.waiting = Some(Waiting { reason: reason.clone(), message: message.clone() });
+        if let Some(w) = ctx.waiting.get(&spec.name) {
+            st.state.waiting = Some(Waiting { reason: w.reason.to_string(), message: w.message.clone() });
         }
         return st;
     };
@@ -166,7 +62,7 @@ fn container_status(
         st.image = newest.image.clone();
     }
     match newest.state {
-        CState::Running => {
+        ContainerState::Running => {
             st.state.running = Some(Running { started_at: ts(newest.started_at) });
             // kubelet: started once the startup probe (if any) has succeeded; ready once started
             // and the readiness probe (if any) has succeeded. A probe with no result yet says no.
@@ -176,17 +72,18 @@ fn container_status(
                 spec.readiness_probe.is_none() || ctx.probes.ready.get(&newest.id).copied().unwrap_or(false);
             st.ready = started && probed_ready && (!init || is_sidecar(spec));
         }
-        CState::Created => st.state.waiting = Some(Waiting::default()),
-        CState::Exited | CState::Unknown => {
+        ContainerState::Created => st.state.waiting = Some(Waiting::default()),
+        ContainerState::Exited | ContainerState::Unknown => {
             let term = terminated(newest);
             st.started = Some(false);
             match ctx.waiting.get(&spec.name) {
-                Some((reason, message)) if !(init && newest.exit_code == 0 && !is_sidecar(spec)) => {
-                    st.state.waiting = Some(Waiting { reason: reason.clone(), message: message.clone() });
+                Some(w) if !(init && newest.exit_code == 0 && !is_sidecar(spec)) => {
+                    st.state.waiting = Some(Waiting { reason: w.reason.to_string(), message: w.message.clone() });
                     st.last_state.terminated = Some(term);
                 }
                 _ => {
-                    st.ready = init && newest.exit_code == 0 && newest.state == CState::Exited && !is_sidecar(spec);
+                    st.ready =
+                        init && newest.exit_code == 0 && newest.state == ContainerState::Exited && !is_sidecar(spec);
                     st.state.terminated = Some(term);
                 }
             }
@@ -194,7 +91,7 @@ fn container_status(
     }
     if st.last_state.terminated.is_none() {
         if let Some(prev) = instances.get(1) {
-            if prev.state == CState::Exited {
+            if prev.state == ContainerState::Exited {
                 st.last_state.terminated = Some(terminated(prev));
             }
         }
@@ -348,51 +245,7 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
         start_time: ts(ctx.start_time),
         init_container_statuses: init_statuses,
         container_statuses: statuses,
-        qos_class: crate::runtime::container::qos_class(pod).into(),
-    }
-}
-
-/// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
-#[derive(Debug, Default)]
-pub struct Store {
-    inner: Mutex<BTreeMap<String, PodStatus>>,
-    /// The pod each worker runs, by UID (for the local API's PodList).
-    pods: Mutex<BTreeMap<String, Pod>>,
-}
-
-impl Store {
-    pub fn set(&self, uid: &str, status: PodStatus) {
-        crate::locks::lock(&self.inner).insert(uid.to_string(), status);
-    }
-
-    /// Records the pod a worker runs (its spec and metadata).
-    pub fn set_pod(&self, uid: &str, pod: &Pod) {
-        crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
-    }
-
-    pub fn remove(&self, uid: &str) {
-        crate::locks::lock(&self.inner).remove(uid);
-        crate::locks::lock(&self.pods).remove(uid);
-    }
-
-    /// Every pod with its latest status (none before its first sync), by UID.
-    pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
-        let pods = crate::locks::lock(&self.pods).clone();
-        let statuses = crate::locks::lock(&self.inner);
-        pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
-    }
-
-    /// The UIDs of the pods workers run (stopping ones included).
-    pub fn uids(&self) -> Vec<String> {
-        crate::locks::lock(&self.pods).keys().cloned().collect()
-    }
-
-    pub fn get(&self, uid: &str) -> Option<PodStatus> {
-        crate::locks::lock(&self.inner).get(uid).cloned()
-    }
-
-    pub fn all(&self) -> BTreeMap<String, PodStatus> {
-        crate::locks::lock(&self.inner).clone()
+        qos_class: qos_class(pod).into(),
     }
 }
 
@@ -400,19 +253,8 @@ impl Store {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_store_lists_the_pods_workers_run_until_removed() {
-        let store = Store::default();
-        store.set_pod("u1", &Pod::default());
-        store.set_pod("u2", &Pod::default());
-        store.set("u2", PodStatus { phase: "Running".into(), ..Default::default() });
-        assert_eq!(store.uids(), ["u1", "u2"]);
-        store.remove("u1");
-        assert_eq!(store.uids(), ["u2"]);
-        assert_eq!(store.get("u2").map(|s| s.phase), Some("Running".into()));
-    }
+    use crate::node::observed::{SandboxObs, Wait, WaitReason};
     use crate::pod::{defaults, identity};
-    use crate::runtime::plan::SandboxObs;
     use std::time::Duration;
 
     fn pod(spec: &str) -> Pod {
@@ -425,18 +267,18 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
     }
 
-    fn ctr(name: &str, state: CState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
+    fn ctr(name: &str, state: ContainerState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
         ContainerObs {
             restart_count: restarts,
             state,
             exit_code: exit,
             reason: match (state, exit) {
-                (CState::Exited, 0) => "Completed".into(),
-                (CState::Exited, _) => "Error".into(),
+                (ContainerState::Exited, 0) => "Completed".into(),
+                (ContainerState::Exited, _) => "Error".into(),
                 _ => String::new(),
             },
             created_at: created,
-            finished_at: (state == CState::Exited).then(|| t(created as u64 + 1)),
+            finished_at: (state == ContainerState::Exited).then(|| t(created as u64 + 1)),
             image: "docker.io/library/x:1".into(),
             image_ref: "sha256:abc".into(),
             ..ContainerObs::running(&format!("{name}{created}"), name, "s1", Some(t(created as u64)))
@@ -483,7 +325,7 @@ mod tests {
     #[test]
     fn a_running_pod_is_running_and_ready_with_ids_and_ip() {
         let p = pod(ONE);
-        let s = compute(&p, &obs(vec![ctr("a", CState::Running, 0, 2, 5)]), &ctx());
+        let s = compute(&p, &obs(vec![ctr("a", ContainerState::Running, 0, 2, 5)]), &ctx());
         assert_eq!(s.phase, "Running");
         let c = &s.container_statuses[0];
         assert!(c.ready && c.started == Some(true));
@@ -501,11 +343,13 @@ mod tests {
     fn a_crash_loop_shows_waiting_with_the_last_termination() {
         let p = pod(ONE);
         let mut c = ctx();
-        c.waiting.insert(
-            "a".into(),
-            ("CrashLoopBackOff".into(), "back-off 20s restarting failed container=a pod=web-n".into()),
+        let message = "back-off 20s restarting failed container=a pod=web-n".into();
+        c.waiting.insert("a".into(), Wait { reason: WaitReason::CrashLoopBackOff, message });
+        let s = compute(
+            &p,
+            &obs(vec![ctr("a", ContainerState::Exited, 3, 4, 5), ctr("a", ContainerState::Exited, 3, 3, 2)]),
+            &c,
         );
-        let s = compute(&p, &obs(vec![ctr("a", CState::Exited, 3, 4, 5), ctr("a", CState::Exited, 3, 3, 2)]), &c);
         let st = &s.container_statuses[0];
         assert_eq!(st.state.waiting.as_ref().unwrap().reason, "CrashLoopBackOff");
         assert_eq!(st.last_state.terminated.as_ref().unwrap().exit_code, 3);
@@ -520,37 +364,41 @@ mod tests {
     #[test]
     fn finished_pods_succeed_or_fail_by_policy() {
         let on_failure = pod(r#"{"restartPolicy":"OnFailure","containers":[{"name":"a","image":"x:1"}]}"#);
-        let s = compute(&on_failure, &obs(vec![ctr("a", CState::Exited, 0, 0, 5)]), &ctx());
+        let s = compute(&on_failure, &obs(vec![ctr("a", ContainerState::Exited, 0, 0, 5)]), &ctx());
         assert_eq!(s.phase, "Succeeded");
         assert_eq!(cond(&s, "ContainersReady").reason.as_deref(), Some("PodCompleted"));
         assert_eq!(s.container_statuses[0].state.terminated.as_ref().unwrap().reason, "Completed");
         let never = pod(r#"{"restartPolicy":"Never","containers":[{"name":"a","image":"x:1"}]}"#);
-        assert_eq!(compute(&never, &obs(vec![ctr("a", CState::Exited, 1, 0, 5)]), &ctx()).phase, "Failed");
+        assert_eq!(compute(&never, &obs(vec![ctr("a", ContainerState::Exited, 1, 0, 5)]), &ctx()).phase, "Failed");
     }
 
     #[test]
     fn init_containers_gate_the_pod() {
         let p = pod(r#"{"initContainers":[{"name":"i","image":"x:1"}],"containers":[{"name":"a","image":"x:1"}]}"#);
-        let s = compute(&p, &obs(vec![ctr("i", CState::Running, 0, 0, 1)]), &ctx());
+        let s = compute(&p, &obs(vec![ctr("i", ContainerState::Running, 0, 0, 1)]), &ctx());
         assert_eq!(s.phase, "Pending");
         assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "PodInitializing");
         assert_eq!(cond(&s, "Initialized").status, "False");
         assert_eq!(cond(&s, "Initialized").message.as_deref(), Some("containers with incomplete status: [i]"));
-        let s = compute(&p, &obs(vec![ctr("i", CState::Exited, 0, 0, 1), ctr("a", CState::Running, 0, 0, 2)]), &ctx());
+        let s = compute(
+            &p,
+            &obs(vec![ctr("i", ContainerState::Exited, 0, 0, 1), ctr("a", ContainerState::Running, 0, 0, 2)]),
+            &ctx(),
+        );
         assert_eq!(s.phase, "Running");
         assert!(s.init_container_statuses[0].ready);
         assert_eq!(cond(&s, "Initialized").status, "True");
         let never = pod(
             r#"{"restartPolicy":"Never","initContainers":[{"name":"i","image":"x:1"}],"containers":[{"name":"a","image":"x:1"}]}"#,
         );
-        assert_eq!(compute(&never, &obs(vec![ctr("i", CState::Exited, 1, 0, 1)]), &ctx()).phase, "Failed");
+        assert_eq!(compute(&never, &obs(vec![ctr("i", ContainerState::Exited, 1, 0, 1)]), &ctx()).phase, "Failed");
     }
 
     #[test]
     fn an_image_pull_failure_is_pending_with_its_reason() {
         let p = pod(ONE);
         let mut c = ctx();
-        c.waiting.insert("a".into(), ("ErrImagePull".into(), "not found".into()));
+        c.waiting.insert("a".into(), Wait { reason: WaitReason::ErrImagePull, message: "not found".into() });
         let s = compute(&p, &obs(vec![]), &c);
         assert_eq!(s.phase, "Pending");
         assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "ErrImagePull");
@@ -559,7 +407,7 @@ mod tests {
     #[test]
     fn status_serialises_with_api_field_names() {
         let p = pod(ONE);
-        let s = compute(&p, &obs(vec![ctr("a", CState::Running, 0, 0, 5)]), &ctx());
+        let s = compute(&p, &obs(vec![ctr("a", ContainerState::Running, 0, 0, 5)]), &ctx());
         let json = serde_json::to_string(&s).unwrap();
         for key in [
             "\"phase\":\"Running\"",

@@ -194,41 +194,62 @@ pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
     }
 }
 
-/// The pod engine's shared state on the test bed: private root dir, the test bed's log dir,
-/// a short back-off (1 s doubling to 4 s), and the given worker resync and log rotation.
-pub fn engine_shared(
+/// What the engine tests on the test bed work with: the node (a private root dir, the test
+/// bed's log dir), the engine's tuning (back-off 1 s doubling to 4 s) and settings.
+pub struct EngineEnv {
+    pub node: std::sync::Arc<atoll::node::Node>,
+    pub tuning: std::sync::Arc<atoll::runtime::Tuning>,
+    pub config: atoll::runtime::EngineConfig,
+}
+
+impl EngineEnv {
+    /// An engine as the agent makes one (the CRI client, probes), on this node.
+    pub fn engine(&self) -> atoll::runtime::Engine<Cri> {
+        atoll::runtime::Engine::new(
+            self.node.clone(),
+            self.node.runtime().clone(),
+            self.tuning.clone(),
+            self.config,
+            atoll::probe::Manager::new(self.node.clone()),
+        )
+    }
+
+    pub fn statuses(&self) -> &atoll::node::StatusStore {
+        self.node.statuses()
+    }
+}
+
+/// The engine's world on the test bed, with the given worker resync and log rotation.
+pub fn engine_env(
     tb: &Testbed,
     root: &str,
     resync: Duration,
     log_rotation: atoll::runtime::logs::Rotation,
-) -> std::sync::Arc<atoll::runtime::worker::Shared> {
-    use atoll::runtime::backoff::Backoff;
+) -> EngineEnv {
     let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
     std::fs::create_dir_all(&root_dir).expect("engine root dir");
-    std::sync::Arc::new(atoll::runtime::worker::Shared {
-        cri: tb.cri(),
-        node: atoll::runtime::sandbox::NodeContext {
-            node_name: "tb".into(),
-            pod_logs_dir: tb.logs.clone(),
-            root_dir,
-            host_resolv_conf: "nameserver 127.0.0.1\n".into(),
-            ..Default::default()
-        },
+    let facts = atoll::node::Facts {
+        name: "tb".into(),
+        root_dir,
+        pod_logs_dir: tb.logs.clone(),
         host_ip: "127.0.0.1".into(),
-        node_cpu_millis: 2000,
-        node_memory_bytes: 4 << 30,
-        backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
-        image_backoff: Mutex::new(Backoff::new(Duration::from_secs(1), Duration::from_secs(4))),
-        keyring: Default::default(),
-        resync,
+        cpu_millis: 2000,
+        memory_bytes: 4 << 30,
         runtime_name: "containerd".into(),
-        statuses: Default::default(),
-        log_rotation,
-        agent_start: std::time::Instant::now(),
-        events: Default::default(),
-        heartbeat: Default::default(),
-        mirror: Default::default(),
-    })
+        host_resolv_conf: "nameserver 127.0.0.1\n".into(),
+        ..Default::default()
+    };
+    let s = Duration::from_secs(1);
+    EngineEnv {
+        node: atoll::node::Node::new(tb.cri(), facts),
+        tuning: std::sync::Arc::new(atoll::runtime::Tuning::new(
+            (s, s * 4),
+            (s, s * 4),
+            Default::default(),
+            Default::default(),
+        )),
+        config: atoll::runtime::EngineConfig { resync, log_rotation },
+    }
 }
 
 /// A kubelet config file in `dir` for an `atoll run` on the test bed: manifests in

@@ -238,6 +238,14 @@ pub fn clock(now: SystemTime) -> Vec<Check> {
 }
 
 /// Every check for these settings.
+/// `atoll doctor`: every check with the agent's settings, printed; whether none failed.
+pub fn run(flags: &super::Flags) -> Result<bool, String> {
+    let s = Settings::load(flags)?;
+    let checks = all(&s);
+    print!("{}", report(&checks));
+    Ok(!checks.iter().any(|c| c.level == Level::Fail))
+}
+
 pub fn all(s: &Settings) -> Vec<Check> {
     let mut checks = runtime(s);
     checks.extend(cgroups(Path::new("/sys/fs/cgroup")));

@@ -2,7 +2,7 @@
 //! TCP on atoll's own gRPC layer. SERVING is success; anything else, including Unimplemented,
 //! a timeout or a refused connection, is failure (kubelet's pkg/probe/grpc).
 
-use super::handlers::Attempt;
+use super::Attempt;
 use crate::cri::grpc::Channel;
 use std::time::Duration;
 

@@ -8,7 +8,6 @@
 //! It runs on smol's reactor, so a probe is a timer and a socket, never a thread.
 
 use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// kubelet's probe user agent (`kube-probe/<major>.<minor>` of the Kubernetes version atoll
@@ -177,7 +176,7 @@ async fn get(t: &Target) -> Result<Response, String> {
         let name = rustls::pki_types::ServerName::try_from(t.host.clone()).map_err(|e| format!("host name: {e}"))?;
         // Boxed: only HTTPS attempts carry a TLS connection's state.
         Box::pin(async {
-            let tls = futures_rustls::TlsConnector::from(insecure_tls())
+            let tls = futures_rustls::TlsConnector::from(crate::tls::insecure_client())
                 .connect(name, stream)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -230,63 +229,6 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &Target) -> Re
         }
     }
     Ok(Response { status, location })
-}
-
-/// kubelet's probes skip certificate verification (InsecureSkipVerify); the handshake's
-/// signatures are still checked.
-fn insecure_tls() -> Arc<rustls::ClientConfig> {
-    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let verifier = Arc::new(NoVerification(provider.clone()));
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default protocol versions")
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth();
-            Arc::new(config)
-        })
-        .clone()
-}
-
-#[derive(Debug)]
-struct NoVerification(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,20 @@
-//! One probe attempt: exec (CRI ExecSync), tcpSocket, httpGet and grpc, with kubelet's rules
-//! (pkg/probe). An attempt ends in success, failure, or an error; errors (the container went
-//! away under the exec, a port name that does not resolve) are not counted by the prober.
+//! The actions a probe or a lifecycle hook performs against a container, with kubelet's rules
+//! (pkg/probe, pkg/kubelet/lifecycle): exec through CRI ExecSync, httpGet (`http`, on the event
+//! loop, TLS unverified), tcpSocket, grpc (`grpc`, the standard health service) and sleep.
+//!
+//! A probe [`attempt`] ends in success, failure or an error (errors, such as the container
+//! going away under an exec or a port name that does not resolve, are not counted by the
+//! prober). A [`lifecycle`] hook fails on a non-zero exec exit or a transport error; an
+//! httpGet hook's status code is not looked at (kubelet's rule). Both send a request without
+//! a host to the pod's IP (the node's for hostNetwork pods), or 127.0.0.1 without one.
+
+pub mod grpc;
+pub mod http;
 
 use crate::cri::api::ExecSyncRequest;
-use crate::cri::Cri;
-use crate::pod::types::{Container, Probe};
+use crate::cri::RuntimeService;
+use crate::pod::derived::port_number;
+use crate::pod::types::{Container, LifecycleHandler, Probe};
 use std::time::Duration;
 
 /// kubelet keeps this much of an exec probe's output.
@@ -20,10 +30,22 @@ pub enum Attempt {
     Error(String),
 }
 
-/// Where a probe without a host goes: the pod IP (the node IP for hostNetwork pods).
-pub struct Where<'a> {
+/// The container an action is for, and where an action without a host goes.
+pub struct Target<'a> {
     pub container_id: &'a str,
+    /// The pod's IP (the node's for hostNetwork pods); empty when unknown.
     pub pod_ip: &'a str,
+}
+
+impl Target<'_> {
+    /// `host`, or the pod's IP, or 127.0.0.1.
+    fn host(&self, host: &Option<String>) -> String {
+        match host.as_deref().filter(|h| !h.is_empty()) {
+            Some(h) => h.to_string(),
+            None if !self.pod_ip.is_empty() => self.pod_ip.to_string(),
+            None => "127.0.0.1".to_string(),
+        }
+    }
 }
 
 pub fn timeout_of(p: &Probe) -> Duration {
@@ -31,67 +53,117 @@ pub fn timeout_of(p: &Probe) -> Duration {
 }
 
 /// Runs one attempt of `probe` for container `c`.
-pub async fn attempt(cri: &Cri, c: &Container, probe: &Probe, at: &Where<'_>) -> Attempt {
+pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, at: &Target<'_>) -> Attempt {
     let timeout = timeout_of(probe);
-    let host_or = |h: &Option<String>| match h.as_deref().filter(|h| !h.is_empty()) {
-        Some(h) => h.to_string(),
-        None if !at.pod_ip.is_empty() => at.pod_ip.to_string(),
-        None => "127.0.0.1".to_string(),
-    };
+    let host_or = |h: &Option<String>| at.host(h);
     if let Some(exec) = &probe.exec {
         return exec_attempt(cri, c, &exec.command, at.container_id, timeout).await;
     }
     if let Some(get) = &probe.http_get {
-        let port = match crate::runtime::hooks::port_number(&get.port, c) {
+        let port = match port_number(&get.port, c) {
             Ok(p) if p > 0 => p,
             Ok(p) => return Attempt::Error(format!("port {p} is out of range")),
             Err(e) => return Attempt::Error(e),
         };
         let path = get.path.clone().unwrap_or_default();
-        let target = super::http::Target {
+        let target = http::Target {
             scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
             host: host_or(&get.host),
             port,
             path: if path.starts_with('/') { path } else { format!("/{path}") },
             headers: get.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
-            user_agent: super::http::USER_AGENT,
+            user_agent: http::USER_AGENT,
         };
-        return match super::http::probe(&target, timeout).await {
-            super::http::Outcome::Success(_) => Attempt::Success,
-            super::http::Outcome::Warning(w) => Attempt::Warning(w),
-            super::http::Outcome::Failure(f) => Attempt::Failure(f),
+        return match http::probe(&target, timeout).await {
+            http::Outcome::Success(_) => Attempt::Success,
+            http::Outcome::Warning(w) => Attempt::Warning(w),
+            http::Outcome::Failure(f) => Attempt::Failure(f),
         };
     }
     if let Some(tcp) = &probe.tcp_socket {
-        let port = match crate::runtime::hooks::port_number(&tcp.port, c) {
+        let port = match port_number(&tcp.port, c) {
             Ok(p) if p > 0 => p,
             Ok(p) => return Attempt::Error(format!("port {p} is out of range")),
             Err(e) => return Attempt::Error(e),
         };
-        let host = host_or(&tcp.host);
-        return match crate::deadline::with_deadline(timeout, smol::net::TcpStream::connect((host.as_str(), port))).await
-        {
-            Some(Ok(_)) => Attempt::Success,
-            Some(Err(e)) => Attempt::Failure(format!("dial tcp {host}:{port}: {e}")),
-            None => Attempt::Failure(format!("dial tcp {host}:{port}: i/o timeout")),
+        return match connect(&host_or(&tcp.host), port, timeout).await {
+            Ok(()) => Attempt::Success,
+            Err(e) => Attempt::Failure(e),
         };
     }
     if let Some(g) = &probe.grpc {
         let Ok(port) = u16::try_from(g.port) else {
             return Attempt::Error(format!("port {} is out of range", g.port));
         };
-        return super::grpc::check(&host_or(&None), port, g.service.as_deref().unwrap_or(""), timeout).await;
+        return grpc::check(&host_or(&None), port, g.service.as_deref().unwrap_or(""), timeout).await;
     }
     Attempt::Error("the probe has no handler".into())
+}
+
+/// A TCP connection to `host:port` within `timeout`, closed at once.
+async fn connect(host: &str, port: u16, timeout: Duration) -> Result<(), String> {
+    match crate::deadline::with_deadline(timeout, smol::net::TcpStream::connect((host, port))).await {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(e)) => Err(format!("dial tcp {host}:{port}: {e}")),
+        None => Err(format!("dial tcp {host}:{port}: i/o timeout")),
+    }
+}
+
+/// Runs a lifecycle hook for container `at.container_id`, giving up after `budget` (if any;
+/// 30 s for network actions without one).
+pub async fn lifecycle<R: RuntimeService>(
+    cri: &R,
+    c: &Container,
+    handler: &LifecycleHandler,
+    at: &Target<'_>,
+    budget: Option<Duration>,
+) -> Result<(), String> {
+    if let Some(exec) = &handler.exec {
+        let req = ExecSyncRequest { container_id: at.container_id.into(), cmd: exec.command.clone(), timeout: 0 };
+        let out = cri.exec_sync_with_deadline(req, budget).await.map_err(|e| e.to_string())?;
+        if out.exit_code != 0 {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("command {:?} exited with {}: {}", exec.command, out.exit_code, stderr.trim()));
+        }
+        return Ok(());
+    }
+    if let Some(sleep) = &handler.sleep {
+        let want = crate::deadline::secs(sleep.seconds);
+        smol::Timer::after(budget.map_or(want, |b| want.min(b))).await;
+        return Ok(());
+    }
+    let timeout = budget.unwrap_or(Duration::from_secs(30));
+    if let Some(get) = &handler.http_get {
+        let path = get.path.clone().unwrap_or_else(|| "/".into());
+        let target = http::Target {
+            scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
+            host: at.host(&get.host),
+            port: port_number(&get.port, c)?,
+            path: if path.starts_with('/') { path } else { format!("/{path}") },
+            headers: get.http_headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            user_agent: http::LIFECYCLE_USER_AGENT,
+        };
+        return http::get_once(&target, timeout).await.map(|_| ());
+    }
+    if let Some(tcp) = &handler.tcp_socket {
+        return connect(&at.host(&tcp.host), port_number(&tcp.port, c)?, timeout).await;
+    }
+    Err("the hook has no handler".into())
 }
 
 /// The exec command with `$(VAR)` expanded from the container's static `env[].value`s only.
 pub fn exec_command(c: &Container, command: &[String]) -> Vec<String> {
     let lookup = |name: &str| c.env.iter().rev().find(|e| e.name == name).and_then(|e| e.value.clone());
-    command.iter().map(|a| crate::runtime::container::expand(a, &lookup)).collect()
+    command.iter().map(|a| crate::pod::derived::expand(a, &lookup)).collect()
 }
 
-async fn exec_attempt(cri: &Cri, c: &Container, command: &[String], id: &str, timeout: Duration) -> Attempt {
+async fn exec_attempt<R: RuntimeService>(
+    cri: &R,
+    c: &Container,
+    command: &[String],
+    id: &str,
+    timeout: Duration,
+) -> Attempt {
     let cmd = exec_command(c, command);
     let req = ExecSyncRequest { container_id: id.into(), cmd: cmd.clone(), timeout: timeout.as_secs() as i64 };
     // The runtime enforces the timeout; the local deadline only guards against a runtime that
@@ -148,8 +220,8 @@ mod tests {
             r#"{{"name":"c","image":"x","ports":[{{"name":"svc","containerPort":{port}}}]}}"#
         ))
         .unwrap();
-        let cri = Cri::new(&crate::cri::Endpoint::parse("unix:///nonexistent.sock").unwrap());
-        let at = Where { container_id: "x", pod_ip: "127.0.0.1" };
+        let cri = crate::cri::Cri::new(&crate::cri::Endpoint::parse("unix:///nonexistent.sock").unwrap());
+        let at = Target { container_id: "x", pod_ip: "127.0.0.1" };
         let by_name: Probe = serde_json::from_str(r#"{"tcpSocket":{"port":"svc"}}"#).unwrap();
         assert_eq!(smol::block_on(attempt(&cri, &c, &by_name, &at)), Attempt::Success);
         drop(l);

@@ -1,76 +1,18 @@
-//! Settings shared by the agent's parts, and the value formats kubelet's configuration uses.
-//!
-//! For now this holds the Go-style duration format (`fileCheckFrequency: 20s`,
-//! `runtimeRequestTimeout: 2m`); the KubeletConfiguration subset joins it later.
+//! The agent's settings, one checked value ([`Settings`]) from the command line's flags, over
+//! the kubelet config file (`kubelet`), with atoll's own file (`atoll`) for what kubelet has no
+//! field for, over kubelet's defaults. Values are checked here, with the flag or the file and
+//! field named, so the parts get only valid settings.
 
+pub mod atoll;
+pub mod duration;
+pub mod kubelet;
+
+pub use atoll::AtollConfiguration;
+pub use duration::parse_duration;
+pub use kubelet::KubeletConfiguration;
+
+use crate::cli::{Flag, Flags};
 use std::time::Duration;
-
-/// Parses a Go `time.Duration` string as kubelet's config and flags accept it:
-/// a sequence of decimal numbers with units `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`,
-/// e.g. `20s`, `1m30s`, `1.5h`, `0`. Negative durations are refused.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let text = s.trim();
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if text.is_empty() {
-        return Err("empty duration".into());
-    }
-    if text.starts_with('-') {
-        return Err(format!("duration {s:?} is negative"));
-    }
-    let mut rest = text.strip_prefix('+').unwrap_or(text);
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (num, after) = rest.split_at(num_len);
-        if num.is_empty() || num == "." {
-            return Err(format!("duration {s:?}: expected a number at {rest:?}"));
-        }
-        let value: f64 = num.parse().map_err(|_| format!("duration {s:?}: bad number {num:?}"))?;
-        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("duration {s:?}: missing unit after {num} (use s, m, h, ms)")),
-            other => return Err(format!("duration {s:?}: unknown unit {other:?}")),
-        };
-        total += value * scale;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| format!("duration {s:?} is out of range"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_durations_parse_like_kubelet() {
-        assert_eq!(parse_duration("20s").unwrap(), Duration::from_secs(20));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(parse_duration("10us").unwrap(), Duration::from_micros(10));
-    }
-
-    #[test]
-    fn bad_durations_say_what_is_wrong() {
-        assert!(parse_duration("20").unwrap_err().contains("missing unit"));
-        assert!(parse_duration("5d").unwrap_err().contains("unknown unit \"d\""));
-        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("s").unwrap_err().contains("expected a number"));
-        assert!(parse_duration("1..2s").unwrap_err().contains("bad number"));
-    }
-}
 
 /// The agent's settings: a flag wins over the `--config` file (a kubelet
 /// `KubeletConfiguration`), which wins over kubelet's defaults. Every value is checked here,
@@ -129,125 +71,9 @@ pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.so
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/atoll";
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 
-/// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
-/// on. Field names are kubelet's.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeletConfiguration {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    pub static_pod_path: Option<String>,
-    #[serde(rename = "staticPodURL")]
-    pub static_pod_url: Option<String>,
-    #[serde(rename = "staticPodURLHeader")]
-    pub static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
-    pub file_check_frequency: Option<String>,
-    pub http_check_frequency: Option<String>,
-    pub container_runtime_endpoint: Option<String>,
-    pub runtime_request_timeout: Option<String>,
-    pub pod_logs_dir: Option<String>,
-    pub container_log_max_size: Option<crate::pod::quantity::Quantity>,
-    pub container_log_max_files: Option<i64>,
-    #[serde(rename = "clusterDNS")]
-    pub cluster_dns: Option<Vec<String>>,
-    pub cluster_domain: Option<String>,
-    pub resolv_conf: Option<String>,
-    pub healthz_port: Option<i64>,
-    pub healthz_bind_address: Option<String>,
-    pub read_only_port: Option<i64>,
-    pub max_pods: Option<i64>,
-    pub register_with_taints: Option<Vec<Taint>>,
-    pub node_status_update_frequency: Option<String>,
-    pub node_status_report_frequency: Option<String>,
-    pub node_lease_duration_seconds: Option<i64>,
-}
-
-/// A taint of `registerWithTaints`.
-#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
-pub struct Taint {
-    pub key: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub value: String,
-    pub effect: String,
-}
-
-/// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
-/// atoll.io/v1alpha1): what kubelet has no field for, kept apart from the KubeletConfiguration
-/// so that file stays kubelet's. Every field is optional; see `configs/atoll.yaml`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AtollConfiguration {
-    #[serde(default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    /// Like `--strict`: manifest fields atoll does not implement are errors.
-    pub strict: Option<bool>,
-    /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
-    pub crash_loop_back_off: Option<BackOffConfig>,
-    /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.
-    pub image_pull_back_off: Option<BackOffConfig>,
-    /// runtimeClassName → CRI runtime handler (kubelet reads RuntimeClass objects from the API
-    /// server; here there is none).
-    #[serde(default)]
-    pub runtime_classes: std::collections::BTreeMap<String, String>,
-    /// Credentials for image pulls (kubelet takes them from pull secrets; here there are none).
-    #[serde(default)]
-    pub registry_credentials: Vec<RegistryCredential>,
-    /// Docker `config.json` files to read credentials from; by default `<root-dir>/config.json`
-    /// when it exists (kubelet's first place to look).
-    pub docker_config_files: Option<Vec<String>>,
-    /// The local API's unix socket (default /run/atoll/atoll.sock; "" turns it off).
-    pub api_socket: Option<String>,
-    /// atoll's state directory (cached URL payloads, emptyDir volumes, hosts files), as
-    /// `--root-dir` (the flag wins); default /var/lib/atoll.
-    pub state_dir: Option<String>,
-    /// The kubeconfig of the API server to mirror to (`--kubeconfig` wins).
-    pub kubeconfig: Option<String>,
-    /// Labels for the registered node (`--node-labels` wins).
-    #[serde(default)]
-    pub node_labels: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BackOffConfig {
-    pub initial_delay: Option<String>,
-    pub max_delay: Option<String>,
-}
-
-#[derive(Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RegistryCredential {
-    /// `host[:port][/path]`, `*` globs per host part (`*.example.com`).
-    pub registry: String,
-    #[serde(default)]
-    pub username: String,
-    #[serde(default)]
-    pub password: String,
-    /// A file holding the password (trailing newline dropped), instead of `password`.
-    pub password_file: Option<String>,
-    /// base64 of `username:password`, as in Docker's config.json.
-    #[serde(default)]
-    pub auth: String,
-    #[serde(default)]
-    pub identity_token: String,
-}
-
-impl std::fmt::Debug for RegistryCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegistryCredential")
-            .field("registry", &self.registry)
-            .field("username", &self.username)
-            .finish()
-    }
-}
-
 /// Reads a YAML or JSON settings file into `T`; returns it and the paths of fields `T` does not
 /// have. Errors name the file and the field.
-fn load_settings_file<T: serde::de::DeserializeOwned>(
+pub(crate) fn load_settings_file<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
 ) -> Result<(T, Vec<String>, Vec<String>), String> {
     let shown = path.display();
@@ -262,128 +88,19 @@ fn load_settings_file<T: serde::de::DeserializeOwned>(
     Ok((cfg, warnings, ignored))
 }
 
-impl AtollConfiguration {
-    /// Reads an AtollConfiguration file. Returns it and a note per field it does not know
-    /// (a newer atoll's setting, or a typo), which the agent logs at start.
-    pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), String> {
-        let shown = path.display();
-        let (cfg, mut notes, ignored): (AtollConfiguration, _, _) = load_settings_file(path)?;
-        if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
-            return Err(format!(
-                "config {shown}: expected kind AtollConfiguration of apiVersion atoll.io/v1alpha1, found kind {:?} of {:?}",
-                cfg.kind, cfg.api_version
-            ));
-        }
-        for field in ignored {
-            notes.push(format!("config {shown}: {field}: unknown field; ignored"));
-        }
-        Ok((cfg, notes))
-    }
-
-    /// The back-off the config names for `field`, over kubelet's default.
-    fn back_off(shown: &str, field: &str, given: &Option<BackOffConfig>) -> Result<(Duration, Duration), String> {
-        let get = |name: &str, v: &Option<String>, default: Duration| match v {
-            None => Ok(default),
-            Some(raw) => match parse_duration(raw) {
-                Ok(d) if d.is_zero() => Err(format!("config {shown}: {field}.{name}: must be more than zero")),
-                Ok(d) => Ok(d),
-                Err(e) => Err(format!("config {shown}: {field}.{name}: {e}")),
-            },
-        };
-        let Some(b) = given else {
-            return Ok((crate::runtime::backoff::DEFAULT_INITIAL, crate::runtime::backoff::DEFAULT_MAX));
-        };
-        let initial = get("initialDelay", &b.initial_delay, crate::runtime::backoff::DEFAULT_INITIAL)?;
-        let max = get("maxDelay", &b.max_delay, crate::runtime::backoff::DEFAULT_MAX.max(initial))?;
-        if max < initial {
-            return Err(format!("config {shown}: {field}.maxDelay: {max:?} is less than initialDelay {initial:?}"));
-        }
-        Ok((initial, max))
-    }
-
-    /// The keyring of registryCredentials and the Docker config files.
-    fn keyring(&self, shown: &str, root_dir: &std::path::Path) -> Result<crate::runtime::credentials::Keyring, String> {
-        use crate::cri::api::AuthConfig;
-        let mut keyring = crate::runtime::credentials::Keyring::default();
-        for (i, c) in self.registry_credentials.iter().enumerate() {
-            let origin = format!("config {shown}: registryCredentials[{i}]");
-            let mut password = c.password.clone();
-            if let Some(file) = &c.password_file {
-                if !password.is_empty() {
-                    return Err(format!("{origin}: give password or passwordFile, not both"));
-                }
-                let text = std::fs::read_to_string(file).map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
-                password = text.trim_end_matches(['\n', '\r']).to_string();
-            }
-            let auth = AuthConfig {
-                username: c.username.clone(),
-                password,
-                auth: c.auth.clone(),
-                identity_token: c.identity_token.clone(),
-                ..Default::default()
-            };
-            keyring.add(&origin, &c.registry, auth)?;
-        }
-        let (files, explicit) = match &self.docker_config_files {
-            Some(f) => (f.iter().map(std::path::PathBuf::from).collect(), true),
-            None => (vec![root_dir.join("config.json")], false),
-        };
-        for f in files {
-            match std::fs::read(&f) {
-                Ok(bytes) => {
-                    keyring
-                        .add_docker_config(&f, &bytes)
-                        .map_err(|e| format!("config {shown}: dockerConfigFiles: {e}"))?;
-                }
-                Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("config {shown}: dockerConfigFiles: {}: {e}", f.display())),
-            }
-        }
-        Ok(keyring)
-    }
-}
-
-/// KubeletConfiguration fields atoll will act on in a later version (the design's
-/// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &["syncFrequency"];
-
-impl KubeletConfiguration {
-    /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
-    /// this version does not act on.
-    pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {
-        let shown = path.display();
-        let (cfg, mut notes, ignored): (KubeletConfiguration, _, _) = load_settings_file(path)?;
-        if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
-            return Err(format!(
-                "config {shown}: expected kind KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1, found kind {:?} of {:?}",
-                cfg.kind, cfg.api_version
-            ));
-        }
-        for field in ignored {
-            let top = field.split(['.', '[']).next().unwrap_or("");
-            if LATER_FIELDS.contains(&top) {
-                notes.push(format!("config {shown}: {field}: not used by this version of atoll yet"));
-            } else {
-                notes.push(format!("config {shown}: {field}: not supported by atoll; ignored"));
-            }
-        }
-        Ok((cfg, notes))
-    }
-}
-
 impl Settings {
     /// Flags, over the `--config` file, over defaults.
-    pub fn load(flags: &crate::cli::Flags) -> Result<Settings, String> {
-        let (cfg, mut config_notes) = match flags.get("config") {
+    pub fn load(flags: &Flags) -> Result<Settings, String> {
+        let (cfg, mut config_notes) = match flags.get(Flag::Config) {
             Some(path) => KubeletConfiguration::load(std::path::Path::new(path))?,
             None => (KubeletConfiguration::default(), Vec::new()),
         };
-        let (own, own_notes) = match flags.get("atoll-config") {
+        let (own, own_notes) = match flags.get(Flag::AtollConfig) {
             Some(path) => AtollConfiguration::load(std::path::Path::new(path))?,
             None => (AtollConfiguration::default(), Vec::new()),
         };
         config_notes.extend(own_notes);
-        let own_shown = flags.get("atoll-config").unwrap_or("(none)");
+        let own_shown = flags.get(Flag::AtollConfig).unwrap_or("(none)");
         for (class, handler) in &own.runtime_classes {
             if crate::pod::validate::dns1123_subdomain(class).is_err() || handler.is_empty() {
                 return Err(format!(
@@ -392,14 +109,14 @@ impl Settings {
             }
         }
         let root_dir: std::path::PathBuf = flags
-            .get("root-dir")
+            .get(Flag::RootDir)
             .map(String::from)
             .or(own.state_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| DEFAULT_ROOT_DIR.into())
             .into();
-        let duration = |flag: &str, field: &str, from_config: &Option<String>, default: Duration| {
+        let duration = |flag: Flag, field: &str, from_config: &Option<String>, default: Duration| {
             let (raw, whence) = match (flags.get(flag), from_config) {
-                (Some(v), _) => (v.to_string(), format!("flag --{flag}")),
+                (Some(v), _) => (v.to_string(), format!("flag --{}", flag.name())),
                 (None, Some(v)) => (v.clone(), format!("config field {field}")),
                 (None, None) => return Ok(default),
             };
@@ -410,7 +127,7 @@ impl Settings {
             Ok(d)
         };
         let mut headers = Vec::new();
-        let header_flags = flags.all("manifest-url-header");
+        let header_flags = flags.all(Flag::ManifestUrlHeader);
         if header_flags.is_empty() {
             for (name, values) in cfg.static_pod_url_header.iter().flatten() {
                 for v in values {
@@ -425,15 +142,15 @@ impl Settings {
                 crate::source::http::parse_header_flag(v).map_err(|e| format!("flag --manifest-url-header: {e}"))?,
             );
         }
-        let node_name = match flags.get("hostname-override") {
+        let node_name = match flags.get(Flag::HostnameOverride) {
             Some(h) => h.to_string(),
             None => hostname(),
         };
         let node_name = crate::pod::identity::node_name(&node_name);
         crate::pod::validate::dns1123_subdomain(&node_name).map_err(|e| format!("node name {node_name:?} {e}"))?;
-        let manifest_path = flags.get("pod-manifest-path").map(String::from).or(cfg.static_pod_path.clone());
+        let manifest_path = flags.get(Flag::PodManifestPath).map(String::from).or(cfg.static_pod_path.clone());
         let endpoint = flags
-            .get("container-runtime-endpoint")
+            .get(Flag::ContainerRuntimeEndpoint)
             .map(String::from)
             .or(cfg.container_runtime_endpoint.clone())
             .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
@@ -449,34 +166,34 @@ impl Settings {
                 }
             }),
             manifest_url: flags
-                .get("manifest-url")
+                .get(Flag::ManifestUrl)
                 .map(String::from)
                 .or(cfg.static_pod_url.clone())
                 .filter(|u| !u.is_empty()),
             manifest_url_headers: headers,
-            manifest_url_ca_file: flags.get("manifest-url-ca-file").map(Into::into),
+            manifest_url_ca_file: flags.get(Flag::ManifestUrlCaFile).map(Into::into),
             file_check_frequency: duration(
-                "file-check-frequency",
+                Flag::FileCheckFrequency,
                 "fileCheckFrequency",
                 &cfg.file_check_frequency,
                 DEFAULT_CHECK_FREQUENCY,
             )?,
             http_check_frequency: duration(
-                "http-check-frequency",
+                Flag::HttpCheckFrequency,
                 "httpCheckFrequency",
                 &cfg.http_check_frequency,
                 DEFAULT_CHECK_FREQUENCY,
             )?,
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(
-                "runtime-request-timeout",
+                Flag::RuntimeRequestTimeout,
                 "runtimeRequestTimeout",
                 &cfg.runtime_request_timeout,
                 crate::cri::client::DEFAULT_REQUEST_TIMEOUT,
             )?,
             keyring: own.keyring(own_shown, &root_dir)?,
             root_dir,
-            strict: match flags.get("strict") {
+            strict: match flags.get(Flag::Strict) {
                 Some(v) => v == "true",
                 None => own.strict.unwrap_or(false),
             },
@@ -497,12 +214,12 @@ impl Settings {
             cluster_dns: cfg.cluster_dns.clone().unwrap_or_default(),
             cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
             resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
-            node_ip: flags.get("node-ip").map(String::from),
+            node_ip: flags.get(Flag::NodeIp).map(String::from),
             config_notes,
             crash_loop_back_off: AtollConfiguration::back_off(own_shown, "crashLoopBackOff", &own.crash_loop_back_off)?,
             image_pull_back_off: AtollConfiguration::back_off(own_shown, "imagePullBackOff", &own.image_pull_back_off)?,
             runtime_handlers: own.runtime_classes,
-            api_socket: match flags.get("api-socket").map(String::from).or(own.api_socket) {
+            api_socket: match flags.get(Flag::ApiSocket).map(String::from).or(own.api_socket) {
                 None => Some(crate::api::DEFAULT_SOCKET.into()),
                 Some(p) if p.is_empty() || p == "none" => None,
                 Some(p) => Some(p.into()),
@@ -521,14 +238,14 @@ impl Settings {
                 p if (1..=65535).contains(&p) => Some(format!("127.0.0.1:{p}")),
                 p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
             },
-            drain_on_exit: flags.is_set("drain-on-exit"),
+            drain_on_exit: flags.is_set(Flag::DrainOnExit),
             kubeconfig: flags
-                .get("kubeconfig")
+                .get(Flag::Kubeconfig)
                 .map(String::from)
                 .or(own.kubeconfig.clone())
                 .filter(|k| !k.is_empty())
                 .map(Into::into),
-            node_labels: match flags.get("node-labels") {
+            node_labels: match flags.get(Flag::NodeLabels) {
                 Some(v) => parse_labels(v).map_err(|e| format!("flag --node-labels: {e}"))?,
                 None => {
                     for (k, v) in &own.node_labels {
@@ -556,13 +273,13 @@ impl Settings {
                 Some(n) => return Err(format!("config field maxPods: {n} must be positive")),
             },
             node_status_update_frequency: duration(
-                "node-status-update-frequency",
+                Flag::NodeStatusUpdateFrequency,
                 "nodeStatusUpdateFrequency",
                 &cfg.node_status_update_frequency,
                 Duration::from_secs(10),
             )?,
             node_status_report_frequency: duration(
-                "node-status-report-frequency",
+                Flag::NodeStatusReportFrequency,
                 "nodeStatusReportFrequency",
                 &cfg.node_status_report_frequency,
                 Duration::from_secs(300),
@@ -603,7 +320,7 @@ mod settings_tests {
     use super::*;
     use crate::cli::{parse, Command};
 
-    fn flags(args: &[&str]) -> crate::cli::Flags {
+    fn flags(args: &[&str]) -> Flags {
         let mut all = vec!["run".to_string()];
         all.extend(args.iter().map(|s| s.to_string()));
         match parse(all).unwrap() {

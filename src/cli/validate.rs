@@ -1,0 +1,100 @@
+//! `atoll validate`: the same pipeline as `run` (decode, API defaults, static pod identity,
+//! validation, static-pod restrictions), once, over files, directories and URLs, with a line
+//! per manifest: `ok`, `warning` or `error`, each naming the file and the field.
+
+use super::Flags;
+use crate::config::Settings;
+use crate::pod::{self, Origin, Policy, Shape};
+use crate::source::{file, http};
+
+/// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
+/// Returns whether everything was valid.
+pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
+    let s = Settings::load(flags)?;
+    let policy = Policy { strict: s.strict };
+    let mut all_ok = true;
+    for target in targets {
+        let lower = target.to_ascii_lowercase();
+        if lower.starts_with("http://") || lower.starts_with("https://") {
+            all_ok &= validate_url(&s, target, policy);
+            continue;
+        }
+        let scan = file::scan(std::path::Path::new(target), &s.node_name, policy);
+        if let Some(p) = &scan.path_problem {
+            println!("{target}: error: {p}");
+            all_ok = false;
+        }
+        for (p, why) in &scan.skipped {
+            println!("{}: skipped: {why}", p.display());
+        }
+        let mut files: Vec<&std::path::PathBuf> = scan.by_file.keys().chain(scan.errors.keys()).collect();
+        files.sort();
+        for f in files {
+            if let Some(pods) = scan.by_file.get(f) {
+                for sp in pods {
+                    println!("{}: ok: pod {} uid {}", f.display(), sp.pod.key(), sp.uid);
+                }
+                for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
+                    println!("{}: warning: {w}", f.display());
+                }
+            }
+            if let Some(e) = scan.errors.get(f) {
+                all_ok = false;
+                for p in &e.problems {
+                    println!("{}: error: {p}", f.display());
+                }
+            }
+        }
+    }
+    Ok(all_ok)
+}
+
+fn validate_url(s: &Settings, url: &str, policy: Policy) -> bool {
+    let shown = http::redact_url(url);
+    let client = match http::Client::new(
+        url,
+        s.manifest_url_headers.clone(),
+        http::DEFAULT_TIMEOUT,
+        s.manifest_url_ca_file.as_deref(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{shown}: error: {e}");
+            return false;
+        }
+    };
+    match client.fetch(&Default::default()) {
+        Ok(http::Fetched::Body { bytes, .. }) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            println!("{shown}: ok: empty body (no pods)");
+            true
+        }
+        Ok(http::Fetched::Body { bytes, .. }) => {
+            match pod::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
+                Ok(loaded) => {
+                    for sp in &loaded.pods {
+                        println!("{shown}: ok: pod {} uid {}", sp.pod.key(), sp.uid);
+                    }
+                    for w in &loaded.warnings {
+                        println!("{shown}: warning: {w}");
+                    }
+                    true
+                }
+                Err(e) => {
+                    for p in &e.problems {
+                        println!("{shown}: error: {p}");
+                    }
+                    false
+                }
+            }
+        }
+        Ok(http::Fetched::NotModified) => {
+            println!("{shown}: error: answered 304 Not Modified to an unconditional request");
+            false
+        }
+        Err(e) => {
+            let prefix = format!("{shown}: ");
+            println!("{shown}: error: {}", e.strip_prefix(&prefix).unwrap_or(&e));
+            false
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! atoll's own settings file (`--atoll-config`, kind AtollConfiguration of apiVersion
+//! atoll.io/v1alpha1): back-off limits, runtime classes, registry credentials, the local API's
+//! socket, the state directory, the mirror's kubeconfig and node labels. Kept apart from the
+//! KubeletConfiguration so that file stays kubelet's.
+
+use super::duration::parse_duration;
+use super::load_settings_file;
+use std::time::Duration;
+
+/// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
+/// atoll.io/v1alpha1): what kubelet has no field for, kept apart from the KubeletConfiguration
+/// so that file stays kubelet's. Every field is optional; see `configs/atoll.yaml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AtollConfiguration {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    /// Like `--strict`: manifest fields atoll does not implement are errors.
+    pub strict: Option<bool>,
+    /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
+    pub crash_loop_back_off: Option<BackOffConfig>,
+    /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.
+    pub image_pull_back_off: Option<BackOffConfig>,
+    /// runtimeClassName → CRI runtime handler (kubelet reads RuntimeClass objects from the API
+    /// server; here there is none).
+    #[serde(default)]
+    pub runtime_classes: std::collections::BTreeMap<String, String>,
+    /// Credentials for image pulls (kubelet takes them from pull secrets; here there are none).
+    #[serde(default)]
+    pub registry_credentials: Vec<RegistryCredential>,
+    /// Docker `config.json` files to read credentials from; by default `<root-dir>/config.json`
+    /// when it exists (kubelet's first place to look).
+    pub docker_config_files: Option<Vec<String>>,
+    /// The local API's unix socket (default /run/atoll/atoll.sock; "" turns it off).
+    pub api_socket: Option<String>,
+    /// atoll's state directory (cached URL payloads, emptyDir volumes, hosts files), as
+    /// `--root-dir` (the flag wins); default /var/lib/atoll.
+    pub state_dir: Option<String>,
+    /// The kubeconfig of the API server to mirror to (`--kubeconfig` wins).
+    pub kubeconfig: Option<String>,
+    /// Labels for the registered node (`--node-labels` wins).
+    #[serde(default)]
+    pub node_labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackOffConfig {
+    pub initial_delay: Option<String>,
+    pub max_delay: Option<String>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCredential {
+    /// `host[:port][/path]`, `*` globs per host part (`*.example.com`).
+    pub registry: String,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+    /// A file holding the password (trailing newline dropped), instead of `password`.
+    pub password_file: Option<String>,
+    /// base64 of `username:password`, as in Docker's config.json.
+    #[serde(default)]
+    pub auth: String,
+    #[serde(default)]
+    pub identity_token: String,
+}
+
+impl std::fmt::Debug for RegistryCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryCredential")
+            .field("registry", &self.registry)
+            .field("username", &self.username)
+            .finish()
+    }
+}
+
+impl AtollConfiguration {
+    /// Reads an AtollConfiguration file. Returns it and a note per field it does not know
+    /// (a newer atoll's setting, or a typo), which the agent logs at start.
+    pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), String> {
+        let shown = path.display();
+        let (cfg, mut notes, ignored): (AtollConfiguration, _, _) = load_settings_file(path)?;
+        if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
+            return Err(format!(
+                "config {shown}: expected kind AtollConfiguration of apiVersion atoll.io/v1alpha1, found kind {:?} of {:?}",
+                cfg.kind, cfg.api_version
+            ));
+        }
+        for field in ignored {
+            notes.push(format!("config {shown}: {field}: unknown field; ignored"));
+        }
+        Ok((cfg, notes))
+    }
+
+    /// The back-off the config names for `field`, over kubelet's default.
+    pub(super) fn back_off(
+        shown: &str,
+        field: &str,
+        given: &Option<BackOffConfig>,
+    ) -> Result<(Duration, Duration), String> {
+        let get = |name: &str, v: &Option<String>, default: Duration| match v {
+            None => Ok(default),
+            Some(raw) => match parse_duration(raw) {
+                Ok(d) if d.is_zero() => Err(format!("config {shown}: {field}.{name}: must be more than zero")),
+                Ok(d) => Ok(d),
+                Err(e) => Err(format!("config {shown}: {field}.{name}: {e}")),
+            },
+        };
+        let Some(b) = given else {
+            return Ok((crate::runtime::backoff::DEFAULT_INITIAL, crate::runtime::backoff::DEFAULT_MAX));
+        };
+        let initial = get("initialDelay", &b.initial_delay, crate::runtime::backoff::DEFAULT_INITIAL)?;
+        let max = get("maxDelay", &b.max_delay, crate::runtime::backoff::DEFAULT_MAX.max(initial))?;
+        if max < initial {
+            return Err(format!("config {shown}: {field}.maxDelay: {max:?} is less than initialDelay {initial:?}"));
+        }
+        Ok((initial, max))
+    }
+
+    /// The keyring of registryCredentials and the Docker config files.
+    pub(super) fn keyring(
+        &self,
+        shown: &str,
+        root_dir: &std::path::Path,
+    ) -> Result<crate::runtime::credentials::Keyring, String> {
+        use crate::cri::api::AuthConfig;
+        let mut keyring = crate::runtime::credentials::Keyring::default();
+        for (i, c) in self.registry_credentials.iter().enumerate() {
+            let origin = format!("config {shown}: registryCredentials[{i}]");
+            let mut password = c.password.clone();
+            if let Some(file) = &c.password_file {
+                if !password.is_empty() {
+                    return Err(format!("{origin}: give password or passwordFile, not both"));
+                }
+                let text = std::fs::read_to_string(file).map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
+                password = text.trim_end_matches(['\n', '\r']).to_string();
+            }
+            let auth = AuthConfig {
+                username: c.username.clone(),
+                password,
+                auth: c.auth.clone(),
+                identity_token: c.identity_token.clone(),
+                ..Default::default()
+            };
+            keyring.add(&origin, &c.registry, auth)?;
+        }
+        let (files, explicit) = match &self.docker_config_files {
+            Some(f) => (f.iter().map(std::path::PathBuf::from).collect(), true),
+            None => (vec![root_dir.join("config.json")], false),
+        };
+        for f in files {
+            match std::fs::read(&f) {
+                Ok(bytes) => {
+                    keyring
+                        .add_docker_config(&f, &bytes)
+                        .map_err(|e| format!("config {shown}: dockerConfigFiles: {e}"))?;
+                }
+                Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("config {shown}: dockerConfigFiles: {}: {e}", f.display())),
+            }
+        }
+        Ok(keyring)
+    }
+}

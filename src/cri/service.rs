@@ -1,0 +1,126 @@
+//! [`RuntimeService`]: the CRI calls the pod engine, the lifecycle hooks and log rotation make,
+//! as a trait (kubelet's `internalapi.RuntimeService` and `ImageManagerService`). [`Cri`]
+//! implements it against a real runtime; the engine's unit tests implement it with a fake
+//! (`runtime::fake`), so a pod's sync, teardown, adoption and orphan handling are tested
+//! without containerd. Methods and errors are [`Cri`]'s.
+
+use super::api::{
+    AuthConfig, Container, ContainerConfig, ContainerFilter, ContainerStatusResponse, ExecSyncRequest,
+    ExecSyncResponse, Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse,
+};
+use super::{Cri, Status};
+use std::future::Future;
+use std::time::Duration;
+
+/// The runtime as the engine sees it. Futures are `Send`: workers run on smol's executor.
+pub trait RuntimeService: Clone + Send + Sync + 'static {
+    fn run_pod_sandbox(
+        &self,
+        config: PodSandboxConfig,
+        runtime_handler: &str,
+    ) -> impl Future<Output = Result<String, Status>> + Send;
+    fn stop_pod_sandbox(&self, id: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn remove_pod_sandbox(&self, id: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn pod_sandbox_status(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> impl Future<Output = Result<PodSandboxStatusResponse, Status>> + Send;
+    fn list_pod_sandbox(
+        &self,
+        filter: Option<PodSandboxFilter>,
+    ) -> impl Future<Output = Result<Vec<PodSandbox>, Status>> + Send;
+    fn create_container(
+        &self,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+        sandbox_config: PodSandboxConfig,
+    ) -> impl Future<Output = Result<String, Status>> + Send;
+    fn start_container(&self, id: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn stop_container(&self, id: &str, grace: Duration) -> impl Future<Output = Result<(), Status>> + Send;
+    fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn list_containers(
+        &self,
+        filter: Option<ContainerFilter>,
+    ) -> impl Future<Output = Result<Vec<Container>, Status>> + Send;
+    fn container_status(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> impl Future<Output = Result<ContainerStatusResponse, Status>> + Send;
+    fn reopen_container_log(&self, id: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn exec_sync_with_deadline(
+        &self,
+        req: ExecSyncRequest,
+        deadline: Option<Duration>,
+    ) -> impl Future<Output = Result<ExecSyncResponse, Status>> + Send;
+    fn image_status(&self, image: &str) -> impl Future<Output = Result<Option<Image>, Status>> + Send;
+    fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<AuthConfig>,
+        sandbox_config: Option<PodSandboxConfig>,
+    ) -> impl Future<Output = Result<String, Status>> + Send;
+}
+
+impl RuntimeService for Cri {
+    async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
+        Cri::run_pod_sandbox(self, config, runtime_handler).await
+    }
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        Cri::stop_pod_sandbox(self, id).await
+    }
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        Cri::remove_pod_sandbox(self, id).await
+    }
+    async fn pod_sandbox_status(&self, id: &str, verbose: bool) -> Result<PodSandboxStatusResponse, Status> {
+        Cri::pod_sandbox_status(self, id, verbose).await
+    }
+    async fn list_pod_sandbox(&self, filter: Option<PodSandboxFilter>) -> Result<Vec<PodSandbox>, Status> {
+        Cri::list_pod_sandbox(self, filter).await
+    }
+    async fn create_container(
+        &self,
+        pod_sandbox_id: &str,
+        config: ContainerConfig,
+        sandbox_config: PodSandboxConfig,
+    ) -> Result<String, Status> {
+        Cri::create_container(self, pod_sandbox_id, config, sandbox_config).await
+    }
+    async fn start_container(&self, id: &str) -> Result<(), Status> {
+        Cri::start_container(self, id).await
+    }
+    async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), Status> {
+        Cri::stop_container(self, id, grace).await
+    }
+    async fn remove_container(&self, id: &str) -> Result<(), Status> {
+        Cri::remove_container(self, id).await
+    }
+    async fn list_containers(&self, filter: Option<ContainerFilter>) -> Result<Vec<Container>, Status> {
+        Cri::list_containers(self, filter).await
+    }
+    async fn container_status(&self, id: &str, verbose: bool) -> Result<ContainerStatusResponse, Status> {
+        Cri::container_status(self, id, verbose).await
+    }
+    async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
+        Cri::reopen_container_log(self, id).await
+    }
+    async fn exec_sync_with_deadline(
+        &self,
+        req: ExecSyncRequest,
+        deadline: Option<Duration>,
+    ) -> Result<ExecSyncResponse, Status> {
+        Cri::exec_sync_with_deadline(self, req, deadline).await
+    }
+    async fn image_status(&self, image: &str) -> Result<Option<Image>, Status> {
+        Cri::image_status(self, image).await
+    }
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<AuthConfig>,
+        sandbox_config: Option<PodSandboxConfig>,
+    ) -> Result<String, Status> {
+        Cri::pull_image(self, image, auth, sandbox_config).await
+    }
+}

@@ -1,0 +1,60 @@
+//! The relist's heartbeat: when the node-wide look at the runtime last completed, and whether
+//! the runtime answered it. One reading of "is the agent's sync loop alive and the runtime
+//! up" for `/healthz`, the watchdog, `/metrics` and the Node's Ready condition.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The sync loop counts as stalled when the relist has not completed for this long.
+pub const STALL_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Default)]
+pub struct Heartbeat(Mutex<Option<(Instant, bool)>>);
+
+impl Heartbeat {
+    /// A relist completed at `at`; `ok` if the runtime answered it.
+    pub fn beat(&self, at: Instant, ok: bool) {
+        *crate::locks::lock(&self.0) = Some((at, ok));
+    }
+
+    /// When the relist last completed and whether the runtime answered (None before the first).
+    pub fn last(&self) -> Option<(Instant, bool)> {
+        *crate::locks::lock(&self.0)
+    }
+
+    /// Whether the runtime answered the last relist.
+    pub fn runtime_up(&self) -> bool {
+        self.last().is_some_and(|(_, ok)| ok)
+    }
+
+    /// `None` while the loop is alive, else why not; `started` is when the agent started (it
+    /// has [`STALL_AFTER`] to complete its first relist).
+    pub fn stalled(&self, started: Instant) -> Option<String> {
+        match self.last() {
+            Some((at, _)) if at.elapsed() <= STALL_AFTER => None,
+            Some((at, _)) => Some(format!("sync loop stalled: the last relist completed {:?} ago", at.elapsed())),
+            None if started.elapsed() <= STALL_AFTER => None,
+            None => Some(format!("sync loop stalled: no relist completed in {:?}", started.elapsed())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relist_older_than_the_limit_is_a_stall() {
+        let h = Heartbeat::default();
+        let now = Instant::now();
+        assert_eq!(h.stalled(now), None, "just started");
+        assert!(h.stalled(now - Duration::from_secs(45)).unwrap().contains("no relist completed"));
+        h.beat(Instant::now(), true);
+        assert_eq!(h.stalled(now), None);
+        assert!(h.runtime_up());
+        h.beat(Instant::now() - Duration::from_secs(45), false);
+        let why = h.stalled(now).expect("stalled");
+        assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
+        assert!(!h.runtime_up());
+    }
+}

@@ -1,0 +1,127 @@
+//! Node-wide state, at the bottom of the house: what every part may know of this node and
+//! nothing that belongs to one of them. A [`Node`] has private fields, one constructor and
+//! narrow handles:
+//!
+//! - [`Node::runtime`]: the CRI client (the engine acts through it; probes exec through it;
+//!   the local API reads container stats);
+//! - [`Node::facts`]: the node's name, addresses, capacity, directories and DNS, fixed at start;
+//! - [`Node::statuses`]: every pod's latest status (written by workers, read by the API and
+//!   the mirror), and [`Node::events`]: the lifecycle events;
+//! - [`Node::heartbeat`]: the relist's heartbeat, one reading of "the sync loop is alive".
+//!
+//! `observed` is the engine's vocabulary for what the runtime shows, shared with the probes
+//! and the status. The mirror's state, the back-offs and the registry credentials are not
+//! here: they belong to the mirror and the engine.
+
+pub mod events;
+pub mod heartbeat;
+pub mod observed;
+pub mod probing;
+pub mod store;
+
+pub use events::Events;
+pub use heartbeat::Heartbeat;
+pub use store::StatusStore;
+
+use crate::cri::Cri;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the node is, fixed at start.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    /// The node name (lowercase; pods are named `<name>-<node>`).
+    pub name: String,
+    /// atoll's state directory (`<root>/pods/<uid>/...`, `<root>/sources`).
+    pub root_dir: PathBuf,
+    /// `podLogsDir`: `<dir>/<ns>_<name>_<uid>/<container>/<n>.log`.
+    pub pod_logs_dir: PathBuf,
+    /// The node's IP (hostNetwork pods' IP; probes without a host there go here).
+    pub host_ip: String,
+    /// CPU capacity in millicores and memory capacity in bytes (env `resourceFieldRef`s of
+    /// containers without limits, oom_score_adj).
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+    /// The runtime's name for container IDs (`containerd://...`).
+    pub runtime_name: String,
+    /// clusterDNS and clusterDomain (ClusterFirst DNS), and the host's resolv.conf text.
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    pub host_resolv_conf: String,
+}
+
+/// The node-wide state every part shares.
+pub struct Node {
+    /// The CRI client.
+    runtime: Cri,
+    facts: Facts,
+    /// Every pod's latest status.
+    statuses: StatusStore,
+    /// Lifecycle events (a log line each, and the ring the local API serves).
+    events: Events,
+    heartbeat: Heartbeat,
+    /// When the agent started (probes spread their first run over their first period).
+    started: Instant,
+}
+
+impl Node {
+    pub fn new(runtime: Cri, facts: Facts) -> Arc<Node> {
+        Arc::new(Node {
+            runtime,
+            facts,
+            statuses: StatusStore::default(),
+            events: Events::default(),
+            heartbeat: Heartbeat::default(),
+            started: Instant::now(),
+        })
+    }
+
+    /// A node whose runtime socket does not exist, started an hour ago: for tests and
+    /// benchmarks of the parts that do not call the runtime.
+    pub fn without_runtime() -> Arc<Node> {
+        let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").expect("a valid endpoint");
+        let facts = Facts {
+            name: "test-node".into(),
+            host_ip: "127.0.0.1".into(),
+            cpu_millis: 1000,
+            memory_bytes: 1 << 30,
+            runtime_name: "containerd".into(),
+            ..Default::default()
+        };
+        let mut node = Node::new(Cri::new(&endpoint), facts);
+        if let Some(n) = Arc::get_mut(&mut node) {
+            n.started = Instant::now().checked_sub(Duration::from_secs(3600)).unwrap_or(n.started);
+        }
+        node
+    }
+
+    pub fn runtime(&self) -> &Cri {
+        &self.runtime
+    }
+
+    pub fn facts(&self) -> &Facts {
+        &self.facts
+    }
+
+    pub fn statuses(&self) -> &StatusStore {
+        &self.statuses
+    }
+
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    pub fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
+    }
+
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// `None` while the sync loop is alive, else why not (healthz, the watchdog).
+    pub fn stalled(&self) -> Option<String> {
+        self.heartbeat.stalled(self.started)
+    }
+}

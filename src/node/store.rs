@@ -1,0 +1,68 @@
+//! The latest status of every pod, by UID: written by the pod workers, read by the local API
+//! and the mirror. The one place where the engine's results meet their readers.
+
+use crate::pod::status::PodStatus;
+use crate::pod::types::Pod;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
+#[derive(Debug, Default)]
+pub struct StatusStore {
+    inner: Mutex<BTreeMap<String, PodStatus>>,
+    /// The pod each worker runs, by UID (for the local API's PodList).
+    pods: Mutex<BTreeMap<String, Pod>>,
+}
+
+impl StatusStore {
+    pub fn set(&self, uid: &str, status: PodStatus) {
+        crate::locks::lock(&self.inner).insert(uid.to_string(), status);
+    }
+
+    /// Records the pod a worker runs (its spec and metadata).
+    pub fn set_pod(&self, uid: &str, pod: &Pod) {
+        crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
+    }
+
+    pub fn remove(&self, uid: &str) {
+        crate::locks::lock(&self.inner).remove(uid);
+        crate::locks::lock(&self.pods).remove(uid);
+    }
+
+    /// Every pod with its latest status (none before its first sync), by UID.
+    pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
+        let pods = crate::locks::lock(&self.pods).clone();
+        let statuses = crate::locks::lock(&self.inner);
+        pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
+    }
+
+    /// The UIDs of the pods workers run (stopping ones included).
+    pub fn uids(&self) -> Vec<String> {
+        crate::locks::lock(&self.pods).keys().cloned().collect()
+    }
+
+    pub fn get(&self, uid: &str) -> Option<PodStatus> {
+        crate::locks::lock(&self.inner).get(uid).cloned()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, PodStatus> {
+        crate::locks::lock(&self.inner).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_lists_the_pods_workers_run_until_removed() {
+        let store = StatusStore::default();
+        store.set_pod("u1", &Pod::default());
+        store.set_pod("u2", &Pod::default());
+        store.set("u2", PodStatus { phase: "Running".into(), ..Default::default() });
+        assert_eq!(store.uids(), ["u1", "u2"]);
+        store.remove("u1");
+        assert_eq!(store.uids(), ["u2"]);
+        assert_eq!(store.get("u2").map(|s| s.phase), Some("Running".into()));
+    }
+}

@@ -1,0 +1,130 @@
+//! Facts that follow from a pod's spec, used across the house: `$(VAR)` expansion, ports by
+//! name, the QoS class, sidecar init containers, an image reference's default tag. Pure.
+
+use super::types::{Container, IntOrString, Pod};
+
+/// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
+/// as written, `$$` is a literal `$`, anything else is copied unchanged.
+pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let bytes = input.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'$' && i + 1 < bytes.len() {
+            match bytes[i + 1] {
+                b'$' => {
+                    out.push('$');
+                    i += 2;
+                    continue;
+                }
+                b'(' => {
+                    if let Some(end) = input[i + 2..].find(')') {
+                        let name = &input[i + 2..i + 2 + end];
+                        match lookup(name) {
+                            Some(v) => out.push_str(&v),
+                            None => out.push_str(&input[i..i + 3 + end]),
+                        }
+                        i += 3 + end;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let ch = input[i..].chars().next().unwrap_or('\0');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// QoS class: Guaranteed (every container has equal cpu and memory requests and limits),
+/// BestEffort (no requests or limits at all), else Burstable.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for (_, c) in pod.all_containers() {
+        let r = c.resources.clone().unwrap_or_default();
+        if !r.limits.is_empty() || !r.requests.is_empty() {
+            any = true;
+        }
+        for name in ["cpu", "memory"] {
+            match (r.limits.get(name), r.requests.get(name)) {
+                (Some(l), Some(q)) if l == q => {}
+                _ => guaranteed = false,
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        _ => "Burstable",
+    }
+}
+
+/// A port by number or by the name of one of the container's ports.
+pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
+    match port {
+        IntOrString::Int(n) => u16::try_from(*n).map_err(|_| format!("port {n} is out of range")),
+        IntOrString::Str(s) => {
+            if let Ok(n) = s.parse::<u16>() {
+                return Ok(n);
+            }
+            c.ports
+                .iter()
+                .find(|p| p.name.as_deref() == Some(s))
+                .and_then(|p| u16::try_from(p.container_port).ok())
+                .ok_or_else(|| format!("no port named {s:?}"))
+        }
+    }
+}
+
+/// `busybox` → `busybox:latest`; references with a tag or digest are kept.
+pub fn with_default_tag(image: &str) -> String {
+    match crate::pod::defaults::split_image(image) {
+        (_, None, None) => format!("{image}:latest"),
+        _ => image.to_string(),
+    }
+}
+
+/// An init container with `restartPolicy: Always` (a sidecar).
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_by_number_numeric_string_or_name() {
+        let c: Container =
+            serde_json::from_str(r#"{"name":"c","image":"x","ports":[{"name":"web","containerPort":8080}]}"#).unwrap();
+        assert_eq!(port_number(&IntOrString::Int(80), &c), Ok(80));
+        assert_eq!(port_number(&IntOrString::Str("81".into()), &c), Ok(81));
+        assert_eq!(port_number(&IntOrString::Str("web".into()), &c), Ok(8080));
+        assert!(port_number(&IntOrString::Str("nope".into()), &c).is_err());
+        assert!(port_number(&IntOrString::Int(70000), &c).is_err());
+    }
+
+    #[test]
+    fn expansion_follows_kubelets_rules() {
+        let lookup = |n: &str| match n {
+            "A" => Some("x".to_string()),
+            "B" => Some("$(A)".to_string()),
+            _ => None,
+        };
+        assert_eq!(expand("$(A)-$(B)", &lookup), "x-$(A)");
+        assert_eq!(expand("$(MISSING)", &lookup), "$(MISSING)");
+        assert_eq!(expand("$$(A) $$ $x $(", &lookup), "$(A) $ $x $(");
+        assert_eq!(expand("héllo $(A)", &lookup), "héllo x");
+    }
+
+    #[test]
+    fn images_without_tag_or_digest_get_latest() {
+        assert_eq!(with_default_tag("busybox"), "busybox:latest");
+        assert_eq!(with_default_tag("busybox:1.36"), "busybox:1.36");
+        assert_eq!(with_default_tag("r:5000/a/b"), "r:5000/a/b:latest");
+        assert_eq!(with_default_tag("a@sha256:0"), "a@sha256:0");
+    }
+}

@@ -1,0 +1,170 @@
+//! One sync of one pod (kubelet's SyncPod): observe the runtime, decide with the pure
+//! [`plan`](super::plan::plan), and act: kills (preStop first), a new sandbox if needed, the
+//! waits the plan names (back-off), the starts; then old instances and empty old sandboxes
+//! are removed and the running containers' logs rotated. A stopping pod is stopped, and a
+//! terminating one stopped and removed. Re-running a sync is always safe: every decision is
+//! made again from what the runtime shows.
+
+use super::context::Context;
+use super::errors::SyncError;
+use super::observe::observe;
+use super::plan::{self, Plan};
+use super::start::{short, start_containers, Sandbox};
+use super::{sandbox, stop};
+use crate::cri::RuntimeService;
+use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, Waits};
+use crate::pod::types::Pod;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// What a worker does with its pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Keep it running.
+    Run,
+    /// Keep it stopped (activeDeadlineSeconds passed, unknown runtime class): it has failed.
+    Stop,
+    /// Stop it within this grace period, remove it, and end.
+    Terminate(Duration),
+}
+
+/// How a sync ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synced {
+    /// Sync again, after at most this long.
+    Again(Option<Duration>),
+    /// The pod is gone; the worker ends.
+    Removed,
+}
+
+/// One sync; returns how it ended and what the runtime showed at its start.
+pub async fn sync<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    mode: Mode,
+    verdicts: &ProbeVerdicts,
+    waits: &mut Waits,
+) -> Result<(Synced, Observed), SyncError> {
+    let obs = observe(&cx.runtime, &pod.metadata.uid).await.map_err(SyncError::runtime("observe"))?;
+    let decided = {
+        let backoff = cx.tuning.crash_backoff();
+        plan::plan(pod, &obs, verdicts, &backoff, SystemTime::now(), mode != Mode::Run)
+    };
+    match mode {
+        Mode::Terminate(grace) => {
+            stop::stop_pod(cx, pod, &obs, &decided.kill, grace).await?;
+            stop::remove_pod(cx, pod, &obs).await?;
+            return Ok((Synced::Removed, obs));
+        }
+        Mode::Stop => {
+            if !decided.kill.is_empty() || obs.sandboxes.iter().any(|s| s.ready) {
+                stop::stop_pod(cx, pod, &obs, &decided.kill, stop::grace_of(pod)).await?;
+            }
+            return Ok((Synced::Again(None), obs));
+        }
+        Mode::Run => {}
+    }
+    let synced = act(cx, pod, &obs, decided, waits).await;
+    collect_garbage(cx, pod, &obs).await;
+    let rotation = cx.config.log_rotation;
+    for c in obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty()) {
+        match super::logs::rotate_if_needed(&cx.runtime, &c.id, Path::new(&c.log_path), rotation).await {
+            Ok(true) => log::debug!("pod {}: rotated the log of {}", pod.key(), c.name),
+            Ok(false) => {}
+            Err(e) => log::warn!("pod {}: log rotation of {}: {e}", pod.key(), c.name),
+        }
+    }
+    synced.map(|s| (s, obs))
+}
+
+/// Carries out a plan for a pod that should run.
+async fn act<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    obs: &Observed,
+    p: Plan,
+    waits: &mut Waits,
+) -> Result<Synced, SyncError> {
+    stop::stop_containers(cx, pod, obs, &p.kill, stop::grace_of(pod)).await;
+    if p.kill_pod {
+        for s in obs.sandboxes.iter().filter(|s| s.ready) {
+            cx.runtime.stop_pod_sandbox(&s.id).await.map_err(SyncError::runtime("StopPodSandbox"))?;
+        }
+    }
+    if p.purge_init {
+        for c in obs.containers.iter().filter(|c| pod.spec.init_containers.iter().any(|i| i.name == c.name)) {
+            let _ = cx.runtime.remove_container(&c.id).await;
+        }
+    }
+    // The config of the sandbox the containers go into, built once: RunPodSandbox,
+    // PullImage and CreateContainer all get it.
+    let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
+    let (sandbox_config, handler) = if p.create_sandbox.is_some() || !p.start.is_empty() {
+        let handler = match &pod.spec.runtime_class_name {
+            None => String::new(),
+            Some(class) => cx.tuning.runtime_handler(class).ok_or_else(|| {
+                SyncError::Config(format!(
+                    "RuntimeClass {class:?} is not configured on this node (atoll's runtime class table)"
+                ))
+            })?,
+        };
+        (sandbox::sandbox_config(pod, attempt, cx.node.facts()).map_err(SyncError::Config)?, handler)
+    } else {
+        Default::default()
+    };
+    let (sandbox_id, pod_ip) = match p.create_sandbox {
+        Some(attempt) => {
+            std::fs::create_dir_all(&sandbox_config.log_directory)
+                .map_err(|e| SyncError::Host(format!("creating {}: {e}", sandbox_config.log_directory)))?;
+            let id =
+                cx.runtime.run_pod_sandbox(sandbox_config.clone(), &handler).await.map_err(SyncError::CreateSandbox)?;
+            let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
+            let ip = st.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
+            let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
+            log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
+            (id, ip)
+        }
+        None => match &p.sandbox_id {
+            Some(id) => (id.clone(), obs.sandboxes.first().map(|s| s.ip.clone()).unwrap_or_default()),
+            None => return Ok(Synced::Again(None)),
+        },
+    };
+    let mut retry: Option<Duration> = p.waiting.iter().map(|w| w.retry_in).min();
+    for w in &p.waiting {
+        cx.node.events().record(pod, true, "BackOff", &w.wait.message);
+        waits.insert(w.name.clone(), w.wait.clone());
+    }
+    if p.start.is_empty() {
+        return Ok(Synced::Again(retry));
+    }
+    let sb = Sandbox { id: &sandbox_id, ip: &pod_ip, config: &sandbox_config };
+    if let Some(r) = start_containers(cx, pod, &p.start, &sb, waits).await? {
+        retry = Some(retry.map_or(r, |x| x.min(r)));
+    }
+    Ok(Synced::Again(retry))
+}
+
+/// Removes old exited instances (their log files first, while the path is known) and old
+/// sandboxes that hold nothing any more.
+async fn collect_garbage<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) {
+    let (containers, sandboxes) = plan::garbage(obs);
+    for c in containers {
+        if !c.log_path.is_empty() {
+            let _ = std::fs::remove_file(&c.log_path);
+        }
+        match cx.runtime.remove_container(&c.id).await {
+            Ok(()) => log::debug!("pod {}: removed old instance {} of {}", pod.key(), short(&c.id), c.name),
+            Err(e) if !e.is_not_found() => {
+                log::warn!("pod {}: removing old container {}: {e}", pod.key(), short(&c.id))
+            }
+            Err(_) => {}
+        }
+    }
+    for s in sandboxes {
+        if let Err(e) = cx.runtime.remove_pod_sandbox(&s.id).await {
+            if !e.is_not_found() {
+                log::warn!("pod {}: removing old sandbox {}: {e}", pod.key(), short(&s.id));
+            }
+        }
+    }
+}

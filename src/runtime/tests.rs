@@ -1,0 +1,303 @@
+//! The engine against the in-memory runtime (`fake`): a pod's sync, back-off, image pulls,
+//! teardown, adoption after a restart, orphans, the replacement of a pod changed while atoll
+//! was down, a restart through the worker. The real-containerd tests (`tests/engine*.rs`)
+//! prove the same against containerd; these prove the engine's own decisions, fast.
+
+use super::context::Context;
+use super::fake::FakeRuntime;
+use super::sync::{sync, Mode, Synced};
+use super::{Engine, EngineConfig, Tuning};
+use crate::cri::api::ContainerState as Cri;
+use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
+use crate::node::probing::NoProbes;
+use crate::node::{Facts, Node};
+use crate::pod::{self, Change, Origin, Policy, Shape, StaticPod};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+fn dir(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "atoll-engine-unit-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn node(root: &std::path::Path) -> Arc<Node> {
+    let facts = Facts {
+        name: "n1".into(),
+        root_dir: root.join("state"),
+        pod_logs_dir: root.join("logs"),
+        host_ip: "192.0.2.1".into(),
+        cpu_millis: 2000,
+        memory_bytes: 4 << 30,
+        runtime_name: "fake".into(),
+        ..Default::default()
+    };
+    let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap();
+    Node::new(crate::cri::Cri::new(&endpoint), facts)
+}
+
+fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
+    let s = Duration::from_secs(1);
+    Context {
+        node: node(root),
+        runtime: rt.clone(),
+        tuning: Arc::new(Tuning::new((s, s * 4), (s, s * 4), Default::default(), Default::default())),
+        config: EngineConfig { resync: Duration::from_millis(200), log_rotation: Default::default() },
+        prober: Arc::new(NoProbes),
+    }
+}
+
+fn static_pod(yaml: &str) -> StaticPod {
+    let origin = Origin::File("/manifests/web.yaml".into());
+    pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "n1", Policy::default()).unwrap().pods.remove(0)
+}
+
+const WEB: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  terminationGracePeriodSeconds: 5
+  initContainers:
+  - {name: init, image: docker.io/library/busybox:1.36}
+  containers:
+  - name: app
+    image: docker.io/library/busybox:1.36
+    lifecycle: {preStop: {exec: {command: [sh, -c, 'echo bye']}}}
+  - {name: side, image: docker.io/library/busybox:1.36}
+";
+
+/// Syncs until the runtime stops changing (or `limit` syncs).
+fn converge(cx: &Context<FakeRuntime>, sp: &StaticPod, waits: &mut Waits, limit: usize) -> Synced {
+    let mut last = Synced::Again(None);
+    for _ in 0..limit {
+        let (s, _) = smol::block_on(sync(cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), waits)).unwrap();
+        last = s;
+    }
+    last
+}
+
+/// The container that ran a preStop hook (the only one with an exec here).
+fn rt_app_id(calls: &[String]) -> String {
+    calls.iter().find_map(|c| c.strip_prefix("ExecSync ")).unwrap_or_default().to_string()
+}
+
+fn running(rt: &FakeRuntime) -> Vec<String> {
+    let mut names: Vec<String> =
+        rt.containers().into_iter().filter(|c| c.1 == Cri::ContainerRunning).map(|c| c.0).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_new_pod_gets_a_sandbox_then_its_init_then_its_containers() {
+    let root = dir("new");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let sp = static_pod(WEB);
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 1);
+    assert_eq!(rt.count("RunPodSandbox"), 1);
+    assert_eq!(running(&rt), ["init"], "the init container first, alone");
+    rt.exit(&rt.containers()[0].3, 0);
+    converge(&cx, &sp, &mut waits, 2);
+    assert_eq!(running(&rt), ["app", "side"]);
+    assert_eq!(rt.count("RunPodSandbox"), 1, "one sandbox");
+    assert_eq!(rt.count("PullImage"), 0, "the image is present (IfNotPresent)");
+    assert!(root.join("state/pods").join(&sp.uid).join("etc-hosts").exists(), "the managed hosts file");
+}
+
+#[test]
+fn a_crashed_container_restarts_at_once_then_waits_out_its_back_off() {
+    let root = dir("crash");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let sp =
+        static_pod(&WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", ""));
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 1);
+    let app = |rt: &FakeRuntime| rt.containers().into_iter().rfind(|c| c.0 == "app").unwrap();
+    rt.exit(&app(&rt).3, 1);
+    converge(&cx, &sp, &mut waits, 1);
+    assert_eq!((app(&rt).1, app(&rt).2.as_str()), (Cri::ContainerRunning, "1"), "first restart at once");
+    rt.exit(&app(&rt).3, 1);
+    let synced = converge(&cx, &sp, &mut waits, 1);
+    assert_eq!(app(&rt).1, Cri::ContainerExited, "the second waits for the back-off");
+    assert_eq!(waits.get("app").map(|w| w.reason), Some(WaitReason::CrashLoopBackOff));
+    let Synced::Again(Some(retry)) = synced else { panic!("a retry time: {synced:?}") };
+    assert!(retry <= Duration::from_secs(1), "{retry:?}");
+    std::thread::sleep(retry);
+    converge(&cx, &sp, &mut waits, 1);
+    assert_eq!((app(&rt).1, app(&rt).2.as_str()), (Cri::ContainerRunning, "2"));
+    assert!(!waits.contains_key("app"));
+}
+
+#[test]
+fn an_image_that_cannot_be_pulled_waits_and_backs_off_without_pulling_again() {
+    let root = dir("image");
+    let rt = FakeRuntime::default();
+    rt.unpullable("docker.io/library/nope:1");
+    let cx = context(&root, &rt);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/nope:1}\n");
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 1);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ErrImagePull));
+    assert_eq!(rt.count("PullImage"), 1);
+    converge(&cx, &sp, &mut waits, 2);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ImagePullBackOff));
+    assert_eq!(rt.count("PullImage"), 1, "no pull during the back-off");
+    assert_eq!(rt.count("CreateContainer"), 0);
+}
+
+#[test]
+fn teardown_runs_pre_stop_then_stops_and_removes_everything() {
+    let root = dir("teardown");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let sp =
+        static_pod(&WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", ""));
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 1);
+    rt.forget_calls();
+    let (synced, _) = smol::block_on(sync(
+        &cx,
+        &sp.pod,
+        Mode::Terminate(Duration::from_secs(5)),
+        &ProbeVerdicts::default(),
+        &mut waits,
+    ))
+    .unwrap();
+    assert_eq!(synced, Synced::Removed);
+    let calls = rt.calls();
+    let app = &rt_app_id(&calls);
+    let at = |c: &str| calls.iter().position(|x| x == c).unwrap_or_else(|| panic!("no {c} in {calls:?}"));
+    let first = |m: &str| calls.iter().position(|c| c.starts_with(m)).unwrap_or_else(|| panic!("no {m} in {calls:?}"));
+    assert!(at(&format!("ExecSync {app}")) < at(&format!("StopContainer {app}")), "preStop before the stop: {calls:?}");
+    assert!(first("StopContainer") < first("StopPodSandbox") && first("StopPodSandbox") < first("RemovePodSandbox"));
+    assert!(rt.containers().is_empty() && rt.sandboxes().is_empty());
+    assert!(!root.join("state/pods").join(&sp.uid).exists(), "the pod's directory is gone");
+}
+
+#[test]
+fn a_restarted_engine_adopts_what_runs_and_creates_nothing() {
+    let root = dir("adopt");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let sp =
+        static_pod(&WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", ""));
+    converge(&context(&root, &rt), &sp, &mut Waits::new(), 1);
+    let before = rt.containers();
+    rt.forget_calls();
+    // A new context is a restarted atoll: nothing in memory.
+    converge(&context(&root, &rt), &sp, &mut Waits::new(), 3);
+    assert_eq!(rt.containers(), before);
+    for m in ["RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer"] {
+        assert_eq!(rt.count(m), 0, "{m} after a restart: {:?}", rt.calls());
+    }
+}
+
+#[test]
+fn a_runtime_class_that_is_not_configured_is_a_config_error() {
+    let root = dir("class");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  runtimeClassName: gvisor\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    let e = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new())).unwrap_err();
+    assert!(matches!(&e, super::errors::SyncError::Config(m) if m.contains("RuntimeClass \"gvisor\"")), "{e}");
+    assert_eq!(rt.count("RunPodSandbox"), 0);
+}
+
+/// An engine on the fake runtime, its owner's loop run by hand.
+fn engine(root: &std::path::Path, rt: &FakeRuntime) -> Engine<FakeRuntime> {
+    let cx = context(root, rt);
+    Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober)
+}
+
+/// Passes finished workers back to the engine until `done` holds (or 10 s pass).
+fn run_until(engine: &mut Engine<FakeRuntime>, what: &str, done: impl Fn() -> bool) {
+    let finished = engine.finished();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        while let Ok(uid) = finished.try_recv() {
+            engine.worker_done(&uid);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn orphans_stop_with_their_recorded_pre_stop_and_a_replacement_waits_for_them() {
+    let root = dir("orphan");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let old =
+        static_pod(&WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", ""));
+    converge(&context(&root, &rt), &old, &mut Waits::new(), 1);
+    rt.forget_calls();
+    // atoll restarts; the manifest changed meanwhile (same name, another UID).
+    let new = static_pod(
+        &WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", "")
+            .replace("name: side", "name: other"),
+    );
+    assert_ne!(old.uid, new.uid);
+    let mut e = engine(&root, &rt);
+    smol::block_on(e.adopt());
+    e.apply(Change::Add(new.clone()));
+    run_until(&mut e, "the new version running", || running(&rt) == ["app", "other"]);
+    let calls = rt.calls();
+    let first = |m: &str| calls.iter().position(|c| c.starts_with(m)).unwrap_or_else(|| panic!("no {m} in {calls:?}"));
+    assert!(first("ExecSync") < first("RemovePodSandbox"), "the old preStop ran: {calls:?}");
+    assert!(first("RemovePodSandbox") < first("RunPodSandbox"), "the old version was gone first: {calls:?}");
+    // Nobody wants the new one either: removed as an orphan once the sources have spoken.
+    let mut e2 = engine(&root, &rt);
+    smol::block_on(e2.remove_orphans(&Default::default()));
+    run_until(&mut e2, "everything removed", || rt.sandboxes().is_empty());
+    e.apply(Change::Remove(new));
+}
+
+#[test]
+fn a_restart_through_control_goes_through_the_worker_and_runs_pre_stop() {
+    let root = dir("restart");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let sp =
+        static_pod(&WEB.replace("  initContainers:\n  - {name: init, image: docker.io/library/busybox:1.36}\n", ""));
+    let mut e = engine(&root, &rt);
+    e.apply(Change::Add(sp.clone()));
+    run_until(&mut e, "the pod running", || running(&rt) == ["app", "side"]);
+    rt.forget_calls();
+    let stopped = smol::block_on(e.control().restart(&sp.uid)).expect("a worker answered");
+    let mut stopped = stopped;
+    stopped.sort();
+    assert_eq!(stopped, ["app", "side"]);
+    let calls = rt.calls();
+    let app = rt_app_id(&calls);
+    let at = |c: String| calls.iter().position(|x| *x == c);
+    assert!(at(format!("ExecSync {app}")) < at(format!("StopContainer {app}")), "preStop first: {calls:?}");
+    run_until(&mut e, "the containers back", || {
+        rt.containers().iter().filter(|c| c.1 == Cri::ContainerRunning && c.2 == "1").count() == 2
+    });
+    assert_eq!(smol::block_on(e.control().restart("no-such-uid")), None);
+    e.apply(Change::Remove(sp));
+    run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
+}
+
+#[test]
+fn a_failed_sandbox_is_an_error_of_that_sync_and_the_next_one_retries() {
+    let root = dir("sandbox");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    rt.fail_next("RunPodSandbox", crate::cri::Code::Unavailable);
+    let e = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new())).unwrap_err();
+    assert!(matches!(e, super::errors::SyncError::CreateSandbox(_)), "{e}");
+    assert!(e.to_string().starts_with("FailedCreatePodSandBox: "), "{e}");
+    converge(&cx, &sp, &mut Waits::new(), 1);
+    assert_eq!(running(&rt), ["c"]);
+}
