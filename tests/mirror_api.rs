@@ -6,7 +6,7 @@
 mod apiserver;
 
 use apiserver::{ApiServer, Pki};
-use atoll::mirror::client::Client;
+use atoll::mirror::apiserver::Client;
 use atoll::mirror::kubeconfig;
 use serde_json::{json, Value};
 use std::time::Duration;

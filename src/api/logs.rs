@@ -5,8 +5,10 @@
 //! end (across rotated files, where kubelet stops at the live one); `follow` streams new lines
 //! until that instance of the container stops, or the client goes away.
 
+use super::pods::{find_pod, not_found};
+use super::server::WRITE_DEADLINE;
 use super::server::{self, Request, Response};
-use super::{find_pod, not_found, Api, WRITE_DEADLINE};
+use super::view::Api;
 use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

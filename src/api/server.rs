@@ -6,6 +6,8 @@ use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::collections::BTreeMap;
 
 const HEAD_LIMIT: usize = 16 * 1024;
+/// How long a client may take to accept a write before its connection is closed.
+pub const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {

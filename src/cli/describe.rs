@@ -2,7 +2,7 @@
 //! line each, ports, command), conditions and recent events, as `kubectl describe pod` lays
 //! them out, for an 80-column console.
 
-use super::local_api::{age, status_column, str_of, table};
+use super::render::{age, status_column, str_of, table};
 use serde_json::Value;
 use std::time::SystemTime;
 
@@ -82,7 +82,7 @@ pub fn describe_text(pod: &Value, events: &[Value], now: SystemTime) -> String {
         .collect();
     field(&mut out, "Labels", &labels.join(","));
     field(&mut out, "Source", pod["metadata"]["annotations"]["kubernetes.io/config.source"].as_str().unwrap_or(""));
-    if let Some(m) = pod["metadata"]["annotations"][crate::api::ANNOTATION_MIRROR_STATE].as_str() {
+    if let Some(m) = pod["metadata"]["annotations"][crate::api::pods::ANNOTATION_MIRROR_STATE].as_str() {
         field(&mut out, "Mirror", m);
     }
     field(&mut out, "Status", &status_column(pod));

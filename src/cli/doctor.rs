@@ -273,7 +273,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
 /// Unreachable is a warning only: pods run without it.
 pub fn api_server(kubeconfig: &Path, node: &str) -> Check {
     let name = "api server";
-    let client = match crate::mirror::client::Client::from_kubeconfig(kubeconfig) {
+    let client = match crate::mirror::apiserver::Client::from_kubeconfig(kubeconfig) {
         Ok(c) => c,
         Err(e) => {
             return bad(Level::Fail, name, e, "fix the kubeconfig (atoll reads it again every minute while running)")

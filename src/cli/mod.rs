@@ -12,6 +12,7 @@ pub mod describe;
 pub mod doctor;
 pub mod flags;
 pub mod local_api;
+pub mod render;
 pub mod run;
 pub mod validate;
 

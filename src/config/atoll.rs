@@ -4,7 +4,7 @@
 //! KubeletConfiguration so that file stays kubelet's.
 
 use super::duration::parse_duration;
-use super::load_settings_file;
+use super::file::load_settings_file;
 use std::time::Duration;
 
 /// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion

@@ -2,7 +2,7 @@
 //! `/var/lib/kubelet/config.yaml`): field names are kubelet's; fields atoll does not act on are
 //! named at start, as "not used yet" or "not supported", never silently dropped.
 
-use super::load_settings_file;
+use super::file::load_settings_file;
 
 /// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
 /// on. Field names are kubelet's.

@@ -5,6 +5,7 @@
 
 pub mod atoll;
 pub mod duration;
+mod file;
 pub mod kubelet;
 
 pub use atoll::AtollConfiguration;
@@ -70,23 +71,6 @@ pub struct Settings {
 pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/atoll";
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
-
-/// Reads a YAML or JSON settings file into `T`; returns it and the paths of fields `T` does not
-/// have. Errors name the file and the field.
-pub(crate) fn load_settings_file<T: serde::de::DeserializeOwned>(
-    path: &std::path::Path,
-) -> Result<(T, Vec<String>, Vec<String>), String> {
-    let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("config {shown}: {e}"))?;
-    let mut warnings = Vec::new();
-    let value = crate::pod::decode::to_value(&bytes, &mut warnings).map_err(|e| format!("config {shown}: {e}"))?;
-    let mut ignored = Vec::new();
-    let mut note = |p: serde_ignored::Path<'_>| ignored.push(crate::pod::decode::render(&p));
-    let cfg: T = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note))
-        .map_err(|e| format!("config {shown}: {}: {}", e.path(), e.inner()))?;
-    let warnings = warnings.iter().map(|w| format!("config {shown}: {w}")).collect();
-    Ok((cfg, warnings, ignored))
-}
 
 impl Settings {
     /// Flags, over the `--config` file, over defaults.

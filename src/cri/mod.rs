@@ -10,31 +10,11 @@
 //!
 //! Nothing here decides anything about pods: the runtime module calls these methods.
 
+pub mod api;
 pub mod client;
 pub mod grpc;
 pub mod service;
 pub mod status;
-
-/// CRI v1 messages, as prost generates them from `proto/cri.proto`.
-#[allow(clippy::all, clippy::pedantic, missing_docs)]
-pub mod api {
-    include!("runtime.v1.rs");
-
-    impl std::fmt::Debug for AuthConfig {
-        /// Shows which credentials are set, never their values.
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            let set = |s: &str| if s.is_empty() { "" } else { "<redacted>" };
-            f.debug_struct("AuthConfig")
-                .field("username", &self.username)
-                .field("password", &set(&self.password))
-                .field("auth", &set(&self.auth))
-                .field("server_address", &self.server_address)
-                .field("identity_token", &set(&self.identity_token))
-                .field("registry_token", &set(&self.registry_token))
-                .finish()
-        }
-    }
-}
 
 pub use client::{Cri, Endpoint};
 pub use service::RuntimeService;

@@ -8,7 +8,8 @@ use super::api::{
     AuthConfig, Container, ContainerConfig, ContainerFilter, ContainerStatusResponse, ExecSyncRequest,
     ExecSyncResponse, Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse,
 };
-use super::{Cri, Status};
+use super::client::Cri;
+use super::status::Status;
 use std::future::Future;
 use std::time::Duration;
 

@@ -2,7 +2,6 @@
 //! TCP on atoll's own gRPC layer. SERVING is success; anything else, including Unimplemented,
 //! a timeout or a refused connection, is failure (kubelet's pkg/probe/grpc).
 
-use super::Attempt;
 use crate::cri::grpc::Channel;
 use std::time::Duration;
 
@@ -36,15 +35,16 @@ fn status_name(s: i32) -> &'static str {
     }
 }
 
-/// One health check of `service` at `host:port`; dial and call share `timeout`.
-pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> Attempt {
+/// One health check of `service` at `host:port`; dial and call share `timeout`. SERVING is
+/// `Ok`; anything else is the failure's message.
+pub async fn check(host: &str, port: u16, service: &str, timeout: Duration) -> Result<(), String> {
     let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     let channel = Channel::tcp(&addr, super::http::USER_AGENT, timeout).with_max_message(MAX_REPLY);
     let req = HealthCheckRequest { service: service.to_string() };
     match channel.unary::<_, HealthCheckResponse>("/grpc.health.v1.Health/Check", &req, Some(timeout)).await {
-        Ok(r) if r.status == SERVING => Attempt::Success,
-        Ok(r) => Attempt::Failure(format!("service unhealthy (responded with {:?})", status_name(r.status))),
-        Err(e) => Attempt::Failure(format!("health check to {addr} failed: {e}")),
+        Ok(r) if r.status == SERVING => Ok(()),
+        Ok(r) => Err(format!("service unhealthy (responded with {:?})", status_name(r.status))),
+        Err(e) => Err(format!("health check to {addr} failed: {e}")),
     }
 }
 
@@ -125,19 +125,19 @@ mod tests {
     fn serving_is_success_and_everything_else_failure() {
         let port = health_server();
         let t = Duration::from_secs(2);
-        assert_eq!(smol::block_on(check("127.0.0.1", port, "", t)), Attempt::Success);
+        assert_eq!(smol::block_on(check("127.0.0.1", port, "", t)), Ok(()));
         let down = smol::block_on(check("127.0.0.1", port, "down", t));
-        assert!(matches!(&down, Attempt::Failure(m) if m.contains("NOT_SERVING")), "{down:?}");
+        assert!(matches!(&down, Err(m) if m.contains("NOT_SERVING")), "{down:?}");
         let unknown = smol::block_on(check("127.0.0.1", port, "nope", t));
-        assert!(matches!(&unknown, Attempt::Failure(m) if m.contains("NotFound")), "{unknown:?}");
+        assert!(matches!(&unknown, Err(m) if m.contains("NotFound")), "{unknown:?}");
         let started = std::time::Instant::now();
         let slow = smol::block_on(check("127.0.0.1", port, "slow", Duration::from_millis(300)));
-        assert!(matches!(slow, Attempt::Failure(_)), "{slow:?}");
+        assert!(slow.is_err(), "{slow:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        assert!(matches!(smol::block_on(check("127.0.0.1", closed, "", t)), Attempt::Failure(_)));
+        assert!(smol::block_on(check("127.0.0.1", closed, "", t)).is_err());
         // A 5 MiB reply is over the probe's limit, whatever it says.
         let big = smol::block_on(check("127.0.0.1", port, "big", t));
-        assert!(matches!(&big, Attempt::Failure(m) if m.contains("4194304 byte limit")), "{big:?}");
+        assert!(matches!(&big, Err(m) if m.contains("4194304 byte limit")), "{big:?}");
     }
 }

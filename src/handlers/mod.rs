@@ -95,7 +95,10 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
         let Ok(port) = u16::try_from(g.port) else {
             return Attempt::Error(format!("port {} is out of range", g.port));
         };
-        return grpc::check(&host_or(&None), port, g.service.as_deref().unwrap_or(""), timeout).await;
+        return match grpc::check(&host_or(&None), port, g.service.as_deref().unwrap_or(""), timeout).await {
+            Ok(()) => Attempt::Success,
+            Err(e) => Attempt::Failure(e),
+        };
     }
     Attempt::Error("the probe has no handler".into())
 }

@@ -7,8 +7,8 @@
 //! names every field atoll does not implement (reported, never silently dropped).
 //! In: bytes. Out: pods plus [`Finding`]s (warnings), or an error list.
 
+use super::finding::Finding;
 use super::types::Pod;
-use super::Finding;
 use serde_json::Value;
 
 /// Largest manifest atoll reads (kubelet's `maxConfigLength`).

@@ -1,0 +1,63 @@
+//! What the local API sees of the agent: the node (statuses, events, the heartbeat, the
+//! runtime for container stats), the engine's workers (a restart goes through them), the
+//! mirror's reports when atoll mirrors to an API server; and the count of connections served.
+
+use crate::mirror::MirrorState;
+use crate::node::Node;
+use crate::runtime::Control;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Connections one listener serves at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The API's view of the agent: the node, the engine's workers (for a restart), and the
+/// mirror's reports when atoll mirrors to an API server.
+pub struct Api {
+    pub(crate) node: Arc<Node>,
+    pub(crate) control: Option<Control>,
+    pub(crate) mirror: Option<Arc<MirrorState>>,
+    pub(crate) started_at: SystemTime,
+    /// Connections being served, over all listeners (for `/metrics`).
+    open: AtomicUsize,
+}
+
+/// One admitted connection: counted while it lives, on its listener and in the total.
+pub(crate) struct Slot<'a> {
+    listener: &'a AtomicUsize,
+    total: &'a AtomicUsize,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.listener.fetch_sub(1, Ordering::AcqRel);
+        self.total.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Api {
+    pub fn new(node: Arc<Node>, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api> {
+        Arc::new(Api { node, control, mirror, started_at: SystemTime::now(), open: AtomicUsize::new(0) })
+    }
+
+    /// Connections being served now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// A slot on `listener` (its own count), or `None` when it serves its maximum already.
+    pub(crate) fn admit<'a>(&'a self, listener: &'a AtomicUsize) -> Option<Slot<'a>> {
+        if listener.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            listener.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        self.open.fetch_add(1, Ordering::AcqRel);
+        Some(Slot { listener, total: &self.open })
+    }
+
+    /// `None` while healthy, else why not.
+    pub fn stalled(&self) -> Option<String> {
+        self.node.stalled()
+    }
+}

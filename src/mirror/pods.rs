@@ -1,0 +1,398 @@
+//! Mirror pods: the node's pods listed and watched from the API server; for each static pod
+//! its mirror created (or replaced when outdated or being deleted), its status patched when it
+//! changed, refusals reported locally and retried, mirrors of vanished static pods deleted.
+
+use super::apiserver::Client;
+use super::objects;
+use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, MERGE};
+use super::state::{Env, Options};
+use crate::pod::StaticPod;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What the watch thread passes on.
+pub enum Seen {
+    /// A full list (at start and after a 410).
+    Listed(Vec<Value>),
+    /// A watch event: ADDED, MODIFIED or DELETED, and the pod.
+    Event(String, Value),
+}
+
+fn pods_query(node: &str) -> String {
+    format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
+}
+
+/// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).
+pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
+    let mut backoff = Retry::default();
+    let mut rv: Option<String> = None;
+    loop {
+        if let Some(u) = backoff.until {
+            std::thread::sleep(u.saturating_duration_since(Instant::now()));
+        }
+        let Some(from) = rv.clone() else {
+            match client.call("GET", &pods_query(node), JSON, None) {
+                Ok(r) if r.status == 200 => {
+                    rv = r.body["metadata"]["resourceVersion"].as_str().map(String::from);
+                    let items = r.body["items"].as_array().cloned().unwrap_or_default();
+                    if tx.send(Seen::Listed(items)).is_err() {
+                        return;
+                    }
+                    backoff.ok();
+                }
+                Ok(r) => {
+                    let wait = backoff.fail(r.retry_after);
+                    log::warn!("API server: listing the node's pods: {}; retrying in {wait:.1?}", r.describe());
+                }
+                Err(e) => {
+                    let wait = backoff.fail(None);
+                    log::debug!("API server: {e}; retrying in {wait:.1?}");
+                }
+            }
+            continue;
+        };
+        // The server ends each watch after 5 to 10 minutes, as client-go's reflector asks.
+        let timeout = Duration::from_secs(300) + jitter(Duration::from_secs(600)) - Duration::from_secs(300);
+        let path = format!(
+            "{}&watch=true&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={}",
+            pods_query(node),
+            timeout.as_secs()
+        );
+        let mut gone = false;
+        let mut closed = false;
+        let mut events = 0usize;
+        let began = Instant::now();
+        let result = client.watch(&path, timeout, |event| {
+            events += 1;
+            let kind = event["type"].as_str().unwrap_or_default().to_string();
+            let obj = event["object"].clone();
+            if kind == "ERROR" {
+                gone = obj["code"] == 410;
+                return false;
+            }
+            if let Some(v) = obj["metadata"]["resourceVersion"].as_str() {
+                rv = Some(v.to_string());
+            }
+            if kind == "BOOKMARK" {
+                return true;
+            }
+            if tx.send(Seen::Event(kind, obj)).is_err() {
+                closed = true;
+                return false;
+            }
+            true
+        });
+        if closed {
+            return;
+        }
+        match result {
+            // A watch ended at once with nothing in it (a proxy cutting streams): not a
+            // reason to ask again at once.
+            Ok(None) if !gone && events == 0 && began.elapsed() < Duration::from_secs(1) => {
+                let wait = backoff.fail(None);
+                log::warn!("API server: the pod watch ended at once; watching again in {wait:.1?}");
+            }
+            Ok(None) if !gone => backoff.ok(),
+            Ok(None) => rv = None,
+            Ok(Some(r)) if r.status == 410 => rv = None,
+            Ok(Some(r)) => {
+                let wait = backoff.fail(r.retry_after);
+                log::warn!("API server: watching the node's pods: {}; retrying in {wait:.1?}", r.describe());
+            }
+            Err(e) => {
+                let wait = backoff.fail(None);
+                log::debug!("API server: {e}; retrying in {wait:.1?}");
+            }
+        }
+    }
+}
+
+/// A mirror the server refused: when to try again.
+struct Refused {
+    delay: Duration,
+    until: Instant,
+    why: String,
+}
+
+struct Pods<'a> {
+    client: &'a Client,
+    opts: &'a Options,
+    shared: &'a Env,
+    /// The node's pods as the server shows them, by namespace/name (None before the first list).
+    cache: Option<BTreeMap<String, Value>>,
+    /// By mirror UID: the status last written.
+    sent: HashMap<String, Value>,
+    /// By static pod UID.
+    refused: HashMap<String, Refused>,
+    backoff: Retry,
+}
+
+pub(super) fn uid_of(pod: &Value) -> String {
+    pod["metadata"]["uid"].as_str().unwrap_or_default().to_string()
+}
+
+fn key_of(pod: &Value) -> String {
+    format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+pub(super) fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc::Receiver<Seen>) {
+    let mut p = Pods {
+        client,
+        opts,
+        shared,
+        cache: None,
+        sent: HashMap::new(),
+        refused: HashMap::new(),
+        backoff: Retry::default(),
+    };
+    loop {
+        // Changes from the server, then at most a second for the agent's side to change.
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(seen) => {
+                p.apply(seen);
+                while let Ok(seen) = rx.try_recv() {
+                    p.apply(seen);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        if p.backoff.waiting() {
+            continue;
+        }
+        match p.reconcile() {
+            Ok(()) => p.backoff.ok(),
+            Err((why, retry_after)) => {
+                let wait = p.backoff.fail(retry_after);
+                log::warn!("API server: {why}; retrying in {wait:.1?}");
+            }
+        }
+    }
+}
+
+impl Pods<'_> {
+    fn apply(&mut self, seen: Seen) {
+        match seen {
+            Seen::Listed(items) => {
+                self.cache = Some(items.into_iter().map(|p| (key_of(&p), p)).collect());
+            }
+            Seen::Event(kind, pod) => {
+                let Some(cache) = &mut self.cache else { return };
+                let key = key_of(&pod);
+                if kind == "DELETED" {
+                    if cache.get(&key).is_some_and(|c| c["metadata"]["uid"] == pod["metadata"]["uid"]) {
+                        cache.remove(&key);
+                    }
+                } else {
+                    cache.insert(key, pod);
+                }
+            }
+        }
+    }
+
+    fn report(&self, uid: &str, text: String) {
+        self.shared.state.set_report(uid, text);
+    }
+
+    /// One pass: every static pod's mirror made to match, orphans deleted, statuses written.
+    fn reconcile(&mut self) -> Result<(), Failure> {
+        let (generation, desired) = self.shared.state.desired();
+        if generation == 0 {
+            // The agent has not said what it runs yet.
+            return Ok(());
+        }
+        let Some(node_uid) = self.shared.state.node_uid() else {
+            for sp in desired.iter() {
+                if self.shared.state.report(&sp.uid).is_none() {
+                    self.report(&sp.uid, "waiting for the node to be registered".into());
+                }
+            }
+            return Ok(());
+        };
+        if self.cache.is_none() {
+            return Ok(());
+        }
+        for sp in desired.iter() {
+            self.one(sp, &node_uid)?;
+        }
+        // Orphans: mirrors of static pods that are gone and no longer stopping.
+        let running = self.shared.node.statuses().uids();
+        let orphans: Vec<Value> = self
+            .cache
+            .iter()
+            .flatten()
+            .filter(|(key, pod)| {
+                objects::mirror_hash(pod).is_some_and(|h| !running.iter().any(|u| u == h))
+                    && !desired.iter().any(|sp| sp.pod.key() == **key)
+            })
+            .map(|(_, pod)| pod.clone())
+            .collect();
+        for pod in orphans {
+            log::info!("mirror pod {}: its static pod is gone; deleting it", key_of(&pod));
+            self.delete(&pod)?;
+        }
+        // Nothing outlives what it is about.
+        let mirrors: Vec<String> = self.cache.iter().flatten().map(|(_, p)| uid_of(p)).collect();
+        self.sent.retain(|uid, _| mirrors.contains(uid));
+        self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
+        crate::locks::lock(&self.shared.state.reports)
+            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
+        Ok(())
+    }
+
+    fn one(&mut self, sp: &StaticPod, node_uid: &str) -> Result<(), Failure> {
+        let key = sp.pod.key();
+        let existing = self.cache.as_ref().and_then(|c| c.get(&key)).cloned();
+        if let Some(m) = &existing {
+            match objects::mirror_hash(m) {
+                None => {
+                    self.report(
+                        &sp.uid,
+                        "not mirrored: the API server has a pod of this name that is not a mirror".into(),
+                    );
+                    return Ok(());
+                }
+                Some(h) if h == sp.uid && !m["metadata"]["deletionTimestamp"].is_string() => {
+                    return self.sync_status(sp, m);
+                }
+                Some(_) => {
+                    // Outdated, or deleted by a user: replace it (the static pod runs on).
+                    log::info!("mirror pod {key}: outdated or being deleted; replacing it");
+                    self.delete(m)?;
+                }
+            }
+        }
+        if self.refused.get(&sp.uid).is_some_and(|r| Instant::now() < r.until) {
+            return Ok(());
+        }
+        let body = objects::mirror_pod(&sp.pod, &sp.uid, &self.opts.node, node_uid);
+        let path = format!("/api/v1/namespaces/{}/pods", sp.pod.metadata.namespace);
+        let r = self.client.call("POST", &path, JSON, Some(&body)).map_err(|e| (e, None))?;
+        match r.status {
+            200 | 201 => {
+                let uid = uid_of(&r.body);
+                log::info!("mirror pod {key} created (uid {uid})");
+                self.report(&sp.uid, format!("mirrored (uid {uid})"));
+                self.refused.remove(&sp.uid);
+                if let Some(c) = &mut self.cache {
+                    c.insert(key, r.body.clone());
+                }
+                self.sync_status(sp, &r.body)
+            }
+            409 if r.reason() == "AlreadyExists" => {
+                // Created by an earlier attempt whose answer was lost, or not a mirror: look.
+                let r = self.client.call("GET", &format!("{path}/{}", sp.pod.metadata.name), JSON, None);
+                match r.map_err(|e| (e, None))? {
+                    got if got.ok() => {
+                        if let Some(c) = &mut self.cache {
+                            c.insert(key, got.body);
+                        }
+                        Ok(())
+                    }
+                    got => Err(fail_of("existing mirror pod", &got)),
+                }
+            }
+            _ if transient(&r) => Err(fail_of(&format!("creating mirror pod {key}"), &r)),
+            _ => {
+                self.refuse(sp, r.describe());
+                Ok(())
+            }
+        }
+    }
+
+    /// The server said no (admission, validation): report it locally, retry later (10 s
+    /// doubling to 5 min). The static pod is not touched.
+    fn refuse(&mut self, sp: &StaticPod, why: String) {
+        let key = sp.pod.key();
+        let entry = self.refused.entry(sp.uid.clone()).or_insert(Refused {
+            delay: Duration::ZERO,
+            until: Instant::now(),
+            why: String::new(),
+        });
+        entry.delay = if entry.delay.is_zero() {
+            Duration::from_secs(10)
+        } else {
+            (entry.delay * 2).min(Duration::from_secs(300))
+        };
+        entry.until = Instant::now() + jitter(entry.delay);
+        if entry.why != why {
+            log::warn!("mirror pod {key}: refused by the API server: {why}; the static pod runs on");
+            self.shared.node.events().record(
+                &sp.pod,
+                true,
+                "MirrorPodRejected",
+                &format!("mirror pod refused by the API server: {why}"),
+            );
+            entry.why = why.clone();
+        }
+        let retry = entry.delay;
+        self.report(&sp.uid, format!("refused by the API server ({why}); retrying every {retry:?} at most"));
+    }
+
+    /// DELETE with grace 0 and the mirror's UID as precondition; gone or replaced is fine.
+    fn delete(&mut self, pod: &Value) -> Result<(), Failure> {
+        let key = key_of(pod);
+        let uid = pod["metadata"]["uid"].clone();
+        let options = json!({
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": uid},
+        });
+        let (ns, name) = key.split_once('/').unwrap_or_default();
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
+        let r = self.client.call("DELETE", &path, JSON, Some(&options)).map_err(|e| (e, None))?;
+        if !(r.ok() || r.status == 404 || r.status == 409) {
+            return Err(fail_of(&format!("deleting mirror pod {key}"), &r));
+        }
+        if let Some(c) = &mut self.cache {
+            if c.get(&key).is_some_and(|p| p["metadata"]["uid"] == uid) {
+                c.remove(&key);
+            }
+        }
+        if let Some(u) = uid.as_str() {
+            self.sent.remove(u);
+        }
+        Ok(())
+    }
+
+    /// Writes the static pod's status to its mirror when it differs from the last one written.
+    fn sync_status(&mut self, sp: &StaticPod, mirror: &Value) -> Result<(), Failure> {
+        let Some(ours) = self.shared.node.statuses().get(&sp.uid) else { return Ok(()) };
+        let muid = uid_of(mirror);
+        let want = objects::desired_status(&ours, mirror);
+        if self.sent.get(&muid) == Some(&want) {
+            return Ok(());
+        }
+        let Some(patch) = objects::status_patch(&want, mirror) else {
+            self.sent.insert(muid, want);
+            return Ok(());
+        };
+        let path = format!("/api/v1/namespaces/{}/pods/{}/status", sp.pod.metadata.namespace, sp.pod.metadata.name);
+        let r = self.client.call("PATCH", &path, MERGE, Some(&patch)).map_err(|e| (e, None))?;
+        match r.status {
+            200 => {
+                if let Some(c) = &mut self.cache {
+                    c.insert(sp.pod.key(), r.body);
+                }
+                self.report(&sp.uid, format!("mirrored (uid {muid})"));
+                self.sent.insert(muid, want);
+                Ok(())
+            }
+            // Deleted or replaced meanwhile: the watch will tell.
+            404 | 409 => Ok(()),
+            _ if transient(&r) => Err(fail_of(&format!("status of mirror pod {}", sp.pod.key()), &r)),
+            _ => {
+                log::warn!("mirror pod {}: status refused: {}", sp.pod.key(), r.describe());
+                self.sent.insert(muid, want);
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! How the mirror fails and waits: the back-off (1 s doubling to 60 s, jittered, Retry-After
+//! honoured), which answers are worth retrying, and the content types of its requests.
+
+use super::apiserver::Reply;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Failure back-off: 1 s doubling to 60 s, each wait jittered to 50–100 %, a `Retry-After`
+/// honoured (up to 5 minutes).
+#[derive(Debug, Default)]
+pub(super) struct Retry {
+    delay: Duration,
+    pub(super) until: Option<Instant>,
+}
+
+impl Retry {
+    const FIRST: Duration = Duration::from_secs(1);
+    const MAX: Duration = Duration::from_secs(60);
+    const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+    pub(super) fn fail(&mut self, retry_after: Option<Duration>) -> Duration {
+        self.delay = if self.delay.is_zero() { Self::FIRST } else { (self.delay * 2).min(Self::MAX) };
+        let mut wait = jitter(self.delay);
+        if let Some(ra) = retry_after {
+            wait = wait.max(ra.min(Self::MAX_RETRY_AFTER));
+        }
+        self.until = Some(Instant::now() + wait);
+        wait
+    }
+
+    pub(super) fn ok(&mut self) {
+        self.delay = Duration::ZERO;
+        self.until = None;
+    }
+
+    pub(super) fn waiting(&self) -> bool {
+        self.until.is_some_and(|u| Instant::now() < u)
+    }
+}
+
+/// `d` scaled to a pseudo-random 50–100 % (spreads a fleet's retries after an outage).
+pub(super) fn jitter(d: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let frac = 0.5 + (h.finish() % 1000) as f64 / 2000.0;
+    d.mul_f64(frac)
+}
+
+/// Whether an answer means "try again later" (server trouble) rather than "no".
+pub(super) fn transient(r: &Reply) -> bool {
+    r.status == 429 || r.status >= 500
+}
+
+pub(super) const SMP: &str = "application/strategic-merge-patch+json";
+pub(super) const MERGE: &str = "application/merge-patch+json";
+pub(super) const JSON: &str = "application/json";
+
+pub(super) type Failure = (String, Option<Duration>);
+
+pub(super) fn fail_of(what: &str, r: &Reply) -> Failure {
+    (format!("{what}: {}", r.describe()), r.retry_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn back_off_doubles_jitters_caps_honours_retry_after_and_resets() {
+        let mut b = Retry::default();
+        assert!(!b.waiting());
+        let mut last = Duration::ZERO;
+        for n in 0..10 {
+            let wait = b.fail(None);
+            let delay = Retry::FIRST * 2u32.pow(n).min(60);
+            let delay = delay.min(Retry::MAX);
+            assert!(wait >= delay / 2 && wait <= delay, "try {n}: {wait:?} for {delay:?}");
+            last = wait;
+        }
+        assert!(last <= Retry::MAX && b.waiting());
+        b.ok();
+        assert!(!b.waiting());
+        // Retry-After wins over a shorter back-off, up to its own cap.
+        assert!(b.fail(Some(Duration::from_secs(30))) >= Duration::from_secs(30));
+        assert_eq!(b.fail(Some(Duration::from_secs(3600))), Retry::MAX_RETRY_AFTER);
+    }
+
+    #[test]
+    fn transient_answers_are_5xx_and_429() {
+        let r = |status| Reply { status, body: Value::Null, retry_after: None };
+        assert!(transient(&r(429)) && transient(&r(500)) && transient(&r(503)));
+        assert!(!transient(&r(403)) && !transient(&r(422)) && !transient(&r(409)));
+    }
+}

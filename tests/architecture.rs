@@ -1,0 +1,292 @@
+//! The house's rules, checked on the source: no import cycle between files of `src/`, and the
+//! layer rules — the engine (`runtime/`) imports neither the mirror, the local API, the probes
+//! nor the sources; the status does not import the probes; the mirror does not import the
+//! local API or the sources; the bottom (`node/`, `pod/`, `cri/` and the leaf files) imports
+//! nothing above it. Imports are read as text (`crate::`, `super::`, and a parent's uses of its
+//! own child modules), each resolved to the file that defines it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`runtime::worker`, `` for lib.rs) → file, for every file of src/ but main.rs.
+fn modules(root: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().and_then(|x| x.to_str()) != Some("rs") || p.ends_with("main.rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(root).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+            if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+                parts.pop();
+            }
+            out.insert(parts.join("::"), p);
+        }
+    }
+    out
+}
+
+/// The module a module's `super::` means (whether it is a `mod.rs` or a file of its own).
+fn parent_of(module: &str) -> String {
+    let base: Vec<&str> = if module.is_empty() { vec![] } else { module.split("::").collect() };
+    base[..base.len().saturating_sub(1)].join("::")
+}
+
+/// The longest existing module that `path` (segments) names.
+fn resolve(mods: &BTreeMap<String, PathBuf>, path: &[&str]) -> Option<String> {
+    (0..=path.len()).rev().map(|n| path[..n].join("::")).find(|m| mods.contains_key(m))
+}
+
+/// Text without comments, string literals (so doc examples and messages are not imports) and
+/// the unit tests at the end of a file (whose `super::` is the file itself).
+fn code_only(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut in_str = false;
+        let mut prev = ' ';
+        for ch in line.chars() {
+            if ch == '"' && prev != '\\' {
+                in_str = !in_str;
+            } else if !in_str {
+                out.push(ch);
+            }
+            prev = ch;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Every file's imports as module paths, resolved to files of `mods`.
+fn imports(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, file) in mods {
+        let text = code_only(&std::fs::read_to_string(file).unwrap());
+        let parent = parent_of(module);
+        let own_base: Vec<String> = parent.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+        let mut targets = BTreeSet::new();
+        let mut add = |base: &[String], rest: &str| {
+            for item in expand(rest) {
+                let mut path: Vec<&str> = base.iter().map(String::as_str).collect();
+                path.extend(item.split("::").filter(|s| !s.is_empty()));
+                if let Some(m) = resolve(mods, &path) {
+                    if &m != module {
+                        targets.insert(m);
+                    }
+                }
+            }
+        };
+        let words: Vec<(usize, &str)> = text.match_indices("crate::").chain(text.match_indices("super::")).collect();
+        for (at, kind) in words {
+            let rest = &text[at + kind.len()..];
+            let base: Vec<String> = if kind == "crate::" {
+                vec![]
+            } else {
+                let mut b: Vec<String> = own_base.clone();
+                // `super::super::` and the like: one level per extra `super::`.
+                let mut r = rest;
+                while let Some(more) = r.strip_prefix("super::") {
+                    b.pop();
+                    r = more;
+                }
+                let upto = rest.len() - r.len();
+                add(&b, &rest[upto..]);
+                continue;
+            };
+            add(&base, rest);
+        }
+        // A module's uses of its own children by their bare names (`container::Kind`).
+        let children: Vec<String> =
+            mods.keys().filter(|m| parent_of(m) == *module && !m.is_empty() && *m != module).cloned().collect();
+        if file.ends_with("mod.rs") || file.ends_with("lib.rs") {
+            for child in children {
+                let name = child.rsplit("::").next().unwrap_or(&child).to_string();
+                let uses = text.lines().any(|l| {
+                    let l = l.trim();
+                    !l.starts_with("mod ") && !l.starts_with("pub mod ") && !l.starts_with("pub(crate) mod ") && {
+                        l.contains(&format!(" {name}::"))
+                            || l.contains(&format!("({name}::"))
+                            || l.starts_with(&format!("{name}::"))
+                            || l.contains(&format!("use {name}::"))
+                            || l.contains(&format!("!{name}::"))
+                            || l.contains(&format!("&{name}::"))
+                    }
+                });
+                if uses {
+                    targets.insert(child);
+                }
+            }
+        }
+        graph.insert(module.clone(), targets);
+    }
+    graph
+}
+
+/// `a::{b, c::d}` → [a::b, a::c::d]; `a::b::C` → [a::b::C]; stops at the path's end.
+fn expand(rest: &str) -> Vec<String> {
+    let mut head = String::new();
+    let chars: Vec<char> = rest.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '{' {
+            let mut depth = 0;
+            let mut j = i;
+            while j < chars.len() {
+                match chars[j] {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            let inner: String = chars[i + 1..j.min(chars.len())].iter().collect();
+            let mut out = Vec::new();
+            let mut depth = 0;
+            let mut item = String::new();
+            for ch in inner.chars() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.extend(expand(item.trim()).into_iter().map(|x| format!("{head}{x}")));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(ch);
+            }
+            out.extend(expand(item.trim()).into_iter().map(|x| format!("{head}{x}")));
+            return out;
+        }
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            head.push(c);
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    vec![head.trim_end_matches(':').to_string()]
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// A cycle through `graph`, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(n.to_string());
+            return Some(cycle);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for next in graph.get(n).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for n in graph.keys() {
+        if let Some(c) = visit(n, graph, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_file_of_src_imports_itself_in_a_circle() {
+    let mods = modules(&src());
+    let graph = imports(&mods);
+    assert!(graph.len() > 50, "the source was read: {} files", graph.len());
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("an import cycle between files: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn lower_layers_never_import_higher_ones() {
+    let mods = modules(&src());
+    let graph = imports(&mods);
+    let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
+    let rules: &[(&str, &[&str])] = &[
+        ("runtime", &["mirror", "api", "probe", "source", "agent", "cli", "config"]),
+        ("status", &["probe", "runtime", "mirror", "api", "source", "agent", "cli"]),
+        ("mirror", &["api", "source", "runtime", "probe", "agent", "cli"]),
+        ("probe", &["runtime", "mirror", "api", "source", "agent", "cli"]),
+        ("source", &["runtime", "probe", "mirror", "api", "agent", "cli"]),
+        ("handlers", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "node"]),
+        ("node", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "handlers", "config"]),
+        ("pod", &["node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config"]),
+        ("cri", &["node", "pod", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli"]),
+    ];
+    let mut broken = Vec::new();
+    for (from, targets) in &graph {
+        for (layer, forbidden) in rules {
+            if top(from) != *layer {
+                continue;
+            }
+            for t in targets.iter().filter(|t| forbidden.contains(&top(t).as_str())) {
+                broken.push(format!("{from} imports {t}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "imports against the layers:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_reader_finds_imports_as_they_are_written() {
+    assert_eq!(expand("a::{b, c::{d, e}}::X"), ["a::b", "a::c::d", "a::c::e"]);
+    assert_eq!(expand("runtime::worker::Shared;"), ["runtime::worker::Shared"]);
+    let mods = modules(&src());
+    let graph = imports(&mods);
+    assert!(graph["runtime::worker"].contains("runtime::sync"), "{:?}", graph["runtime::worker"]);
+    assert!(graph["agent"].contains("runtime"), "{:?}", graph["agent"]);
+}
+
+#[test]
+fn files_fit_in_a_head() {
+    let mut long = Vec::new();
+    for file in modules(&src()).values() {
+        if file.ends_with("cri/runtime.v1.rs") {
+            continue; // generated from proto/cri.proto
+        }
+        let lines = std::fs::read_to_string(file).unwrap().lines().count();
+        if lines > 650 {
+            long.push(format!("{} has {lines} lines", file.display()));
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}
