@@ -1,8 +1,15 @@
 //! atoll: a small agent that runs Kubernetes static pods on one machine through CRI.
 //!
-//! Layout (see shared/DESIGN.md): `cli` parses commands and flags, `config` holds settings,
-//! `cri` talks to the container runtime. Later parts (pod model, sources, pod engine, probes,
-//! status, local API, mirror) get a module each, with data flowing one way.
+//! Data flows one way: `source` (manifest dir and URL) → desired pods (`pod::Change`) →
+//! `runtime` (one worker per pod) → the runtime through `cri`; workers and `probe`s → `status`
+//! → the node's status store → `api` (local API) and `mirror` (API server).
+//!
+//! From the top down: `cli` (commands; `atoll run` calls `agent`, the one runner) and `config`;
+//! `agent`; `api`, `mirror`, `source`, `runtime`, `probe`; `status`, `handlers` (probe and hook
+//! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat),
+//! `pod` (the Pod model, validation, safe paths), `cri`; leaves: `parse`, `bounded`,
+//! `deadline`, `http1`, `tls`, `fnv`, `locks`, `rfc3339`, `metrics`, `notify`. Lower layers
+//! never import higher ones (`tests/architecture.rs` checks it).
 
 pub mod agent;
 pub mod api;
@@ -13,6 +20,7 @@ pub mod cri;
 pub mod deadline;
 pub mod fnv;
 pub mod handlers;
+pub mod http1;
 pub mod locks;
 pub mod metrics;
 pub mod mirror;

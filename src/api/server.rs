@@ -2,7 +2,7 @@
 //! request bodies ignored, responses with a Content-Length or, when streaming (`logs -f`),
 //! ended by closing the connection. It runs on smol's reactor like everything else.
 
-use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use smol::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use std::collections::BTreeMap;
 
 const HEAD_LIMIT: usize = 16 * 1024;
@@ -105,23 +105,10 @@ pub fn parse_head(head: &str) -> Result<Request, String> {
     Ok(Request { method: method.to_string(), path: percent_decode(path), query })
 }
 
-/// Reads the request head from a connection.
+/// Reads the request head from a connection (its body, if any, is not read).
 pub async fn read_request<S: AsyncRead + Unpin>(s: &mut S) -> Result<Request, String> {
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 512];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            return parse_head(&String::from_utf8_lossy(&buf[..end]));
-        }
-        if buf.len() > HEAD_LIMIT {
-            return Err("request head too large".into());
-        }
-        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("connection closed before a complete request".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
+    let (head, _) = crate::http1::read_head(s, HEAD_LIMIT).await?;
+    parse_head(&head)
 }
 
 /// Writes a complete response.

@@ -6,13 +6,13 @@ use super::describe::describe_text;
 use super::render::{age, status_column, str_of, table, to_yaml};
 use super::{Flag, Flags};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::time::SystemTime;
 
 /// A response from the local API: status and a reader positioned at the body.
 struct Reply {
     status: u16,
-    body: BufReader<std::os::unix::net::UnixStream>,
+    body: BufReader<std::io::Chain<std::io::Cursor<Vec<u8>>, std::os::unix::net::UnixStream>>,
 }
 
 fn socket(flags: &Flags) -> String {
@@ -26,19 +26,9 @@ fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
     })?;
     write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         .map_err(|e| format!("{sock}: {e}"))?;
-    let mut body = BufReader::new(s);
-    let mut line = String::new();
-    body.read_line(&mut line).map_err(|e| format!("{sock}: {e}"))?;
-    let status =
-        line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("{sock}: bad reply {line:?}"))?;
-    loop {
-        line.clear();
-        body.read_line(&mut line).map_err(|e| format!("{sock}: {e}"))?;
-        if line.trim().is_empty() {
-            break;
-        }
-    }
-    Ok(Reply { status, body })
+    let (head, rest) = crate::http1::read_head_blocking(&mut s, 64 << 10).map_err(|e| format!("{sock}: {e}"))?;
+    let status = crate::http1::status(&head).map_err(|e| format!("{sock}: {e}"))?;
+    Ok(Reply { status, body: BufReader::new(std::io::Cursor::new(rest).chain(s)) })
 }
 
 fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {

@@ -34,9 +34,9 @@ pub struct Target {
     pub user_agent: &'static str,
 }
 
-/// How an HTTP probe ended.
+/// How an HTTP probe ended (kubelet's success, warning or failure).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Verdict {
     Success(u16),
     /// A redirect to another host, not followed: counted as a success, with this warning.
     Warning(String),
@@ -60,14 +60,14 @@ pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String>
 }
 
 /// Runs the probe's GET within `timeout`, redirects included.
-pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
+pub async fn probe(target: &Target, timeout: Duration) -> Verdict {
     let started = Instant::now();
     let mut current = target.clone();
     for _ in 0..=MAX_REDIRECTS {
         let left = timeout.saturating_sub(started.elapsed());
         let resp = match crate::deadline::with_deadline(left, get(&current)).await {
-            None => return Outcome::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
-            Some(Err(e)) => return Outcome::Failure(format!("{}: {e}", url(&current))),
+            None => return Verdict::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
+            Some(Err(e)) => return Verdict::Failure(format!("{}: {e}", url(&current))),
             Some(Ok(r)) => r,
         };
         let redirect = (300..400).contains(&resp.status) && resp.status != 304;
@@ -75,7 +75,7 @@ pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
             Some(location) => {
                 let next = follow(&current, &location);
                 if next.host != target.host {
-                    return Outcome::Warning(format!(
+                    return Verdict::Warning(format!(
                         "probe terminated redirects for {}, response: {} to {location:?}",
                         url(target),
                         resp.status
@@ -83,11 +83,11 @@ pub async fn probe(target: &Target, timeout: Duration) -> Outcome {
                 }
                 current = next;
             }
-            None if (200..400).contains(&resp.status) => return Outcome::Success(resp.status),
-            None => return Outcome::Failure(format!("HTTP probe failed with statuscode: {}", resp.status)),
+            None if (200..400).contains(&resp.status) => return Verdict::Success(resp.status),
+            None => return Verdict::Failure(format!("HTTP probe failed with statuscode: {}", resp.status)),
         }
     }
-    Outcome::Failure(format!("{}: stopped after {MAX_REDIRECTS} redirects", url(target)))
+    Verdict::Failure(format!("{}: stopped after {MAX_REDIRECTS} redirects", url(target)))
 }
 
 fn url(t: &Target) -> String {
@@ -191,37 +191,12 @@ async fn get(t: &Target) -> Result<Response, String> {
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &Target) -> Result<Response, String> {
     s.write_all(&request(t)).await.map_err(|e| e.to_string())?;
     s.flush().await.map_err(|e| e.to_string())?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
-        }
-        if buf.len() > HEADER_LIMIT {
-            return Err("response headers too large".into());
-        }
-        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("connection closed before a complete response".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    let status: u16 = parts
-        .next()
-        .and_then(|c| c.parse().ok())
-        .filter(|_| version.starts_with("HTTP/1."))
-        .ok_or_else(|| format!("malformed HTTP status line {status_line:?}"))?;
-    let location = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(n, _)| n.trim().eq_ignore_ascii_case("location"))
-        .map(|(_, v)| v.trim().to_string());
+    let (head, already) = crate::http1::read_head(&mut s, HEADER_LIMIT).await?;
+    let status = crate::http1::status(&head)?;
+    let location = crate::http1::header(&head, "location").map(String::from);
     // Read (and drop) the body up to kubelet's limit; a short or truncated body is fine.
-    let mut body = buf.len() - head_end - 4;
+    let mut chunk = [0u8; 2048];
+    let mut body = already.len();
     while body < BODY_LIMIT {
         match s.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
@@ -281,11 +256,11 @@ mod tests {
         let port = server(|path, _| status(path.trim_start_matches('/').parse().unwrap()));
         for code in [200, 204, 301, 399] {
             let got = smol::block_on(probe(&target(port, &format!("/{code}")), Duration::from_secs(2)));
-            assert_eq!(got, Outcome::Success(code), "{code}");
+            assert_eq!(got, Verdict::Success(code), "{code}");
         }
         for code in [199, 400, 404, 500] {
             let got = smol::block_on(probe(&target(port, &format!("/{code}")), Duration::from_secs(2)));
-            assert_eq!(got, Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")), "{code}");
+            assert_eq!(got, Verdict::Failure(format!("HTTP probe failed with statuscode: {code}")), "{code}");
         }
     }
 
@@ -302,13 +277,13 @@ mod tests {
             _ => status(404),
         });
         let got = smol::block_on(probe(&target(port, "/start"), Duration::from_secs(2)));
-        assert_eq!(got, Outcome::Failure("HTTP probe failed with statuscode: 500".into()), "followed to /bad");
+        assert_eq!(got, Verdict::Failure("HTTP probe failed with statuscode: 500".into()), "followed to /bad");
         let got = smol::block_on(probe(&target(port, "/moved"), Duration::from_secs(2)));
-        assert_eq!(got, Outcome::Success(200), "a 302 to a 200 on the same host");
+        assert_eq!(got, Verdict::Success(200), "a 302 to a 200 on the same host");
         let got = smol::block_on(probe(&target(port, "/away"), Duration::from_secs(2)));
-        assert!(matches!(&got, Outcome::Warning(w) if w.contains("301")), "{got:?}");
+        assert!(matches!(&got, Verdict::Warning(w) if w.contains("301")), "{got:?}");
         let got = smol::block_on(probe(&target(port, "/loop"), Duration::from_secs(2)));
-        assert!(matches!(&got, Outcome::Failure(f) if f.contains("stopped after 10 redirects")), "{got:?}");
+        assert!(matches!(&got, Verdict::Failure(f) if f.contains("stopped after 10 redirects")), "{got:?}");
     }
 
     #[test]
@@ -320,7 +295,7 @@ mod tests {
         });
         let mut t = target(port, "/");
         t.headers = vec![("X-Custom".into(), "1".into())];
-        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(2))), Outcome::Success(200));
+        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(2))), Verdict::Success(200));
         let r = String::from_utf8(request(&Target {
             headers: vec![
                 ("Accept".into(), "".into()),
@@ -337,12 +312,12 @@ mod tests {
     fn a_closed_port_and_a_silent_server_fail() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let got = smol::block_on(probe(&target(closed, "/"), Duration::from_secs(2)));
-        assert!(matches!(got, Outcome::Failure(_)), "{got:?}");
+        assert!(matches!(got, Verdict::Failure(_)), "{got:?}");
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = silent.local_addr().unwrap().port();
         let started = Instant::now();
         let got = smol::block_on(probe(&target(port, "/"), Duration::from_millis(300)));
-        assert!(matches!(&got, Outcome::Failure(f) if f.contains("timed out")), "{got:?}");
+        assert!(matches!(&got, Verdict::Failure(f) if f.contains("timed out")), "{got:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         drop(silent);
     }
@@ -379,12 +354,12 @@ mod tests {
         }
         let mut t = target(port, "/ok.html");
         t.scheme = "https".into();
-        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(5))), Outcome::Success(200));
+        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(5))), Verdict::Success(200));
         // HTTPS to a plain HTTP server: the handshake fails, and so does the probe.
         let plain = server(|_, _| status(200));
         let mut t = target(plain, "/");
         t.scheme = "https".into();
-        assert!(matches!(smol::block_on(probe(&t, Duration::from_secs(5))), Outcome::Failure(_)));
+        assert!(matches!(smol::block_on(probe(&t, Duration::from_secs(5))), Verdict::Failure(_)));
         let _ = tls_server.kill();
         let _ = tls_server.wait();
         let _ = std::fs::remove_dir_all(&dir);

@@ -108,12 +108,9 @@ fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
 
 /// The node status now: Ready while the runtime answers the relist.
 fn current_status(shared: &Env, st: &mut NodeState) -> Value {
-    // Ready by the same measure as /healthz, and only once the runtime has answered.
-    let (ready, why) = match shared.node.heartbeat().last() {
-        Some((at, true)) if at.elapsed() <= crate::node::heartbeat::STALL_AFTER => (true, String::new()),
-        Some((_, false)) => (false, "container runtime is down".to_string()),
-        Some((at, true)) => (false, format!("the pod sync loop has not completed for {:?}", at.elapsed())),
-        None => (false, "the pod sync loop has not completed yet".to_string()),
+    let (ready, why) = match shared.node.heartbeat().ready() {
+        Ok(()) => (true, String::new()),
+        Err(why) => (false, why),
     };
     let now = crate::rfc3339::format_seconds(SystemTime::now());
     let conds: Vec<objects::Condition> = objects::conditions(ready, &why)

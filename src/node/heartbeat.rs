@@ -27,6 +27,17 @@ impl Heartbeat {
         self.last().is_some_and(|(_, ok)| ok)
     }
 
+    /// The Node's Ready: by the same measure as `/healthz`, and only once the runtime has
+    /// answered; else why not.
+    pub fn ready(&self) -> Result<(), String> {
+        match self.last() {
+            Some((at, true)) if at.elapsed() <= STALL_AFTER => Ok(()),
+            Some((_, false)) => Err("container runtime is down".to_string()),
+            Some((at, true)) => Err(format!("the pod sync loop has not completed for {:?}", at.elapsed())),
+            None => Err("the pod sync loop has not completed yet".to_string()),
+        }
+    }
+
     /// `None` while the loop is alive, else why not; `started` is when the agent started (it
     /// has [`STALL_AFTER`] to complete its first relist).
     pub fn stalled(&self, started: Instant) -> Option<String> {
@@ -56,5 +67,8 @@ mod tests {
         let why = h.stalled(now).expect("stalled");
         assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
         assert!(!h.runtime_up());
+        assert_eq!(h.ready(), Err("container runtime is down".to_string()));
+        h.beat(Instant::now(), true);
+        assert_eq!(h.ready(), Ok(()));
     }
 }

@@ -44,11 +44,11 @@ impl Kind {
         }
     }
 
-    fn initial(self) -> Outcome {
+    fn initial(self) -> ProbeResult {
         match self {
-            Kind::Startup => Outcome::Unknown,
-            Kind::Liveness => Outcome::Success,
-            Kind::Readiness => Outcome::Failure,
+            Kind::Startup => ProbeResult::Unknown,
+            Kind::Liveness => ProbeResult::Success,
+            Kind::Readiness => ProbeResult::Failure,
         }
     }
 
@@ -62,7 +62,7 @@ impl Kind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ProbeResult {
     Unknown,
     Success,
     Failure,
@@ -109,7 +109,7 @@ struct State {
     pod_ip: String,
     deleting: bool,
     /// Published results by (container, kind): for which container ID, and what.
-    results: HashMap<(String, Kind), (String, Outcome)>,
+    results: HashMap<(String, Kind), (String, ProbeResult)>,
     /// Counters by (container, kind), for metrics and benchmarks.
     stats: HashMap<(String, Kind), Stats>,
 }
@@ -240,7 +240,7 @@ impl PodProbes {
         let mut v = ProbeVerdicts::default();
         for ((name, kind), (id, outcome)) in &st.results {
             let current = st.targets.get(name).is_some_and(|t| t.running && &t.container_id == id);
-            if !current || *outcome != Outcome::Failure {
+            if !current || *outcome != ProbeResult::Failure {
                 continue;
             }
             match kind {
@@ -261,8 +261,8 @@ impl PodProbes {
                 continue;
             }
             match kind {
-                Kind::Readiness => view.ready.insert(id.clone(), *outcome == Outcome::Success),
-                Kind::Startup => view.started.insert(id.clone(), *outcome == Outcome::Success),
+                Kind::Readiness => view.ready.insert(id.clone(), *outcome == ProbeResult::Success),
+                Kind::Startup => view.started.insert(id.clone(), *outcome == ProbeResult::Success),
                 Kind::Liveness => None,
             };
         }
@@ -301,7 +301,7 @@ struct Task {
 struct Progress {
     container_id: String,
     on_hold: bool,
-    last: Outcome,
+    last: ProbeResult,
     run: u32,
 }
 
@@ -343,7 +343,7 @@ impl Task {
         crate::locks::lock(&self.state)
     }
 
-    fn publish(&self, id: &str, outcome: Outcome) {
+    fn publish(&self, id: &str, outcome: ProbeResult) {
         let key = (self.container.name.clone(), self.kind);
         let changed = {
             let mut st = self.lock();
@@ -363,7 +363,7 @@ impl Task {
             let Some(t) = st.targets.get(&self.container.name).cloned() else { return Step::Continue };
             let started = !self.has_startup
                 || st.results.get(&(self.container.name.clone(), Kind::Startup))
-                    == Some(&(t.container_id.clone(), Outcome::Success));
+                    == Some(&(t.container_id.clone(), ProbeResult::Success));
             (t, st.pod_ip.clone(), st.deleting, started)
         };
         if target.container_id.is_empty() {
@@ -380,13 +380,13 @@ impl Task {
             return Step::Continue;
         }
         if !target.running {
-            p.last = Outcome::Failure;
+            p.last = ProbeResult::Failure;
             p.run = 0;
-            self.publish(&p.container_id, Outcome::Failure);
+            self.publish(&p.container_id, ProbeResult::Failure);
             return if target.finished_for_good { Step::Stop } else { Step::Continue };
         }
         if deleting && self.kind != Kind::Readiness {
-            self.publish(&p.container_id, Outcome::Success);
+            self.publish(&p.container_id, ProbeResult::Success);
             return Step::Stop;
         }
         let since_start = target.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
@@ -424,16 +424,16 @@ impl Task {
             }
         }
         let outcome = match &attempt {
-            handlers::Attempt::Success => Outcome::Success,
+            handlers::Attempt::Success => ProbeResult::Success,
             handlers::Attempt::Warning(w) => {
                 let message = format!("{} probe warning: container {}: {w}", self.kind.name(), self.container.name);
                 self.node.events().record(&self.pod, true, "ProbeWarning", &message);
-                Outcome::Success
+                ProbeResult::Success
             }
             handlers::Attempt::Failure(why) => {
                 let message = format!("{} probe failed: container {}: {why}", self.kind.name(), self.container.name);
                 self.node.events().record(&self.pod, true, "Unhealthy", &message);
-                Outcome::Failure
+                ProbeResult::Failure
             }
             handlers::Attempt::Error(e) => {
                 log::debug!(
@@ -452,14 +452,14 @@ impl Task {
             p.run = 1;
         }
         let threshold = match outcome {
-            Outcome::Failure => self.timing.failure_threshold,
+            ProbeResult::Failure => self.timing.failure_threshold,
             _ => self.timing.success_threshold,
         };
         if p.run < threshold {
             return Step::Continue;
         }
         self.publish(&p.container_id, outcome);
-        if outcome == Outcome::Failure && self.kind != Kind::Readiness {
+        if outcome == ProbeResult::Failure && self.kind != Kind::Readiness {
             // Hold until the container is replaced: no probe of a container being killed.
             p.on_hold = true;
             p.run = 0;
