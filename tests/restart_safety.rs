@@ -12,14 +12,24 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Child {
+/// An `atoll run` killed when dropped (also when a test fails halfway).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn atoll(tb: &Testbed, dir: &Path, fault: Option<&str>) -> Running {
     let config = common::kubelet_config(tb, dir, "");
     let mut cmd = common::atoll_run(tb, dir, &config, &dir.join("api.sock"), "tb");
     if let Some(f) = fault {
         cmd.env("ATOLL_FAULT_ABORT_AFTER", f);
     }
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("atoll.log")).expect("atoll.log");
-    cmd.stderr(log).spawn().expect("start atoll")
+    Running(cmd.stderr(log).spawn().expect("start atoll"))
 }
 
 fn pod_yaml(name: &str) -> String {
@@ -63,7 +73,7 @@ fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
         let log = || std::fs::read_to_string(dir.join("atoll.log")).unwrap_or_default();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let status = loop {
-            if let Some(s) = first.try_wait().unwrap() {
+            if let Some(s) = first.0.try_wait().unwrap() {
                 break s;
             }
             assert!(
@@ -75,7 +85,7 @@ fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
         };
         assert!(!status.success(), "{point}: atoll should have been aborted");
 
-        let mut second = atoll(tb, &dir, None);
+        let second = atoll(tb, &dir, None);
         eventually(Duration::from_secs(60), "the pod to converge", || {
             let (ready, _, by_name) = census(tb, &name);
             let ok = ready == 1 && ["one", "two"].iter().all(|n| by_name.get(*n).is_some_and(|(r, _)| *r == 1));
@@ -95,8 +105,7 @@ fn a_kill_between_any_two_cri_calls_converges_without_duplicates() {
         // Remove the manifest: the pod goes away, then stop atoll.
         std::fs::remove_file(dir.join("manifests").join("pod.yaml")).unwrap();
         eventually(Duration::from_secs(60), "the pod removed", || (census(tb, &name).1 == 0).then_some(()));
-        let _ = second.kill();
-        let _ = second.wait();
+        drop(second);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
