@@ -62,7 +62,7 @@ for t in "${TARGETS[@]}"; do
       cargo zigbuild --release --locked --target "$t" >&2 ;;
   esac
   bin="target/cross/atoll-$t"
-  cp "target/$t/release/atoll" "$bin"
+  cp "${CARGO_TARGET_DIR:-target}/$t/release/atoll" "$bin"
   case "$t" in
     aarch64-*) qemu=qemu-aarch64-static ;;
     armv7-*) qemu=qemu-arm-static ;;

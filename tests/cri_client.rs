@@ -305,11 +305,16 @@ fn missing_images_and_containers_come_back_as_typed_errors() {
         let errors = [
             cri.container_status(ghost, false).await.map(|_| ()).unwrap_err(),
             cri.start_container(ghost).await.unwrap_err(),
-            cri.stop_container(ghost, Duration::ZERO).await.unwrap_err(),
             cri.exec_sync(ghost, vec!["true".into()], Duration::from_secs(5)).await.map(|_| ()).unwrap_err(),
         ];
         for err in errors {
             assert_eq!(err.code, Code::NotFound, "{err}");
+        }
+        // StopContainer is idempotent: containerd 1.6 and 1.7 answer NotFound for a container
+        // that does not exist, 2.x answers OK; CRI allows both, and atoll takes both as stopped.
+        match cri.stop_container(ghost, Duration::ZERO).await {
+            Ok(()) => {}
+            Err(err) => assert_eq!(err.code, Code::NotFound, "{err}"),
         }
     });
 }

@@ -282,7 +282,7 @@ fn a_dead_sandbox_is_replaced_with_the_next_attempt() {
     let first = eventually(Duration::from_secs(30), "the container running", || running(tb, &uid, "main"));
     let sandbox = sandboxes(tb, &uid).remove(0);
     // Kill the sandbox's pause process behind atoll's back.
-    let status = std::process::Command::new("ctr")
+    let status = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
         .args([
             "--address",
             tb.var("ATOLL_TB_SOCKET"),

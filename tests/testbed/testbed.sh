@@ -14,6 +14,12 @@
 # DIR/env holds the facts tests need (socket, registry, images, bridge subnet) as KEY=value.
 # Only one test bed runs at a time on a machine: `run` waits for /run/atoll-testbed.lock.
 # Set ATOLL_TESTBED_KEEP=1 to keep DIR (logs, configs) after teardown for debugging.
+#
+# ATOLL_CONTAINERD picks the runtime: 1.6 (Debian 12's, the default), 1.7 (Debian 13's) or 2.1
+# (Debian unstable's). A version the system does not have is fetched once as Debian's .deb
+# from the mirror this machine's apt already uses, through a private apt configuration (the
+# system's packages and lists are untouched), and unpacked under ATOLL_TESTBED_CACHE
+# (/var/cache/atoll-testbed); the system's runc is kept. Later runs need no network.
 set -euo pipefail
 
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils)
@@ -23,6 +29,8 @@ BRIDGE="atoll-tb0"
 SUBNET="10.77.7.0/24"
 GATEWAY="10.77.7.1"
 LOCK=/run/atoll-testbed.lock
+CONTAINERD_WANTED=${ATOLL_CONTAINERD:-1.6}
+CACHE=${ATOLL_TESTBED_CACHE:-/var/cache/atoll-testbed}
 
 log() { echo "testbed: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -49,6 +57,94 @@ install_packages() {
       systemctl disable --now docker-registry >/dev/null 2>&1 || true
     fi
   fi
+}
+
+# The Debian suite that ships containerd MAJOR.MINOR.
+suite_for() {
+  case "$1" in
+    1.6) echo bookworm ;;
+    1.7) echo trixie ;;
+    2.*) echo sid ;;
+    *) die "ATOLL_CONTAINERD=$1: the test bed knows 1.6 (Debian 12), 1.7 (Debian 13) and 2.x (Debian unstable)" ;;
+  esac
+}
+
+# The Debian mirror and keyring this machine's apt is configured with, as "URI KEYRING": the
+# first source of the main archive (not -security, not -updates) in deb822 or one-line form.
+debian_mirror() {
+  local f found=""
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    found=$(awk 'BEGIN { RS = ""; FS = "\n" }
+      {
+        uri = ""; suites = ""; key = ""; deb = 0
+        for (i = 1; i <= NF; i++) {
+          line = $i
+          if (line ~ /^#/) continue
+          if (line ~ /^Types:/ && line ~ /(^|[ \t:])deb([ \t]|$)/) deb = 1
+          if (line ~ /^URIs:/) { split(substr(line, 6), u, " "); uri = u[1] }
+          if (line ~ /^Suites:/) suites = substr(line, 8)
+          if (line ~ /^Signed-By:/) { key = substr(line, 11); gsub(/^[ \t]+|[ \t]+$/, "", key) }
+        }
+        if (deb && uri != "" && suites !~ /-security/ && uri !~ /security/) { print uri, key; exit }
+      }' "$f")
+    [ -n "$found" ] && break
+  done
+  if [ -z "$found" ] && [ -f /etc/apt/sources.list ]; then
+    found=$(awk '$1 == "deb" {
+        i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+        if ($i !~ /security/ && $(i + 1) !~ /-(security|updates|backports)$/) { print $i; exit }
+      }' /etc/apt/sources.list)
+  fi
+  [ -n "$found" ] || die "no Debian mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/*.sources"
+  set -- $found
+  local keyring=${2:-}
+  case "$keyring" in /*) ;; *) keyring=/usr/share/keyrings/debian-archive-keyring.gpg ;; esac
+  echo "$1 $keyring"
+}
+
+# containerd_bin: the directory holding the containerd, containerd-shim-runc-v2 and ctr this
+# test bed runs, fetching Debian's package for CONTAINERD_WANTED when the system's is another.
+containerd_bin() {
+  local want=$CONTAINERD_WANTED have
+  have=$(containerd --version 2>/dev/null | awk '{print $3}' | sed 's/^v//')
+  case "$have" in "$want".*) dirname "$(command -v containerd)"; return ;; esac
+  local suite root="$CACHE/containerd-$want"
+  suite=$(suite_for "$want")
+  if [ -x "$root/usr/bin/containerd" ] && [ -x "$root/usr/bin/containerd-shim-runc-v2" ] && [ -x "$root/usr/bin/ctr" ]; then
+    echo "$root/usr/bin"
+    return
+  fi
+  command -v apt-get >/dev/null || die "ATOLL_CONTAINERD=$want needs apt-get to fetch Debian's containerd"
+  local mirror keyring apt="$CACHE/apt-$suite"
+  read -r mirror keyring < <(debian_mirror)
+  log "fetching containerd $want from Debian $suite at $mirror (private apt configuration in $apt)"
+  rm -rf "$apt" && mkdir -p "$apt/sources" "$apt/lists/partial" "$apt/cache" "$apt/archives/partial" "$apt/empty" "$apt/deb"
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' "$mirror" "$suite" "$keyring" >"$apt/sources/debian.sources"
+  : >"$apt/status"
+  local opts=(-q -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/sources"
+    -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$apt/empty"
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::State::Status=$apt/status" -o "Dir::Cache=$apt/cache"
+    -o "Dir::Cache::Archives=$apt/archives" -o "APT::Sandbox::User=root" -o "Acquire::Languages=none"
+    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
+    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false")
+  apt-get "${opts[@]}" update >&2 || die "apt-get update of Debian $suite failed"
+  (cd "$apt/deb" && apt-get "${opts[@]}" download "containerd/$suite" >&2) || die "downloading containerd from Debian $suite failed"
+  local deb version
+  deb=$(ls "$apt"/deb/containerd_*.deb 2>/dev/null | head -n1)
+  [ -n "$deb" ] || die "no containerd .deb from Debian $suite"
+  version=$(dpkg-deb -f "$deb" Version)
+  case "$version" in
+    "$want".*) ;;
+    *) die "Debian $suite ships containerd $version, not $want" ;;
+  esac
+  rm -rf "$root.new" && mkdir -p "$root.new"
+  dpkg-deb -x "$deb" "$root.new"
+  echo "$version" >"$root.new/VERSION"
+  rm -rf "$root" && mv "$root.new" "$root"
+  rm -rf "$apt"
+  log "containerd $version unpacked in $root"
+  echo "$root/usr/bin"
 }
 
 arch() {
@@ -168,11 +264,31 @@ auth:
     realm: atoll-testbed
     path: $DIR/htpasswd
 EOF
+  # Registries through hosts.toml files (config_path), which every containerd since 1.5 reads
+  # and 2.x requires: the test bed's registries speak plain HTTP.
+  local port
+  for port in "$REGISTRY_PORT" "$PRIVATE_PORT"; do
+    mkdir -p "$DIR/certs.d/127.0.0.1:$port"
+    cat >"$DIR/certs.d/127.0.0.1:$port/hosts.toml" <<EOF
+server = "http://127.0.0.1:$port"
+
+[host."http://127.0.0.1:$port"]
+  capabilities = ["pull", "resolve", "push"]
+EOF
+  done
+  case "$CONTAINERD_VERSION" in
+    1.*) write_containerd_v2_config ;;
+    *) write_containerd_v3_config ;;
+  esac
+}
+
+# containerd 1.6 and 1.7: the version 2 configuration, the CRI plugin in one section.
+write_containerd_v2_config() {
   cat >"$DIR/containerd.toml" <<EOF
 version = 2
 root = "$DIR/root"
 state = "$DIR/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.nri.v1.nri"]
 
 [grpc]
   address = "$SOCK"
@@ -200,10 +316,56 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = "/usr/lib/cni"
     conf_dir = "$DIR/cni/conf"
     max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:$REGISTRY_PORT"]
-    endpoint = ["http://127.0.0.1:$REGISTRY_PORT"]
-  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:$PRIVATE_PORT"]
-    endpoint = ["http://127.0.0.1:$PRIVATE_PORT"]
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$DIR/certs.d"
+EOF
+}
+
+# containerd 2.x: the version 3 configuration, where the CRI plugin is split into images,
+# runtime and the gRPC service. NRI is off: it would take the host's /var/run/nri socket.
+write_containerd_v3_config() {
+  cat >"$DIR/containerd.toml" <<EOF
+version = 3
+root = "$DIR/root"
+state = "$DIR/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = "$SOCK"
+
+[ttrpc]
+  address = "$SOCK.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$DIR/opt"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$DIR/certs.d"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        Root = "$DIR/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$DIR/cni/conf"
+    max_conf_num = 1
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.transfer.v1.local"]
+  config_path = "$DIR/certs.d"
 EOF
 }
 
@@ -219,6 +381,13 @@ ctr_() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 
 up() {
   install_packages
+  BIN=$(containerd_bin)
+  export PATH="$BIN:$PATH"
+  CONTAINERD_VERSION=$(containerd --version | awk '{print $3}' | sed 's/^v//')
+  case "$CONTAINERD_VERSION" in
+    "$CONTAINERD_WANTED".*) ;;
+    *) die "wanted containerd $CONTAINERD_WANTED, $BIN/containerd is $CONTAINERD_VERSION" ;;
+  esac
   mkdir -p "$DIR"
   DIR=$(cd "$DIR" && pwd)
   SOCK="$DIR/containerd.sock"
@@ -266,6 +435,9 @@ up() {
 
   cat >"$DIR/env" <<EOF
 ATOLL_TB_DIR=$DIR
+ATOLL_TB_BIN=$BIN
+ATOLL_TB_CTR=$BIN/ctr
+ATOLL_TB_CONTAINERD_VERSION=$CONTAINERD_VERSION
 ATOLL_TB_SOCKET=$SOCK
 ATOLL_TB_ENDPOINT=unix://$SOCK
 ATOLL_TB_LOGS=$DIR/logs
@@ -281,7 +453,15 @@ ATOLL_TB_BRIDGE=$BRIDGE
 ATOLL_TB_SUBNET=$SUBNET
 ATOLL_TB_GATEWAY=$GATEWAY
 EOF
-  log "up: containerd at $SOCK, registry at 127.0.0.1:$REGISTRY_PORT"
+  log "up: containerd $CONTAINERD_VERSION ($BIN) at $SOCK, registry at 127.0.0.1:$REGISTRY_PORT"
+}
+
+# use_bed_bin: put the containerd binaries of the test bed in DIR first on PATH.
+use_bed_bin() {
+  local bin
+  bin=$(sed -n 's/^ATOLL_TB_BIN=//p' "$DIR/env" 2>/dev/null)
+  [ -n "$bin" ] || return 1
+  export PATH="$bin:$PATH"
 }
 
 stop_pid() { # stop_pid PIDFILE NAME
@@ -346,7 +526,10 @@ down() {
 }
 
 case "${1:-}" in
-  install) install_packages ;;
+  install)
+    install_packages
+    containerd_bin >/dev/null
+    ;;
   run)
     [ $# -eq 2 ] || die "usage: testbed.sh run DIR"
     DIR=$2
@@ -361,12 +544,14 @@ case "${1:-}" in
     [ $# -eq 2 ] || die "usage: testbed.sh down DIR"
     DIR=$2
     LOCKED=1
+    use_bed_bin || true
     down
     ;;
   restart)
     [ $# -eq 2 ] || die "usage: testbed.sh restart DIR"
     DIR=$(cd "$2" && pwd)
     SOCK="$DIR/containerd.sock"
+    use_bed_bin || die "$DIR/env names no ATOLL_TB_BIN"
     stop_pid "$DIR/containerd.pid"
     start_containerd
     ;;
