@@ -5,7 +5,7 @@
 //! none for PullImage), and returns the reply or a [`Status`] naming the RPC.
 
 use super::api::*;
-use super::grpc::Channel;
+use super::grpc::{Channel, Replies};
 use super::status::{Code, Status};
 use std::fmt;
 use std::path::PathBuf;
@@ -116,7 +116,9 @@ impl Cri {
             Ok(_) => "ok".to_string(),
             Err(e) => format!("{:?}", e.code),
         };
-        crate::metrics::cri_call(name, &outcome, began.elapsed());
+        let took = began.elapsed();
+        crate::metrics::cri_call(name, &outcome, took);
+        log::trace!(target: "atoll::cri::call", "{name} {outcome} {}", took.as_micros());
         #[cfg(feature = "fault-injection")]
         if result.is_ok() {
             fault::after_call(name);
@@ -262,6 +264,15 @@ impl Cri {
         Ok(resp)
     }
 
+    /// Subscribes to the runtime's container events (kubelet's evented PLEG): a stream that
+    /// lasts until dropped. Runtimes without them (containerd 1.6) answer Unimplemented on
+    /// the first [`ContainerEvents::next`].
+    pub async fn container_events(&self) -> Result<ContainerEvents, Status> {
+        let (name, path) = rpc!(RuntimeService, "GetContainerEvents");
+        let replies = self.channel.server_streaming(path, &GetEventsRequest {}).await.map_err(|s| s.in_method(name))?;
+        Ok(ContainerEvents(replies))
+    }
+
     pub async fn update_container_resources(&self, id: &str, linux: LinuxContainerResources) -> Result<(), Status> {
         let req = UpdateContainerResourcesRequest { container_id: id.into(), linux: Some(linux), ..Default::default() };
         let _: UpdateContainerResourcesResponse =
@@ -356,6 +367,16 @@ impl Cri {
 
     pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, Status> {
         self.call(rpc!(ImageService, "ImageFsInfo"), ImageFsInfoRequest {}, self.request_deadline()).await
+    }
+}
+
+/// The runtime's container events, in order.
+pub struct ContainerEvents(Replies);
+
+impl ContainerEvents {
+    /// The next event; `None` when the runtime ended the stream.
+    pub async fn next(&mut self) -> Result<Option<ContainerEventResponse>, Status> {
+        self.0.next().await.map_err(|s| s.in_method("GetContainerEvents"))
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! - `api`: the protobuf messages, generated from `proto/cri.proto` by `tools/crigen` and
 //!   checked in (no `protoc` at build time; CI checks the file is current).
-//! - `grpc`: the unary gRPC transport (HTTP/2, framing, deadlines, reconnects).
+//! - `grpc`: the gRPC transport, unary and server-streaming (HTTP/2, framing, deadlines,
+//!   reconnects).
 //! - `client`: [`Cri`], one typed async method per RPC atoll uses.
 //! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
+//! - `features`: what a runtime can do that CRI cannot be asked, by its version.
 //! - `service`: [`RuntimeService`], the calls the engine makes, as a trait (so it can run
 //!   against a fake in unit tests).
 //!
@@ -12,12 +14,13 @@
 
 pub mod api;
 pub mod client;
+pub mod features;
 pub mod grpc;
 pub mod service;
 pub mod status;
 
 pub use client::{Cri, Endpoint};
-pub use service::RuntimeService;
+pub use service::{EventStream, RuntimeService};
 pub use status::{Code, Status};
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ pub struct PortMapping {
     #[prost(string, tag = "4")]
     pub host_ip: ::prost::alloc::string::String,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Mount {
     #[prost(string, tag = "1")]
     pub container_path: ::prost::alloc::string::String,
@@ -127,6 +127,8 @@ pub struct Mount {
     pub propagation: i32,
     #[prost(bool, tag = "8")]
     pub recursive_read_only: bool,
+    #[prost(message, optional, tag = "9")]
+    pub image: ::core::option::Option<ImageSpec>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct NamespaceOption {

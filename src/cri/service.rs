@@ -5,16 +5,21 @@
 //! without containerd. Methods and errors are [`Cri`]'s.
 
 use super::api::{
-    AuthConfig, Container, ContainerConfig, ContainerFilter, ContainerStatusResponse, ExecSyncRequest,
-    ExecSyncResponse, Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse,
+    AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerFilter, ContainerStatusResponse,
+    ExecSyncRequest, ExecSyncResponse, Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse,
+    VersionResponse,
 };
-use super::client::Cri;
+use super::client::{ContainerEvents, Cri};
 use super::status::Status;
 use std::future::Future;
 use std::time::Duration;
 
 /// The runtime as the engine sees it. Futures are `Send`: workers run on smol's executor.
 pub trait RuntimeService: Clone + Send + Sync + 'static {
+    /// The runtime's stream of container events.
+    type Events: EventStream;
+
+    fn version(&self) -> impl Future<Output = Result<VersionResponse, Status>> + Send;
     fn run_pod_sandbox(
         &self,
         config: PodSandboxConfig,
@@ -56,6 +61,9 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
         deadline: Option<Duration>,
     ) -> impl Future<Output = Result<ExecSyncResponse, Status>> + Send;
     fn image_status(&self, image: &str) -> impl Future<Output = Result<Option<Image>, Status>> + Send;
+    /// Subscribes to container events; Unimplemented (on the first event) where the runtime
+    /// has none.
+    fn container_events(&self) -> impl Future<Output = Result<Self::Events, Status>> + Send;
     fn pull_image(
         &self,
         image: &str,
@@ -64,7 +72,24 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, Status>> + Send;
 }
 
+/// A stream of container events (GetContainerEvents).
+pub trait EventStream: Send + 'static {
+    /// The next event; `None` when the runtime ended the stream.
+    fn next(&mut self) -> impl Future<Output = Result<Option<ContainerEventResponse>, Status>> + Send;
+}
+
+impl EventStream for ContainerEvents {
+    async fn next(&mut self) -> Result<Option<ContainerEventResponse>, Status> {
+        ContainerEvents::next(self).await
+    }
+}
+
 impl RuntimeService for Cri {
+    type Events = ContainerEvents;
+
+    async fn version(&self) -> Result<VersionResponse, Status> {
+        Cri::version(self).await
+    }
     async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
         Cri::run_pod_sandbox(self, config, runtime_handler).await
     }
@@ -115,6 +140,9 @@ impl RuntimeService for Cri {
     }
     async fn image_status(&self, image: &str) -> Result<Option<Image>, Status> {
         Cri::image_status(self, image).await
+    }
+    async fn container_events(&self) -> Result<ContainerEvents, Status> {
+        Cri::container_events(self).await
     }
     async fn pull_image(
         &self,

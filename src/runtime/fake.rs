@@ -2,15 +2,18 @@
 //! containers with CRI's states, labels and annotations, images that are present or can be
 //! pulled, every call recorded in order, and failures on demand. It follows CRI's rules where
 //! the engine depends on them: stopping a sandbox stops its containers, removing it removes
-//! them, removals of what is gone succeed, statuses of what is gone are NotFound.
+//! them, removals of what is gone succeed, statuses of what is gone are NotFound. Container
+//! events are sent as containerd 1.7+ sends them, when asked for ([`FakeRuntime::with_events`]);
+//! otherwise the event stream is Unimplemented, as on containerd 1.6.
 
 use crate::cri::api::{
-    AuthConfig, Container, ContainerConfig, ContainerFilter, ContainerMetadata, ContainerState, ContainerStatus,
-    ContainerStatusResponse, ExecSyncRequest, ExecSyncResponse, Image, ImageSpec, LinuxPodSandboxStatus, Mount,
-    Namespace, NamespaceMode, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxNetworkStatus, PodSandboxState,
-    PodSandboxStatus, PodSandboxStatusResponse,
+    AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerEventType, ContainerFilter,
+    ContainerMetadata, ContainerState, ContainerStatus, ContainerStatusResponse, ExecSyncRequest, ExecSyncResponse,
+    Image, ImageSpec, LinuxPodSandboxStatus, Mount, Namespace, NamespaceMode, PodSandbox, PodSandboxConfig,
+    PodSandboxFilter, PodSandboxNetworkStatus, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse,
+    VersionResponse,
 };
-use crate::cri::{Code, RuntimeService, Status};
+use crate::cri::{Code, EventStream, RuntimeService, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +48,12 @@ struct State {
     calls: Vec<String>,
     /// The next call of a method fails with this.
     failures: HashMap<&'static str, Status>,
+    /// Subscribers to container events; `None`: the runtime has no events.
+    events: Option<Vec<smol::channel::Sender<ContainerEventResponse>>>,
+    /// Events go to another reader (containerd 1.7 with a second client).
+    events_stolen: bool,
+    /// What Version reports (as containerd).
+    version: String,
 }
 
 #[derive(Clone, Default)]
@@ -73,6 +82,23 @@ impl FakeRuntime {
     pub fn with_image(self, image: &str) -> FakeRuntime {
         self.state().images.insert(image.to_string());
         self
+    }
+
+    /// A runtime that sends container events (containerd 1.7 and later).
+    pub fn with_events(self) -> FakeRuntime {
+        self.state().events = Some(Vec::new());
+        self
+    }
+
+    /// A runtime that reports this version (its name is "containerd"; by default "0.0").
+    pub fn with_version(self, version: &str) -> FakeRuntime {
+        self.state().version = version.to_string();
+        self
+    }
+
+    /// From now on, events go to another reader.
+    pub fn steal_events(&self) {
+        self.state().events_stolen = true;
     }
 
     /// An image no registry serves.
@@ -107,6 +133,29 @@ impl FakeRuntime {
             c.state = ContainerState::ContainerExited;
             c.exit_code = code;
             c.finished_at = now;
+        }
+        Self::emit(&mut st, id, ContainerEventType::ContainerStoppedEvent);
+    }
+
+    /// Sends an event about container `id` (or sandbox) to every subscriber, with the
+    /// container's labels as containerd sends its statuses.
+    fn emit(st: &mut State, id: &str, kind: ContainerEventType) {
+        let labels = match (st.containers.get(id), st.sandboxes.get(id)) {
+            (Some(c), _) => c.config.labels.clone(),
+            (None, Some(s)) => s.config.labels.clone(),
+            _ => return,
+        };
+        let event = ContainerEventResponse {
+            container_id: id.to_string(),
+            container_event_type: kind as i32,
+            containers_statuses: vec![ContainerStatus { id: id.to_string(), labels, ..Default::default() }],
+            ..Default::default()
+        };
+        if st.events_stolen {
+            return;
+        }
+        if let Some(subscribers) = &mut st.events {
+            subscribers.retain(|s| s.try_send(event.clone()).is_ok());
         }
     }
 
@@ -154,7 +203,40 @@ fn selected(labels: &HashMap<String, String>, selector: &HashMap<String, String>
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
+/// The fake's event stream: events as they come, or Unimplemented.
+pub struct FakeEvents(Option<smol::channel::Receiver<ContainerEventResponse>>);
+
+impl EventStream for FakeEvents {
+    async fn next(&mut self) -> Result<Option<ContainerEventResponse>, Status> {
+        match &self.0 {
+            Some(rx) => Ok(rx.recv().await.ok()),
+            None => Err(Status::new(Code::Unimplemented, "unknown method GetContainerEvents")),
+        }
+    }
+}
+
 impl RuntimeService for FakeRuntime {
+    type Events = FakeEvents;
+
+    async fn version(&self) -> Result<VersionResponse, Status> {
+        let st = self.state();
+        Ok(VersionResponse {
+            runtime_name: "containerd".into(),
+            runtime_version: if st.version.is_empty() { "0.0".into() } else { st.version.clone() },
+            runtime_api_version: "v1".into(),
+            ..Default::default()
+        })
+    }
+
+    async fn container_events(&self) -> Result<FakeEvents, Status> {
+        let mut st = self.state();
+        Ok(FakeEvents(st.events.as_mut().map(|subscribers| {
+            let (tx, rx) = smol::channel::bounded(1024);
+            subscribers.push(tx);
+            rx
+        })))
+    }
+
     async fn run_pod_sandbox(&self, config: PodSandboxConfig, _handler: &str) -> Result<String, Status> {
         self.call("RunPodSandbox")?;
         let mut st = self.state();
@@ -184,6 +266,7 @@ impl RuntimeService for FakeRuntime {
                 c.finished_at = now;
             }
         }
+        Self::emit(&mut st, id, ContainerEventType::ContainerStoppedEvent);
         Ok(())
     }
 
@@ -272,6 +355,7 @@ impl RuntimeService for FakeRuntime {
         let c = st.containers.get_mut(id).ok_or_else(|| not_found("container", id))?;
         c.state = ContainerState::ContainerRunning;
         c.started_at = now;
+        Self::emit(&mut st, id, ContainerEventType::ContainerStartedEvent);
         Ok(())
     }
 
@@ -286,6 +370,7 @@ impl RuntimeService for FakeRuntime {
                 c.finished_at = now;
             }
         }
+        Self::emit(&mut st, id, ContainerEventType::ContainerStoppedEvent);
         Ok(())
     }
 

@@ -1,4 +1,5 @@
-//! A thin unary gRPC client over HTTP/2 on a unix socket.
+//! A thin gRPC client over HTTP/2 on a unix socket: unary calls, and server-streaming ones
+//! read message by message ([`Replies`]).
 //!
 //! Owns one HTTP/2 connection to the runtime (h2 driven by smol), the gRPC wire format
 //! (5-byte length-prefixed messages, `te: trailers`, `grpc-timeout`, `grpc-status` and
@@ -99,25 +100,74 @@ impl Channel {
     {
         let body = encode_message(request, self.max_message)?;
         let call = async {
-            let mut retried = false;
-            loop {
-                let conn = self.connection().await?;
-                match self.start(&conn, path, body.clone(), timeout).await {
-                    Ok(response) => return self.finish(&conn, response).await,
-                    Err(StartError::NotSent(status)) if !retried => {
-                        log::debug!("{path}: {status}; dialling again");
-                        self.forget(&conn).await;
-                        retried = true;
-                    }
-                    Err(StartError::NotSent(status)) | Err(StartError::Failed(status)) => return Err(status),
-                }
-            }
+            let (conn, response) = self.send(path, body, timeout).await?;
+            self.finish(&conn, response).await
         };
         match timeout {
             Some(t) => with_deadline(t, call)
                 .await
                 .unwrap_or_else(|| Err(Status::new(Code::DeadlineExceeded, format!("no reply within {t:?}")))),
             None => call.await,
+        }
+    }
+
+    /// Opens a server-streaming call. It has no deadline: it lasts until the server ends it,
+    /// the connection breaks or the [`Replies`] are dropped (which cancels the stream). The
+    /// reply's head is read with the first message, since a server may send nothing before
+    /// it has one: a call the server refuses (such as Unimplemented) fails on the first
+    /// [`Replies::next`].
+    pub async fn server_streaming<Q: prost::Message>(
+        &self,
+        path: &'static str,
+        request: &Q,
+    ) -> Result<Replies, Status> {
+        let body = encode_message(request, self.max_message)?;
+        let (conn, head) = self.retrying(path, |conn| self.open(conn, path, body.clone(), None)).await?;
+        Ok(Replies { conn, head: Some(head), body: None, buf: BytesMut::new(), max: self.max_message })
+    }
+
+    /// Sends a request and waits for the head of the reply; returns the connection with the
+    /// response, whose body is still to read.
+    async fn send(
+        &self,
+        path: &'static str,
+        body: Bytes,
+        timeout: Option<Duration>,
+    ) -> Result<(Conn, http::Response<h2::RecvStream>), Status> {
+        self.retrying(path, |conn| {
+            let body = body.clone();
+            async move {
+                let response = self.open(conn.clone(), path, body, timeout).await?;
+                response.await.map_err(|e| {
+                    if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                        StartError::NotSent(transport_status(&e))
+                    } else {
+                        StartError::Failed(broken(&conn, &e))
+                    }
+                })
+            }
+        })
+        .await
+    }
+
+    /// Runs `attempt` on the live connection, and once more on a fresh one if the request
+    /// could not be delivered.
+    async fn retrying<T, F>(&self, path: &str, mut attempt: impl FnMut(Conn) -> F) -> Result<(Conn, T), Status>
+    where
+        F: std::future::Future<Output = Result<T, StartError>>,
+    {
+        let mut retried = false;
+        loop {
+            let conn = self.connection().await?;
+            match attempt(conn.clone()).await {
+                Ok(t) => return Ok((conn, t)),
+                Err(StartError::NotSent(status)) if !retried => {
+                    log::debug!("{path}: {status}; dialling again");
+                    self.forget(&conn).await;
+                    retried = true;
+                }
+                Err(StartError::NotSent(status)) | Err(StartError::Failed(status)) => return Err(status),
+            }
         }
     }
 
@@ -190,13 +240,14 @@ impl Channel {
         Ok(Conn { send, alive })
     }
 
-    async fn start(
+    /// Sends the request's head and its one message; the reply is still to come.
+    async fn open(
         &self,
-        conn: &Conn,
+        conn: Conn,
         path: &'static str,
         body: Bytes,
         timeout: Option<Duration>,
-    ) -> Result<http::Response<h2::RecvStream>, StartError> {
+    ) -> Result<h2::client::ResponseFuture, StartError> {
         let not_sent = |e: h2::Error| StartError::NotSent(transport_status(&e));
         let mut send = conn.send.clone().ready().await.map_err(not_sent)?;
         let mut builder = http::Request::builder()
@@ -212,14 +263,8 @@ impl Channel {
             .body(())
             .map_err(|e| StartError::NotSent(Status::new(Code::Internal, format!("bad request for {path}: {e}"))))?;
         let (response, mut stream) = send.send_request(request, false).map_err(not_sent)?;
-        stream.send_data(body, true).map_err(|e| StartError::Failed(self.broken(conn, &e)))?;
-        response.await.map_err(|e| {
-            if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                StartError::NotSent(transport_status(&e))
-            } else {
-                StartError::Failed(self.broken(conn, &e))
-            }
-        })
+        stream.send_data(body, true).map_err(|e| StartError::Failed(broken(&conn, &e)))?;
+        Ok(response)
     }
 
     /// Reads the reply: status line, then either Trailers-Only or one message plus trailers.
@@ -229,23 +274,11 @@ impl Channel {
         response: http::Response<h2::RecvStream>,
     ) -> Result<R, Status> {
         let (head, mut body) = response.into_parts();
-        if head.status != http::StatusCode::OK {
-            return Err(Status::new(
-                Code::from_http(head.status.as_u16()),
-                format!("runtime answered HTTP {}", head.status),
-            ));
-        }
-        if head.headers.contains_key("grpc-status") {
-            // Trailers-Only: the call failed (or returned nothing) without a body.
-            return match status_from(&head.headers) {
-                Err(status) => Err(status),
-                Ok(()) => Err(Status::new(Code::Internal, "runtime sent OK without a message")),
-            };
-        }
+        reply_head(&head)?;
         let cap = self.max_message + PREFIX;
         let mut buf = BytesMut::new();
         while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| self.broken(conn, &e))?;
+            let chunk = chunk.map_err(|e| broken(conn, &e))?;
             let _ = body.flow_control().release_capacity(chunk.len());
             if buf.len() + chunk.len() > cap {
                 return Err(Status::new(
@@ -255,22 +288,98 @@ impl Channel {
             }
             buf.extend_from_slice(&chunk);
         }
-        let trailers = body.trailers().await.map_err(|e| self.broken(conn, &e))?;
+        let trailers = body.trailers().await.map_err(|e| broken(conn, &e))?;
         match trailers {
             Some(t) => status_from(&t)?,
             None => return Err(Status::new(Code::Internal, "reply ended without grpc-status")),
         }
         decode_message(buf.freeze(), self.max_message)
     }
+}
 
-    /// Turns an h2 error into a status, retiring the connection if it is the connection
-    /// (not only this stream) that failed.
-    fn broken(&self, conn: &Conn, e: &h2::Error) -> Status {
-        if e.is_io() || e.is_go_away() {
-            conn.alive.store(false, Ordering::Release);
-        }
-        transport_status(e)
+/// Turns an h2 error into a status, retiring the connection if it is the connection (not
+/// only this stream) that failed.
+fn broken(conn: &Conn, e: &h2::Error) -> Status {
+    if e.is_io() || e.is_go_away() {
+        conn.alive.store(false, Ordering::Release);
     }
+    transport_status(e)
+}
+
+/// The messages of a server-streaming reply, read one at a time.
+pub struct Replies {
+    conn: Conn,
+    /// The reply's head, until it has come.
+    head: Option<h2::client::ResponseFuture>,
+    body: Option<h2::RecvStream>,
+    buf: BytesMut,
+    max: usize,
+}
+
+impl Replies {
+    /// The next message; `None` when the server ended the stream with OK.
+    pub async fn next<R: prost::Message + Default>(&mut self) -> Result<Option<R>, Status> {
+        if let Some(head) = self.head.take() {
+            let response = head.await.map_err(|e| broken(&self.conn, &e))?;
+            let (head, body) = response.into_parts();
+            reply_head(&head)?;
+            self.body = Some(body);
+        }
+        let Some(body) = self.body.as_mut() else {
+            return Err(Status::new(Code::Internal, "the stream has already failed"));
+        };
+        loop {
+            if self.buf.len() >= PREFIX {
+                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+                if len > self.max {
+                    return Err(Status::new(
+                        Code::ResourceExhausted,
+                        format!("streamed message of {len} bytes is over the {} byte limit", self.max),
+                    ));
+                }
+                if self.buf.len() >= PREFIX + len {
+                    let frame = self.buf.split_to(PREFIX + len).freeze();
+                    return decode_message(frame, self.max).map(Some);
+                }
+            }
+            match body.data().await {
+                Some(Ok(chunk)) => {
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    self.buf.extend_from_slice(&chunk);
+                }
+                Some(Err(e)) => return Err(broken(&self.conn, &e)),
+                None => {
+                    let trailers = body.trailers().await.map_err(|e| broken(&self.conn, &e))?;
+                    let Some(t) = trailers else {
+                        return Err(Status::new(Code::Internal, "stream ended without grpc-status"));
+                    };
+                    status_from(&t)?;
+                    if !self.buf.is_empty() {
+                        return Err(Status::new(Code::Internal, "stream ended inside a message"));
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Checks a reply's head: HTTP 200, and not a Trailers-Only reply (which carries the call's
+/// status in the head and no message).
+fn reply_head(head: &http::response::Parts) -> Result<(), Status> {
+    if head.status != http::StatusCode::OK {
+        return Err(Status::new(
+            Code::from_http(head.status.as_u16()),
+            format!("runtime answered HTTP {}", head.status),
+        ));
+    }
+    if head.headers.contains_key("grpc-status") {
+        return match status_from(&head.headers) {
+            Err(status) => Err(status),
+            Ok(()) => Err(Status::new(Code::Internal, "runtime sent OK without a message")),
+        };
+    }
+    Ok(())
 }
 
 /// The status a transport failure maps to.
@@ -354,113 +463,4 @@ pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cri::api::{ExecSyncResponse, VersionRequest};
-
-    #[test]
-    fn timeout_header_uses_at_most_eight_digits() {
-        assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500m");
-        assert_eq!(grpc_timeout(Duration::from_micros(10)), "1m");
-        assert_eq!(grpc_timeout(Duration::from_secs(120)), "120000m");
-        assert_eq!(grpc_timeout(Duration::from_secs(100_000_000)), "27777H");
-        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
-    }
-
-    #[test]
-    fn a_message_survives_framing() {
-        let m = VersionRequest { version: "v1".into() };
-        let framed = encode_message(&m, 1024).unwrap();
-        assert_eq!(&framed[..5], &[0, 0, 0, 0, 4]);
-        let back: VersionRequest = decode_message(framed, 1024).unwrap();
-        assert_eq!(back, m);
-    }
-
-    #[test]
-    fn oversize_messages_are_refused_both_ways() {
-        let m = ExecSyncResponse { stdout: vec![b'x'; 100], ..Default::default() };
-        assert_eq!(encode_message(&m, 50).unwrap_err().code, Code::ResourceExhausted);
-        let framed = encode_message(&m, 1000).unwrap();
-        let err = decode_message::<ExecSyncResponse>(framed, 50).unwrap_err();
-        assert_eq!(err.code, Code::ResourceExhausted);
-    }
-
-    #[test]
-    fn broken_frames_are_internal_errors() {
-        let short = Bytes::from_static(&[0, 0, 0]);
-        assert_eq!(decode_message::<VersionRequest>(short, 100).unwrap_err().code, Code::Internal);
-        let compressed = Bytes::from_static(&[1, 0, 0, 0, 0]);
-        let err = decode_message::<VersionRequest>(compressed, 100).unwrap_err();
-        assert!(err.message.contains("compressed"), "{err}");
-        let truncated = Bytes::from_static(&[0, 0, 0, 0, 9, 1, 2]);
-        let err = decode_message::<VersionRequest>(truncated, 100).unwrap_err();
-        assert!(err.message.contains("says 9 bytes but 2 follow"), "{err}");
-        let garbage = Bytes::from_static(&[0, 0, 0, 0, 2, 0xff, 0xff]);
-        assert_eq!(decode_message::<VersionRequest>(garbage, 100).unwrap_err().code, Code::Internal);
-    }
-
-    #[test]
-    fn status_comes_from_grpc_status_and_message() {
-        let mut h = http::HeaderMap::new();
-        assert_eq!(status_from(&h).unwrap_err().code, Code::Internal);
-        h.insert("grpc-status", "0".parse().unwrap());
-        assert!(status_from(&h).is_ok());
-        h.insert("grpc-status", "5".parse().unwrap());
-        h.insert("grpc-message", "container %22c1%22 not found".parse().unwrap());
-        let err = status_from(&h).unwrap_err();
-        assert_eq!(err.code, Code::NotFound);
-        assert_eq!(err.message, "container \"c1\" not found");
-        h.insert("grpc-status", "banana".parse().unwrap());
-        assert_eq!(status_from(&h).unwrap_err().code, Code::Unknown);
-    }
-
-    /// A unix socket whose server accepts connections and does `then` with each.
-    fn server(name: &str, then: fn(std::os::unix::net::UnixStream)) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("atoll-grpc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("s.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                then(conn);
-            }
-        });
-        path
-    }
-
-    #[test]
-    fn a_server_that_never_answers_hits_the_local_deadline() {
-        let path = server("silent", |conn| {
-            // Hold the connection open, say nothing.
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_secs(30));
-                drop(conn);
-            });
-        });
-        let channel = Channel::new(path);
-        let req = VersionRequest { version: "v1".into() };
-        let result: Result<VersionRequest, Status> =
-            smol::block_on(channel.unary("/runtime.v1.RuntimeService/Version", &req, Some(Duration::from_millis(300))));
-        assert_eq!(result.unwrap_err().code, Code::DeadlineExceeded);
-    }
-
-    #[test]
-    fn a_server_that_hangs_up_is_unavailable_not_a_hang() {
-        let path = server("hangup", drop);
-        let channel = Channel::new(path);
-        let req = VersionRequest { version: "v1".into() };
-        let result: Result<VersionRequest, Status> =
-            smol::block_on(channel.unary("/runtime.v1.RuntimeService/Version", &req, Some(Duration::from_secs(10))));
-        assert_eq!(result.unwrap_err().code, Code::Unavailable);
-    }
-
-    #[test]
-    fn a_missing_socket_is_unavailable_and_named() {
-        let channel = Channel::new("/nonexistent/atoll/cri.sock");
-        let req = VersionRequest::default();
-        let err = smol::block_on(channel.unary::<_, VersionRequest>("/x/Y", &req, None)).unwrap_err();
-        assert_eq!(err.code, Code::Unavailable);
-        assert!(err.message.contains("/nonexistent/atoll/cri.sock"), "{err}");
-    }
-}
+mod tests;
