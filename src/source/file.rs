@@ -4,28 +4,23 @@
 //! Reads as kubelet does: entries in lexical order, dot-files ignored, no recursion into
 //! sub-directories (logged once), other file types skipped, a 10 MiB limit, one Pod per file;
 //! a `namespace/name` in two files goes to the lexically last one, with a warning naming both.
-//! It rescans on inotify events (create, close-write, modify, delete, moves, attrib) after a
-//! short quiet period that folds an editor's write-and-rename into one scan, and fully every
-//! `fileCheckFrequency`. A path that does not exist yet is looked for every second.
+//! It rescans on inotify events (`watch`: a complete write at once, a delete or an open write
+//! when the edit is whole), and fully every `fileCheckFrequency`. A path that does not exist
+//! yet is looked for every second.
 //!
 //! Better than kubelet: when a file that produced a pod becomes invalid, its last valid pods
 //! stay in the snapshot (the pod keeps running) and the error is reported; kubelet kills the
 //! pod at the next rescan. The last valid version is kept on disk too (`kept`), so this holds
 //! across a restart of atoll. Out: an [`Update`] after every scan whose result changed.
 
+use super::watch::{self, Pending, Watch};
 use super::{SourceId, Update};
 use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
-use smol::Async;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long the directory must be quiet after an event before it is scanned.
-pub const QUIET_PERIOD: Duration = Duration::from_millis(100);
-/// The longest a burst of events can hold a scan back.
-const MAX_DELAY: Duration = Duration::from_secs(1);
 /// How often a missing path is looked for (kubelet retries its watch every second).
 const MISSING_POLL: Duration = Duration::from_secs(1);
 
@@ -150,12 +145,27 @@ struct FileSource {
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
     last_sent: Option<Vec<(String, String)>>,
+    /// Which file each pod (`namespace/name`) of the last snapshot sent came from.
+    owners: BTreeMap<String, PathBuf>,
+}
+
+/// What a rescan came to.
+#[derive(Debug)]
+enum Rescan {
+    Changed(Update),
+    Unchanged,
+    /// A pod sent from one file is also in a new one: most likely a tool's copy about to be
+    /// renamed over the original (`sed -i`). Looked at again when the edit is whole.
+    HalfEdit,
 }
 
 impl FileSource {
-    /// Scans and builds the snapshot; `None` when nothing changed since the last one sent.
-    fn rescan(&mut self) -> Option<Update> {
+    /// Scans and builds the snapshot. With `may_hold`, a half-done edit is held back.
+    fn rescan(&mut self, may_hold: bool) -> Rescan {
         let scan = scan(&self.cfg.path, &self.cfg.node, self.cfg.policy);
+        if may_hold && self.claimed_anew(&scan) {
+            return Rescan::HalfEdit;
+        }
         let errors = scan.errors.len() + usize::from(scan.path_problem.is_some());
         if errors == 0 {
             super::source_success("file");
@@ -226,6 +236,7 @@ impl FileSource {
             }
         }
         self.reported = messages;
+        let owners: BTreeMap<String, PathBuf> = by_key.iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
         let pods: Vec<StaticPod> = by_key.into_values().map(|(_, sp)| sp).collect();
         let errors: Vec<ManifestError> = scan.errors.into_values().collect();
         // A new error is news even when the pods stay the same (they are kept running).
@@ -235,89 +246,41 @@ impl FileSource {
             .chain(errors.iter().map(|e| ("error".to_string(), e.to_string())))
             .collect();
         if self.last_sent.as_ref() == Some(&fingerprint) {
-            return None;
+            return Rescan::Unchanged;
         }
         self.last_sent = Some(fingerprint);
-        Some(Update { source: SourceId::File, pods, errors })
-    }
-}
-
-/// An inotify watch on the directory that holds the manifests (the path itself, or the
-/// parent of a single manifest file).
-struct Watch {
-    fd: Async<OwnedFd>,
-    /// For a single-file path: only events about this name matter.
-    only: Option<std::ffi::OsString>,
-}
-
-impl Watch {
-    fn new(path: &Path) -> std::io::Result<Watch> {
-        use rustix::fs::inotify;
-        let meta = std::fs::metadata(path)?;
-        let (dir, only) = if meta.is_dir() {
-            (path.to_path_buf(), None)
-        } else {
-            let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            (parent.to_path_buf(), path.file_name().map(|n| n.to_os_string()))
-        };
-        let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
-        let mask = inotify::WatchFlags::CREATE
-            | inotify::WatchFlags::CLOSE_WRITE
-            | inotify::WatchFlags::MODIFY
-            | inotify::WatchFlags::DELETE
-            | inotify::WatchFlags::MOVED_FROM
-            | inotify::WatchFlags::MOVED_TO
-            | inotify::WatchFlags::ATTRIB
-            | inotify::WatchFlags::DELETE_SELF
-            | inotify::WatchFlags::MOVE_SELF;
-        inotify::add_watch(&fd, &dir, mask)?;
-        Ok(Watch { fd: Async::new(fd)?, only })
+        self.owners = owners;
+        Rescan::Changed(Update { source: SourceId::File, pods, errors })
     }
 
-    /// Waits for events; returns (something relevant changed, the watched directory is gone).
-    async fn next(&self) -> std::io::Result<(bool, bool)> {
-        use rustix::fs::inotify::{ReadFlags, Reader};
-        self.fd.readable().await?;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
-        let mut reader = Reader::new(self.fd.get_ref(), &mut buf);
-        let (mut relevant, mut gone) = (false, false);
-        loop {
-            let event = match reader.next() {
-                Ok(e) => e,
-                Err(rustix::io::Errno::AGAIN) => break,
-                Err(e) => return Err(e.into()),
-            };
-            let flags = event.events();
-            if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::IGNORED) {
-                gone = true;
-            }
-            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
-                relevant = true;
-            }
-            if let Some(name) = event.file_name() {
-                let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name.to_bytes());
-                let hidden = name.to_string_lossy().starts_with('.');
-                let wanted = self.only.as_deref().is_none_or(|only| only == name);
-                if !hidden && wanted {
-                    relevant = true;
-                }
-            }
-            if reader.is_buffer_empty() {
-                break;
-            }
-        }
-        Ok((relevant, gone))
+    /// Whether a pod of the last snapshot is now also defined by another file, while the file
+    /// it came from still defines it.
+    fn claimed_anew(&self, scan: &Scan) -> bool {
+        scan.by_file.iter().any(|(p, pods)| {
+            pods.iter().any(|sp| {
+                self.owners.get(&sp.pod.key()).is_some_and(|owner| {
+                    owner != p && scan.by_file.get(owner).is_some_and(|v| v.iter().any(|o| o.pod.key() == sp.pod.key()))
+                })
+            })
+        })
     }
 }
 
 /// Runs the file source until the receiver goes away.
 pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
     let kept = cfg.kept_dir.clone().map(super::kept::Kept::new);
-    let mut src = FileSource { cfg, last_good: BTreeMap::new(), kept, reported: BTreeSet::new(), last_sent: None };
+    let mut src = FileSource {
+        cfg,
+        last_good: BTreeMap::new(),
+        kept,
+        reported: BTreeSet::new(),
+        last_sent: None,
+        owners: BTreeMap::new(),
+    };
     let mut watch: Option<Watch> = None;
     let mut watch_error_logged = false;
     let mut next_full = Instant::now();
-    let mut pending: Option<(Instant, Instant)> = None; // (scan at, first event)
+    let mut pending: Option<Pending> = None;
     loop {
         if watch.is_none() && src.cfg.path.exists() {
             match Watch::new(&src.cfg.path) {
@@ -339,17 +302,30 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             }
         }
         let now = Instant::now();
+        let open_writes = watch.as_ref().is_some_and(|w| w.open_writes());
         let due = match pending {
-            Some((at, _)) => at.min(next_full),
+            Some(p) => p.due(open_writes).min(next_full),
             None => next_full,
         };
         if now >= due {
+            // A half-done edit is held until it is whole, at most MAX_DELAY.
+            let may_hold = pending.is_some_and(|p| now < p.first + watch::MAX_DELAY);
+            match src.rescan(may_hold) {
+                Rescan::HalfEdit => {
+                    pending = pending.map(|p| Pending { at: p.first + watch::MAX_DELAY, folding: true, ..p });
+                    continue;
+                }
+                Rescan::Changed(update) => {
+                    if tx.send(update).await.is_err() {
+                        return;
+                    }
+                }
+                Rescan::Unchanged => {}
+            }
             pending = None;
             next_full = now + src.cfg.check_frequency;
-            if let Some(update) = src.rescan() {
-                if tx.send(update).await.is_err() {
-                    return;
-                }
+            if let Some(w) = &mut watch {
+                w.scanned();
             }
             continue;
         }
@@ -362,19 +338,15 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             None
         };
         let event = async {
-            match &watch {
+            match &mut watch {
                 Some(w) => Some(w.next().await),
                 None => std::future::pending().await,
             }
         };
         match smol::future::or(event, timer).await {
-            Some(Ok((relevant, gone))) => {
-                let now = Instant::now();
-                if relevant || gone {
-                    let first = pending.map(|(_, f)| f).unwrap_or(now);
-                    pending = Some(((now + QUIET_PERIOD).min(first + MAX_DELAY), first));
-                }
-                if gone {
+            Some(Ok(batch)) => {
+                pending = watch::schedule(pending, batch, Instant::now());
+                if batch.gone {
                     log::warn!("file source: {} was removed or moved", src.cfg.path.display());
                     watch = None;
                 }
