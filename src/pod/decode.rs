@@ -4,7 +4,8 @@
 //! bombs limited by serde-saphyr's budget) and JSON both become a JSON value first, as kubelet
 //! converts YAML to JSON. Then `apiVersion`/`kind` are checked and the typed decode runs with
 //! two observers: serde_path_to_error names the field of a type error, and serde_ignored
-//! names every field atoll does not implement (reported, never silently dropped).
+//! names every field atoll does not implement: an error when it would change what a container
+//! sees (`fields`), else a warning; never silently dropped.
 //! In: bytes. Out: pods plus [`Finding`]s (warnings), or an error list.
 
 use super::finding::Finding;
@@ -145,10 +146,18 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
     let result: Result<Pod, _> = serde_path_to_error::deserialize(de);
     match result {
         Ok(pod) => {
+            let mut errors = Vec::new();
             for path in ignored {
-                warnings.push(Finding::new(&join(prefix, &path), "not implemented by atoll; ignored"));
+                match super::fields::runtime_visible(&path) {
+                    Some(why) => errors.push(Finding::new(&join(prefix, &path), why)),
+                    None => warnings.push(Finding::new(&join(prefix, &path), "not implemented by atoll; ignored")),
+                }
             }
-            Ok(pod)
+            if errors.is_empty() {
+                Ok(pod)
+            } else {
+                Err(errors)
+            }
         }
         Err(e) => {
             let path = e.path().to_string();
@@ -213,14 +222,27 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_reported_with_their_path() {
-        let src =
-            format!("{MIN}    volumeDevices:\n    - name: d\n      devicePath: /dev/x\n  nodeSelector:\n    a: b\n");
+        let src = format!("{MIN}    resizePolicy:\n    - resourceName: cpu\n  nodeSelector:\n    a: b\n");
         let (_, w) = ok(&src);
-        assert!(
-            w.contains(&"spec.containers[0].volumeDevices: not implemented by atoll; ignored".to_string()),
-            "{w:?}"
-        );
+        assert!(w.contains(&"spec.containers[0].resizePolicy: not implemented by atoll; ignored".to_string()), "{w:?}");
         assert!(w.contains(&"spec.nodeSelector: not implemented by atoll; ignored".to_string()), "{w:?}");
+    }
+
+    #[test]
+    fn an_unknown_field_that_would_change_a_container_is_an_error() {
+        let src = format!(
+            "{MIN}    volumeDevices:\n    - name: d\n      devicePath: /dev/x\n  volumes:\n  - name: share\n    nfs: {{server: x, path: /}}\n"
+        );
+        let e = err(&src, Shape::SinglePod);
+        assert!(e.contains("spec.containers[0].volumeDevices: raw block devices are not implemented by atoll"), "{e}");
+        assert!(e.contains("spec.volumes[0].nfs: nfs volumes are not implemented by atoll"), "{e}");
+        // In a list, the path starts at the item.
+        let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec:\n    hostUsers: false\n    containers: [{name: c, image: x}]\n";
+        assert!(
+            err(list, Shape::PodOrList).contains("items[0].spec.hostUsers: user namespaces"),
+            "{}",
+            err(list, Shape::PodOrList)
+        );
     }
 
     #[test]

@@ -30,9 +30,15 @@ pub fn apply(pod: &mut Pod) {
             || v.projected.is_some()
             || v.csi.is_some()
             || v.ephemeral.is_some()
-            || v.downward_api.is_some();
+            || v.downward_api.is_some()
+            || v.image.is_some();
         if !has_source {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
+        }
+        if let Some(image) = &mut v.image {
+            if image.pull_policy.is_none() {
+                image.pull_policy = Some(default_pull_policy(&image.reference).into());
+            }
         }
     }
 }

@@ -11,6 +11,7 @@
 pub mod decode;
 pub mod defaults;
 pub mod derived;
+pub mod fields;
 pub mod finding;
 pub mod identity;
 pub mod load;

@@ -523,8 +523,9 @@ api_struct! {
 }
 
 api_struct! {
-    /// A volume. atoll implements hostPath and emptyDir; the API-object volumes are here so
-    /// that validation can refuse them by name, as kubelet does for static pods.
+    /// A volume. atoll implements hostPath, emptyDir and image (an OCI image's content, read
+    /// only, mounted by the runtime); the API-object volumes are here so that validation can
+    /// refuse them by name, as kubelet does for static pods.
     pub struct Volume {
         #[serde(default)]
         pub name: String,
@@ -546,6 +547,18 @@ api_struct! {
         pub ephemeral: Option<Value>,
         #[serde(default, rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
         pub downward_api: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub image: Option<ImageVolumeSource>,
+    }
+}
+
+api_struct! {
+    /// An image volume (KEP 4639): the content of an OCI image, mounted read-only.
+    pub struct ImageVolumeSource {
+        #[serde(default)]
+        pub reference: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub pull_policy: Option<String>,
     }
 }
 

@@ -4,7 +4,7 @@
 use super::names::{dns1123_label, port_name};
 use super::validator::{Validator, INT32_MAX};
 use crate::pod::types::*;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
@@ -33,7 +33,7 @@ impl Validator {
         &mut self,
         path: &str,
         c: &Container,
-        volumes: &BTreeSet<String>,
+        volumes: &BTreeMap<String, bool>,
         host_network: bool,
         names: &mut HashSet<String>,
         kind: Kind,
@@ -179,9 +179,13 @@ impl Validator {
         let mut mount_paths = HashSet::new();
         for (i, m) in c.volume_mounts.iter().enumerate() {
             let mp = format!("{path}.volumeMounts[{i}]");
-            if !volumes.contains(&m.name) {
-                self.err(format!("{mp}.name"), format!("no volume named {:?} in spec.volumes", m.name));
-            }
+            let image_volume = match volumes.get(&m.name) {
+                Some(image) => *image,
+                None => {
+                    self.err(format!("{mp}.name"), format!("no volume named {:?} in spec.volumes", m.name));
+                    false
+                }
+            };
             if m.mount_path.is_empty() {
                 self.err(format!("{mp}.mountPath"), "is required");
             } else if !mount_paths.insert(m.mount_path.clone()) {
@@ -190,6 +194,8 @@ impl Validator {
             if let Some(sp) = &m.sub_path {
                 if sp.starts_with('/') || sp.split('/').any(|seg| seg == "..") {
                     self.err(format!("{mp}.subPath"), format!("{sp:?} must be a relative path without '..'"));
+                } else if image_volume && !sp.is_empty() {
+                    self.err(format!("{mp}.subPath"), "a subPath of an image volume is not implemented by atoll");
                 }
             }
             self.one_of(

@@ -16,7 +16,7 @@ use super::finding::Finding;
 use super::paths;
 use super::types::*;
 use container::Kind;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use validator::{Validator, INT32_MAX};
 
 /// All problems with `pod` (already defaulted and named for the node).
@@ -136,14 +136,15 @@ impl Validator {
         }
     }
 
-    fn volumes(&mut self, volumes: &[Volume]) -> BTreeSet<String> {
-        let mut names = BTreeSet::new();
+    /// Checks the volumes; returns their names, each with whether it is an image volume.
+    fn volumes(&mut self, volumes: &[Volume]) -> BTreeMap<String, bool> {
+        let mut names = BTreeMap::new();
         for (i, v) in volumes.iter().enumerate() {
             let path = format!("spec.volumes[{i}]");
             if let Err(e) = dns1123_label(&v.name) {
                 self.err(format!("{path}.name"), format!("{:?} {e}", v.name));
             }
-            if !names.insert(v.name.clone()) {
+            if names.insert(v.name.clone(), v.image.is_some()).is_some() {
                 self.err(format!("{path}.name"), format!("duplicate volume {:?}", v.name));
             }
             let sources = [
@@ -156,6 +157,7 @@ impl Validator {
                 v.csi.is_some(),
                 v.ephemeral.is_some(),
                 v.downward_api.is_some(),
+                v.image.is_some(),
             ];
             if sources.iter().filter(|s| **s).count() > 1 {
                 self.err(&path, "a volume must have exactly one source");
@@ -171,6 +173,16 @@ impl Validator {
                 if ed.size_limit.is_some_and(|q| q.is_negative()) {
                     self.err(format!("{path}.emptyDir.sizeLimit"), "must not be negative");
                 }
+            }
+            if let Some(image) = &v.image {
+                if image.reference.trim().is_empty() {
+                    self.err(format!("{path}.image.reference"), "an image volume needs an image reference");
+                }
+                self.one_of(
+                    &format!("{path}.image.pullPolicy"),
+                    image.pull_policy.as_deref(),
+                    &["Always", "IfNotPresent", "Never"],
+                );
             }
             if v.downward_api.is_some() {
                 self.err(
