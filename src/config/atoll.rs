@@ -40,6 +40,10 @@ pub struct AtollConfiguration {
     pub state_dir: Option<String>,
     /// The kubeconfig of the API server to mirror to (`--kubeconfig` wins).
     pub kubeconfig: Option<String>,
+    /// How often the runtime is relisted while its container events (or, without them, the
+    /// containers' process exits) are watched: the safety net for anything they miss. Default
+    /// 10s; without either, atoll relists every second.
+    pub relist_period: Option<String>,
     /// Labels for the registered node (`--node-labels` wins).
     #[serde(default)]
     pub node_labels: std::collections::BTreeMap<String, String>,
@@ -98,6 +102,16 @@ impl AtollConfiguration {
     }
 
     /// The back-off the config names for `field`, over kubelet's default.
+    /// `relistPeriod`, checked: from 1s to 1h.
+    pub(super) fn relist_period(&self, shown: &str) -> Result<Duration, String> {
+        let Some(raw) = &self.relist_period else { return Ok(crate::runtime::pleg::RELIST_SAFETY_NET) };
+        let d = parse_duration(raw).map_err(|e| format!("config {shown}: relistPeriod: {e}"))?;
+        if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+            return Err(format!("config {shown}: relistPeriod: {d:?} is not between 1s and 1h"));
+        }
+        Ok(d)
+    }
+
     pub(super) fn back_off(
         shown: &str,
         field: &str,

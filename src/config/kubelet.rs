@@ -20,6 +20,7 @@ pub struct KubeletConfiguration {
     pub static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
     pub file_check_frequency: Option<String>,
     pub http_check_frequency: Option<String>,
+    pub sync_frequency: Option<String>,
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
     pub pod_logs_dir: Option<String>,
@@ -50,7 +51,7 @@ pub struct Taint {
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &["syncFrequency"];
+const LATER_FIELDS: &[&str] = &[];
 
 impl KubeletConfiguration {
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that

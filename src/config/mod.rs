@@ -27,6 +27,12 @@ pub struct Settings {
     pub manifest_url_ca_file: Option<std::path::PathBuf>,
     pub file_check_frequency: Duration,
     pub http_check_frequency: Duration,
+    /// How often a pod whose runtime state did not change is synced anyway (kubelet's
+    /// `syncFrequency`).
+    pub sync_frequency: Duration,
+    /// The relist's period while container events or process exits are watched (atoll's
+    /// `relistPeriod`).
+    pub relist_period: Duration,
     pub runtime_endpoint: crate::cri::Endpoint,
     pub runtime_request_timeout: Duration,
     pub root_dir: std::path::PathBuf,
@@ -168,6 +174,13 @@ impl Settings {
                 &cfg.http_check_frequency,
                 DEFAULT_CHECK_FREQUENCY,
             )?,
+            sync_frequency: duration(
+                Flag::SyncFrequency,
+                "syncFrequency",
+                &cfg.sync_frequency,
+                crate::runtime::EngineConfig::default().resync,
+            )?,
+            relist_period: own.relist_period(own_shown)?,
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(
                 Flag::RuntimeRequestTimeout,
@@ -334,7 +347,7 @@ podLogsDir: /var/log/pods
 containerLogMaxSize: 1Mi
 containerLogMaxFiles: 3
 maxPods: 20
-syncFrequency: 1m
+syncFrequency: 90s
 registerWithTaints:
 - key: site
   value: north
@@ -360,7 +373,8 @@ authentication:
         assert_eq!(s.runtime_endpoint.to_string(), "unix:///run/crio/crio.sock");
         assert_eq!(s.node_name, "edge-1");
         let notes = s.config_notes.join("\n");
-        assert!(notes.contains("syncFrequency: not used by this version of atoll yet"), "{notes}");
+        assert!(!notes.contains("syncFrequency"), "{notes}");
+        assert_eq!(s.sync_frequency, Duration::from_secs(90));
         assert!(!notes.contains("maxPods"), "{notes}");
         assert_eq!(s.max_pods, 20);
         assert_eq!(
@@ -458,6 +472,15 @@ authentication:
         assert!(s.config_notes.is_empty(), "{:?}", s.config_notes);
         assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
         assert_eq!((s.kubeconfig, s.node_labels.len()), (None, 0));
+        assert_eq!((s.relist_period, s.sync_frequency), (Duration::from_secs(10), Duration::from_secs(60)));
+        for (value, error) in [("0s", "is not between 1s and 1h"), ("2h", "is not between 1s and 1h"), ("soon", "")] {
+            let own = config_file(
+                "relist.yaml",
+                &format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nrelistPeriod: {value}\n"),
+            );
+            let e = Settings::load(&flags(&[&format!("--atoll-config={own}"), "--hostname-override=n"])).unwrap_err();
+            assert!(e.contains("relist.yaml: relistPeriod: ") && e.contains(error), "{e}");
+        }
         let wrong =
             config_file("wrong-own.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
         let e = Settings::load(&flags(&[&format!("--atoll-config={wrong}"), "--hostname-override=n"])).unwrap_err();

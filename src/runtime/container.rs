@@ -1,7 +1,7 @@
 //! ContainerConfig for one container instance, as kubelet builds it: metadata with the attempt
 //! number, image, command and args with `$(VAR)` expansion, env (values, fieldRef,
-//! resourceFieldRef), working dir, mounts (hostPath, emptyDir, the managed /etc/hosts, the
-//! termination log), kubelet's four labels and its annotations, the log path
+//! resourceFieldRef), working dir, mounts (hostPath, emptyDir, image volumes, the managed
+//! /etc/hosts, the termination log), kubelet's four labels and its annotations, the log path
 //! `<container>/<restartCount>.log`, Linux resources with the QoS class's oom_score_adj, and
 //! the security context (container over pod). A pure function; the worker prepares the files.
 
@@ -39,6 +39,8 @@ pub struct InstanceContext {
     pub hosts_file: Option<PathBuf>,
     /// Where each `volumeMounts[i]` with a subPath was safely bind-mounted (`subpath`), by i.
     pub subpaths: std::collections::BTreeMap<usize, PathBuf>,
+    /// The image (as the runtime knows it) of each image volume, by volume name.
+    pub image_volumes: std::collections::BTreeMap<String, String>,
 }
 
 /// The container's environment, in declaration order (later duplicates win, as in kubelet's map).
@@ -172,6 +174,18 @@ pub fn container_config(
             .iter()
             .find(|v| v.name == m.name)
             .ok_or_else(|| format!("volumeMounts[{i}]: no volume {:?}", m.name))?;
+        if v.image.is_some() {
+            // The runtime mounts the image's content, read only (CRI's Mount.image).
+            let image =
+                ctx.image_volumes.get(&v.name).ok_or_else(|| format!("image volume {:?} not pulled", v.name))?;
+            mounts.push(Mount {
+                container_path: m.mount_path.clone(),
+                readonly: true,
+                image: Some(ImageSpec { image: image.clone(), ..Default::default() }),
+                ..Default::default()
+            });
+            continue;
+        }
         let mut host = volume_path(&ctx.root_dir, uid, v)?
             .ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
         if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {

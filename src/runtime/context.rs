@@ -1,6 +1,7 @@
 //! What every worker of one engine works with: the node, the runtime (the CRI client, or a
-//! fake in unit tests), the engine's settings, and the prober.
+//! fake in unit tests), the engine's settings, the prober, and the PLEG that wakes workers.
 
+use super::pleg::Pleg;
 use super::tuning::{EngineConfig, Tuning};
 use crate::node::probing::Prober;
 use crate::node::Node;
@@ -12,4 +13,7 @@ pub struct Context<R> {
     pub tuning: Arc<Tuning>,
     pub config: EngineConfig,
     pub prober: Arc<dyn Prober>,
+    pub pleg: Arc<Pleg>,
+    /// The runtime's name and version, once known (what it can do that CRI cannot be asked).
+    pub runtime_version: std::sync::OnceLock<(String, String)>,
 }

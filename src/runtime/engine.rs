@@ -1,5 +1,5 @@
-//! The engine: one worker per pod UID, fed by the desired set's changes, and the relist that
-//! wakes them.
+//! The engine: one worker per pod UID, fed by the desired set's changes and woken by the
+//! PLEG (`pleg`).
 //!
 //! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
 //! is still held by a terminating older UID waits until that worker has finished (kubelet's
@@ -15,22 +15,20 @@
 //! [`Engine::worker_done`]); readers reach workers through a [`Control`].
 
 use super::context::Context;
+use super::inbox::{Inbox, Msg};
 use super::observe::managed;
+use super::pleg::Pleg;
 use super::sandbox::{LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID};
 use super::stop::grace_of;
 use super::tuning::{EngineConfig, Tuning};
-use super::worker::{self, Msg};
+use super::worker;
 use crate::cri::api::PodSandboxFilter;
 use crate::cri::RuntimeService;
 use crate::node::probing::Prober;
 use crate::node::Node;
 use crate::pod::{Change, StaticPod};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// The workers' inboxes by UID, shared with the relist and with [`Control`].
-type Inboxes = Arc<Mutex<HashMap<String, smol::channel::Sender<Msg>>>>;
+use std::sync::Arc;
 
 struct Handle {
     key: String,
@@ -41,8 +39,7 @@ struct Handle {
 pub struct Engine<R: RuntimeService> {
     cx: Arc<Context<R>>,
     workers: HashMap<String, Handle>,
-    inboxes: Inboxes,
-    _relist: smol::Task<()>,
+    _pleg: Vec<smol::Task<()>>,
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
     /// Pods the runtime ran when atoll started and no worker has taken over: UID → name.
@@ -59,15 +56,14 @@ impl<R: RuntimeService> Engine<R> {
         config: EngineConfig,
         prober: Arc<dyn Prober>,
     ) -> Engine<R> {
-        let cx = Arc::new(Context { node, runtime, tuning, config, prober });
+        let pleg = Pleg::new();
+        let cx = Arc::new(Context { node, runtime, tuning, config, prober, pleg, runtime_version: Default::default() });
         let (done_tx, done_rx) = smol::channel::unbounded();
-        let inboxes: Inboxes = Default::default();
-        let relist = smol::spawn(relist(cx.clone(), inboxes.clone()));
+        let pleg = super::relist::spawn(&cx);
         Engine {
             cx,
             workers: HashMap::new(),
-            inboxes,
-            _relist: relist,
+            _pleg: pleg,
             pending: HashMap::new(),
             found: HashMap::new(),
             done_tx,
@@ -77,7 +73,7 @@ impl<R: RuntimeService> Engine<R> {
 
     /// A handle for readers that must act through a pod's worker (the local API's restart).
     pub fn control(&self) -> Control {
-        Control { inboxes: self.inboxes.clone() }
+        Control { pleg: self.cx.pleg.clone() }
     }
 
     /// The engine's reloadable settings.
@@ -153,20 +149,21 @@ impl<R: RuntimeService> Engine<R> {
             return;
         }
         let (tx, rx) = smol::channel::bounded(8);
+        let (wake, woken) = smol::channel::bounded(1);
         let uid = sp.uid.clone();
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         log::info!("pod {key} ({uid}): starting a worker");
         let task = smol::spawn(async move {
-            worker::run(cx, sp, rx).await;
+            worker::run(cx, sp, rx, woken).await;
             let _ = done.send(finished).await;
         });
-        crate::locks::lock(&self.inboxes).insert(uid.clone(), tx.clone());
+        self.cx.pleg.register(&uid, Inbox { tx: tx.clone(), wake });
         self.workers.insert(uid, Handle { key, tx, _task: task });
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
-        crate::locks::lock(&self.inboxes).remove(uid);
+        self.cx.pleg.unregister(uid);
         let Some(h) = self.workers.remove(uid) else { return };
         if let Some(mut q) = self.pending.remove(&h.key) {
             if !q.is_empty() {
@@ -215,67 +212,22 @@ impl<R: RuntimeService> Engine<R> {
 /// Reaches a pod's worker from outside the engine.
 #[derive(Clone)]
 pub struct Control {
-    inboxes: Inboxes,
+    pleg: Arc<Pleg>,
 }
 
 impl Control {
+    /// What tells the engine of runtime changes as they happen.
+    pub fn runtime_signal(&self) -> super::pleg::Signal {
+        self.pleg.signal()
+    }
+
     /// Stops the pod's running containers through its worker (preStop hooks run, as for any
     /// kill); they come back per restartPolicy. The stopped containers' names, or `None` when
     /// no worker runs the pod.
     pub async fn restart(&self, uid: &str) -> Option<Vec<String>> {
-        let inbox = crate::locks::lock(&self.inboxes).get(uid).cloned()?;
+        let inbox = self.pleg.inbox(uid)?;
         let (tx, rx) = smol::channel::bounded(1);
-        inbox.send(Msg::Restart(tx)).await.ok()?;
+        inbox.tx.send(Msg::Restart(tx)).await.ok()?;
         rx.recv().await.ok()
-    }
-}
-
-/// How often the runtime is relisted (kubelet's PLEG period).
-pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
-
-/// The runtime observer: every second, two list calls for the whole node (sandboxes and
-/// containers with their states); a worker whose pod shows any change is woken at once.
-/// Workers otherwise sync only on their own slower period, so a quiet node costs two CRI calls
-/// a second whatever the number of pods. Once a minute, the back-offs are collected.
-async fn relist<R: RuntimeService>(cx: Arc<Context<R>>, inboxes: Inboxes) {
-    let mut last: HashMap<String, u64> = HashMap::new();
-    let mut rounds: u32 = 0;
-    loop {
-        smol::Timer::after(RELIST_PERIOD).await;
-        rounds = rounds.wrapping_add(1);
-        if rounds.is_multiple_of(60) {
-            cx.tuning.housekeeping(std::time::SystemTime::now());
-        }
-        let listed = (cx.runtime.list_pod_sandbox(None).await, cx.runtime.list_containers(None).await);
-        cx.node.heartbeat().beat(std::time::Instant::now(), listed.0.is_ok() && listed.1.is_ok());
-        let (sandboxes, containers) = match listed {
-            (Ok(s), Ok(c)) => (s, c),
-            _ => continue, // the runtime is away; workers notice on their own
-        };
-        let mut now: HashMap<String, u64> = HashMap::new();
-        let uid_of = |labels: &HashMap<String, String>| labels.get(LABEL_POD_UID).cloned();
-        let mix = |h: u64, s: &str, state: i32| {
-            let h = crate::fnv::add_64(h ^ crate::fnv::start_64(), s.as_bytes());
-            h.wrapping_add(state as u64).rotate_left(7)
-        };
-        for s in &sandboxes {
-            if let Some(uid) = uid_of(&s.labels) {
-                let h = now.entry(uid).or_default();
-                *h = h.wrapping_add(mix(0, &s.id, s.state));
-            }
-        }
-        for c in &containers {
-            if let Some(uid) = uid_of(&c.labels) {
-                let h = now.entry(uid).or_default();
-                *h = h.wrapping_add(mix(1, &c.id, c.state));
-            }
-        }
-        let inboxes = crate::locks::lock(&inboxes).clone();
-        for (uid, tx) in inboxes {
-            if now.get(&uid) != last.get(&uid) {
-                let _ = tx.try_send(Msg::Wake);
-            }
-        }
-        last = now;
     }
 }

@@ -17,6 +17,8 @@ pub enum SyncError {
     Config(String),
     /// Something on the host could not be prepared or removed (a directory, a volume, a file).
     Host(String),
+    /// The pod cannot run on this node as it is: it fails, with this reason and message.
+    Refused { reason: &'static str, message: String },
 }
 
 impl SyncError {
@@ -33,6 +35,7 @@ impl fmt::Display for SyncError {
             SyncError::CreateSandbox(status) => write!(f, "FailedCreatePodSandBox: {status}"),
             SyncError::Config(e) => write!(f, "{e}"),
             SyncError::Host(e) => write!(f, "{e}"),
+            SyncError::Refused { reason, message } => write!(f, "{reason}: {message}"),
         }
     }
 }

@@ -19,7 +19,7 @@ pub struct ImageWait {
     pub retry_in: Duration,
 }
 
-/// The image's reference as the runtime knows it (an image id), pulling it if the policy
+/// The container's image as the runtime knows it (an image id), pulling it if the policy
 /// says so.
 pub async fn ensure<R: RuntimeService>(
     cx: &Context<R>,
@@ -27,8 +27,20 @@ pub async fn ensure<R: RuntimeService>(
     c: &Container,
     sandbox_config: &PodSandboxConfig,
 ) -> Result<String, ImageWait> {
-    let image = with_default_tag(&c.image);
-    let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
+    ensure_image(cx, pod, &c.image, c.image_pull_policy.as_deref(), sandbox_config).await
+}
+
+/// `image` as the runtime knows it (an image id), pulling it if `policy` says so: a
+/// container's image, or an image volume's.
+pub async fn ensure_image<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    image: &str,
+    policy: Option<&str>,
+    sandbox_config: &PodSandboxConfig,
+) -> Result<String, ImageWait> {
+    let image = with_default_tag(image);
+    let policy = policy.unwrap_or("IfNotPresent");
     let wait = |reason, message: String, retry_in| ImageWait { wait: Wait { reason, message }, retry_in };
     if policy != "Always" {
         match cx.runtime.image_status(&image).await {

@@ -17,14 +17,18 @@ pub mod context;
 pub mod credentials;
 pub mod engine;
 pub mod errors;
+pub mod exits;
 #[cfg(test)]
 mod fake;
 pub mod images;
+pub mod inbox;
 pub mod logs;
 pub mod observe;
 pub mod orphan;
 pub mod plan;
+pub mod pleg;
 pub mod poddir;
+pub mod relist;
 pub mod sandbox;
 pub mod start;
 pub mod stop;

@@ -14,8 +14,13 @@ use std::time::{Duration, SystemTime};
 pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, Status> {
     let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
     let mut obs = Observed::default();
-    let sandboxes =
-        rt.list_pod_sandbox(Some(PodSandboxFilter { label_selector: selector.clone(), ..Default::default() })).await?;
+    // Both lists at once: one round trip, not two.
+    let (sandboxes, containers) = smol::future::zip(
+        rt.list_pod_sandbox(Some(PodSandboxFilter { label_selector: selector.clone(), ..Default::default() })),
+        rt.list_containers(Some(ContainerFilter { label_selector: selector, ..Default::default() })),
+    )
+    .await;
+    let (sandboxes, containers) = (sandboxes?, containers?);
     for s in sandboxes {
         let st = match rt.pod_sandbox_status(&s.id, false).await {
             Ok(r) => r.status.unwrap_or_default(),
@@ -36,8 +41,6 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, S
             created_at: st.created_at,
         });
     }
-    let containers =
-        rt.list_containers(Some(ContainerFilter { label_selector: selector, ..Default::default() })).await?;
     for c in containers {
         let st = match rt.container_status(&c.id, false).await {
             Ok(r) => r.status.unwrap_or_default(),

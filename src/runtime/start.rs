@@ -28,15 +28,27 @@ pub struct Sandbox<'a> {
     pub config: &'a PodSandboxConfig,
 }
 
+/// Each starting container's image, by container name, as `images::ensure` found it.
+pub type Images = std::collections::HashMap<String, Result<String, super::images::ImageWait>>;
+
+/// What starting a plan's containers came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Started {
+    /// When to look again at the soonest, if a container waits on a timer.
+    pub retry: Option<Duration>,
+    /// Whether any container was started.
+    pub any: bool,
+}
+
 /// Starts each of `starts` (in order; an init container that cannot start stops the rest).
-/// Returns when to look again at the soonest, if a container waits on a timer.
 pub async fn start_containers<R: RuntimeService>(
     cx: &Context<R>,
     pod: &Pod,
     starts: &[Start],
     sb: &Sandbox<'_>,
     waits: &mut Waits,
-) -> Result<Option<Duration>, SyncError> {
+    mut images: Images,
+) -> Result<Started, SyncError> {
     let root = &cx.node.facts().root_dir;
     let pod_dir = poddir::pod_dir(root, &pod.metadata.uid).map_err(SyncError::Host)?;
     poddir::prepare_volumes(pod, root).map_err(SyncError::Host)?;
@@ -47,12 +59,19 @@ pub async fn start_containers<R: RuntimeService>(
         None
     };
     let mut retry: Option<Duration> = None;
+    let mut any = false;
     for start in starts {
-        let c = match start.which {
-            SpecRef::Init(i) => &pod.spec.init_containers[i],
-            SpecRef::Regular(i) => &pod.spec.containers[i],
+        let c = start.container(pod);
+        let found = match images.remove(&c.name) {
+            Some(found) => found,
+            None => images::ensure(cx, pod, c, sb.config).await,
         };
-        let image_ref = match images::ensure(cx, pod, c, sb.config).await {
+        // The image volumes it mounts are pulled as its image is, with their own policies.
+        let found = match found {
+            Ok(r) => volume_images(cx, pod, c, sb.config).await.map(|v| (r, v)),
+            Err(w) => Err(w),
+        };
+        let (image_ref, image_volumes) = match found {
             Ok(r) => r,
             Err(w) => {
                 let event = if w.wait.reason == WaitReason::ImagePullBackOff { "BackOff" } else { "Failed" };
@@ -95,6 +114,7 @@ pub async fn start_containers<R: RuntimeService>(
             termination_log,
             hosts_file: hosts_file.clone(),
             subpaths,
+            image_volumes,
         };
         let config = match container_config(pod, c, start.restart_count, &image_ref, &ctx) {
             Ok(config) => config,
@@ -119,6 +139,7 @@ pub async fn start_containers<R: RuntimeService>(
             continue;
         }
         waits.remove(&c.name);
+        any = true;
         if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let at = Target { container_id: &id, pod_ip: sb.ip };
             if let Err(e) = handlers::lifecycle(&cx.runtime, c, hook, &at, Some(POST_START_LIMIT)).await {
@@ -136,7 +157,7 @@ pub async fn start_containers<R: RuntimeService>(
         let text = format!("Started container {} (restart {})", c.name, start.restart_count);
         cx.node.events().record(pod, false, "Started", &text);
     }
-    Ok(retry)
+    Ok(Started { retry, any })
 }
 
 /// kubelet's CreateContainerConfigError checks before a config is built: runAsNonRoot against
@@ -159,6 +180,26 @@ async fn configurable<R: RuntimeService>(
         let mounted = super::subpath::mount(&volume, sub, &target)
             .map_err(|e| format!("volumeMounts[{i}] ({}): {e}", m.mount_path))?;
         out.insert(i, mounted);
+    }
+    Ok(out)
+}
+
+/// The image of each image volume `c` mounts, by volume name, as the runtime knows it.
+async fn volume_images<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    c: &Container,
+    sandbox_config: &PodSandboxConfig,
+) -> Result<std::collections::BTreeMap<String, String>, images::ImageWait> {
+    let mut out = std::collections::BTreeMap::new();
+    for m in &c.volume_mounts {
+        let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else { continue };
+        let Some(image) = &v.image else { continue };
+        if !out.contains_key(&v.name) {
+            let r =
+                images::ensure_image(cx, pod, &image.reference, image.pull_policy.as_deref(), sandbox_config).await?;
+            out.insert(v.name.clone(), r);
+        }
     }
     Ok(out)
 }

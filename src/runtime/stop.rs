@@ -85,9 +85,11 @@ pub async fn stop_pod<R: RuntimeService>(
     Ok(())
 }
 
-/// Removes a deleted pod's containers, sandboxes, logs and directories.
+/// Removes a deleted pod's containers, sandboxes, logs and directories. Removing a sandbox
+/// removes its containers (CRI's rule); a container is removed by itself only when its
+/// sandbox is not among the pod's.
 pub async fn remove_pod<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) -> Result<(), SyncError> {
-    for c in &obs.containers {
+    for c in obs.containers.iter().filter(|c| !obs.sandboxes.iter().any(|s| s.id == c.sandbox_id)) {
         if let Err(e) = cx.runtime.remove_container(&c.id).await {
             if !e.is_not_found() {
                 return Err(SyncError::runtime("RemoveContainer")(e));

@@ -9,7 +9,7 @@ use super::context::Context;
 use super::errors::SyncError;
 use super::observe::observe;
 use super::plan::{self, Plan};
-use super::start::{short, start_containers, Sandbox};
+use super::start::{short, start_containers, Images, Sandbox};
 use super::{sandbox, stop};
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, Waits};
@@ -96,6 +96,9 @@ async fn act<R: RuntimeService>(
             let _ = cx.runtime.remove_container(&c.id).await;
         }
     }
+    if p.create_sandbox.is_some() || !p.start.is_empty() {
+        runnable_here(cx, pod).await?;
+    }
     // The config of the sandbox the containers go into, built once: RunPodSandbox,
     // PullImage and CreateContainer all get it.
     let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
@@ -112,12 +115,19 @@ async fn act<R: RuntimeService>(
     } else {
         Default::default()
     };
+    let mut images = Images::new();
     let (sandbox_id, pod_ip) = match p.create_sandbox {
         Some(attempt) => {
             std::fs::create_dir_all(&sandbox_config.log_directory)
                 .map_err(|e| SyncError::Host(format!("creating {}: {e}", sandbox_config.log_directory)))?;
-            let id =
-                cx.runtime.run_pod_sandbox(sandbox_config.clone(), &handler).await.map_err(SyncError::CreateSandbox)?;
+            // The images are looked at (and pulled) while the sandbox is made, not after.
+            let (id, found) = smol::future::zip(
+                cx.runtime.run_pod_sandbox(sandbox_config.clone(), &handler),
+                prefetch(cx, pod, &p.start, &sandbox_config),
+            )
+            .await;
+            images = found;
+            let id = id.map_err(SyncError::CreateSandbox)?;
             let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
             let ip = st.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
@@ -138,10 +148,53 @@ async fn act<R: RuntimeService>(
         return Ok(Synced::Again(retry));
     }
     let sb = Sandbox { id: &sandbox_id, ip: &pod_ip, config: &sandbox_config };
-    if let Some(r) = start_containers(cx, pod, &p.start, &sb, waits).await? {
+    let started = start_containers(cx, pod, &p.start, &sb, waits, images).await?;
+    // Look again at once at what was started: its status, and its process to watch.
+    let soonest = if started.any { Some(Duration::ZERO) } else { started.retry };
+    if let Some(r) = soonest {
         retry = Some(retry.map_or(r, |x| x.min(r)));
     }
     Ok(Synced::Again(retry))
+}
+
+/// Refuses what this runtime cannot run as the manifest asks: image volumes need a runtime
+/// that mounts them (an older one would start the containers without the volume).
+async fn runnable_here<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Result<(), SyncError> {
+    let Some(v) = pod.spec.volumes.iter().find(|v| v.image.is_some()) else { return Ok(()) };
+    let (name, version) = match cx.runtime_version.get() {
+        Some(known) => known.clone(),
+        None => {
+            let v = cx.runtime.version().await.map_err(SyncError::runtime("Version"))?;
+            cx.runtime_version.get_or_init(|| (v.runtime_name, v.runtime_version)).clone()
+        }
+    };
+    if crate::cri::features::mounts_image_volumes(&name, &version) {
+        return Ok(());
+    }
+    Err(SyncError::Refused {
+        reason: "ImageVolumesNotSupported",
+        message: format!(
+            "volume {:?} is an image volume, which {name} {version} cannot mount (containerd 2.1 or CRI-O 1.31 and later can)",
+            v.name
+        ),
+    })
+}
+
+/// The images of the containers about to start, looked at (and pulled per policy) in order.
+async fn prefetch<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    starts: &[plan::Start],
+    sandbox_config: &crate::cri::api::PodSandboxConfig,
+) -> Images {
+    let mut out = Images::new();
+    for start in starts {
+        let c = start.container(pod);
+        if !out.contains_key(&c.name) {
+            out.insert(c.name.clone(), super::images::ensure(cx, pod, c, sandbox_config).await);
+        }
+    }
+    out
 }
 
 /// Removes old exited instances (their log files first, while the path is known) and old

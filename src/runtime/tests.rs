@@ -46,13 +46,20 @@ fn node(root: &std::path::Path) -> Arc<Node> {
 }
 
 fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
+    let config = EngineConfig { resync: Duration::from_millis(200), ..Default::default() };
+    context_with(root, rt, config)
+}
+
+fn context_with(root: &std::path::Path, rt: &FakeRuntime, config: EngineConfig) -> Context<FakeRuntime> {
     let s = Duration::from_secs(1);
     Context {
         node: node(root),
         runtime: rt.clone(),
         tuning: Arc::new(Tuning::new((s, s * 4), (s, s * 4), Default::default(), Default::default())),
-        config: EngineConfig { resync: Duration::from_millis(200), log_rotation: Default::default() },
+        config,
         prober: Arc::new(NoProbes),
+        pleg: super::pleg::Pleg::new(),
+        runtime_version: Default::default(),
     }
 }
 
@@ -220,6 +227,62 @@ fn engine(root: &std::path::Path, rt: &FakeRuntime) -> Engine<FakeRuntime> {
     Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober)
 }
 
+#[test]
+fn a_crash_is_acted_on_when_the_runtime_says_so_not_at_the_next_relist() {
+    let root = dir("events");
+    let rt = FakeRuntime::default().with_image(IMAGE).with_events();
+    // Neither the relist nor a resync comes within the test: only the event can wake the worker.
+    let hour = Duration::from_secs(3600);
+    let cx = context_with(&root, &rt, EngineConfig { resync: hour, relist: hour, ..Default::default() });
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    e.apply(Change::Add(sp.clone()));
+    run_until(&mut e, "the pod running", || running(&rt) == ["c"]);
+    let control = e.control();
+    run_until(&mut e, "events live", || control.runtime_signal() == super::pleg::Signal::Events);
+    // Past the relist that runs when events go live.
+    std::thread::sleep(Duration::from_millis(300));
+    let first = rt.containers()[0].3.clone();
+    rt.exit(&first, 1);
+    run_until(&mut e, "the container restarted", || {
+        rt.containers().iter().any(|c| c.1 == Cri::ContainerRunning && c.2 == "1")
+    });
+    e.apply(Change::Remove(sp));
+    run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
+}
+
+#[test]
+fn events_that_go_to_another_reader_turn_process_exits_on() {
+    let root = dir("stolen");
+    let rt = FakeRuntime::default().with_image(IMAGE).with_events();
+    let cx = context_with(&root, &rt, EngineConfig { relist: Duration::from_secs(1), ..Default::default() });
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
+    let control = e.control();
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    e.apply(Change::Add(sp.clone()));
+    run_until(&mut e, "the pod running", || running(&rt) == ["c"]);
+    run_until(&mut e, "events live", || control.runtime_signal() == super::pleg::Signal::Events);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(control.runtime_signal(), super::pleg::Signal::Events, "nothing was missed yet");
+    rt.steal_events();
+    let first = rt.containers()[0].3.clone();
+    rt.exit(&first, 1);
+    // The relist restarts it, and finds that no event announced the change.
+    run_until(&mut e, "process exits watched too", || control.runtime_signal() == super::pleg::Signal::EventsAndExits);
+    e.apply(Change::Remove(sp));
+    run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
+}
+
+#[test]
+fn without_runtime_events_process_exits_are_watched() {
+    let root = dir("noevents");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let mut e = engine(&root, &rt);
+    let control = e.control();
+    let expected = if super::exits::supported() { super::pleg::Signal::Exits } else { super::pleg::Signal::Relist };
+    run_until(&mut e, "the fallback chosen", || control.runtime_signal() == expected);
+}
+
 /// Passes finished workers back to the engine until `done` holds (or 10 s pass).
 fn run_until(engine: &mut Engine<FakeRuntime>, what: &str, done: impl Fn() -> bool) {
     let finished = engine.finished();
@@ -300,4 +363,47 @@ fn a_failed_sandbox_is_an_error_of_that_sync_and_the_next_one_retries() {
     assert!(e.to_string().starts_with("FailedCreatePodSandBox: "), "{e}");
     converge(&cx, &sp, &mut Waits::new(), 1);
     assert_eq!(running(&rt), ["c"]);
+}
+
+const WITH_IMAGE_VOLUME: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: etcd}
+spec:
+  volumes:
+  - name: tools
+    image: {reference: registry.example/etcd-tools:1}
+  containers:
+  - name: c
+    image: docker.io/library/busybox:1.36
+    volumeMounts: [{name: tools, mountPath: /opt/tools}]
+";
+
+#[test]
+fn an_image_volume_the_runtime_cannot_mount_fails_the_pod_before_anything_runs() {
+    let root = dir("imagevol-old");
+    let rt = FakeRuntime::default().with_image(IMAGE).with_version("1.7.24");
+    let cx = context(&root, &rt);
+    let sp = static_pod(WITH_IMAGE_VOLUME);
+    let e = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new())).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, super::errors::SyncError::Refused { reason: "ImageVolumesNotSupported", .. }), "{text}");
+    assert!(text.contains("\"tools\"") && text.contains("containerd 1.7.24"), "{text}");
+    assert_eq!(rt.count("RunPodSandbox"), 0);
+    assert_eq!(rt.count("PullImage"), 0);
+}
+
+#[test]
+fn an_image_volume_is_pulled_and_mounted_read_only_through_cri() {
+    let root = dir("imagevol");
+    let rt = FakeRuntime::default().with_image(IMAGE).with_version("v2.1.0");
+    let cx = context(&root, &rt);
+    let sp = static_pod(WITH_IMAGE_VOLUME);
+    converge(&cx, &sp, &mut Waits::new(), 1);
+    assert_eq!(running(&rt), ["c"]);
+    assert_eq!(rt.count("PullImage"), 1, "the volume's image was pulled (IfNotPresent, not present)");
+    let id = rt.containers()[0].3.clone();
+    let st = smol::block_on(crate::cri::RuntimeService::container_status(&rt, &id, false)).unwrap().status.unwrap();
+    let m = st.mounts.iter().find(|m| m.container_path == "/opt/tools").expect("the image volume's mount");
+    assert!(m.readonly && m.host_path.is_empty(), "{m:?}");
+    assert_eq!(m.image.as_ref().map(|i| i.image.as_str()), Some("sha256:registry.example/etcd-tools:1"));
 }

@@ -13,15 +13,23 @@ use std::time::{Duration, SystemTime};
 /// Settings fixed for the engine's life.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineConfig {
-    /// How often a worker syncs when nothing wakes it (the relist wakes it on every change).
+    /// How often a worker syncs when nothing wakes it (kubelet's `syncFrequency`; the PLEG
+    /// wakes it on every change).
     pub resync: Duration,
+    /// The relist's period while runtime events or process exits are watched (the safety net
+    /// for anything they miss); without them it relists every second.
+    pub relist: Duration,
     /// containerLogMaxSize / containerLogMaxFiles.
     pub log_rotation: Rotation,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { resync: Duration::from_secs(10), log_rotation: Rotation::default() }
+        EngineConfig {
+            resync: Duration::from_secs(60),
+            relist: super::pleg::RELIST_SAFETY_NET,
+            log_rotation: Rotation::default(),
+        }
     }
 }
 

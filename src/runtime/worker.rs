@@ -2,13 +2,16 @@
 //! and publishes its status; the sync itself is `sync`.
 //!
 //! A worker owns one pod UID. It syncs when told (a new spec, a delete, a restart asked for on
-//! the local API), when the relist sees the runtime change for its pod, when a probe publishes
-//! a result, when a wait (back-off, activeDeadlineSeconds) is over, and otherwise every
-//! `resync` (10 s). After each sync it tells the probes what the runtime shows and stores the
-//! pod's status. When the pod is deleted it stops everything within the grace period, removes
+//! the local API), when the PLEG sees the runtime change for its pod, when a probe publishes
+//! a result, when a wait (back-off, activeDeadlineSeconds) is over, at once after a sync that
+//! changed something (to see the result), and otherwise every `resync` (kubelet's
+//! syncFrequency, 1 min). After each sync it tells the probes what the runtime shows, hands
+//! the running processes to the PLEG when it watches exits, and stores the pod's status. When the pod is deleted it stops everything within the grace period, removes
 //! the containers, the sandboxes and the pod's directories, and ends.
 
 use super::context::Context;
+use super::errors::SyncError;
+use super::inbox::Msg;
 use super::plan::Kill;
 use super::stop::{grace_of, stop_containers};
 use super::sync::{sync, Mode, Synced};
@@ -19,20 +22,6 @@ use crate::pod::StaticPod;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// A message to a worker.
-#[derive(Debug)]
-pub enum Msg {
-    /// A new version of the pod (same UID).
-    Update(Box<StaticPod>),
-    /// Stop the pod within this grace period and end.
-    Terminate(Duration),
-    /// The runtime shows a change for this pod: sync now.
-    Wake,
-    /// Stop the running containers (preStop first); they come back per restartPolicy. The
-    /// names of the stopped containers are sent back.
-    Restart(smol::channel::Sender<Vec<String>>),
-}
-
 /// Why the pod failed for good, for its status.
 struct Failure {
     reason: &'static str,
@@ -40,7 +29,13 @@ struct Failure {
 }
 
 /// Runs the worker of `sp` until it is terminated and cleaned up.
-pub async fn run<R: RuntimeService>(cx: Arc<Context<R>>, mut sp: StaticPod, rx: smol::channel::Receiver<Msg>) {
+/// `woken` carries the PLEG's wake-ups (at most one pending: they coalesce).
+pub async fn run<R: RuntimeService>(
+    cx: Arc<Context<R>>,
+    mut sp: StaticPod,
+    rx: smol::channel::Receiver<Msg>,
+    woken: smol::channel::Receiver<()>,
+) {
     let uid = sp.uid.clone();
     let key = sp.pod.key();
     let node = cx.node.clone();
@@ -74,6 +69,12 @@ pub async fn run<R: RuntimeService>(cx: Arc<Context<R>>, mut sp: StaticPod, rx: 
                 last_error.clear();
                 (retry.unwrap_or(resync).min(resync), Some(obs))
             }
+            Err(SyncError::Refused { reason, message }) => {
+                node.events().record(&sp.pod, true, "Failed", &message);
+                failure = Some(Failure { reason, message });
+                mode = Mode::Stop;
+                continue;
+            }
             Err(e) => {
                 let e = e.to_string();
                 if e != last_error {
@@ -84,6 +85,11 @@ pub async fn run<R: RuntimeService>(cx: Arc<Context<R>>, mut sp: StaticPod, rx: 
             }
         };
         if let Some(obs) = obs {
+            if cx.pleg.watch_exits() {
+                super::exits::watch(&cx.pleg.exits, &cx.runtime, &uid, &obs);
+            }
+            let logs = obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty());
+            cx.pleg.set_logs(&uid, logs.map(|c| c.log_path.clone().into()).collect());
             probes.update(&sp.pod, &obs, &pod_ip(&cx, &sp.pod, &obs), matches!(mode, Mode::Terminate(_)));
             let start = started(&obs, first_seen);
             if let (Mode::Run, Some(limit)) = (mode, sp.pod.spec.active_deadline_seconds) {
@@ -119,19 +125,26 @@ pub async fn run<R: RuntimeService>(cx: Arc<Context<R>>, mut sp: StaticPod, rx: 
             node.statuses().set(&uid, status);
         }
         let msg = smol::future::or(
-            async { rx.recv().await.ok() },
+            async { Some(rx.recv().await.ok()) },
             smol::future::or(
                 async {
-                    probes.changed().await;
-                    Some(Msg::Wake)
+                    smol::future::or(probes.changed(), async {
+                        if woken.recv().await.is_err() {
+                            std::future::pending::<()>().await; // the PLEG is gone
+                        }
+                    })
+                    .await;
+                    None
                 },
                 async {
                     smol::Timer::after(wait).await;
-                    None
+                    Some(None)
                 },
             ),
         )
         .await;
+        // Woken: sync now (any wake-up that came meanwhile is part of this one).
+        let Some(msg) = msg else { continue };
         match msg {
             Some(Msg::Update(new)) => {
                 // Same UID, other containers (an explicit metadata.uid kept across an edit):
@@ -144,7 +157,6 @@ pub async fn run<R: RuntimeService>(cx: Arc<Context<R>>, mut sp: StaticPod, rx: 
                 }
                 node.statuses().set_pod(&uid, &sp.pod);
             }
-            Some(Msg::Wake) => {}
             Some(Msg::Restart(reply)) => {
                 let stopped = restart(&cx, &sp.pod).await;
                 let _ = reply.send(stopped).await;

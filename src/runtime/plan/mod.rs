@@ -18,6 +18,16 @@ pub enum SpecRef {
     Regular(usize),
 }
 
+impl SpecRef {
+    /// The container in `pod`, the spec this reference was made from.
+    pub fn of(self, pod: &Pod) -> &Container {
+        match self {
+            SpecRef::Init(i) => &pod.spec.init_containers[i],
+            SpecRef::Regular(i) => &pod.spec.containers[i],
+        }
+    }
+}
+
 /// Stop one container instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kill {
@@ -39,6 +49,13 @@ pub struct Start {
     pub restart_count: u32,
     /// Back-off to advance when the start happens: key and the event it counts from.
     pub backoff: Option<(String, SystemTime)>,
+}
+
+impl Start {
+    /// The container to start, in `pod`, the spec the plan was made from.
+    pub fn container<'p>(&self, pod: &'p Pod) -> &'p Container {
+        self.which.of(pod)
+    }
 }
 
 /// A container that should start but must wait.
@@ -357,10 +374,7 @@ fn running_or_unknown(obs: &Observed, message: &str) -> Vec<Kill> {
 
 /// Adds a start for `which`, or a CrashLoopBackOff wait if its back-off has not run out.
 fn push_start(p: &mut Plan, pod: &Pod, obs: &Observed, backoff: &Backoff, now: SystemTime, which: SpecRef) {
-    let c = match which {
-        SpecRef::Init(i) => &pod.spec.init_containers[i],
-        SpecRef::Regular(i) => &pod.spec.containers[i],
-    };
+    let c = which.of(pod);
     let newest = obs.newest(&c.name);
     let restart_count = newest.map_or(0, |o| o.restart_count + 1);
     let key = backoff_key(pod, c);

@@ -1,0 +1,237 @@
+//! Process exits, for runtimes that send no container events (containerd 1.6): a pidfd on the
+//! process of each running container and ready sandbox wakes its pod's worker when it ends.
+//!
+//! The pid comes from the runtime's verbose status (`info["info"]`, JSON with a `pid`, as
+//! containerd and CRI-O report it). A pid is trusted only when its process lives in a cgroup
+//! named after the container, and the runtime still shows the container running after the
+//! pidfd was opened: a pidfd refers to one process for good, so a pid reused after an exit
+//! cannot be mistaken for the container. When the process ends, the runtime records the exit
+//! a moment later; the worker is woken once it has. Anything that cannot be watched is left
+//! to the relist. At most [`MAX_WATCHED`] processes are watched (one descriptor each).
+
+use crate::cri::RuntimeService;
+use crate::node::observed::{ContainerState, Observed};
+use smol::Async;
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// The most processes watched at once; the rest are left to the relist.
+pub const MAX_WATCHED: usize = 512;
+/// How long the runtime may take to record an exit after the process has gone.
+const RECORDED_WITHIN: Duration = Duration::from_secs(2);
+
+/// Wakes the worker of a pod UID.
+pub type Wake = Box<dyn Fn(&str) + Send + Sync>;
+
+/// The processes watched (or found unwatchable), by container or sandbox ID.
+pub struct Exits {
+    watched: Mutex<HashMap<String, Entry>>,
+    /// Never sent on: when this goes, its receivers see it closed and their watches end.
+    closing: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
+    wake: Wake,
+}
+
+impl Exits {
+    /// Watches that call `wake` with a pod's UID when one of its processes has ended.
+    pub fn new(wake: Wake) -> Arc<Exits> {
+        Arc::new(Exits { watched: Mutex::new(HashMap::new()), closing: smol::channel::bounded(1), wake })
+    }
+}
+
+struct Entry {
+    uid: String,
+    watching: bool,
+}
+
+/// Whether this kernel has pidfds (Linux 5.3 and later).
+pub fn supported() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty()).is_ok()
+    })
+}
+
+/// Watches what `obs` shows running for pod `uid` and is not watched yet.
+pub fn watch<R: RuntimeService>(exits: &Arc<Exits>, rt: &R, uid: &str, obs: &Observed) {
+    let running: Vec<(String, bool)> = obs
+        .sandboxes
+        .iter()
+        .filter(|s| s.ready)
+        .map(|s| (s.id.clone(), true))
+        .chain(obs.containers.iter().filter(|c| c.state == ContainerState::Running).map(|c| (c.id.clone(), false)))
+        .collect();
+    let mut watched = crate::locks::lock(&exits.watched);
+    // What could not be watched is looked at again once it is no longer running.
+    watched.retain(|id, e| e.watching || e.uid != uid || running.iter().any(|(r, _)| r == id));
+    for (id, sandbox) in running {
+        if watched.contains_key(&id) || watched.len() >= MAX_WATCHED {
+            continue;
+        }
+        watched.insert(id.clone(), Entry { uid: uid.to_string(), watching: true });
+        let task = one(rt.clone(), Arc::downgrade(exits), exits.closing.1.clone(), uid.to_string(), id, sandbox);
+        smol::spawn(task).detach();
+    }
+}
+
+/// Watches one process until it ends (then wakes the worker) or the PLEG goes.
+async fn one<R: RuntimeService>(
+    rt: R,
+    exits: Weak<Exits>,
+    closed: smol::channel::Receiver<()>,
+    uid: String,
+    id: String,
+    sandbox: bool,
+) {
+    let fd = match open(&rt, &id, sandbox).await {
+        Opened::Watch(fd) => fd,
+        Opened::Gone => return recorded(&rt, &exits, &uid, &id, sandbox).await,
+        Opened::Unwatchable(why) => {
+            log::debug!("not watching the process of {id}: {why}; the relist will see it end");
+            if let Some(x) = exits.upgrade() {
+                if let Some(e) = crate::locks::lock(&x.watched).get_mut(&id) {
+                    e.watching = false;
+                }
+            }
+            return;
+        }
+    };
+    let ended = smol::future::or(async { fd.readable().await.is_ok() }, async {
+        let _ = closed.recv().await;
+        false
+    })
+    .await;
+    if ended {
+        recorded(&rt, &exits, &uid, &id, sandbox).await;
+    }
+}
+
+/// The process of `id` has ended: waits (briefly) until the runtime has recorded it, then
+/// wakes the pod's worker.
+async fn recorded<R: RuntimeService>(rt: &R, exits: &Weak<Exits>, uid: &str, id: &str, sandbox: bool) {
+    let mut pause = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    while waited < RECORDED_WITHIN && running(rt, id, sandbox).await.unwrap_or(false) {
+        smol::Timer::after(pause).await;
+        waited += pause;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+    if let Some(x) = exits.upgrade() {
+        crate::locks::lock(&x.watched).remove(id);
+        (x.wake)(uid);
+    }
+}
+
+/// What opening a watch on a process came to.
+enum Opened {
+    Watch(Async<OwnedFd>),
+    /// The process has ended already.
+    Gone,
+    Unwatchable(String),
+}
+
+/// A pidfd on the process of `id`.
+async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
+    use rustix::io::Errno;
+    let info = if sandbox {
+        rt.pod_sandbox_status(id, true).await.map(|r| r.info)
+    } else {
+        rt.container_status(id, true).await.map(|r| r.info)
+    };
+    let info = match info {
+        Ok(info) => info,
+        Err(e) if e.is_not_found() => return Opened::Gone,
+        Err(e) => return Opened::Unwatchable(e.to_string()),
+    };
+    let Ok(pid) = pid_of(&info) else {
+        // A runtime reports no pid for what has stopped.
+        return match running(rt, id, sandbox).await {
+            Ok(false) => Opened::Gone,
+            _ => Opened::Unwatchable("no pid in the runtime's verbose status".into()),
+        };
+    };
+    let Some(raw) = rustix::process::Pid::from_raw(pid) else { return Opened::Unwatchable("pid 0".into()) };
+    let fd = match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::SRCH) => return Opened::Gone,
+        Err(e) => return Opened::Unwatchable(format!("pidfd_open({pid}): {e}")),
+    };
+    match crate::bounded::read_file(std::path::Path::new(&format!("/proc/{pid}/cgroup")), 64 << 10) {
+        Ok(cgroup) if in_cgroup_of(&cgroup, id) => {}
+        Ok(_) => return Opened::Unwatchable(format!("process {pid} is not in a cgroup of {id}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(Errno::SRCH.raw_os_error()) => {
+            return Opened::Gone; // reaped meanwhile
+        }
+        Err(e) => return Opened::Unwatchable(format!("/proc/{pid}/cgroup: {e}")),
+    }
+    // Still running after the pidfd was opened: the pidfd is the container's process.
+    match running(rt, id, sandbox).await {
+        Ok(true) => match Async::new(fd) {
+            Ok(fd) => Opened::Watch(fd),
+            Err(e) => Opened::Unwatchable(e.to_string()),
+        },
+        Ok(false) => Opened::Gone,
+        Err(e) => Opened::Unwatchable(e.to_string()),
+    }
+}
+
+/// Whether the runtime shows `id` running (a sandbox: ready).
+async fn running<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Result<bool, crate::cri::Status> {
+    use crate::cri::api::{ContainerState as Cri, PodSandboxState};
+    if sandbox {
+        let st = rt.pod_sandbox_status(id, false).await?;
+        Ok(st.status.is_some_and(|s| s.state == PodSandboxState::SandboxReady as i32))
+    } else {
+        let st = rt.container_status(id, false).await?;
+        Ok(st.status.is_some_and(|s| s.state == Cri::ContainerRunning as i32))
+    }
+}
+
+/// The pid in a verbose status's `info` JSON.
+fn pid_of(info: &HashMap<String, String>) -> Result<i32, String> {
+    let text = info.get("info").ok_or("the runtime's verbose status has no info")?;
+    let parsed = crate::parse::json(text.as_bytes())?;
+    let pid = parsed.get("pid").and_then(serde_json::Value::as_i64);
+    pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0).ok_or_else(|| "no pid in the runtime's info".into())
+}
+
+/// Whether `/proc/PID/cgroup` text puts the process in a cgroup named after container `id`.
+fn in_cgroup_of(cgroup: &[u8], id: &str) -> bool {
+    !id.is_empty()
+        && String::from_utf8_lossy(cgroup).lines().any(|l| l.rsplit(':').next().is_some_and(|p| p.contains(id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pid_comes_from_the_verbose_info() {
+        let info = |s: &str| HashMap::from([("info".to_string(), s.to_string())]);
+        assert_eq!(pid_of(&info(r#"{"pid": 4242, "runtimeSpec": {"process": {"args": ["sh"]}}}"#)), Ok(4242));
+        assert!(pid_of(&info(r#"{"pid": 0}"#)).is_err());
+        assert!(pid_of(&info(r#"{"pid": -1}"#)).is_err());
+        assert!(pid_of(&info(r#"{"pid": 99999999999}"#)).is_err());
+        assert!(pid_of(&info("not json")).is_err());
+        assert!(pid_of(&HashMap::new()).is_err());
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(pid_of(&info(&format!(r#"{{"pid": 7, "x": {deep}}}"#))).is_err());
+    }
+
+    #[test]
+    fn a_process_belongs_to_a_container_by_its_cgroup() {
+        let id = "0123456789abcdef";
+        assert!(in_cgroup_of(b"0::/k8s.io/0123456789abcdef\n", id));
+        assert!(in_cgroup_of(b"12:memory:/kubepods/pod1/0123456789abcdef\n1:name=systemd:/x\n", id));
+        assert!(in_cgroup_of(b"0::/system.slice/cri-containerd-0123456789abcdef.scope\n", id));
+        assert!(!in_cgroup_of(b"0::/user.slice/session-1.scope\n", id));
+        assert!(!in_cgroup_of(b"0::/k8s.io/0123456789abcdef\n", ""));
+    }
+
+    #[test]
+    fn this_kernel_has_pidfds() {
+        // The test machines run Linux 5.3 or later; an older kernel falls back to the relist.
+        assert!(supported());
+    }
+}

@@ -1,0 +1,194 @@
+//! How workers learn that the runtime changed under their pod (kubelet's PLEG, pod lifecycle
+//! event generator): the moment it happens where the runtime can say so, and by a relist as
+//! the safety net.
+//!
+//! - **Events** (kubelet's evented PLEG): the runtime's `GetContainerEvents` stream, served by
+//!   containerd 1.7 and 2.x. Each event wakes the worker of its pod.
+//! - **Process exits** (`exits`), for runtimes without events (containerd 1.6, which answers
+//!   Unimplemented): a pidfd on each running container's and sandbox's process, whose pid
+//!   the runtime reports in its verbose status. Workers hand over what they see running.
+//!   Also when events prove unreliable: containerd 1.7 hands each event to one of its
+//!   readers, so with another reader (a second agent, `crictl events`) atoll sees only some.
+//!   A change the relist finds that no event announced switches process exits on as well.
+//! - **Relist**: two list calls for the whole node; a worker whose pod shows any change is
+//!   woken. Every second while neither exact signal works, else every `relist` period (10 s
+//!   by default), to catch anything a signal missed. Each relist also looks at the size of
+//!   the running containers' log files (kubelet checks every 10 s) and wakes the pods whose
+//!   logs are due for rotation. Once a minute, back-offs are collected.
+//!
+//! A worker's wake-ups coalesce: however many arrive while it syncs, it syncs once more.
+
+use super::inbox::Inbox;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The relist period while no exact signal works (kubelet's generic PLEG period).
+pub const RELIST_FALLBACK: Duration = Duration::from_secs(1);
+/// The default relist period while events or process exits are watched.
+pub const RELIST_SAFETY_NET: Duration = Duration::from_secs(10);
+
+/// What tells the engine of changes the moment they happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Nothing exact (yet): the relist runs every second.
+    Relist,
+    /// The runtime's event stream.
+    Events,
+    /// pidfds on the runtime's processes.
+    Exits,
+    /// Both: events, and process exits because some events went to another reader.
+    EventsAndExits,
+}
+
+/// The workers' inboxes and which signal is live; shared by the engine, its workers and the
+/// PLEG's tasks.
+pub struct Pleg {
+    pub(super) inboxes: Mutex<HashMap<String, Inbox>>,
+    /// Since when the event stream has been open.
+    events: Mutex<Option<Instant>>,
+    /// Process exits are watched.
+    watch_exits: AtomicBool,
+    /// The event stream's first opening was logged.
+    announced: AtomicBool,
+    /// When the last event about each pod came.
+    pub(super) evented: Mutex<HashMap<String, Instant>>,
+    /// The log files of each pod's running containers.
+    logs: Mutex<HashMap<String, Vec<std::path::PathBuf>>>,
+    pub(super) relist_now: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
+    pub(super) exits: Arc<super::exits::Exits>,
+}
+
+impl Pleg {
+    pub fn new() -> Arc<Pleg> {
+        Arc::new_cyclic(|me: &std::sync::Weak<Pleg>| {
+            let me = me.clone();
+            let wake = Box::new(move |uid: &str| {
+                if let Some(pleg) = me.upgrade() {
+                    pleg.wake(uid);
+                }
+            });
+            Pleg {
+                inboxes: Mutex::new(HashMap::new()),
+                events: Mutex::new(None),
+                watch_exits: AtomicBool::new(false),
+                announced: AtomicBool::new(false),
+                evented: Mutex::new(HashMap::new()),
+                logs: Mutex::new(HashMap::new()),
+                relist_now: smol::channel::bounded(1),
+                exits: super::exits::Exits::new(wake),
+            }
+        })
+    }
+
+    pub fn register(&self, uid: &str, inbox: Inbox) {
+        crate::locks::lock(&self.inboxes).insert(uid.to_string(), inbox);
+    }
+
+    pub fn unregister(&self, uid: &str) {
+        crate::locks::lock(&self.inboxes).remove(uid);
+        crate::locks::lock(&self.evented).remove(uid);
+        crate::locks::lock(&self.logs).remove(uid);
+    }
+
+    /// The log files of pod `uid`'s running containers, for the relist to watch their size.
+    pub fn set_logs(&self, uid: &str, logs: Vec<std::path::PathBuf>) {
+        crate::locks::lock(&self.logs).insert(uid.to_string(), logs);
+    }
+
+    pub fn inbox(&self, uid: &str) -> Option<Inbox> {
+        crate::locks::lock(&self.inboxes).get(uid).cloned()
+    }
+
+    /// Wakes the worker of pod `uid`, if there is one; wake-ups coalesce.
+    pub fn wake(&self, uid: &str) {
+        if let Some(inbox) = crate::locks::lock(&self.inboxes).get(uid) {
+            let _ = inbox.wake.try_send(());
+        }
+    }
+
+    pub(super) fn wake_all(&self) {
+        for inbox in crate::locks::lock(&self.inboxes).values() {
+            let _ = inbox.wake.try_send(());
+        }
+    }
+
+    pub fn signal(&self) -> Signal {
+        match (self.events_open_since().is_some(), self.watch_exits()) {
+            (false, false) => Signal::Relist,
+            (true, false) => Signal::Events,
+            (false, true) => Signal::Exits,
+            (true, true) => Signal::EventsAndExits,
+        }
+    }
+
+    /// Whether workers hand their running processes over to `exits`.
+    pub fn watch_exits(&self) -> bool {
+        self.watch_exits.load(Ordering::Acquire)
+    }
+
+    /// The event stream opened or closed. Whatever happened before it opened is caught by a
+    /// relist at once.
+    pub(super) fn set_events(&self, open: bool) {
+        let mut since = crate::locks::lock(&self.events);
+        if since.is_some() != open {
+            *since = open.then(Instant::now);
+            if open && !self.announced.swap(true, Ordering::AcqRel) {
+                log::info!("following the runtime's container events; relisting as a safety net");
+            }
+            log::debug!("container events {}", if open { "open" } else { "closed" });
+            let _ = self.relist_now.0.try_send(());
+        }
+    }
+
+    pub(super) fn events_open_since(&self) -> Option<Instant> {
+        *crate::locks::lock(&self.events)
+    }
+
+    /// Pods with a running container's log file over `max` bytes.
+    pub(super) fn logs_over(&self, max: u64) -> Vec<String> {
+        let logs = crate::locks::lock(&self.logs);
+        logs.iter()
+            .filter(|(_, files)| files.iter().any(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > max)))
+            .map(|(uid, _)| uid.clone())
+            .collect()
+    }
+
+    /// The first of `changed` (pods a relist found changed, all of it while events were open)
+    /// that no event announced since `since`, unless process exits are watched already.
+    pub(super) fn missed(&self, changed: &[String], since: Instant) -> Option<String> {
+        if self.watch_exits() || !super::exits::supported() {
+            return None;
+        }
+        let evented = crate::locks::lock(&self.evented);
+        changed.iter().find(|uid| evented.get(*uid).is_none_or(|t| *t < since)).cloned()
+    }
+
+    /// Starts watching process exits (for good); workers are woken to hand over what runs.
+    pub(super) fn start_watching_exits(&self) {
+        if !self.watch_exits.swap(true, Ordering::AcqRel) {
+            let _ = self.relist_now.0.try_send(());
+            self.wake_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_ups_coalesce_and_unknown_pods_are_ignored() {
+        let pleg = Pleg::new();
+        let (tx, _rx) = smol::channel::bounded(8);
+        let (wake, woken) = smol::channel::bounded(1);
+        pleg.register("u1", Inbox { tx, wake });
+        pleg.wake("u1");
+        pleg.wake("u1");
+        pleg.wake("nobody");
+        assert_eq!(woken.len(), 1);
+        pleg.unregister("u1");
+        assert!(pleg.inbox("u1").is_none());
+    }
+}
