@@ -190,9 +190,9 @@ mod tests {
         use crate::node::Node;
         use std::time::Instant;
         let api = Api::new(Node::without_runtime(), None, None);
-        api.node.heartbeat().beat(Instant::now(), true);
+        api.node.heartbeat().beat(Instant::now(), true, Duration::from_secs(1));
         assert_eq!(api.stalled(), None);
-        api.node.heartbeat().beat(Instant::now() - Duration::from_secs(45), true);
+        api.node.heartbeat().beat(Instant::now() - Duration::from_secs(45), true, Duration::from_secs(1));
         let why = api.stalled().expect("stalled");
         assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
         let req = server::parse_head("GET /healthz HTTP/1.1").unwrap();

@@ -5,21 +5,35 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The sync loop counts as stalled when the relist has not completed for this long.
+/// The sync loop counts as stalled when the relist has not completed for this long, or for
+/// three of its periods when that is longer.
 pub const STALL_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Default)]
-pub struct Heartbeat(Mutex<Option<(Instant, bool)>>);
+pub struct Heartbeat(Mutex<Beat>);
+
+#[derive(Debug, Default)]
+struct Beat {
+    last: Option<(Instant, bool)>,
+    /// The relist's period when it last completed.
+    period: Duration,
+}
 
 impl Heartbeat {
-    /// A relist completed at `at`; `ok` if the runtime answered it.
-    pub fn beat(&self, at: Instant, ok: bool) {
-        *crate::locks::lock(&self.0) = Some((at, ok));
+    /// A relist completed at `at`; `ok` if the runtime answered it; the next is due within
+    /// `period`.
+    pub fn beat(&self, at: Instant, ok: bool, period: Duration) {
+        *crate::locks::lock(&self.0) = Beat { last: Some((at, ok)), period };
     }
 
     /// When the relist last completed and whether the runtime answered (None before the first).
     pub fn last(&self) -> Option<(Instant, bool)> {
-        *crate::locks::lock(&self.0)
+        crate::locks::lock(&self.0).last
+    }
+
+    /// How long the relist may take before the loop counts as stalled.
+    fn limit(&self) -> Duration {
+        STALL_AFTER.max(crate::locks::lock(&self.0).period.saturating_mul(3))
     }
 
     /// Whether the runtime answered the last relist.
@@ -31,7 +45,7 @@ impl Heartbeat {
     /// answered; else why not.
     pub fn ready(&self) -> Result<(), String> {
         match self.last() {
-            Some((at, true)) if at.elapsed() <= STALL_AFTER => Ok(()),
+            Some((at, true)) if at.elapsed() <= self.limit() => Ok(()),
             Some((_, false)) => Err("container runtime is down".to_string()),
             Some((at, true)) => Err(format!("the pod sync loop has not completed for {:?}", at.elapsed())),
             None => Err("the pod sync loop has not completed yet".to_string()),
@@ -42,7 +56,7 @@ impl Heartbeat {
     /// has [`STALL_AFTER`] to complete its first relist).
     pub fn stalled(&self, started: Instant) -> Option<String> {
         match self.last() {
-            Some((at, _)) if at.elapsed() <= STALL_AFTER => None,
+            Some((at, _)) if at.elapsed() <= self.limit() => None,
             Some((at, _)) => Some(format!("sync loop stalled: the last relist completed {:?} ago", at.elapsed())),
             None if started.elapsed() <= STALL_AFTER => None,
             None => Some(format!("sync loop stalled: no relist completed in {:?}", started.elapsed())),
@@ -60,15 +74,21 @@ mod tests {
         let now = Instant::now();
         assert_eq!(h.stalled(now), None, "just started");
         assert!(h.stalled(now - Duration::from_secs(45)).unwrap().contains("no relist completed"));
-        h.beat(Instant::now(), true);
+        let s = Duration::from_secs(1);
+        h.beat(Instant::now(), true, s);
         assert_eq!(h.stalled(now), None);
         assert!(h.runtime_up());
-        h.beat(Instant::now() - Duration::from_secs(45), false);
+        h.beat(Instant::now() - Duration::from_secs(45), false, s);
         let why = h.stalled(now).expect("stalled");
         assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
         assert!(!h.runtime_up());
         assert_eq!(h.ready(), Err("container runtime is down".to_string()));
-        h.beat(Instant::now(), true);
+        h.beat(Instant::now(), true, s);
         assert_eq!(h.ready(), Ok(()));
+        // A relist every minute (relistPeriod) is not stalled after 45 s, only after three.
+        h.beat(Instant::now() - Duration::from_secs(45), true, Duration::from_secs(60));
+        assert_eq!(h.stalled(now), None);
+        h.beat(Instant::now() - Duration::from_secs(200), true, Duration::from_secs(60));
+        assert!(h.stalled(now).is_some());
     }
 }

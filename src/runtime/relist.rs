@@ -50,7 +50,7 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
         }
         let listed_at = Instant::now();
         let listed = (cx.runtime.list_pod_sandbox(None).await, cx.runtime.list_containers(None).await);
-        cx.node.heartbeat().beat(Instant::now(), listed.0.is_ok() && listed.1.is_ok());
+        cx.node.heartbeat().beat(Instant::now(), listed.0.is_ok() && listed.1.is_ok(), cx.config.relist);
         let (sandboxes, containers) = match listed {
             (Ok(s), Ok(c)) => (s, c),
             _ => continue, // the runtime is away; workers notice on their own
