@@ -69,7 +69,7 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         s.keyring.clone(),
         s.runtime_handlers.clone(),
     ));
-    // The PLEG wakes workers on any runtime change; resync is their safety net.
+    // The PLEG wakes workers on any runtime change; the relist is its safety net.
     let config = EngineConfig { resync: s.sync_frequency, relist: s.relist_period, log_rotation: s.log_rotation };
     let prober = crate::probe::Manager::new(node.clone());
     let mut engine = Engine::new(node.clone(), cri, tuning, config, prober);

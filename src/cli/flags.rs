@@ -126,7 +126,7 @@ pub const TABLE: &[Spec] = &[
         "full rescan of --pod-manifest-path, default 20s",
     ),
     spec(Flag::HttpCheckFrequency, "http-check-frequency", Value, Agent, "poll period of --manifest-url, default 20s"),
-    spec(Flag::SyncFrequency, "sync-frequency", Value, Agent, "sync of a pod that did not change, default 1m"),
+    spec(Flag::SyncFrequency, "sync-frequency", Value, Agent, "sync of a pod that did not change, default never"),
     spec(Flag::HostnameOverride, "hostname-override", Value, Agent, "node name instead of the host name"),
     spec(Flag::RootDir, "root-dir", Value, Agent, "atoll's state directory, default /var/lib/atoll"),
     spec(Flag::Kubeconfig, "kubeconfig", Value, Agent, "API server to mirror pods to, when reachable"),

@@ -51,7 +51,8 @@ pub struct Taint {
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &[];
+const LATER_FIELDS: &[&str] =
+    &["imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge"];
 
 impl KubeletConfiguration {
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that

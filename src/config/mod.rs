@@ -28,8 +28,8 @@ pub struct Settings {
     pub file_check_frequency: Duration,
     pub http_check_frequency: Duration,
     /// How often a pod whose runtime state did not change is synced anyway (kubelet's
-    /// `syncFrequency`).
-    pub sync_frequency: Duration,
+    /// `syncFrequency`): never unless given (and not zero).
+    pub sync_frequency: Option<Duration>,
     /// The relist's period while container events or process exits are watched (atoll's
     /// `relistPeriod`).
     pub relist_period: Duration,
@@ -174,12 +174,8 @@ impl Settings {
                 &cfg.http_check_frequency,
                 DEFAULT_CHECK_FREQUENCY,
             )?,
-            sync_frequency: duration(
-                Flag::SyncFrequency,
-                "syncFrequency",
-                &cfg.sync_frequency,
-                crate::runtime::EngineConfig::default().resync,
-            )?,
+            sync_frequency: Some(duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?)
+                .filter(|d| !d.is_zero()),
             relist_period: own.relist_period(own_shown)?,
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(
@@ -374,7 +370,7 @@ authentication:
         assert_eq!(s.node_name, "edge-1");
         let notes = s.config_notes.join("\n");
         assert!(!notes.contains("syncFrequency"), "{notes}");
-        assert_eq!(s.sync_frequency, Duration::from_secs(90));
+        assert_eq!(s.sync_frequency, Some(Duration::from_secs(90)));
         assert!(!notes.contains("maxPods"), "{notes}");
         assert_eq!(s.max_pods, 20);
         assert_eq!(
@@ -472,7 +468,7 @@ authentication:
         assert!(s.config_notes.is_empty(), "{:?}", s.config_notes);
         assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
         assert_eq!((s.kubeconfig, s.node_labels.len()), (None, 0));
-        assert_eq!((s.relist_period, s.sync_frequency), (Duration::from_secs(10), Duration::from_secs(60)));
+        assert_eq!((s.relist_period, s.sync_frequency), (Duration::from_secs(10), None));
         for (value, error) in [("0s", "is not between 1s and 1h"), ("2h", "is not between 1s and 1h"), ("soon", "")] {
             let own = config_file(
                 "relist.yaml",

@@ -46,7 +46,7 @@ fn node(root: &std::path::Path) -> Arc<Node> {
 }
 
 fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
-    let config = EngineConfig { resync: Duration::from_millis(200), ..Default::default() };
+    let config = EngineConfig { resync: Some(Duration::from_millis(200)), ..Default::default() };
     context_with(root, rt, config)
 }
 
@@ -233,7 +233,7 @@ fn a_crash_is_acted_on_when_the_runtime_says_so_not_at_the_next_relist() {
     let rt = FakeRuntime::default().with_image(IMAGE).with_events();
     // Neither the relist nor a resync comes within the test: only the event can wake the worker.
     let hour = Duration::from_secs(3600);
-    let cx = context_with(&root, &rt, EngineConfig { resync: hour, relist: hour, ..Default::default() });
+    let cx = context_with(&root, &rt, EngineConfig { resync: Some(hour), relist: hour, ..Default::default() });
     let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
     let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
     e.apply(Change::Add(sp.clone()));

@@ -1,5 +1,5 @@
-//! The engine's settings. [`EngineConfig`] is fixed at start (how often a quiet worker syncs,
-//! log rotation). [`Tuning`] is what SIGHUP replaces under running pods: the CrashLoopBackOff
+//! The engine's settings. [`EngineConfig`] is fixed at start (the relist's period, an optional
+//! resync of quiet workers, log rotation). [`Tuning`] is what SIGHUP replaces under running pods: the CrashLoopBackOff
 //! and ImagePullBackOff limits (with their per-container state), the registry credentials and
 //! the runtime class table. Workers read it at every sync.
 
@@ -13,9 +13,10 @@ use std::time::{Duration, SystemTime};
 /// Settings fixed for the engine's life.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineConfig {
-    /// How often a worker syncs when nothing wakes it (kubelet's `syncFrequency`; the PLEG
-    /// wakes it on every change).
-    pub resync: Duration,
+    /// How often a worker syncs when nothing wakes it: never unless set (kubelet's
+    /// `syncFrequency`, given explicitly). The PLEG wakes a worker on every change of its pod
+    /// in the runtime, its probes and its own timers on the rest, so a quiet pod costs nothing.
+    pub resync: Option<Duration>,
     /// The relist's period while runtime events or process exits are watched (the safety net
     /// for anything they miss); without them it relists every second.
     pub relist: Duration,
@@ -25,11 +26,7 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig {
-            resync: Duration::from_secs(60),
-            relist: super::pleg::RELIST_SAFETY_NET,
-            log_rotation: Rotation::default(),
-        }
+        EngineConfig { resync: None, relist: super::pleg::RELIST_SAFETY_NET, log_rotation: Rotation::default() }
     }
 }
 

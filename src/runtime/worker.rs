@@ -4,10 +4,12 @@
 //! A worker owns one pod UID. It syncs when told (a new spec, a delete, a restart asked for on
 //! the local API), when the PLEG sees the runtime change for its pod, when a probe publishes
 //! a result, when a wait (back-off, activeDeadlineSeconds) is over, at once after a sync that
-//! changed something (to see the result), and otherwise every `resync` (kubelet's
-//! syncFrequency, 1 min). After each sync it tells the probes what the runtime shows, hands
-//! the running processes to the PLEG when it watches exits, and stores the pod's status. When the pod is deleted it stops everything within the grace period, removes
-//! the containers, the sandboxes and the pod's directories, and ends.
+//! changed something (to see the result), 10 s after a failed sync, and otherwise never: a
+//! quiet pod costs nothing (kubelet also resyncs every syncFrequency; atoll does only when
+//! that is set). After each sync it tells the probes what the runtime shows, hands the running
+//! processes to the PLEG when it watches exits, and stores the pod's status. When the pod is
+//! deleted it stops everything within the grace period, removes the containers, the sandboxes
+//! and the pod's directories, and ends.
 
 use super::context::Context;
 use super::errors::SyncError;
@@ -21,6 +23,11 @@ use crate::pod::types::Pod;
 use crate::pod::StaticPod;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+/// How long a worker with nothing pending sleeps unless woken (a day: in effect, until woken).
+const QUIET: Duration = Duration::from_secs(24 * 3600);
+/// The next try after a sync failed (kubelet's pod workers' back-off period).
+const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
 
 /// Why the pod failed for good, for its status.
 struct Failure {
@@ -58,8 +65,10 @@ pub async fn run<R: RuntimeService>(
     let mut probes = cx.prober.start(&sp.pod);
     node.statuses().set_pod(&uid, &sp.pod);
     loop {
-        let resync = cx.config.resync;
-        let (mut wait, obs) = match sync(&cx, &sp.pod, mode, &probes.verdicts(), &mut waits).await {
+        let resync = cx.config.resync.unwrap_or(QUIET);
+        // Boxed: the sync's state lives on the heap only while it runs, so a quiet worker holds
+        // a small future (inline, it made each worker about 30 KB).
+        let (mut wait, obs) = match Box::pin(sync(&cx, &sp.pod, mode, &probes.verdicts(), &mut waits)).await {
             Ok((Synced::Removed, _)) => {
                 node.statuses().remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
@@ -81,7 +90,7 @@ pub async fn run<R: RuntimeService>(
                     log::warn!("pod {key}: sync failed: {e}");
                     last_error = e;
                 }
-                (resync, None)
+                (SYNC_ERROR_RETRY.min(resync), None)
             }
         };
         if let Some(obs) = obs {
@@ -158,7 +167,7 @@ pub async fn run<R: RuntimeService>(
                 node.statuses().set_pod(&uid, &sp.pod);
             }
             Some(Msg::Restart(reply)) => {
-                let stopped = restart(&cx, &sp.pod).await;
+                let stopped = Box::pin(restart(&cx, &sp.pod)).await;
                 let _ = reply.send(stopped).await;
             }
             Some(Msg::Terminate(grace)) => mode = Mode::Terminate(grace),

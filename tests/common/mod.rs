@@ -248,7 +248,7 @@ pub fn engine_env(
             Default::default(),
             Default::default(),
         )),
-        config: atoll::runtime::EngineConfig { resync, log_rotation, ..Default::default() },
+        config: atoll::runtime::EngineConfig { resync: Some(resync), log_rotation, ..Default::default() },
     }
 }
 
