@@ -70,7 +70,12 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         s.runtime_handlers.clone(),
     ));
     // The PLEG wakes workers on any runtime change; the relist is its safety net.
-    let config = EngineConfig { resync: s.sync_frequency, relist: s.relist_period, log_rotation: s.log_rotation };
+    let config = EngineConfig {
+        resync: s.sync_frequency,
+        relist: s.relist_period,
+        log_rotation: s.log_rotation,
+        strict_image_pull_policy: s.strict_image_pull_policy,
+    };
     let prober = crate::probe::Manager::new(node.clone());
     let mut engine = Engine::new(node.clone(), cri, tuning, config, prober);
     let mirror = s.kubeconfig.as_ref().map(|kubeconfig| {
@@ -108,7 +113,9 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
     // running, and a start timeout must not kill the agent in a restart loop.
     let ready_by = Instant::now() + READY_AT_THE_LATEST;
     let mut notified_ready = false;
-    let tick = notifier.watchdog_interval().unwrap_or(Duration::from_secs(1)).min(Duration::from_secs(1));
+    // The loop wakes on its own only to feed systemd's watchdog (at most every second) and to
+    // report ready at the latest; otherwise an idle agent's main loop sleeps.
+    let watchdog_tick = notifier.watchdog_interval().map(|w| w.min(Duration::from_secs(1)));
     let mut current = s;
     enum Event {
         Source(source::Update),
@@ -150,7 +157,11 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
             smol::future::or(
                 async { Event::Command(commands.recv().await.unwrap_or(Command::Stop("the owner went away".into()))) },
                 async {
-                    smol::Timer::after(tick).await;
+                    match (watchdog_tick, notified_ready) {
+                        (Some(tick), _) => smol::Timer::after(tick).await,
+                        (None, false) => smol::Timer::at(ready_by).await,
+                        (None, true) => std::future::pending().await,
+                    };
                     Event::Tick
                 },
             ),
