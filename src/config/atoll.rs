@@ -19,6 +19,9 @@ pub struct AtollConfiguration {
     pub kind: String,
     /// Like `--strict`: manifest fields atoll does not implement are errors.
     pub strict: Option<bool>,
+    /// With imagePullPolicy Always and the registry unreachable, fail the pull as kubelet does
+    /// instead of starting from the image already on disk (default false).
+    pub strict_image_pull_policy: Option<bool>,
     /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
     pub crash_loop_back_off: Option<BackOffConfig>,
     /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.

@@ -37,6 +37,9 @@ pub struct Settings {
     pub runtime_request_timeout: Duration,
     pub root_dir: std::path::PathBuf,
     pub strict: bool,
+    /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
+    /// (kubelet's rule) instead of starting from the image on disk.
+    pub strict_image_pull_policy: bool,
     pub pod_logs_dir: std::path::PathBuf,
     pub log_rotation: crate::runtime::logs::Rotation,
     pub cluster_dns: Vec<String>,
@@ -177,6 +180,7 @@ impl Settings {
             sync_frequency: Some(duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?)
                 .filter(|d| !d.is_zero()),
             relist_period: own.relist_period(own_shown)?,
+            strict_image_pull_policy: own.strict_image_pull_policy.unwrap_or(false),
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(
                 Flag::RuntimeRequestTimeout,
@@ -426,13 +430,13 @@ authentication:
         let path = config_file(
             "atoll.yaml",
             &format!(
-                "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nstrict: true\ncrashLoopBackOff: {{initialDelay: 1s, maxDelay: 30s}}\nimagePullBackOff: {{maxDelay: 1m}}\nruntimeClasses: {{gvisor: runsc}}\nregistryCredentials:\n- {{registry: q.example.com, username: u, passwordFile: {}}}\nfuture: 1\n",
+                "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nstrict: true\nstrictImagePullPolicy: true\ncrashLoopBackOff: {{initialDelay: 1s, maxDelay: 30s}}\nimagePullBackOff: {{maxDelay: 1m}}\nruntimeClasses: {{gvisor: runsc}}\nregistryCredentials:\n- {{registry: q.example.com, username: u, passwordFile: {}}}\nfuture: 1\n",
                 dir.join("pw").display()
             ),
         );
         let root = format!("--root-dir={}", dir.display());
         let s = Settings::load(&flags(&[&format!("--atoll-config={path}"), "--hostname-override=n", &root])).unwrap();
-        assert!(s.strict);
+        assert!(s.strict && s.strict_image_pull_policy);
         assert_eq!(s.crash_loop_back_off, (Duration::from_secs(1), Duration::from_secs(30)));
         assert_eq!(s.image_pull_back_off, (Duration::from_secs(10), Duration::from_secs(60)));
         assert_eq!(s.runtime_handlers.get("gvisor").map(String::as_str), Some("runsc"));
@@ -453,7 +457,7 @@ authentication:
         // Without the file: kubelet's defaults, no credentials.
         let s = Settings::load(&flags(&["--hostname-override=n", "--root-dir=/nonexistent"])).unwrap();
         assert_eq!(s.crash_loop_back_off, (Duration::from_secs(10), Duration::from_secs(300)));
-        assert!(s.keyring.is_empty() && s.runtime_handlers.is_empty() && !s.strict);
+        assert!(s.keyring.is_empty() && s.runtime_handlers.is_empty() && !s.strict && !s.strict_image_pull_policy);
     }
 
     #[test]

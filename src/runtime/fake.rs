@@ -45,6 +45,8 @@ struct State {
     containers: BTreeMap<String, FakeContainer>,
     images: BTreeSet<String>,
     unpullable: BTreeSet<String>,
+    /// No registry can be reached: every pull fails as containerd's does offline.
+    offline: bool,
     calls: Vec<String>,
     /// The next call of a method fails with this.
     failures: HashMap<&'static str, Status>,
@@ -104,6 +106,11 @@ impl FakeRuntime {
     /// An image no registry serves.
     pub fn unpullable(&self, image: &str) {
         self.state().unpullable.insert(image.to_string());
+    }
+
+    /// Every registry unreachable (or reachable again).
+    pub fn set_offline(&self, offline: bool) {
+        self.state().offline = offline;
     }
 
     /// The next call of `method` fails.
@@ -458,6 +465,10 @@ impl RuntimeService for FakeRuntime {
     ) -> Result<String, Status> {
         self.call("PullImage")?;
         let mut st = self.state();
+        if st.offline {
+            let message = format!("failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": failed to do request: Head \"https://registry.example/v2/x/manifests/1\": dial tcp 10.0.0.1:443: connect: connection refused");
+            return Err(Status::new(Code::Unknown, message));
+        }
         if st.unpullable.contains(image) {
             return Err(Status::new(Code::NotFound, format!("{image}: not found")));
         }

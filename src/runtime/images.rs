@@ -72,13 +72,62 @@ pub async fn ensure_image<R: RuntimeService>(
             cx.tuning.image_backoff().forget(&key);
             Ok(r)
         }
-        Err(e) => {
-            let mut b = cx.tuning.image_backoff();
-            b.advance(&key, now, now);
-            let retry_in = b.delay(&key).unwrap_or(Duration::from_secs(10));
-            Err(wait(WaitReason::ErrImagePull, e.to_string(), retry_in))
+        Err(e) if policy == "Always" && !cx.config.strict_image_pull_policy && registry_unreachable(&e) => {
+            // Offline: the image on disk is the one to run (unless the operator wants kubelet's
+            // strict rule); the next start of the container tries the registry again.
+            match cx.runtime.image_status(&image).await {
+                Ok(Some(img)) => {
+                    let digest = img.repo_digests.first().cloned().unwrap_or_else(|| img.id.clone());
+                    let message =
+                        format!("registry unreachable pulling {image:?} ({e}); starting from the local image {digest}");
+                    cx.node.events().record(pod, true, "UsingLocalImage", &message);
+                    cx.tuning.image_backoff().forget(&key);
+                    Ok(img.id)
+                }
+                _ => Err(pull_failed(cx, &key, now, e)),
+            }
         }
+        Err(e) => Err(pull_failed(cx, &key, now, e)),
     }
+}
+
+/// A failed pull: ErrImagePull, and the next try after the image's back-off.
+fn pull_failed<R: RuntimeService>(cx: &Context<R>, key: &str, now: SystemTime, e: Status) -> ImageWait {
+    let mut b = cx.tuning.image_backoff();
+    b.advance(key, now, now);
+    let retry_in = b.delay(key).unwrap_or(Duration::from_secs(10));
+    ImageWait { wait: Wait { reason: WaitReason::ErrImagePull, message: e.to_string() }, retry_in }
+}
+
+/// Whether a failed pull says the registry could not be reached (a network or DNS failure, a
+/// timeout, a 502/503/504), as opposed to an answer (not found, unauthorized, denied) or the
+/// runtime itself being away. containerd reports the transport's error in the message.
+pub fn registry_unreachable(e: &Status) -> bool {
+    use crate::cri::Code;
+    if matches!(e.code, Code::Unavailable | Code::NotFound | Code::PermissionDenied | Code::Unauthenticated) {
+        return false;
+    }
+    let m = e.message.to_ascii_lowercase();
+    const ANSWERED: &[&str] =
+        &["not found", "unauthorized", "forbidden", "denied", "manifest unknown", "401 ", "403 ", "404 "];
+    const UNREACHABLE: &[&str] = &[
+        "connection refused",
+        "connection reset",
+        "no such host",
+        "no route to host",
+        "network is unreachable",
+        "i/o timeout",
+        "tls handshake timeout",
+        "server misbehaving",
+        "temporary failure in name resolution",
+        "dial tcp",
+        "context deadline exceeded",
+        "eof",
+        "502 bad gateway",
+        "503 service unavailable",
+        "504 gateway timeout",
+    ];
+    !ANSWERED.iter().any(|a| m.contains(a)) && UNREACHABLE.iter().any(|u| m.contains(u))
 }
 
 /// PullImage without credentials when none apply; else with each that applies, most specific
@@ -130,5 +179,41 @@ pub async fn verify_run_as_non_root<R: RuntimeService>(
             "container has runAsNonRoot and image has non-numeric user ({name}), cannot verify user is non-root"
         )),
         (Some(_), _) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registry_unreachable;
+    use crate::cri::{Code, Status};
+
+    #[test]
+    fn unreachable_registries_are_told_from_answers() {
+        let unreachable = [
+            "failed to pull and unpack image \"r.example/a:1\": failed to resolve reference \"r.example/a:1\": failed to do request: Head \"https://r.example/v2/a/manifests/1\": dial tcp 10.0.0.1:443: connect: connection refused",
+            "failed to resolve reference \"r.example/a:1\": failed to do request: Head \"https://r.example/v2/a/manifests/1\": dial tcp: lookup r.example on 127.0.0.53:53: no such host",
+            "failed to do request: Head \"https://r.example/v2/\": dial tcp 10.0.0.1:443: i/o timeout",
+            "failed to copy: httpReadSeeker: failed open: failed to do request: Get \"https://r.example/v2/a/blobs/sha256:1\": net/http: TLS handshake timeout",
+            "dial tcp 10.0.0.1:443: connect: network is unreachable",
+            "unexpected status from HEAD request to https://r.example/v2/a/manifests/1: 503 Service Unavailable",
+        ];
+        for m in unreachable {
+            assert!(registry_unreachable(&Status::new(Code::Unknown, m)), "{m}");
+        }
+        let answered = [
+            (Code::NotFound, "failed to resolve reference \"r.example/a:1\": r.example/a:1: not found"),
+            (
+                Code::Unknown,
+                "failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized",
+            ),
+            (Code::Unknown, "pull access denied, repository does not exist or may require authorization"),
+            (Code::Unknown, "unexpected status from GET request to https://r.example/v2/a/manifests/1: 403 Forbidden"),
+            (Code::Unknown, "failed to unpack image: wrong diff id calculated on extraction"),
+            // The runtime itself is away: that is no reason to run an image blind.
+            (Code::Unavailable, "connection refused"),
+        ];
+        for (code, m) in answered {
+            assert!(!registry_unreachable(&Status::new(code, m)), "{m}");
+        }
     }
 }

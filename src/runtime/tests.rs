@@ -407,3 +407,55 @@ fn an_image_volume_is_pulled_and_mounted_read_only_through_cri() {
     assert!(m.readonly && m.host_path.is_empty(), "{m:?}");
     assert_eq!(m.image.as_ref().map(|i| i.image.as_str()), Some("sha256:registry.example/etcd-tools:1"));
 }
+
+#[test]
+fn offline_a_pull_policy_always_starts_from_the_image_on_disk_with_a_warning() {
+    let root = dir("offline");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    rt.set_offline(true);
+    let cx = context(&root, &rt);
+    let yaml = format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {IMAGE}, imagePullPolicy: Always}}\n");
+    let sp = static_pod(&yaml);
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 2);
+    assert_eq!(running(&rt), ["c"], "{waits:?}");
+    assert_eq!(rt.count("PullImage"), 1, "the registry was tried first");
+    let events = cx.node.events().all();
+    let warning = events.iter().find(|e| e.reason == "UsingLocalImage").expect("a warning event");
+    assert_eq!(warning.type_, "Warning");
+    assert!(warning.message.contains(IMAGE) && warning.message.contains("connection refused"), "{warning:?}");
+}
+
+#[test]
+fn offline_the_strict_policy_an_absent_image_and_a_registrys_answer_still_fail_the_pull() {
+    let yaml = |image: &str| {
+        static_pod(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {image}, imagePullPolicy: Always}}\n"))
+    };
+    // strictImagePullPolicy: kubelet's rule.
+    let root = dir("offline-strict");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    rt.set_offline(true);
+    let config = EngineConfig { strict_image_pull_policy: true, ..Default::default() };
+    let cx = context_with(&root, &rt, config);
+    let mut waits = Waits::new();
+    converge(&cx, &yaml(IMAGE), &mut waits, 1);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ErrImagePull));
+    assert!(running(&rt).is_empty());
+    // Offline with nothing on disk.
+    let root = dir("offline-absent");
+    let rt = FakeRuntime::default();
+    rt.set_offline(true);
+    let cx = context(&root, &rt);
+    let mut waits = Waits::new();
+    converge(&cx, &yaml(IMAGE), &mut waits, 1);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ErrImagePull));
+    // The registry answered "not found": the local image is not used in its place.
+    let root = dir("offline-answered");
+    let rt = FakeRuntime::default().with_image("docker.io/library/nope:1");
+    rt.unpullable("docker.io/library/nope:1");
+    let cx = context(&root, &rt);
+    let mut waits = Waits::new();
+    converge(&cx, &yaml("docker.io/library/nope:1"), &mut waits, 1);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ErrImagePull));
+    assert!(running(&rt).is_empty());
+}

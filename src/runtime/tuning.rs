@@ -22,11 +22,19 @@ pub struct EngineConfig {
     pub relist: Duration,
     /// containerLogMaxSize / containerLogMaxFiles.
     pub log_rotation: Rotation,
+    /// atoll's `strictImagePullPolicy`: an unreachable registry fails a pull with policy
+    /// Always even when the image is on disk (kubelet's rule).
+    pub strict_image_pull_policy: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { resync: None, relist: super::pleg::RELIST_SAFETY_NET, log_rotation: Rotation::default() }
+        EngineConfig {
+            resync: None,
+            relist: super::pleg::RELIST_SAFETY_NET,
+            log_rotation: Rotation::default(),
+            strict_image_pull_policy: false,
+        }
     }
 }
 
