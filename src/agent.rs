@@ -139,6 +139,12 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
             log::warn!("not every manifest source has answered after {READY_AT_THE_LATEST:?}; reporting ready anyway");
             notifier.send("READY=1\nSTATUS=waiting for a manifest source");
         }
+        // The mirror learns of every change of the desired pods once atoll is ready (checked
+        // before waiting: nothing else may wake this loop for a long time).
+        if let (true, Some(state), true) = (mirror_stale, &mirror, ready || notified_ready) {
+            mirror_stale = false;
+            state.set_desired(merger.desired());
+        }
         let event = smol::future::or(
             smol::future::or(
                 async {
@@ -193,10 +199,6 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
                 }
                 break;
             }
-        }
-        if let (true, Some(state), true) = (mirror_stale, &mirror, ready || notified_ready) {
-            mirror_stale = false;
-            state.set_desired(merger.desired());
         }
         // The watchdog is fed from this loop, and only while the relist keeps completing.
         if notified_ready && notifier.watchdog_interval().is_some() {
