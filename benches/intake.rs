@@ -42,6 +42,6 @@ fn main() {
     let pct = |p: usize| samples[(samples.len() * p / 100).min(samples.len() - 1)];
     println!("manifest written (atomic rename) -> file source snapshot, {rounds} rounds, inotify:");
     println!("  min {:?}  median {:?}  p90 {:?}  max {:?}", samples[0], pct(50), pct(90), samples[samples.len() - 1]);
-    println!("  a delete waits for quiet (a re-create may follow): {:?}", atoll::source::watch::FOLD);
+    println!("  a delete waits for quiet (a re-create may follow): {:?}", atoll::dirwatch::FOLD);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@
 //! `agent`; `api`, `mirror`, `source`, `runtime`, `probe`; `status`, `handlers` (probe and hook
 //! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat),
 //! `pod` (the Pod model, validation, safe paths), `cri`; leaves: `parse`, `bounded`,
-//! `deadline`, `http1`, `tls`, `fnv`, `locks`, `rfc3339`, `metrics`, `notify`. Lower layers
+//! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `fnv`, `locks`, `rfc3339`, `metrics`, `notify`. Lower layers
 //! never import higher ones (`tests/architecture.rs` checks it).
 
 pub mod agent;
@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod cri;
 pub mod deadline;
+pub mod dirwatch;
 pub mod fnv;
 pub mod handlers;
 pub mod http1;
@@ -29,6 +30,7 @@ pub mod notify;
 pub mod parse;
 pub mod pod;
 pub mod probe;
+pub mod records;
 pub mod rfc3339;
 pub mod runtime;
 pub mod source;

@@ -13,8 +13,8 @@
 //! pod at the next rescan. The last valid version is kept on disk too (`kept`), so this holds
 //! across a restart of atoll. Out: an [`Update`] after every scan whose result changed.
 
-use super::watch::{self, Pending, Watch};
 use super::{SourceId, Update};
+use crate::dirwatch::{self as watch, Pending, Watch};
 use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

@@ -276,7 +276,7 @@ fn url_hash(url: &str) -> String {
 
 /// `<dir>/manifest-url-<FNV-128 of the URL>.json`
 pub fn cache_path(dir: &Path, url: &str) -> PathBuf {
-    super::cache::path_for(dir, "manifest-url", url)
+    crate::records::path_for(dir, "manifest-url", url)
 }
 
 /// Where atoll before 0.2 kept the copy (a 64-bit hash of the URL), read once and moved.
@@ -286,12 +286,12 @@ fn old_cache_path(dir: &Path, url: &str) -> PathBuf {
 
 /// Writes the record atomically and privately.
 pub fn write_cache(path: &Path, record: &CacheRecord) -> std::io::Result<()> {
-    super::cache::write(path, record)
+    crate::records::write(path, record)
 }
 
 /// The cached payload for `url`, if there is one and it is for this URL.
 pub fn read_cache(path: &Path, url: &str) -> Option<CacheRecord> {
-    super::cache::read::<CacheRecord>(path).filter(|r| r.belongs_to(url))
+    crate::records::read::<CacheRecord>(path).filter(|r| r.belongs_to(url))
 }
 
 struct Poller {
@@ -394,7 +394,7 @@ impl Poller {
                 r.url = redact_url(&self.cfg.url);
                 r.url_hash = url_hash(&self.cfg.url);
                 if write_cache(&path, &r).is_ok() {
-                    super::cache::remove(&old);
+                    crate::records::remove(&old);
                 }
                 r
             }

@@ -4,8 +4,8 @@
 //! the same pipeline (so the same UID, and today's validation rules). A record is written when
 //! a file's valid content changes and removed with the file.
 
-use super::cache;
 use crate::pod::{self, Origin, Policy, Shape, StaticPod};
+use crate::records as cache;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -5,12 +5,10 @@
 //! full snapshots as [`Update`]s; `merge` turns snapshots into add/update/remove changes keyed
 //! by UID. A source never waits on another, and a bad manifest only ever affects its own pods.
 
-pub mod cache;
 pub mod file;
 pub mod http;
 pub mod kept;
 pub mod merge;
-pub mod watch;
 
 use crate::pod::{ManifestError, StaticPod};
 use std::fmt;

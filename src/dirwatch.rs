@@ -1,4 +1,5 @@
-//! The file source's inotify watch, and when its events call for a scan.
+//! A directory's inotify watch, and when its events call for a scan (the manifest directory's
+//! and the images directory's).
 //!
 //! A complete write is acted on at once: a file renamed into place (IN_MOVED_TO), a write
 //! closed (IN_CLOSE_WRITE), a changed mode. What may be half of an edit waits:

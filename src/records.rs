@@ -1,12 +1,10 @@
-//! The sources' memory on disk, under `<root-dir>/sources`: the manifest URL's last good
-//! payload and the last valid version of each manifest file, so that an offline reboot, or an
-//! edit that broke a manifest while atoll was down, still brings the last good pods back.
-//!
-//! Payloads can hold secrets (env values, the URL's query), so the directory is 0700 and every
-//! file 0600, whatever the umask; a file is written whole or not at all (a temporary file,
-//! fsync, rename, fsync of the directory) and read back through the bounded reader and the
-//! parser's budget. Records are JSON, named by the FNV-128 of what they belong to, never by a
-//! name an input chose.
+//! atoll's memory on disk: small JSON records written whole or not at all (a temporary file,
+//! fsync, rename, fsync of the directory), readable by root only (the directory 0700, every
+//! file 0600, whatever the umask), read back through the bounded reader and the parser's
+//! budget. The sources keep the manifest URL's last good payload and each manifest file's last
+//! valid version here, under `<root-dir>/sources`; the images directory keeps what it imported.
+//! Payloads can hold secrets (env values, the URL's query), so records are named by the
+//! FNV-128 of what they belong to, never by a name an input chose.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -68,7 +66,7 @@ mod tests {
 
     #[test]
     fn records_are_private_atomic_and_round_trip() {
-        let dir = std::env::temp_dir().join(format!("atoll-source-cache-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("atoll-records-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
