@@ -77,7 +77,16 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         strict_image_pull_policy: s.strict_image_pull_policy,
     };
     let prober = crate::probe::Manager::new(node.clone());
-    let mut engine = Engine::new(node.clone(), cri, tuning, config, prober);
+    let mut engine = Engine::new(node.clone(), cri.clone(), tuning, config, prober);
+    // Image tarballs: marked pending before any pod starts, imported in the background.
+    let control = engine.control();
+    let images = crate::images::dir::DirConfig {
+        dir: s.images_dir.clone(),
+        record: s.root_dir.join("image-imports.json"),
+        ctr: s.ctr_path.clone(),
+        address: s.runtime_endpoint.path().to_path_buf(),
+    };
+    let _images = crate::images::dir::start(images, node.clone(), cri, Arc::new(move || control.wake_all()));
     let mirror = s.kubeconfig.as_ref().map(|kubeconfig| {
         let state = Arc::new(crate::mirror::MirrorState::default());
         let opts = crate::mirror::Options {

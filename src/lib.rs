@@ -5,7 +5,7 @@
 //! → the node's status store → `api` (local API) and `mirror` (API server).
 //!
 //! From the top down: `cli` (commands; `atoll run` calls `agent`, the one runner) and `config`;
-//! `agent`; `api`, `mirror`, `source`, `runtime`, `probe`; `status`, `handlers` (probe and hook
+//! `agent`; `api`, `mirror`, `source`, `images`, `runtime`, `probe`; `status`, `handlers` (probe and hook
 //! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat),
 //! `pod` (the Pod model, validation, safe paths), `cri`; leaves: `parse`, `bounded`,
 //! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `fnv`, `locks`, `rfc3339`, `metrics`, `notify`. Lower layers
@@ -22,6 +22,7 @@ pub mod dirwatch;
 pub mod fnv;
 pub mod handlers;
 pub mod http1;
+pub mod images;
 pub mod locks;
 pub mod metrics;
 pub mod mirror;

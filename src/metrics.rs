@@ -56,6 +56,17 @@ pub const MIRROR_SECONDS: Family = Family {
     help: "Time spent in API server requests by verb, in seconds.",
 };
 
+pub const IMAGE_IMPORTS: Family = Family {
+    name: "atoll_image_imports_total",
+    kind: "counter",
+    help: "Tarballs from the images directory imported into the runtime, by result (imported, skipped as already there, failed).",
+};
+pub const IMAGE_IMPORT_BYTES: Family = Family {
+    name: "atoll_image_import_bytes_total",
+    kind: "counter",
+    help: "Bytes of tarballs streamed into the runtime from the images directory.",
+};
+
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Default)]
@@ -99,6 +110,8 @@ const FAMILIES: &[&Family] = &[
     &CRI_SECONDS,
     &PROBES,
     &PROBE_SECONDS,
+    &IMAGE_IMPORTS,
+    &IMAGE_IMPORT_BYTES,
     &SOURCE_ERRORS,
     &SOURCE_SUCCESS,
     &MIRROR_REQUESTS,

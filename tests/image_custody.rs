@@ -9,7 +9,7 @@ use atoll::node::observed::WaitReason;
 use atoll::pod::{self, Change, Origin, Policy, Shape};
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn ctr(tb: &Testbed, args: &[&str]) {
@@ -78,5 +78,357 @@ fn offline_a_pull_policy_always_pod_starts_from_the_image_on_disk_unless_strict(
     eventually(Duration::from_secs(30), "both pods removed", || {
         (!running(tb, &sp.uid) && !running(tb, &kept.uid)).then_some(())
     });
+    ctr(tb, &["images", "rm", &image]);
+}
+
+/// Image tarballs made from the test bed's busybox archive under a name of their own.
+struct Archives {
+    work: PathBuf,
+    /// The busybox archive unpacked: manifest.json, the config and layer.tar.
+    config: String,
+}
+
+fn sh(cmd: &str) {
+    let st = std::process::Command::new("sh").args(["-c", cmd]).status().expect("sh");
+    assert!(st.success(), "{cmd}");
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Archives {
+    fn new(tb: &Testbed, name: &str) -> Archives {
+        let work = std::env::temp_dir().join(format!("atoll-archives-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(work.join("docker")).unwrap();
+        let busybox = Path::new(tb.var("ATOLL_TB_DIR")).join("images/busybox.tar");
+        sh(&format!("tar -C {} -xf {}", work.join("docker").display(), busybox.display()));
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(work.join("docker/manifest.json")).unwrap()).unwrap();
+        let config = manifest[0]["Config"].as_str().unwrap().to_string();
+        Archives { work, config }
+    }
+
+    /// A docker archive naming `image`, compressed with `compress` ("", "gzip", "zstd").
+    fn docker(&self, image: &str, compress: &str) -> Vec<u8> {
+        let d = self.work.join("docker");
+        let manifest = format!(r#"[{{"Config":"{}","RepoTags":["{image}"],"Layers":["layer.tar"]}}]"#, self.config);
+        std::fs::write(d.join("manifest.json"), manifest).unwrap();
+        let out = self.work.join("out.tar");
+        sh(&format!("tar -C {} -cf {} manifest.json {} layer.tar", d.display(), out.display(), self.config));
+        self.compressed(&out, compress)
+    }
+
+    /// A docker archive naming `image` with a second layer holding one file of `text`.
+    fn docker_with_layer(&self, image: &str, text: &str) -> Vec<u8> {
+        let d = self.work.join("docker");
+        let extra = self.work.join("extra");
+        std::fs::create_dir_all(&extra).unwrap();
+        std::fs::write(extra.join("extra.txt"), text).unwrap();
+        sh(&format!("tar -C {} -cf {} extra.txt", extra.display(), d.join("extra.tar").display()));
+        let diff_id = format!("sha256:{}", sha256(&std::fs::read(d.join("extra.tar")).unwrap()));
+        let mut config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join(&self.config)).unwrap()).unwrap();
+        config["rootfs"]["diff_ids"].as_array_mut().unwrap().push(diff_id.into());
+        std::fs::write(d.join("extra-config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
+        let manifest =
+            format!(r#"[{{"Config":"extra-config.json","RepoTags":["{image}"],"Layers":["layer.tar","extra.tar"]}}]"#);
+        std::fs::write(d.join("manifest.json"), manifest).unwrap();
+        let out = self.work.join("out.tar");
+        sh(&format!(
+            "tar -C {} -cf {} manifest.json extra-config.json layer.tar extra.tar",
+            d.display(),
+            out.display()
+        ));
+        std::fs::read(out).unwrap()
+    }
+
+    /// An OCI archive naming `image` (io.containerd.image.name).
+    fn oci(&self, image: &str, compress: &str) -> Vec<u8> {
+        let d = self.work.join("oci");
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("blobs/sha256")).unwrap();
+        let blob = |bytes: &[u8]| {
+            let hex = sha256(bytes);
+            std::fs::write(d.join("blobs/sha256").join(&hex), bytes).unwrap();
+            (format!("sha256:{hex}"), bytes.len())
+        };
+        let (layer, layer_size) = blob(&std::fs::read(self.work.join("docker/layer.tar")).unwrap());
+        let (config, config_size) = blob(&std::fs::read(self.work.join("docker").join(&self.config)).unwrap());
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config}","size":{config_size}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer}","size":{layer_size}}}]}}"#
+        );
+        let (m, m_size) = blob(manifest.as_bytes());
+        let tag = image.rsplit(':').next().unwrap();
+        let index = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{m}","size":{m_size},"annotations":{{"io.containerd.image.name":"{image}","org.opencontainers.image.ref.name":"{tag}"}}}}]}}"#
+        );
+        std::fs::write(d.join("index.json"), index).unwrap();
+        std::fs::write(d.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        let out = self.work.join("out.tar");
+        sh(&format!("tar -C {} -cf {} oci-layout index.json blobs", d.display(), out.display()));
+        self.compressed(&out, compress)
+    }
+
+    fn compressed(&self, tar: &Path, compress: &str) -> Vec<u8> {
+        match compress {
+            "" => std::fs::read(tar).unwrap(),
+            tool => {
+                let out = std::process::Command::new(tool).args(["-q", "-c"]).arg(tar).output().unwrap();
+                assert!(out.status.success(), "{tool}");
+                out.stdout
+            }
+        }
+    }
+}
+
+impl Drop for Archives {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// Where the header of the entry whose name starts with `name` is in a tar.
+fn header_of(tar: &[u8], name: &[u8]) -> usize {
+    (0..tar.len()).step_by(512).find(|&at| tar[at..].starts_with(name)).expect("the entry's header")
+}
+
+/// Puts `bytes` into `dir` as `name` the way an operator should: written under a hidden name,
+/// then renamed into place.
+fn drop_file(dir: &Path, name: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{name}.part"));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// A `ctr` that notes each call in `calls` and takes `delay` seconds before doing it.
+fn slow_ctr(tb: &Testbed, dir: &Path, delay: &str) -> (PathBuf, PathBuf) {
+    let script = dir.join("ctr");
+    let calls = dir.join("ctr-calls");
+    let text = format!(
+        "#!/bin/sh\necho \"$*\" >> {}\nsleep {delay}\nexec {} \"$@\"\n",
+        calls.display(),
+        tb.var("ATOLL_TB_CTR")
+    );
+    std::fs::write(&script, text).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&script).unwrap().permissions(), 0o755);
+    sh(&format!("chmod 755 {}", script.display()));
+    (script, calls)
+}
+
+fn image_present(tb: &Testbed, image: &str) -> bool {
+    smol::block_on(tb.cri().image_status(image)).unwrap().is_some()
+}
+
+fn pod_if_not_present(name: &str, image: &str) -> atoll::pod::StaticPod {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    command: [sleep, '3600']\n"
+    );
+    let origin = Origin::File(PathBuf::from(format!("/manifests/{name}.yaml")));
+    pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "tb", Policy::default()).unwrap().pods.remove(0)
+}
+
+fn waiting_reason(sh: &common::EngineEnv, uid: &str) -> Option<String> {
+    let status = sh.statuses().get(uid)?;
+    Some(status.container_statuses.first()?.state.waiting.as_ref()?.reason.clone())
+}
+
+#[test]
+fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them() {
+    let tb = testbed();
+    let run = std::process::id();
+    let env = common::engine_env(tb, "sideload", Duration::from_secs(30), Default::default());
+    let root = std::env::temp_dir().join(format!("atoll-sideload-{run}"));
+    let images = root.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let (slow, calls) = slow_ctr(tb, &root, "1");
+    let archives = Archives::new(tb, "forms");
+    let forms: Vec<(String, String, Vec<u8>)> =
+        [("tar", "", false), ("tar.gz", "gzip", false), ("tar.zst", "zstd", false), ("oci.tar.zst", "zstd", true)]
+            .iter()
+            .map(|(ext, tool, oci)| {
+                let image = format!("atoll.test/side-{}:{run}", ext.replace('.', "-"));
+                let bytes = if *oci { archives.oci(&image, tool) } else { archives.docker(&image, tool) };
+                (format!("app-{}.{ext}", ext.replace('.', "-")), image, bytes)
+            })
+            .collect();
+    let mut engine = env.engine();
+    let control = engine.control();
+    let cfg = atoll::images::dir::DirConfig {
+        dir: images.clone(),
+        record: root.join("image-imports.json"),
+        ctr: Some(slow),
+        address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
+    };
+    let _task =
+        atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), std::sync::Arc::new(move || control.wake_all()));
+    let pods: Vec<_> = forms.iter().map(|(_, image, _)| pod_if_not_present(&unique("side"), image)).collect();
+    for p in &pods {
+        engine.apply(Change::Add(p.clone()));
+    }
+    // Nothing to import yet: the pods cannot get their images.
+    eventually(Duration::from_secs(30), "the pods waiting for their images", || {
+        pods.iter().all(|p| waiting_reason(&env, &p.uid).is_some_and(|r| r.contains("Image"))).then_some(())
+    });
+    for (file, _, bytes) in &forms {
+        drop_file(&images, file, bytes);
+    }
+    // While the (slow) imports run, a pod whose image is not there waits for them.
+    eventually(Duration::from_secs(30), "a pod waiting for the import", || {
+        pods.iter().any(|p| waiting_reason(&env, &p.uid).as_deref() == Some("ImageImporting")).then_some(())
+    });
+    for p in &pods {
+        eventually(Duration::from_secs(120), "every pod running from its side-loaded image", || {
+            running(tb, &p.uid).then_some(())
+        });
+    }
+    for (file, image, _) in &forms {
+        let state = env.node.imports().all().into_iter().find(|(f, _)| f == file).map(|(_, s)| s);
+        match state {
+            Some(atoll::node::imports::FileState::Imported { digest, images }) => {
+                assert!(digest.starts_with("sha256:") && images == [image.clone()], "{file}: {digest} {images:?}");
+            }
+            other => panic!("{file}: {other:?}"),
+        }
+    }
+    // Pinned for containerd's collectors.
+    let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
+        .args(["--address", tb.var("ATOLL_TB_SOCKET"), "--namespace", "k8s.io", "images", "ls"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    for (file, image, _) in &forms {
+        let line =
+            listing.lines().find(|l| l.starts_with(image.as_str())).unwrap_or_else(|| panic!("{image} in {listing}"));
+        assert!(
+            line.contains("io.cri-containerd.pinned=pinned") && line.contains(&format!("atoll.io/imported={file}")),
+            "{line}"
+        );
+    }
+    // Touched, and copied under another name: no second import of the same content.
+    let imports =
+        || std::fs::read_to_string(&calls).unwrap_or_default().lines().filter(|l| l.contains("images import")).count();
+    assert_eq!(imports(), forms.len());
+    let first = images.join(&forms[0].0);
+    sh(&format!("touch {}", first.display()));
+    drop_file(&images, "copy-of-first.tar", &forms[0].2);
+    eventually(Duration::from_secs(30), "the copy seen", || {
+        env.node
+            .imports()
+            .all()
+            .iter()
+            .any(|(f, s)| f == "copy-of-first.tar" && matches!(s, atoll::node::imports::FileState::Imported { .. }))
+            .then_some(())
+    });
+    assert_eq!(imports(), forms.len(), "the same content is not imported again");
+
+    for p in &pods {
+        engine.apply(Change::Remove(p.clone()));
+    }
+    eventually(Duration::from_secs(60), "the pods removed", || pods.iter().all(|p| !running(tb, &p.uid)).then_some(()));
+    for (_, image, _) in &forms {
+        ctr(tb, &["images", "rm", image]);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
+    let tb = testbed();
+    let run = std::process::id();
+    let env = common::engine_env(tb, "sideload-bad", Duration::from_secs(30), Default::default());
+    let root = std::env::temp_dir().join(format!("atoll-sideload-bad-{run}"));
+    let images = root.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let archives = Archives::new(tb, "bad");
+    let (cut_image, bad_image, broken_image) =
+        (format!("atoll.test/cut:{run}"), format!("atoll.test/bad:{run}"), format!("atoll.test/broken:{run}"));
+    let whole = archives.docker(&cut_image, "zstd");
+    let cut = &whole[..whole.len() / 2];
+    // A layer of its own (containerd skips unpacking a layer it already has), changed after its
+    // diff ID was taken: containerd's own check refuses it.
+    let mut bad = archives.docker_with_layer(&bad_image, &format!("made for run {run}\n").repeat(2000));
+    let layer = header_of(&bad, b"extra.tar\0");
+    bad[layer + 512 + 1000] ^= 0x01;
+    // A tar header changed: atoll's own check, before containerd has the whole stream.
+    let mut broken = archives.docker(&broken_image, "");
+    let config = header_of(&broken, archives.config.as_bytes());
+    broken[config + 100] ^= 0x01; // the mode field
+    let engine = env.engine();
+    let control = engine.control();
+    let cfg = atoll::images::dir::DirConfig {
+        dir: images.clone(),
+        record: root.join("image-imports.json"),
+        ctr: Some(PathBuf::from(tb.var("ATOLL_TB_CTR"))),
+        address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
+    };
+    let _task =
+        atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), std::sync::Arc::new(move || control.wake_all()));
+    drop_file(&images, "cut.tar.zst", cut);
+    drop_file(&images, "bad.tar", &bad);
+    drop_file(&images, "broken.tar", &broken);
+    let failed = |file: &str| {
+        env.node.imports().all().into_iter().find_map(|(f, s)| match s {
+            atoll::node::imports::FileState::Failed(why) if f == file => Some(why),
+            _ => None,
+        })
+    };
+    let why = eventually(Duration::from_secs(60), "the cut archive refused", || failed("cut.tar.zst"));
+    assert!(why.contains("zstd") || why.contains("truncated"), "{why}");
+    let why = eventually(Duration::from_secs(60), "the changed layer refused", || failed("bad.tar"));
+    assert!(why.contains("ctr images import failed"), "{why}");
+    let why = eventually(Duration::from_secs(60), "the broken header refused", || failed("broken.tar"));
+    assert!(why.contains("checksum"), "{why}");
+    assert!(!why.contains("ctr"), "refused by atoll before ctr saw the end: {why}");
+    for image in [&cut_image, &bad_image, &broken_image] {
+        assert!(!image_present(tb, image), "nothing half-imported is named: {image}");
+    }
+    // The whole file in place of the cut one: imported.
+    drop_file(&images, "cut.tar.zst", &whole);
+    eventually(Duration::from_secs(60), "the whole archive imported", || image_present(tb, &cut_image).then_some(()));
+    ctr(tb, &["images", "rm", &cut_image]);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn an_app_tarball_and_its_manifest_are_all_a_box_without_a_registry_needs() {
+    let tb = testbed();
+    let run = std::process::id();
+    let dir = std::env::temp_dir().join(format!("atoll-sideload-agent-{run}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let images = dir.join("state/images");
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    // The registry in the name answers nothing; the runtime's own ctr is on PATH, as on a box.
+    let image = format!("registry.invalid/acme/app:{run}");
+    let archives = Archives::new(tb, "agent");
+    drop_file(&images, "app.tar.zst", &archives.docker(&image, "zstd"));
+    let app = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+    );
+    drop_file(&dir.join("manifests"), "app.yaml", app.as_bytes());
+    let bin = Path::new(tb.var("ATOLL_TB_CTR")).parent().unwrap().to_path_buf();
+    let path = PathBuf::from(format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()));
+    let mut agent = common::Agent::start(tb, &dir, "", &[], &[("PATH", &path)]);
+    let pod = eventually(Duration::from_secs(90), "the app running", || {
+        agent.pod("app-tb").filter(|p| p["status"]["phase"] == "Running")
+    });
+    assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true, "{pod}");
+    let log = agent.log();
+    assert!(log.contains("images: imported app.tar.zst") && log.contains(&image), "{log}");
+    let record = std::fs::read_to_string(dir.join("state/image-imports.json")).unwrap();
+    assert!(record.contains("app.tar.zst") && record.contains("sha256:"), "{record}");
+    // Once imported, a restart of the agent does not import it again.
+    agent.signal("TERM");
+    let _ = agent.child.wait();
+    let mut agent = common::Agent::start(tb, &dir, "", &[], &[("PATH", &path)]);
+    eventually(Duration::from_secs(30), "the agent back", || agent.pod("app-tb"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!agent.log().contains("images: imported"), "{}", agent.log());
+    assert!(agent.alive());
+    std::fs::remove_file(dir.join("manifests/app.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the app gone", || agent.pod("app-tb").is_none().then_some(()));
     ctr(tb, &["images", "rm", &image]);
 }

@@ -22,6 +22,11 @@ pub struct AtollConfiguration {
     /// With imagePullPolicy Always and the registry unreachable, fail the pull as kubelet does
     /// instead of starting from the image already on disk (default false).
     pub strict_image_pull_policy: Option<bool>,
+    /// Image tarballs (docker or OCI archives; plain, gzip or zstd) imported into the runtime
+    /// at start and when they appear or change; default `<root-dir>/images`.
+    pub images_dir: Option<String>,
+    /// containerd's `ctr`, which imports them, when it is not the first `ctr` on PATH.
+    pub ctr_path: Option<String>,
     /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
     pub crash_loop_back_off: Option<BackOffConfig>,
     /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.

@@ -36,6 +36,10 @@ pub struct Settings {
     pub runtime_endpoint: crate::cri::Endpoint,
     pub runtime_request_timeout: Duration,
     pub root_dir: std::path::PathBuf,
+    /// `imagesDir`: image tarballs imported into the runtime (default `<root-dir>/images`).
+    pub images_dir: std::path::PathBuf,
+    /// `ctrPath`: containerd's `ctr`, when not the first on PATH.
+    pub ctr_path: Option<std::path::PathBuf>,
     pub strict: bool,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
     /// (kubelet's rule) instead of starting from the image on disk.
@@ -189,6 +193,8 @@ impl Settings {
                 crate::cri::client::DEFAULT_REQUEST_TIMEOUT,
             )?,
             keyring: own.keyring(own_shown, &root_dir)?,
+            images_dir: own.images_dir.as_ref().map_or_else(|| root_dir.join("images"), std::path::PathBuf::from),
+            ctr_path: own.ctr_path.as_ref().map(std::path::PathBuf::from),
             root_dir,
             strict: match flags.get(Flag::Strict) {
                 Some(v) => v == "true",

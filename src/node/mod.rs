@@ -7,7 +7,8 @@
 //! - [`Node::facts`]: the node's name, addresses, capacity, directories and DNS, fixed at start;
 //! - [`Node::statuses`]: every pod's latest status (written by workers, read by the API and
 //!   the mirror), and [`Node::events`]: the lifecycle events;
-//! - [`Node::heartbeat`]: the relist's heartbeat, one reading of "the sync loop is alive".
+//! - [`Node::heartbeat`]: the relist's heartbeat, one reading of "the sync loop is alive";
+//! - [`Node::imports`]: the images directory's imports (under way, done, failed).
 //!
 //! `observed` is the engine's vocabulary for what the runtime shows, shared with the probes
 //! and the status. The mirror's state, the back-offs and the registry credentials are not
@@ -15,12 +16,14 @@
 
 pub mod events;
 pub mod heartbeat;
+pub mod imports;
 pub mod observed;
 pub mod probing;
 pub mod store;
 
 pub use events::Events;
 pub use heartbeat::Heartbeat;
+pub use imports::Imports;
 pub use store::StatusStore;
 
 use crate::cri::Cri;
@@ -61,6 +64,7 @@ pub struct Node {
     /// Lifecycle events (a log line each, and the ring the local API serves).
     events: Events,
     heartbeat: Heartbeat,
+    imports: Imports,
     /// When the agent started (probes spread their first run over their first period).
     started: Instant,
 }
@@ -73,6 +77,7 @@ impl Node {
             statuses: StatusStore::default(),
             events: Events::default(),
             heartbeat: Heartbeat::default(),
+            imports: Imports::default(),
             started: Instant::now(),
         })
     }
@@ -114,6 +119,10 @@ impl Node {
 
     pub fn heartbeat(&self) -> &Heartbeat {
         &self.heartbeat
+    }
+
+    pub fn imports(&self) -> &Imports {
+        &self.imports
     }
 
     pub fn started(&self) -> Instant {

@@ -124,6 +124,8 @@ pub enum WaitReason {
     ErrImageNeverPull,
     /// The runtime could not say whether the image is present.
     ImageInspectError,
+    /// Not present, and the images directory has a tarball still to import (atoll's).
+    ImageImporting,
     /// The container's config cannot be built (runAsNonRoot, an unsafe subPath, ...).
     CreateContainerConfigError,
     /// The runtime refused CreateContainer.
@@ -142,6 +144,7 @@ impl WaitReason {
             WaitReason::ImagePullBackOff => "ImagePullBackOff",
             WaitReason::ErrImageNeverPull => "ErrImageNeverPull",
             WaitReason::ImageInspectError => "ImageInspectError",
+            WaitReason::ImageImporting => "ImageImporting",
             WaitReason::CreateContainerConfigError => "CreateContainerConfigError",
             WaitReason::CreateContainerError => "CreateContainerError",
             WaitReason::RunContainerError => "RunContainerError",

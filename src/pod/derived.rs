@@ -87,6 +87,25 @@ pub fn with_default_tag(image: &str) -> String {
     }
 }
 
+/// An image reference as containerd names it: the registry made explicit (`docker.io`, with
+/// `library/` for a single-component name) and `:latest` when there is no tag or digest, so
+/// `busybox`, `library/busybox:latest` and `docker.io/library/busybox:latest` are one image.
+pub fn normalized_image(image: &str) -> String {
+    let image = with_default_tag(image);
+    let first = image.split('/').next().unwrap_or("");
+    let has_registry = image.contains('/') && (first.contains(['.', ':']) || first == "localhost");
+    if has_registry {
+        match image.strip_prefix("docker.io/") {
+            Some(rest) if !rest.contains('/') => format!("docker.io/library/{rest}"),
+            _ => image,
+        }
+    } else if image.contains('/') {
+        format!("docker.io/{image}")
+    } else {
+        format!("docker.io/library/{image}")
+    }
+}
+
 /// An init container with `restartPolicy: Always` (a sidecar).
 pub fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
@@ -95,6 +114,23 @@ pub fn is_sidecar(c: &Container) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_references_are_normalized_as_containerd_names_them() {
+        for (given, want) in [
+            ("busybox", "docker.io/library/busybox:latest"),
+            ("busybox:1.36", "docker.io/library/busybox:1.36"),
+            ("library/busybox:1.36", "docker.io/library/busybox:1.36"),
+            ("acme/app@sha256:abc", "docker.io/acme/app@sha256:abc"),
+            ("docker.io/library/busybox:1.36", "docker.io/library/busybox:1.36"),
+            ("registry.k8s.io/pause:3.10", "registry.k8s.io/pause:3.10"),
+            ("127.0.0.1:5000/app", "127.0.0.1:5000/app:latest"),
+            ("localhost/app:1", "localhost/app:1"),
+            ("docker.io/busybox", "docker.io/library/busybox:latest"),
+        ] {
+            assert_eq!(normalized_image(given), want, "{given}");
+        }
+    }
 
     #[test]
     fn ports_by_number_numeric_string_or_name() {

@@ -221,6 +221,11 @@ impl Control {
         self.pleg.signal()
     }
 
+    /// Wakes every worker (images arrived: a pod waiting for one looks again).
+    pub fn wake_all(&self) {
+        self.pleg.wake_all();
+    }
+
     /// Stops the pod's running containers through its worker (preStop hooks run, as for any
     /// kill); they come back per restartPolicy. The stopped containers' names, or `None` when
     /// no worker runs the pod.

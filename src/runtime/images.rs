@@ -42,14 +42,26 @@ pub async fn ensure_image<R: RuntimeService>(
     let image = with_default_tag(image);
     let policy = policy.unwrap_or("IfNotPresent");
     let wait = |reason, message: String, retry_in| ImageWait { wait: Wait { reason, message }, retry_in };
+    // An image not on disk may be in a tarball the images directory is still importing: wait
+    // for it (the importer wakes every worker when it is done) rather than pull or fail.
+    let importing = |cx: &Context<R>| {
+        cx.node.imports().under_way().map(|file| {
+            let message = format!("image {image:?} is not on disk yet; importing {file:?} from the images directory");
+            wait(WaitReason::ImageImporting, message, Duration::from_secs(10))
+        })
+    };
     if policy != "Always" {
         match cx.runtime.image_status(&image).await {
             Ok(Some(img)) => return Ok(img.id),
-            Ok(None) if policy == "Never" => {
-                let message = format!("image {image:?} is not present and the pull policy is Never");
-                return Err(wait(WaitReason::ErrImageNeverPull, message, Duration::from_secs(10)));
+            Ok(None) => {
+                if let Some(w) = importing(cx) {
+                    return Err(w);
+                }
+                if policy == "Never" {
+                    let message = format!("image {image:?} is not present and the pull policy is Never");
+                    return Err(wait(WaitReason::ErrImageNeverPull, message, Duration::from_secs(10)));
+                }
             }
-            Ok(None) => {}
             Err(e) => return Err(wait(WaitReason::ImageInspectError, e.to_string(), Duration::from_secs(10))),
         }
     }
@@ -84,7 +96,10 @@ pub async fn ensure_image<R: RuntimeService>(
                     cx.tuning.image_backoff().forget(&key);
                     Ok(img.id)
                 }
-                _ => Err(pull_failed(cx, &key, now, e)),
+                _ => match importing(cx) {
+                    Some(w) => Err(w),
+                    None => Err(pull_failed(cx, &key, now, e)),
+                },
             }
         }
         Err(e) => Err(pull_failed(cx, &key, now, e)),

@@ -1,0 +1,280 @@
+//! The images directory (`imagesDir` in atoll's config, default `<root-dir>/images`): every
+//! tarball in it (docker or OCI archive, plain, gzip or zstd; hidden files are ignored, as in
+//! the manifest directory) is imported into the runtime at start and whenever one appears or
+//! changes (inotify, and a rescan every minute as the safety net). A file still open for
+//! writing is not read before its close.
+//!
+//! Each file is imported once per content: what was imported is remembered under the root
+//! dir (`image-imports.json`: each file's size, mtime and inode, its sha256 and its images), so
+//! an unchanged file costs a stat, a touched or renamed one a read to hash it, and only new
+//! content is streamed into the runtime. A remembered image the runtime no longer has (removed
+//! by hand) is imported again. Before anything is imported every waiting file is marked in
+//! `node::imports`, so a pod whose image is not on disk waits (`ImageImporting`) instead of
+//! failing; every worker is woken after each pass.
+
+use super::import::{self, Target};
+use crate::cri::Cri;
+use crate::node::imports::FileState;
+use crate::node::Node;
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The safety-net rescan of the images directory.
+pub const RESCAN: Duration = Duration::from_secs(60);
+
+pub struct DirConfig {
+    /// The images directory.
+    pub dir: PathBuf,
+    /// Where what was imported is remembered.
+    pub record: PathBuf,
+    /// `ctrPath`, when configured.
+    pub ctr: Option<PathBuf>,
+    /// containerd's socket (the CRI endpoint's).
+    pub address: PathBuf,
+}
+
+/// One file as imported.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Seen {
+    stat: Stat,
+    digest: String,
+    images: Vec<String>,
+}
+
+/// What says a file is unchanged without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stat {
+    size: u64,
+    mtime_ns: i64,
+    ino: u64,
+}
+
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Record {
+    files: BTreeMap<String, Seen>,
+    /// Files whose import failed, as they were then: not tried again until they change.
+    #[serde(skip)]
+    failed: BTreeMap<String, Stat>,
+}
+
+/// Starts importing the directory's tarballs (until the task is dropped; `wake` after each
+/// pass). Before it returns, every file not imported as it is now is marked pending, so no pod
+/// that needs one of its images starts without it.
+pub fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>) -> smol::Task<()> {
+    if let Err(e) = crate::records::private_dir(&cfg.dir) {
+        log::warn!("images: cannot make {}: {e}", cfg.dir.display());
+    }
+    let record: Record = crate::records::read(&cfg.record).unwrap_or_default();
+    for (name, stat) in list(&cfg.dir) {
+        if record.files.get(&name).is_none_or(|seen| seen.stat != stat) {
+            node.imports().set(&name, FileState::Pending);
+        }
+    }
+    smol::spawn(run(cfg, node, runtime, wake, record))
+}
+
+async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>, mut record: Record) {
+    let mut watch = None;
+    loop {
+        if watch.is_none() {
+            watch = crate::dirwatch::Watch::new(&cfg.dir).ok();
+        }
+        if let Some(w) = &mut watch {
+            w.scanned();
+        }
+        let before = record.files.clone();
+        pass(&cfg, &node, &runtime, &mut record).await;
+        if record.files != before {
+            if let Err(e) = crate::records::write(&cfg.record, &record) {
+                log::warn!("images: remembering the imports in {}: {e}", cfg.record.display());
+            }
+        }
+        wake();
+        // Until a write is complete (or the rescan is due).
+        let deadline = std::time::Instant::now() + RESCAN;
+        loop {
+            let timer = async {
+                smol::Timer::at(deadline).await;
+                None
+            };
+            let event = async {
+                match &mut watch {
+                    Some(w) => Some(w.next().await),
+                    None => std::future::pending().await,
+                }
+            };
+            match smol::future::or(event, timer).await {
+                Some(Ok(batch)) if batch.gone => {
+                    watch = None;
+                    break;
+                }
+                Some(Ok(batch)) if batch.complete || batch.now => {
+                    if !watch.as_ref().is_some_and(|w| w.open_writes()) {
+                        break;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) => {
+                    watch = None;
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+/// One look at the directory: marks what needs importing, then imports it, one file at a time.
+async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) {
+    let files = list(&cfg.dir);
+    let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
+    node.imports().retain(&names);
+    record.files.retain(|n, _| names.contains(n));
+    record.failed.retain(|n, _| names.contains(n));
+    let mut todo = Vec::new();
+    for (name, stat) in &files {
+        if record.failed.get(name) == Some(stat) {
+            continue; // failed as it is: its state says why
+        }
+        match record.files.get(name) {
+            Some(seen) if seen.stat == *stat && all_present(runtime, &seen.images).await => {
+                node.imports().set(name, imported(seen));
+            }
+            _ => {
+                node.imports().set(name, FileState::Pending);
+                todo.push((name.clone(), *stat));
+            }
+        }
+    }
+    if todo.is_empty() {
+        return;
+    }
+    let target = match target(cfg, runtime).await {
+        Ok(t) => t,
+        Err(e) => {
+            log::warn!("images: cannot import {} file(s) from {}: {e}", todo.len(), cfg.dir.display());
+            for (name, _) in &todo {
+                node.imports().set(name, FileState::Failed(e.clone()));
+            }
+            return;
+        }
+    };
+    for (name, stat) in todo {
+        node.imports().set(&name, FileState::Importing);
+        let path = cfg.dir.join(&name);
+        // The same content seen before (touched, renamed, copied again): no second import.
+        let hashed = {
+            let path = path.clone();
+            smol::unblock(move || import::digest_of(&path)).await
+        };
+        let known = hashed.ok().and_then(|d| record.files.values().find(|s| s.digest == d).cloned());
+        if let Some(seen) = known {
+            if all_present(runtime, &seen.images).await {
+                crate::metrics::add(&crate::metrics::IMAGE_IMPORTS, &[("result", "skipped")], 1.0);
+                let seen = Seen { stat, ..seen };
+                node.imports().set(&name, imported(&seen));
+                record.files.insert(name, seen);
+                continue;
+            }
+        }
+        let started = std::time::Instant::now();
+        let t = target.clone();
+        let before = names_present(runtime).await;
+        let result = smol::unblock(move || import::import_file(&path, &t, &before, &mut |_, _| {})).await;
+        let result = match result {
+            Ok(done) => match missing(runtime, &done.images).await {
+                None if done.images.is_empty() => {
+                    Err("the archive names no image (an OCI archive needs io.containerd.image.name or a whole reference as its ref name)".to_string())
+                }
+                None => Ok(done),
+                Some(image) => Err(format!("the runtime has no image {image:?} after the import")),
+            },
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(done) => {
+                log::info!(
+                    "images: imported {name} ({} bytes, {}) in {:.1?}: {}",
+                    done.bytes,
+                    done.digest,
+                    started.elapsed(),
+                    done.images.join(", ")
+                );
+                crate::metrics::add(&crate::metrics::IMAGE_IMPORTS, &[("result", "imported")], 1.0);
+                crate::metrics::add(&crate::metrics::IMAGE_IMPORT_BYTES, &[], done.bytes as f64);
+                let seen = Seen { stat, digest: done.digest, images: done.images };
+                node.imports().set(&name, imported(&seen));
+                record.files.insert(name, seen);
+            }
+            Err(e) => {
+                log::warn!("images: {}: not imported: {e}", path_shown(cfg, &name));
+                crate::metrics::add(&crate::metrics::IMAGE_IMPORTS, &[("result", "failed")], 1.0);
+                node.imports().set(&name, FileState::Failed(e));
+                record.failed.insert(name, stat);
+            }
+        }
+    }
+}
+
+fn path_shown(cfg: &DirConfig, name: &str) -> String {
+    cfg.dir.join(name).display().to_string()
+}
+
+fn imported(seen: &Seen) -> FileState {
+    FileState::Imported { digest: seen.digest.clone(), images: seen.images.clone() }
+}
+
+/// Where to import to, or why nothing can be: the runtime must be containerd, with its `ctr`.
+async fn target(cfg: &DirConfig, runtime: &Cri) -> Result<Target, String> {
+    let v = runtime.version().await.map_err(|e| format!("the runtime does not answer: {e}"))?;
+    if v.runtime_name != "containerd" {
+        return Err(format!(
+            "the runtime is {} {}: atoll imports image tarballs into containerd only",
+            v.runtime_name, v.runtime_version
+        ));
+    }
+    let ctr = import::find_ctr(cfg.ctr.as_deref())?;
+    Ok(Target { ctr, address: cfg.address.clone() })
+}
+
+/// Every image name the runtime has (what a failed import must leave alone).
+pub async fn names_present(runtime: &Cri) -> std::collections::BTreeSet<String> {
+    let images = runtime.list_images(None).await.unwrap_or_default();
+    images.into_iter().flat_map(|i| i.repo_tags).collect()
+}
+
+async fn all_present(runtime: &Cri, images: &[String]) -> bool {
+    missing(runtime, images).await.is_none()
+}
+
+/// The first of `images` the runtime does not have.
+async fn missing(runtime: &Cri, images: &[String]) -> Option<String> {
+    for image in images {
+        if !matches!(runtime.image_status(image).await, Ok(Some(_))) {
+            return Some(image.clone());
+        }
+    }
+    None
+}
+
+/// The directory's tarballs: regular files (a link is followed), not hidden, by name.
+fn list(dir: &std::path::Path) -> Vec<(String, Stat)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<(String, Stat)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if name.starts_with('.') {
+                return None;
+            }
+            let m = std::fs::metadata(e.path()).ok().filter(|m| m.is_file())?;
+            let mtime_ns = m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec());
+            Some((name, Stat { size: m.len(), mtime_ns, ino: m.ino() }))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}

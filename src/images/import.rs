@@ -1,0 +1,212 @@
+//! One tarball into containerd's `k8s.io` namespace (the one CRI uses), streamed: the file is
+//! read once, hashed (sha256, the tarball's identity) and decompressed as it goes, its tar
+//! structure and image names read on the way (`archive`), and the plain tar piped into
+//! `ctr images import -`, containerd's own importer, which checks every blob against its digest
+//! as it commits it, creates the images and unpacks them for the snapshotter, so a container can
+//! be created from them at once. No copy of the tarball is written anywhere.
+//!
+//! Why `ctr`: CRI has no import call, and containerd's client-side import (docker and OCI
+//! layouts, content written under a lease, GC labels, unpack with layer checks) is what k3s,
+//! k0s and RKE2 get by linking the Go client. `ctr` ships in every containerd package, matched
+//! to the daemon's version, with the same `images import` and `images label` in 1.6, 1.7 and
+//! 2.x; speaking containerd's own gRPC services instead would re-implement that importer.
+//!
+//! A truncated or corrupt archive is found before `ctr` sees the end of its input: `ctr` is
+//! then killed, and since containerd creates images only at the end of the stream, nothing is
+//! left named (blobs written so far are unreferenced, and containerd collects them). Each
+//! imported image is labelled `io.cri-containerd.pinned=pinned` (containerd 1.7 and later
+//! keep such images from every collector, kubelet's included) and `atoll.io/imported=<file>`.
+
+use super::archive::{Compression, TarScan};
+use std::collections::BTreeSet;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// ctr stopped reading its input (it failed on the stream before atoll did).
+const CTR_GAVE_UP: &str = "ctr stopped reading";
+
+/// Where to import: the `ctr` binary and containerd's socket.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub ctr: PathBuf,
+    pub address: PathBuf,
+}
+
+/// What one import did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imported {
+    /// `sha256:<hex>` of the file as it is on disk.
+    pub digest: String,
+    /// The images as containerd names them.
+    pub images: Vec<String>,
+    /// The file's size.
+    pub bytes: u64,
+}
+
+/// The `ctr` to use: the configured one, else the first on PATH.
+pub fn find_ctr(configured: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = configured {
+        return Ok(p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join("ctr")).find(|p| p.is_file()).ok_or_else(|| {
+        "containerd's `ctr` is not on PATH (every containerd package ships it; set ctrPath in atoll's config)".into()
+    })
+}
+
+/// The file's sha256, read through once (to skip a file already imported under another name
+/// or time).
+pub fn digest_of(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match f.read(&mut buf)? {
+            0 => break,
+            n => ctx.update(&buf[..n]),
+        }
+    }
+    Ok(format!("sha256:{}", hex(ctx.finish().as_ref())))
+}
+
+/// Streams `path` into the runtime; `progress(read, total)` after each piece of the file.
+/// `present`: the image names the runtime had before, which a failed import leaves alone.
+pub fn import_file(
+    path: &Path,
+    target: &Target,
+    present: &BTreeSet<String>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Imported, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("open: {e}"))?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut input = std::io::BufReader::with_capacity(1 << 16, file);
+    let compression = Compression::sniff(input.fill_buf().map_err(|e| format!("read: {e}"))?);
+    let read = std::cell::Cell::new(0u64);
+    let mut hashing = Hashing { inner: input, ctx: ring::digest::Context::new(&ring::digest::SHA256), read: &read };
+    let mut child = Command::new(&target.ctr)
+        .arg("--address")
+        .arg(&target.address)
+        .args(["--namespace", "k8s.io", "images", "import", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", target.ctr.display()))?;
+    let stderr = child.stderr.take().map(|s| std::thread::spawn(move || tail(s)));
+    let streamed = (|| {
+        let mut stdin = child.stdin.take().ok_or("ctr has no stdin")?;
+        let mut scan = TarScan::default();
+        let mut decoder = compression.decoder(&mut hashing);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = decoder.read(&mut buf).map_err(|e| format!("reading the {} archive: {e}", compression.name()))?;
+            if n == 0 {
+                break;
+            }
+            scan.feed(&buf[..n])?;
+            stdin.write_all(&buf[..n]).map_err(|_| CTR_GAVE_UP.to_string())?;
+            progress(read.get(), total);
+        }
+        drop(decoder);
+        // Only a whole, well-formed archive reaches the end of ctr's input.
+        let contents = scan.finish()?;
+        drop(stdin);
+        Ok::<_, String>(contents)
+    })();
+    let contents = match streamed {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = child.kill();
+            let status = child.wait();
+            if e == CTR_GAVE_UP {
+                // ctr refused the stream first: its words say why.
+                let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+                let status = status.map(|s| s.to_string()).unwrap_or_default();
+                return Err(format!("ctr images import failed ({status}): {}", said.trim()));
+            }
+            return Err(e);
+        }
+    };
+    let status = child.wait().map_err(|e| format!("ctr: {e}"))?;
+    let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let images: Vec<String> = contents
+        .images
+        .iter()
+        .map(|i| if contents.format == "docker" { crate::pod::derived::normalized_image(i) } else { i.clone() })
+        .collect();
+    if !status.success() {
+        // containerd names the images before it unpacks them: a layer that fails its check
+        // leaves names behind. Those that were not there before go.
+        for image in images.iter().filter(|i| !present.contains(*i)) {
+            let _ = ctr(target, &["images", "rm", image]);
+        }
+        return Err(format!("ctr images import failed ({status}): {}", said.trim()));
+    }
+    let digest = format!("sha256:{}", hex(hashing.ctx.finish().as_ref()));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for image in &images {
+        label(target, image, &name)?;
+    }
+    Ok(Imported { digest, images, bytes: read.get() })
+}
+
+/// Pins `image` for containerd's collectors and notes where it came from.
+fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
+    let file: String = file.chars().filter(|c| c.is_ascii_graphic()).take(200).collect();
+    let from = format!("atoll.io/imported={file}");
+    ctr(target, &["images", "label", image, "io.cri-containerd.pinned=pinned", &from])
+        .map_err(|e| format!("labelling {image}: {e}"))
+}
+
+/// One short `ctr` command in the `k8s.io` namespace.
+fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(&target.ctr)
+        .arg("--address")
+        .arg(&target.address)
+        .args(["--namespace", "k8s.io"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", target.ctr.display()))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    Ok(())
+}
+
+/// The last 4 KiB of what a child writes (its error, for ours).
+fn tail(mut r: impl Read) -> String {
+    let mut kept: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = r.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > 4096 {
+            kept.drain(..kept.len() - 4096);
+        }
+    }
+    crate::node::events::printable(&String::from_utf8_lossy(&kept), 4096)
+}
+
+/// A reader that hashes and counts what passes.
+struct Hashing<'a, R> {
+    inner: R,
+    ctx: ring::digest::Context,
+    read: &'a std::cell::Cell<u64>,
+}
+
+impl<R: Read> Read for Hashing<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.ctx.update(&buf[..n]);
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
