@@ -233,11 +233,14 @@ impl TarScan {
 
     /// The archive is over: what it names, or why it is not a whole image archive.
     pub fn finish(self) -> Result<Contents, String> {
+        if self.zero_blocks == 0 && self.entry.is_empty() {
+            return Err(match self.header.len() {
+                0 => "empty: not a tar archive".into(),
+                n => format!("not a tar archive: {n} bytes, less than one header"),
+            });
+        }
         if self.left > 0 || !self.header.is_empty() {
             return Err(format!("truncated: the archive ends inside {:?}", self.entry));
-        }
-        if self.zero_blocks == 0 && self.entry.is_empty() {
-            return Err("empty: not a tar archive".into());
         }
         let mut out = Contents::default();
         if let Some(index) = &self.index {

@@ -161,6 +161,11 @@ fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
 
 /// One short `ctr` command in the `k8s.io` namespace.
 fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
+    ctr_output(target, args).map(drop)
+}
+
+/// One short `ctr` command in the `k8s.io` namespace: what it printed (at most 1 MiB).
+pub fn ctr_output(target: &Target, args: &[&str]) -> Result<String, String> {
     let out = Command::new(&target.ctr)
         .arg("--address")
         .arg(&target.address)
@@ -170,9 +175,10 @@ fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
         .output()
         .map_err(|e| format!("{}: {e}", target.ctr.display()))?;
     if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        return Err(crate::node::events::printable(&String::from_utf8_lossy(&out.stderr), 4096));
     }
-    Ok(())
+    let text = &out.stdout[..out.stdout.len().min(1 << 20)];
+    Ok(String::from_utf8_lossy(text).into_owned())
 }
 
 /// The last 4 KiB of what a child writes (its error, for ours).

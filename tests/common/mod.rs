@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod archives;
+
 use atoll::cri::api::{
     LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig,
     PodSandboxMetadata,
