@@ -86,7 +86,21 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         ctr: s.ctr_path.clone(),
         address: s.runtime_endpoint.path().to_path_buf(),
     };
-    let _images = crate::images::dir::start(images, node.clone(), cri, Arc::new(move || control.wake_all()));
+    let _images = crate::images::dir::start(images, node.clone(), cri.clone(), Arc::new(move || control.wake_all()));
+    // The runtime's pin on the images the pods need, for the box's other collectors.
+    let _pins = smol::spawn(crate::images::pins::run(
+        node.clone(),
+        cri.clone(),
+        s.ctr_path.clone(),
+        s.runtime_endpoint.path().to_path_buf(),
+        s.image_gc_period.min(Duration::from_secs(60)),
+    ));
+    // kubelet's image garbage collection, which never takes a pinned image.
+    let collector = Arc::new(crate::images::gc::Collector::new(s.image_gc, s.image_gc_period));
+    let _collection = {
+        let (collector, node) = (collector.clone(), node.clone());
+        smol::spawn(async move { collector.run(&node, &cri).await })
+    };
     let mirror = s.kubeconfig.as_ref().map(|kubeconfig| {
         let state = Arc::new(crate::mirror::MirrorState::default());
         let opts = crate::mirror::Options {
@@ -106,6 +120,7 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         state
     });
     let api = crate::api::Api::new(node.clone(), Some(engine.control()), mirror.clone());
+    api.set_images(collector);
     let _servers = start_listeners(&s, &api).await?;
     let notifier = crate::notify::Notifier::from_env();
     let mut merger = merge::Merger::new(sources);

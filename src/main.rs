@@ -18,6 +18,9 @@ fn main() -> ExitCode {
             None => usage_error(&format!("unknown command {:?}", command.unwrap_or_default())),
         },
         Ok(Command::Run(flags)) => failure("atoll", cli::run::run(&flags).map(|()| 0)),
+        Ok(Command::Client { command, flags, args }) if command == "images" => {
+            failure("atoll images", cli::images::run(&flags, &args))
+        }
         Ok(Command::Client { command, flags, args }) => {
             failure(&format!("atoll {command}"), cli::local_api::run(&command, &flags, &args))
         }

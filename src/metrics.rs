@@ -67,6 +67,12 @@ pub const IMAGE_IMPORT_BYTES: Family = Family {
     help: "Bytes of tarballs streamed into the runtime from the images directory.",
 };
 
+pub const IMAGE_COLLECTIONS: Family = Family {
+    name: "atoll_image_garbage_collected_total",
+    kind: "counter",
+    help: "Images removed by atoll's image garbage collection (and prune), by result.",
+};
+
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Default)]
@@ -112,6 +118,7 @@ const FAMILIES: &[&Family] = &[
     &PROBE_SECONDS,
     &IMAGE_IMPORTS,
     &IMAGE_IMPORT_BYTES,
+    &IMAGE_COLLECTIONS,
     &SOURCE_ERRORS,
     &SOURCE_SUCCESS,
     &MIRROR_REQUESTS,

@@ -312,3 +312,38 @@ fn an_app_tarball_and_its_manifest_are_all_a_box_without_a_registry_needs() {
     ctr(tb, &["images", "rm", &image]);
 }
 
+#[test]
+fn atoll_images_import_streams_a_tarball_into_the_runtime_by_the_same_code() {
+    let tb = testbed();
+    let run = std::process::id();
+    let archives = Archives::new(tb, "cli");
+    let image = format!("atoll.test/cli:{run}");
+    let file = std::env::temp_dir().join(format!("atoll-cli-import-{run}.tar.gz"));
+    std::fs::write(&file, archives.docker(&image, "gzip")).unwrap();
+    let bin = Path::new(tb.var("ATOLL_TB_CTR")).parent().unwrap().to_path_buf();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
+        .args(["images", "import"])
+        .arg(&file)
+        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
+        .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("imported") && stdout.contains(&image) && stdout.contains("sha256:"), "{stdout}");
+    assert!(image_present(tb, &image));
+    // A file that is not an image archive: refused, with the reason, exit 1.
+    std::fs::write(&file, b"not an archive").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
+        .args(["images", "import"])
+        .arg(&file)
+        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
+        .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a tar archive"), "{stderr}");
+    let _ = std::fs::remove_file(&file);
+    ctr(tb, &["images", "rm", &image]);
+}

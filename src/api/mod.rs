@@ -13,12 +13,16 @@
 //! - `GET /metrics`: Prometheus text format.
 //! - `POST /pods/{namespace}/{name}/restart`: stops the pod's containers; they come back per
 //!   restartPolicy (socket only).
+//! - `GET /images`: the runtime's images (in use, pinned and why, imported from) and the images
+//!   directory's files; `POST /images/prune?dryRun=true`: removes (or lists) every image that
+//!   is neither in use nor pinned (socket only).
 //!
 //! Each listener serves at most [`view::MAX_CONNECTIONS`] connections at once (more are closed at
 //! once), a request head must arrive within 10 s and every write must be taken within
 //! [`server::WRITE_DEADLINE`]: a client that floods, stalls or goes away costs the agent nothing
 //! lasting.
 
+pub mod images;
 pub mod logs;
 pub mod metrics;
 pub mod pods;
@@ -158,6 +162,8 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
             None => not_found(ns, name),
         },
         ("POST", ["pods", ns, name, "restart"]) => restart(api, ns, name).await,
+        ("GET", ["images"]) => images::list(api).await,
+        ("POST", ["images", "prune"]) => images::prune(api, req.query.get("dryRun").is_some_and(|v| v == "true")).await,
         ("GET", ["events"]) => {
             let events: Vec<_> = api
                 .node
@@ -174,7 +180,7 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
             content_type: "text/plain; version=0.0.4",
             body: metrics::metrics(api).await.into_bytes(),
         },
-        (_, ["pods", ..] | ["events"] | ["metrics"] | ["healthz"]) => {
+        (_, ["pods", ..] | ["events"] | ["metrics"] | ["healthz"] | ["images", ..]) => {
             Response::error(405, "MethodNotAllowed", format!("{} {} is not allowed", req.method, req.path))
         }
         _ => Response::error(404, "NotFound", format!("no such endpoint: {}", req.path)),

@@ -1,6 +1,7 @@
 //! What the local API sees of the agent: the node (statuses, events, the heartbeat, the
 //! runtime for container stats), the engine's workers (a restart goes through them), the
-//! mirror's reports when atoll mirrors to an API server; and the count of connections served.
+//! mirror's reports when atoll mirrors to an API server; the image collector; and the count of
+//! connections served.
 
 use crate::mirror::MirrorState;
 use crate::node::Node;
@@ -19,6 +20,8 @@ pub struct Api {
     pub(crate) control: Option<Control>,
     pub(crate) mirror: Option<Arc<MirrorState>>,
     pub(crate) started_at: SystemTime,
+    /// The image collector, once the agent has one (`/images`).
+    pub(crate) images: std::sync::OnceLock<Arc<crate::images::gc::Collector>>,
     /// Connections being served, over all listeners (for `/metrics`).
     open: AtomicUsize,
 }
@@ -38,7 +41,13 @@ impl Drop for Slot<'_> {
 
 impl Api {
     pub fn new(node: Arc<Node>, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api> {
-        Arc::new(Api { node, control, mirror, started_at: SystemTime::now(), open: AtomicUsize::new(0) })
+        let images = std::sync::OnceLock::new();
+        Arc::new(Api { node, control, mirror, started_at: SystemTime::now(), images, open: AtomicUsize::new(0) })
+    }
+
+    /// Serves `/images` from this collector.
+    pub fn set_images(&self, collector: Arc<crate::images::gc::Collector>) {
+        let _ = self.images.set(collector);
     }
 
     /// Connections being served now.

@@ -34,6 +34,7 @@ pub enum Flag {
     Follow,
     Previous,
     Tail,
+    DryRun,
 }
 
 /// How a flag takes its value.
@@ -51,7 +52,7 @@ pub enum Kind {
 pub enum Group {
     /// `run`, `validate`, `doctor`: the agent's settings.
     Agent,
-    /// `pods`, `describe`, `logs`, `restart`: talking to a running agent.
+    /// `pods`, `describe`, `logs`, `restart`, `images`: talking to a running agent.
     Client,
     /// Both (`--api-socket`).
     Both,
@@ -115,7 +116,7 @@ pub const TABLE: &[Spec] = &[
         Flag::ContainerRuntimeEndpoint,
         "container-runtime-endpoint",
         Value,
-        Agent,
+        Both,
         "CRI socket, default unix:///run/containerd/containerd.sock",
     ),
     spec(
@@ -181,6 +182,7 @@ pub const TABLE: &[Spec] = &[
     short(spec(Flag::Follow, "follow", Bool, Client, "logs: stream until the container stops"), "f"),
     short(spec(Flag::Previous, "previous", Bool, Client, "logs: the previous instance"), "p"),
     spec(Flag::Tail, "tail", Value, Client, "logs: only the last N lines"),
+    spec(Flag::DryRun, "dry-run", Bool, Client, "images prune: list what would be removed, remove nothing"),
 ];
 
 impl Flag {

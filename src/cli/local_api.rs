@@ -1,5 +1,5 @@
 //! The commands that talk to a running agent over its local API socket: `atoll pods`,
-//! `describe`, `logs`, `restart`. Output fits an 80-column serial console, has no colour, and
+//! `describe`, `logs`, `restart` (and `images`, in images.rs). Output fits an 80-column serial console, has no colour, and
 //! `-o json|yaml` is stable for scripts.
 
 use super::describe::describe_text;
@@ -31,7 +31,7 @@ fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
     Ok(Reply { status, body: BufReader::new(std::io::Cursor::new(rest).chain(s)) })
 }
 
-fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {
+pub(super) fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {
     let mut reply = request(flags, method, path)?;
     let mut text = String::new();
     reply.body.read_to_string(&mut text).map_err(|e| e.to_string())?;

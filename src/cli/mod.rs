@@ -11,6 +11,7 @@
 pub mod describe;
 pub mod doctor;
 pub mod flags;
+pub mod images;
 pub mod local_api;
 pub mod render;
 pub mod run;
@@ -105,6 +106,13 @@ const COMMANDS: &[CommandSpec] = &[
         example: "atoll restart hello-web",
     },
     CommandSpec {
+        name: "images",
+        args: "[prune | import FILE]",
+        summary: "the runtime's images (in use, pinned and why); prune the unused; import a tarball",
+        flags: Some(Group::Client),
+        example: "atoll images import /media/usb/app.tar.zst",
+    },
+    CommandSpec {
         name: "doctor",
         args: "",
         summary: "check this machine for what atoll needs, with a fix for each problem",
@@ -176,6 +184,10 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
             }
             Ok(Command::Validate { flags, targets: positional })
         }
+        "images" => match positional.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            [] | ["prune"] | ["import", _] => Ok(Command::Client { command: "images".into(), flags, args: positional }),
+            _ => Err(UsageError(format!("`atoll images` takes nothing, `prune` or `import FILE`, got {positional:?}"))),
+        },
         name => {
             let want = if name == "pods" { 0 } else { 1 };
             if positional.len() != want {

@@ -27,6 +27,9 @@ pub struct AtollConfiguration {
     pub images_dir: Option<String>,
     /// containerd's `ctr`, which imports them, when it is not the first `ctr` on PATH.
     pub ctr_path: Option<String>,
+    /// How often images are garbage-collected (kubelet's fixed 5m by default; 1s to 24h).
+    #[serde(rename = "imageGCPeriod")]
+    pub image_gc_period: Option<String>,
     /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
     pub crash_loop_back_off: Option<BackOffConfig>,
     /// ImagePullBackOff: kubelet's 10 s doubling to 300 s unless given.
@@ -107,6 +110,16 @@ impl AtollConfiguration {
             notes.push(format!("config {shown}: {field}: unknown field; ignored"));
         }
         Ok((cfg, notes))
+    }
+
+    /// `imageGCPeriod`, checked: from 1s to 24h.
+    pub(super) fn image_gc_period(&self, shown: &str) -> Result<Duration, String> {
+        let Some(raw) = &self.image_gc_period else { return Ok(crate::images::gc::PERIOD) };
+        let d = parse_duration(raw).map_err(|e| format!("config {shown}: imageGCPeriod: {e}"))?;
+        if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
+            return Err(format!("config {shown}: imageGCPeriod: {d:?} is not between 1s and 24h"));
+        }
+        Ok(d)
     }
 
     /// The back-off the config names for `field`, over kubelet's default.

@@ -38,6 +38,14 @@ pub struct KubeletConfiguration {
     pub node_status_update_frequency: Option<String>,
     pub node_status_report_frequency: Option<String>,
     pub node_lease_duration_seconds: Option<i64>,
+    #[serde(rename = "imageGCHighThresholdPercent")]
+    pub image_gc_high_threshold_percent: Option<i64>,
+    #[serde(rename = "imageGCLowThresholdPercent")]
+    pub image_gc_low_threshold_percent: Option<i64>,
+    #[serde(rename = "imageMinimumGCAge")]
+    pub image_minimum_gc_age: Option<String>,
+    #[serde(rename = "imageMaximumGCAge")]
+    pub image_maximum_gc_age: Option<String>,
 }
 
 /// A taint of `registerWithTaints`.
@@ -51,10 +59,45 @@ pub struct Taint {
 
 /// KubeletConfiguration fields atoll will act on in a later version (the design's
 /// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] =
-    &["imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge"];
+const LATER_FIELDS: &[&str] = &[];
 
 impl KubeletConfiguration {
+    /// The image garbage collection settings, with kubelet's defaults and checks (percentages
+    /// 0 to 100, low below high; 100 turns collection by disk use off; a zero maximum age is
+    /// off).
+    pub fn image_gc(&self) -> Result<crate::images::gc::Policy, String> {
+        let mut p = crate::images::gc::Policy::default();
+        let percent = |name: &str, v: Option<i64>, default: u8| match v {
+            None => Ok(default),
+            Some(n) if (0..=100).contains(&n) => Ok(n as u8),
+            Some(n) => Err(format!("config field {name}: {n} must be 0 to 100")),
+        };
+        p.high_percent = percent("imageGCHighThresholdPercent", self.image_gc_high_threshold_percent, p.high_percent)?;
+        p.low_percent = percent("imageGCLowThresholdPercent", self.image_gc_low_threshold_percent, p.low_percent)?;
+        if p.low_percent >= p.high_percent && p.high_percent < 100 {
+            return Err(format!(
+                "config field imageGCLowThresholdPercent: {} must be less than imageGCHighThresholdPercent ({})",
+                p.low_percent, p.high_percent
+            ));
+        }
+        if let Some(raw) = &self.image_minimum_gc_age {
+            p.min_age =
+                super::duration::parse_duration(raw).map_err(|e| format!("config field imageMinimumGCAge: {e}"))?;
+        }
+        if let Some(raw) = &self.image_maximum_gc_age {
+            let max =
+                super::duration::parse_duration(raw).map_err(|e| format!("config field imageMaximumGCAge: {e}"))?;
+            if !max.is_zero() && max <= p.min_age {
+                return Err(format!(
+                    "config field imageMaximumGCAge: {max:?} must be more than imageMinimumGCAge ({:?})",
+                    p.min_age
+                ));
+            }
+            p.max_age = Some(max).filter(|m| !m.is_zero());
+        }
+        Ok(p)
+    }
+
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
     /// this version does not act on.
     pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {

@@ -40,6 +40,11 @@ pub struct Settings {
     pub images_dir: std::path::PathBuf,
     /// `ctrPath`: containerd's `ctr`, when not the first on PATH.
     pub ctr_path: Option<std::path::PathBuf>,
+    /// imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge,
+    /// imageMaximumGCAge.
+    pub image_gc: crate::images::gc::Policy,
+    /// atoll's `imageGCPeriod` (kubelet's fixed 5 minutes by default).
+    pub image_gc_period: Duration,
     pub strict: bool,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
     /// (kubelet's rule) instead of starting from the image on disk.
@@ -195,6 +200,8 @@ impl Settings {
             keyring: own.keyring(own_shown, &root_dir)?,
             images_dir: own.images_dir.as_ref().map_or_else(|| root_dir.join("images"), std::path::PathBuf::from),
             ctr_path: own.ctr_path.as_ref().map(std::path::PathBuf::from),
+            image_gc: cfg.image_gc()?,
+            image_gc_period: own.image_gc_period(own_shown)?,
             root_dir,
             strict: match flags.get(Flag::Strict) {
                 Some(v) => v == "true",
@@ -354,6 +361,8 @@ containerLogMaxSize: 1Mi
 containerLogMaxFiles: 3
 maxPods: 20
 syncFrequency: 90s
+imageGCHighThresholdPercent: 90
+imageMaximumGCAge: 168h
 registerWithTaints:
 - key: site
   value: north
@@ -388,6 +397,24 @@ authentication:
             vec![serde_json::json!({"key": "site", "value": "north", "effect": "NoSchedule"})]
         );
         assert_eq!(s.node_lease_duration_seconds, 40);
+        assert!(!notes.contains("imageGC") && !notes.contains("imageMaximumGCAge"), "{notes}");
+        let gc = crate::images::gc::Policy {
+            high_percent: 90,
+            low_percent: 80,
+            min_age: Duration::from_secs(120),
+            max_age: Some(Duration::from_secs(168 * 3600)),
+        };
+        assert_eq!(s.image_gc, gc);
+        for (bad, field) in [
+            ("imageGCHighThresholdPercent: 101", "imageGCHighThresholdPercent: 101 must be 0 to 100"),
+            ("imageGCLowThresholdPercent: 85", "imageGCLowThresholdPercent: 85 must be less than"),
+            ("imageMinimumGCAge: soon", "imageMinimumGCAge"),
+        ] {
+            let path =
+                config_file("gc.yaml", &format!("{}{bad}\n", KUBELET.replace("imageGCHighThresholdPercent: 90\n", "")));
+            let e = Settings::load(&flags(&[&format!("--config={path}")])).err().unwrap_or_default();
+            assert!(e.contains(field), "{bad}: {e}");
+        }
         assert_eq!(s.node_status_report_frequency, Duration::from_secs(300));
         assert_eq!(s.log_rotation, crate::runtime::logs::Rotation { max_size: 1 << 20, max_files: 3 });
         assert!(!notes.contains("podLogsDir"), "{notes}");

@@ -152,7 +152,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
     if todo.is_empty() {
         return;
     }
-    let target = match target(cfg, runtime).await {
+    let target = match target(cfg.ctr.as_deref(), &cfg.address, runtime).await {
         Ok(t) => t,
         Err(e) => {
             log::warn!("images: cannot import {} file(s) from {}: {e}", todo.len(), cfg.dir.display());
@@ -228,7 +228,11 @@ fn imported(seen: &Seen) -> FileState {
 }
 
 /// Where to import to, or why nothing can be: the runtime must be containerd, with its `ctr`.
-async fn target(cfg: &DirConfig, runtime: &Cri) -> Result<Target, String> {
+pub(super) async fn target(
+    ctr: Option<&std::path::Path>,
+    address: &std::path::Path,
+    runtime: &Cri,
+) -> Result<Target, String> {
     let v = runtime.version().await.map_err(|e| format!("the runtime does not answer: {e}"))?;
     if v.runtime_name != "containerd" {
         return Err(format!(
@@ -236,8 +240,8 @@ async fn target(cfg: &DirConfig, runtime: &Cri) -> Result<Target, String> {
             v.runtime_name, v.runtime_version
         ));
     }
-    let ctr = import::find_ctr(cfg.ctr.as_deref())?;
-    Ok(Target { ctr, address: cfg.address.clone() })
+    let ctr = import::find_ctr(ctr)?;
+    Ok(Target { ctr, address: address.to_path_buf() })
 }
 
 /// Every image name the runtime has (what a failed import must leave alone).

@@ -1,0 +1,104 @@
+//! The runtime's pin on the images atoll's pods need: each image a pod atoll runs refers to
+//! (running, waiting or backing off) carries containerd's `io.cri-containerd.pinned=pinned`
+//! label, which containerd 1.7 and later honour for every collector on the box (kubelet's, a
+//! `crictl rmi --prune`), and `atoll.io/pinned-for-pods=true`, so atoll knows which pins are its
+//! own (also after a restart) and takes them off when no pod needs the image any more. Images
+//! imported from the images directory keep their own pin. atoll's own collector does not need
+//! these labels (it reads the pods); they are for the others.
+
+use super::import::{ctr_output, Target};
+use crate::cri::Cri;
+use crate::node::Node;
+use std::collections::BTreeSet;
+
+const OURS: &str = "atoll.io/pinned-for-pods";
+
+/// Keeps the pins up to date every `every` (a minute, or the collector's shorter period) until
+/// the task is dropped; where the runtime is not containerd, or has no `ctr`, it says so once
+/// and stops.
+pub async fn run(
+    node: std::sync::Arc<Node>,
+    cri: Cri,
+    ctr: Option<std::path::PathBuf>,
+    address: std::path::PathBuf,
+    every: std::time::Duration,
+) {
+    let mut pins = Pins::default();
+    let mut last_error = String::new();
+    loop {
+        smol::Timer::after(every).await;
+        let target = match super::dir::target(ctr.as_deref(), &address, &cri).await {
+            Ok(t) => t,
+            Err(e) if e.contains("does not answer") => continue,
+            Err(e) => {
+                log::info!("images: the runtime's pin on the pods' images is not kept: {e}");
+                return;
+            }
+        };
+        match pins.update(&node, &cri, &target).await {
+            Ok(()) => last_error.clear(),
+            Err(e) if e != last_error => {
+                log::warn!("images: pinning the pods' images: {e}");
+                last_error = e;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The pins atoll has set, as far as it knows.
+#[derive(Debug, Default)]
+pub struct Pins {
+    /// Image names pinned for pods; `None` until read back from the runtime.
+    pinned: Option<BTreeSet<String>>,
+}
+
+impl Pins {
+    /// Pins what the pods need and unpins what they no longer do.
+    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Target) -> Result<(), String> {
+        let pinned = match &mut self.pinned {
+            Some(p) => p,
+            None => {
+                let filter = format!("labels.\"{OURS}\"==true");
+                let t = target.clone();
+                let listed = smol::unblock(move || ctr_output(&t, &["images", "ls", "-q", &filter])).await?;
+                self.pinned.insert(listed.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
+            }
+        };
+        let wanted: BTreeSet<String> = node.statuses().pods().iter().flat_map(|(pod, _)| pod_images(pod)).collect();
+        let present: BTreeSet<String> = super::dir::names_present(cri).await;
+        let imported: BTreeSet<String> = node.imports().images().into_iter().collect();
+        let keep: BTreeSet<String> =
+            present.iter().filter(|n| wanted.contains(&crate::pod::derived::normalized_image(n))).cloned().collect();
+        for name in keep.difference(pinned).cloned().collect::<Vec<_>>() {
+            let (t, n) = (target.clone(), name.clone());
+            let label = format!("{OURS}=true");
+            smol::unblock(move || ctr_output(&t, &["images", "label", &n, "io.cri-containerd.pinned=pinned", &label]))
+                .await?;
+            log::debug!("images: pinned {name} for the pods that need it");
+            pinned.insert(name);
+        }
+        for name in pinned.difference(&keep).cloned().collect::<Vec<_>>() {
+            if present.contains(&name) {
+                let pin = if imported.contains(&name) {
+                    "io.cri-containerd.pinned=pinned"
+                } else {
+                    "io.cri-containerd.pinned="
+                };
+                let (t, n, ours) = (target.clone(), name.clone(), format!("{OURS}="));
+                smol::unblock(move || ctr_output(&t, &["images", "label", &n, pin, &ours])).await?;
+                log::debug!("images: unpinned {name}: no pod needs it");
+            }
+            pinned.remove(&name);
+        }
+        Ok(())
+    }
+}
+
+/// A pod's images, normalized: its containers' and its image volumes'.
+pub fn pod_images(pod: &crate::pod::types::Pod) -> Vec<String> {
+    let spec = &pod.spec;
+    let containers = spec.containers.iter().chain(spec.init_containers.iter()).map(|c| c.image.clone());
+    let volumes = spec.volumes.iter().filter_map(|v| v.image.as_ref().map(|i| i.reference.clone()));
+    containers.chain(volumes).map(|i| crate::pod::derived::normalized_image(&i)).collect()
+}

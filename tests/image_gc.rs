@@ -1,0 +1,119 @@
+//! Image garbage collection against the real private containerd (a test bed of its own: the
+//! collector here is set to take every image it may): with kubelet's thresholds set so that the
+//! disk is always "full", the agent removes the image nobody uses, and keeps the one a running
+//! container uses, the one a pod that cannot start needs, the one side-loaded from the images
+//! directory and the runtime's sandbox image. `atoll images` says why each stays; `atoll images
+//! prune --dry-run` then finds nothing more to take.
+
+mod common;
+
+use common::archives::{drop_file, sh, Archives};
+use common::{eventually, testbed, Agent, Testbed};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn present(tb: &Testbed, image: &str) -> bool {
+    smol::block_on(tb.cri().image_status(image)).unwrap().is_some()
+}
+
+fn pod(name: &str, image: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n{extra}"
+    )
+}
+
+#[test]
+fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
+    let tb = testbed();
+    let run = std::process::id();
+    let dir = std::env::temp_dir().join(format!("atoll-image-gc-{run}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let images = dir.join("state/images");
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    let archives = Archives::new(tb, "gc");
+    // Three images of distinct content: side-loaded, needed by a crash-looping pod, unused.
+    let side = format!("atoll.test/side:{run}");
+    drop_file(&images, "side.tar", &archives.docker_with_layer(&side, "side\n"));
+    let looping = format!("atoll.test/blocked:{run}");
+    let tarball = dir.join("blocked.tar");
+    std::fs::write(&tarball, archives.docker_with_layer(&looping, "blocked\n")).unwrap();
+    let ctr = tb.var("ATOLL_TB_CTR");
+    sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+    smol::block_on(tb.cri().pull_image(&tb.pullable, None, None)).expect("pull the unused image");
+    assert!(present(tb, &tb.pullable) && present(tb, &looping));
+
+    std::fs::write(dir.join("manifests/web.yaml"), pod("web", &tb.busybox, "")).unwrap();
+    std::fs::write(dir.join("manifests/sider.yaml"), pod("sider", &side, "")).unwrap();
+    // The image runs as root: the container is never created (CreateContainerConfigError), so
+    // no container uses the image and only the pod keeps it.
+    let blocked = pod("blocked", &looping, "    securityContext: {runAsNonRoot: true}\n");
+    std::fs::write(dir.join("manifests/blocked.yaml"), blocked).unwrap();
+    let atoll_config = dir.join("atoll.yaml");
+    std::fs::write(&atoll_config, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nimageGCPeriod: 2s\n")
+        .unwrap();
+    let bin = Path::new(ctr).parent().unwrap().to_path_buf();
+    let path = PathBuf::from(format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()));
+    let gc = "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n";
+    let agent =
+        Agent::start(tb, &dir, gc, &[&format!("--atoll-config={}", atoll_config.display())], &[("PATH", &path)]);
+    eventually(Duration::from_secs(60), "web running", || {
+        agent.pod("web-tb").filter(|p| p["status"]["phase"] == "Running")
+    });
+    eventually(Duration::from_secs(60), "the unused image collected", || (!present(tb, &tb.pullable)).then_some(()));
+    // A few more collections: what must stay, stays.
+    std::thread::sleep(Duration::from_secs(5));
+    for image in [&tb.busybox, &looping, &side, &tb.pause] {
+        assert!(present(tb, image), "{image} was taken\n{}", agent.log());
+    }
+    assert!(agent.log().contains("images: removed"), "{}", agent.log());
+
+    let (code, out, err) = agent.cli(&["images", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let why = |image: &str| {
+        let items = v["items"].as_array().unwrap();
+        let item = items.iter().find(|i| i["names"].as_array().unwrap().iter().any(|n| n == image));
+        item.map(|i| (i["inUse"].as_bool().unwrap(), i["pinned"].as_str().unwrap_or("").to_string()))
+    };
+    assert_eq!(why(&tb.busybox).map(|w| w.0), Some(true), "{v}");
+    assert!(why(&looping).is_some_and(|w| !w.0 && w.1.contains("used by pod default/blocked")), "{v}");
+    assert!(why(&side).is_some_and(|w| w.1 == "imported from side.tar"), "{v}");
+    assert!(why(&tb.pause).is_some_and(|w| !w.1.is_empty()), "the sandbox image is kept: {v}");
+    assert!(why(&tb.pullable).is_none(), "{v}");
+    let (code, out, _) = agent.cli(&["images"]);
+    assert!(code == 0 && out.contains("KEPT BECAUSE") && out.contains("side.tar"), "{out}");
+    let (code, out, err) = agent.cli(&["images", "prune", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 image(s) would remove"), "{out}");
+
+    // The runtime's own pin on what the pods need, for the box's other collectors.
+    let labels = |image: &str| {
+        let out = std::process::Command::new(ctr)
+            .args(["--address", tb.var("ATOLL_TB_SOCKET"), "-n", "k8s.io", "images", "ls"])
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        listing.lines().find(|l| l.starts_with(image)).unwrap_or_default().to_string()
+    };
+    for image in [&tb.busybox, &looping, &side] {
+        eventually(Duration::from_secs(30), "the pods' images pinned", || {
+            let line = labels(image);
+            (line.contains("io.cri-containerd.pinned=pinned") && line.contains("atoll.io/pinned-for-pods=true"))
+                .then_some(())
+        });
+    }
+    std::fs::remove_file(dir.join("manifests/web.yaml")).unwrap();
+    std::fs::remove_file(dir.join("manifests/blocked.yaml")).unwrap();
+    std::fs::remove_file(dir.join("manifests/sider.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the pods gone", || {
+        (agent.pod("web-tb").is_none() && agent.pod("blocked-tb").is_none() && agent.pod("sider-tb").is_none())
+            .then_some(())
+    });
+    // No pod needs it: atoll's pin for the pods comes off; the side-loaded image keeps its own
+    // (and so stays through the collections).
+    eventually(Duration::from_secs(30), "the pods' pin taken off", || {
+        let line = labels(&side);
+        (line.contains("io.cri-containerd.pinned=pinned") && !line.contains("atoll.io/pinned-for-pods")).then_some(())
+    });
+}
