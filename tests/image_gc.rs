@@ -81,6 +81,22 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     assert!(why(&side).is_some_and(|w| w.1 == "imported from side.tar"), "{v}");
     assert!(why(&tb.pause).is_some_and(|w| !w.1.is_empty()), "the sandbox image is kept: {v}");
     assert!(why(&tb.pullable).is_none(), "{v}");
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(&agent.socket).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    for line in [
+        "atoll_images{state=\"in_use\"}",
+        "atoll_images{state=\"kept\"}",
+        "atoll_image_garbage_collected_total{result=\"removed\"}",
+        "atoll_image_imports_total{result=\"imported\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
     let (code, out, _) = agent.cli(&["images"]);
     assert!(code == 0 && out.contains("KEPT BECAUSE") && out.contains("side.tar"), "{out}");
     let (code, out, err) = agent.cli(&["images", "prune", "--dry-run"]);

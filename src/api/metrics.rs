@@ -1,6 +1,6 @@
 //! `GET /metrics`: the Prometheus text of the node's pods and containers, the agent's own
 //! counters (`crate::metrics`), per-container CPU and memory from the runtime (cAdvisor's
-//! names), and the process's RSS, CPU and start time.
+//! names), the runtime's images by state, and the process's RSS, CPU and start time.
 
 use super::view::Api;
 use std::time::{Duration, SystemTime};
@@ -116,6 +116,38 @@ pub async fn metrics(api: &Api) -> String {
         out.push_str(&cpu);
         header(&mut out, "container_memory_working_set_bytes", "gauge", "Working set of each container (from CRI).");
         out.push_str(&mem);
+    }
+    // The runtime's images by state: in use by a container, kept (pinned, needed by a pod,
+    // side-loaded), or collectable.
+    if let Some(collector) = api.images.get() {
+        let listed =
+            smol::future::or(async { Some(collector.inventory(&api.node, api.node.runtime()).await) }, async {
+                smol::Timer::after(Duration::from_secs(5)).await;
+                None
+            });
+        if let Some(Ok(images)) = listed.await {
+            let mut by_state: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+            for i in &images {
+                let state = if i.in_use {
+                    "in_use"
+                } else if i.pinned.is_some() {
+                    "kept"
+                } else {
+                    "unused"
+                };
+                let e = by_state.entry(state).or_default();
+                e.0 += 1.0;
+                e.1 += i.size as f64;
+            }
+            header(&mut out, "atoll_images", "gauge", "The runtime's images by state (in_use, kept, unused).");
+            for (state, (n, _)) in &by_state {
+                sample(&mut out, "atoll_images", &[("state", state)], *n);
+            }
+            header(&mut out, "atoll_image_bytes", "gauge", "Bytes of the runtime's images by state.");
+            for (state, (_, bytes)) in &by_state {
+                sample(&mut out, "atoll_image_bytes", &[("state", state)], *bytes);
+            }
+        }
     }
     let (rss, cpu) = process_usage();
     header(&mut out, "process_resident_memory_bytes", "gauge", "The agent's resident memory.");
