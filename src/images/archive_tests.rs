@@ -128,3 +128,17 @@ fn gzip_and_zstd_are_told_by_their_first_bytes_and_read_as_one_stream() {
         assert!(r.is_err() || scan(&out, 4096).is_err(), "{kind:?} truncated read as whole");
     }
 }
+
+#[test]
+fn a_zstd_frame_asking_for_a_large_window_is_refused_before_anything_is_allocated() {
+    // A frame header declaring a 64 MiB window (exponent 16: above atoll's limit, within the
+    // decoder's own default), then an empty last raw block.
+    let frame = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 16 << 3, 0x01, 0x00, 0x00];
+    let mut out = Vec::new();
+    let e = Compression::Zstd.decoder(&frame[..]).read_to_end(&mut out).unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("window"), "{e}");
+    // The same frame with a 16 MiB window (exponent 14) is read.
+    let small = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 14 << 3, 0x01, 0x00, 0x00];
+    Compression::Zstd.decoder(&small[..]).read_to_end(&mut out).unwrap();
+    assert!(out.is_empty());
+}
