@@ -83,9 +83,14 @@ impl<R: Read> Read for ZstdFrames<R> {
                         let mut header = [0u8; 8];
                         input.read_exact(&mut header)?;
                         let length = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-                        let skipped = std::io::copy(&mut (&mut input).take(length as u64), &mut std::io::sink())?;
-                        if skipped < length as u64 {
-                            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "zstd: truncated"));
+                        let mut left = length as usize;
+                        while left > 0 {
+                            let n = input.fill_buf()?.len().min(left);
+                            if n == 0 {
+                                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "zstd: truncated"));
+                            }
+                            input.consume(n);
+                            left -= n;
                         }
                         *self = ZstdFrames::Between(input);
                         continue;

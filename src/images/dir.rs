@@ -37,7 +37,7 @@ pub struct DirConfig {
 }
 
 /// One file as imported.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Seen {
     stat: Stat,
     digest: String,
@@ -45,19 +45,50 @@ struct Seen {
 }
 
 /// What says a file is unchanged without reading it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stat {
     size: u64,
     mtime_ns: i64,
     ino: u64,
 }
 
-#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[derive(Default)]
 struct Record {
     files: BTreeMap<String, Seen>,
     /// Files whose import failed, as they were then: not tried again until they change.
-    #[serde(skip)]
     failed: BTreeMap<String, Stat>,
+}
+
+impl Record {
+    /// `{"files": {name: {size, mtimeNs, ino, digest, images}}}`, written by hand (smaller in the
+    /// binary than a derive for these few fields).
+    fn to_json(&self) -> serde_json::Value {
+        let files = self.files.iter().map(|(name, s)| {
+            let v = serde_json::json!({
+                "size": s.stat.size, "mtimeNs": s.stat.mtime_ns, "ino": s.stat.ino, "digest": s.digest, "images": s.images,
+            });
+            (name.clone(), v)
+        });
+        serde_json::json!({ "files": files.collect::<serde_json::Map<_, _>>() })
+    }
+
+    /// The record as [`Record::to_json`] writes it; an entry that does not read as one is left
+    /// out (its file is imported again).
+    fn from_json(v: &serde_json::Value) -> Record {
+        let mut out = Record::default();
+        for (name, f) in v.get("files").and_then(|f| f.as_object()).into_iter().flatten() {
+            let (Some(size), Some(mtime_ns), Some(ino), Some(digest)) =
+                (f["size"].as_u64(), f["mtimeNs"].as_i64(), f["ino"].as_u64(), f["digest"].as_str())
+            else {
+                continue;
+            };
+            let images = f["images"].as_array().into_iter().flatten().filter_map(|i| i.as_str().map(String::from));
+            let seen =
+                Seen { stat: Stat { size, mtime_ns, ino }, digest: digest.to_string(), images: images.collect() };
+            out.files.insert(name.clone(), seen);
+        }
+        out
+    }
 }
 
 /// Starts importing the directory's tarballs (until the task is dropped; `wake` after each
@@ -67,7 +98,8 @@ pub fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
     if let Err(e) = crate::records::private_dir(&cfg.dir) {
         log::warn!("images: cannot make {}: {e}", cfg.dir.display());
     }
-    let record: Record = crate::records::read(&cfg.record).unwrap_or_default();
+    let record =
+        crate::records::read::<serde_json::Value>(&cfg.record).map(|v| Record::from_json(&v)).unwrap_or_default();
     for (name, stat) in list(&cfg.dir) {
         if record.files.get(&name).is_none_or(|seen| seen.stat != stat) {
             node.imports().set(&name, FileState::Pending);
@@ -88,7 +120,7 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
         let before = record.files.clone();
         pass(&cfg, &node, &runtime, &mut record).await;
         if record.files != before {
-            if let Err(e) = crate::records::write(&cfg.record, &record) {
+            if let Err(e) = crate::records::write(&cfg.record, &record.to_json()) {
                 log::warn!("images: remembering the imports in {}: {e}", cfg.record.display());
             }
         }
