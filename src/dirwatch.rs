@@ -82,6 +82,21 @@ pub fn schedule(pending: Option<Pending>, batch: Batch, now: Instant) -> Option<
     Some(Pending { first, at: at.min(cap), folding })
 }
 
+/// The watch's next events, or `None` when `deadline` comes first (always, with no watch).
+pub async fn next_before(watch: &mut Option<Watch>, deadline: Instant) -> Option<std::io::Result<Batch>> {
+    let timer = async {
+        smol::Timer::at(deadline).await;
+        None
+    };
+    let event = async {
+        match watch {
+            Some(w) => Some(w.next().await),
+            None => std::future::pending().await,
+        }
+    };
+    smol::future::or(event, timer).await
+}
+
 /// An inotify watch on the directory that holds the manifests (the path itself, or the
 /// parent of a single manifest file).
 pub struct Watch {

@@ -5,8 +5,10 @@
 mod common;
 
 use atoll::cri::api::{ContainerFilter, ContainerState};
+use atoll::cri::Cri;
 use atoll::node::observed::WaitReason;
 use atoll::pod::{self, Change, Origin, Policy, Shape};
+use atoll::runtime::Engine;
 use common::archives::{drop_file, header_of, sh, Archives};
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
@@ -109,6 +111,26 @@ fn pod_if_not_present(name: &str, image: &str) -> atoll::pod::StaticPod {
     pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "tb", Policy::default()).unwrap().pods.remove(0)
 }
 
+/// An engine on the test bed with the images directory `root/images` imported by `ctr`: the
+/// engine, its world, the directory, and the importer's task.
+fn side_loading(tb: &Testbed, name: &str, ctr: PathBuf) -> (Engine<Cri>, common::EngineEnv, PathBuf, smol::Task<()>) {
+    let env = common::engine_env(tb, name, Duration::from_secs(30), Default::default());
+    let root = std::env::temp_dir().join(format!("atoll-{name}-{}", std::process::id()));
+    let images = root.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let engine = env.engine();
+    let control = engine.control();
+    let cfg = atoll::images::dir::DirConfig {
+        dir: images.clone(),
+        record: root.join("image-imports.json"),
+        ctr: Some(ctr),
+        address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
+    };
+    let wake = std::sync::Arc::new(move || control.wake_all());
+    let task = atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), wake);
+    (engine, env, images, task)
+}
+
 fn waiting_reason(sh: &common::EngineEnv, uid: &str) -> Option<String> {
     let status = sh.statuses().get(uid)?;
     Some(status.container_statuses.first()?.state.waiting.as_ref()?.reason.clone())
@@ -118,11 +140,10 @@ fn waiting_reason(sh: &common::EngineEnv, uid: &str) -> Option<String> {
 fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them() {
     let tb = testbed();
     let run = std::process::id();
-    let env = common::engine_env(tb, "sideload", Duration::from_secs(30), Default::default());
-    let root = std::env::temp_dir().join(format!("atoll-sideload-{run}"));
-    let images = root.join("images");
-    std::fs::create_dir_all(&images).unwrap();
+    let root = std::env::temp_dir().join(format!("atoll-sideload-ctr-{run}"));
+    std::fs::create_dir_all(&root).unwrap();
     let (slow, calls) = slow_ctr(tb, &root, "1");
+    let (mut engine, env, images, _task) = side_loading(tb, "sideload", slow);
     let archives = Archives::new(tb, "forms");
     let forms: Vec<(String, String, Vec<u8>)> =
         [("tar", "", false), ("tar.gz", "gzip", false), ("tar.zst", "zstd", false), ("oci.tar.zst", "zstd", true)]
@@ -133,16 +154,6 @@ fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them(
                 (format!("app-{}.{ext}", ext.replace('.', "-")), image, bytes)
             })
             .collect();
-    let mut engine = env.engine();
-    let control = engine.control();
-    let cfg = atoll::images::dir::DirConfig {
-        dir: images.clone(),
-        record: root.join("image-imports.json"),
-        ctr: Some(slow),
-        address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
-    };
-    let _task =
-        atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), std::sync::Arc::new(move || control.wake_all()));
     let pods: Vec<_> = forms.iter().map(|(_, image, _)| pod_if_not_present(&unique("side"), image)).collect();
     for p in &pods {
         engine.apply(Change::Add(p.clone()));
@@ -211,16 +222,14 @@ fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them(
         ctr(tb, &["images", "rm", image]);
     }
     let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(images.parent().unwrap());
 }
 
 #[test]
 fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     let tb = testbed();
     let run = std::process::id();
-    let env = common::engine_env(tb, "sideload-bad", Duration::from_secs(30), Default::default());
-    let root = std::env::temp_dir().join(format!("atoll-sideload-bad-{run}"));
-    let images = root.join("images");
-    std::fs::create_dir_all(&images).unwrap();
+    let (_engine, env, images, _task) = side_loading(tb, "sideload-bad", PathBuf::from(tb.var("ATOLL_TB_CTR")));
     let archives = Archives::new(tb, "bad");
     let (cut_image, bad_image, broken_image) =
         (format!("atoll.test/cut:{run}"), format!("atoll.test/bad:{run}"), format!("atoll.test/broken:{run}"));
@@ -235,16 +244,6 @@ fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     let mut broken = archives.docker(&broken_image, "");
     let config = header_of(&broken, archives.config.as_bytes());
     broken[config + 100] ^= 0x01; // the mode field
-    let engine = env.engine();
-    let control = engine.control();
-    let cfg = atoll::images::dir::DirConfig {
-        dir: images.clone(),
-        record: root.join("image-imports.json"),
-        ctr: Some(PathBuf::from(tb.var("ATOLL_TB_CTR"))),
-        address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
-    };
-    let _task =
-        atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), std::sync::Arc::new(move || control.wake_all()));
     drop_file(&images, "cut.tar.zst", cut);
     drop_file(&images, "bad.tar", &bad);
     drop_file(&images, "broken.tar", &broken);
@@ -268,7 +267,7 @@ fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     drop_file(&images, "cut.tar.zst", &whole);
     eventually(Duration::from_secs(60), "the whole archive imported", || image_present(tb, &cut_image).then_some(()));
     ctr(tb, &["images", "rm", &cut_image]);
-    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(images.parent().unwrap());
 }
 
 #[test]
@@ -321,26 +320,23 @@ fn atoll_images_import_streams_a_tarball_into_the_runtime_by_the_same_code() {
     let file = std::env::temp_dir().join(format!("atoll-cli-import-{run}.tar.gz"));
     std::fs::write(&file, archives.docker(&image, "gzip")).unwrap();
     let bin = Path::new(tb.var("ATOLL_TB_CTR")).parent().unwrap().to_path_buf();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
-        .args(["images", "import"])
-        .arg(&file)
-        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-        .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()))
-        .output()
-        .unwrap();
+    let import = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
+            .args(["images", "import"])
+            .arg(&file)
+            .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
+            .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()))
+            .output()
+            .unwrap()
+    };
+    let out = import();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("imported") && stdout.contains(&image) && stdout.contains("sha256:"), "{stdout}");
     assert!(image_present(tb, &image));
     // A file that is not an image archive: refused, with the reason, exit 1.
     std::fs::write(&file, b"not an archive").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
-        .args(["images", "import"])
-        .arg(&file)
-        .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
-        .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()))
-        .output()
-        .unwrap();
+    let out = import();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a tar archive"), "{stderr}");

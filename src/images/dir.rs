@@ -128,17 +128,7 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
         // Until a write is complete (or the rescan is due).
         let deadline = std::time::Instant::now() + RESCAN;
         loop {
-            let timer = async {
-                smol::Timer::at(deadline).await;
-                None
-            };
-            let event = async {
-                match &mut watch {
-                    Some(w) => Some(w.next().await),
-                    None => std::future::pending().await,
-                }
-            };
-            match smol::future::or(event, timer).await {
+            match crate::dirwatch::next_before(&mut watch, deadline).await {
                 Some(Ok(batch)) if batch.gone => {
                     watch = None;
                     break;

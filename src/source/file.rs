@@ -333,17 +333,8 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         if watch.is_none() {
             wait = wait.min(MISSING_POLL);
         }
-        let timer = async {
-            smol::Timer::after(wait).await;
-            None
-        };
-        let event = async {
-            match &mut watch {
-                Some(w) => Some(w.next().await),
-                None => std::future::pending().await,
-            }
-        };
-        match smol::future::or(event, timer).await {
+        let deadline = Instant::now().checked_add(wait).unwrap_or_else(|| Instant::now() + MISSING_POLL);
+        match watch::next_before(&mut watch, deadline).await {
             Some(Ok(batch)) => {
                 pending = watch::schedule(pending, batch, Instant::now());
                 if batch.gone {
