@@ -25,17 +25,22 @@ pub async fn run(
 ) {
     let mut pins = Pins::default();
     let mut last_error = String::new();
+    // The runtime and its ctr do not change while atoll runs: found once, not every minute.
+    let mut found: Option<Target> = None;
     loop {
         smol::Timer::after(every).await;
-        let target = match super::dir::target(ctr.as_deref(), &address, &cri).await {
-            Ok(t) => t,
-            Err(e) if e.contains("does not answer") => continue,
-            Err(e) => {
-                log::info!("images: the runtime's pin on the pods' images is not kept: {e}");
-                return;
+        if found.is_none() {
+            match super::dir::target(ctr.as_deref(), &address, &cri).await {
+                Ok(t) => found = Some(t),
+                Err(e) if e.contains("does not answer") => continue,
+                Err(e) => {
+                    log::info!("images: the runtime's pin on the pods' images is not kept: {e}");
+                    return;
+                }
             }
-        };
-        match pins.update(&node, &cri, &target).await {
+        }
+        let Some(target) = &found else { continue };
+        match pins.update(&node, &cri, target).await {
             Ok(()) => last_error.clear(),
             Err(e) if e != last_error => {
                 log::warn!("images: pinning the pods' images: {e}");
