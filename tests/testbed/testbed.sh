@@ -194,7 +194,9 @@ free_port() { # free_port [PORT TO SKIP...]
   local port
   for port in $(seq 35000 35200); do
     case " $* " in *" $port "*) continue ;; esac
-    if ! ss -Htln "sport = :$port" | grep -q .; then echo "$port"; return; fi
+    # Any TCP socket on it (a client's connection too, in any state), not only listeners: the
+    # range lies in the ephemeral ports, and a bind over a live connection fails.
+    if ! ss -Htan "sport = :$port" | grep -q .; then echo "$port"; return; fi
   done
   die "no free port between 35000 and 35200 on 127.0.0.1"
 }
