@@ -117,14 +117,17 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
         if let Some(w) = &mut watch {
             w.scanned();
         }
-        let before = record.files.clone();
-        pass(&cfg, &node, &runtime, &mut record).await;
+        let (before, states) = (record.files.clone(), node.imports().all());
+        let tried = pass(&cfg, &node, &runtime, &mut record).await;
         if record.files != before {
             if let Err(e) = crate::records::write(&cfg.record, &record.to_json()) {
                 log::warn!("images: remembering the imports in {}: {e}", cfg.record.display());
             }
         }
-        wake();
+        // Pods waiting for an import look again; a rescan that changed nothing wakes no one.
+        if tried || node.imports().all() != states {
+            wake();
+        }
         // Until a write is complete (or the rescan is due).
         let deadline = std::time::Instant::now() + RESCAN;
         loop {
@@ -150,7 +153,8 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
 }
 
 /// One look at the directory: marks what needs importing, then imports it, one file at a time.
-async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) {
+/// Whether any file needed importing.
+async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) -> bool {
     let files = list(&cfg.dir);
     let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
     node.imports().retain(&names);
@@ -172,7 +176,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         }
     }
     if todo.is_empty() {
-        return;
+        return false;
     }
     let target = match target(cfg.ctr.as_deref(), &cfg.address, runtime).await {
         Ok(t) => t,
@@ -181,7 +185,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
             for (name, _) in &todo {
                 node.imports().set(name, FileState::Failed(e.clone()));
             }
-            return;
+            return true;
         }
     };
     for (name, stat) in todo {
@@ -239,6 +243,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
             }
         }
     }
+    true
 }
 
 fn path_shown(cfg: &DirConfig, name: &str) -> String {

@@ -49,8 +49,19 @@ pub struct Scan {
     pub contents: BTreeMap<PathBuf, Vec<u8>>,
 }
 
+/// What each file loaded to, by a digest of its bytes: a rescan still reads every file (a
+/// change of content shows whatever the file system's timestamps say), but parses only what
+/// changed.
+type Memo = BTreeMap<PathBuf, ([u8; 32], Result<pod::Loaded, ManifestError>)>;
+
 /// Reads every manifest under `path` once (the pipeline `atoll validate` shares).
 pub fn scan(path: &Path, node: &str, policy: Policy) -> Scan {
+    scan_with(path, node, policy, &mut Memo::new())
+}
+
+/// [`scan`], reusing what `memo` holds for files whose bytes are unchanged (and keeping it
+/// up to date).
+fn scan_with(path: &Path, node: &str, policy: Policy, memo: &mut Memo) -> Scan {
     let mut out = Scan::default();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -94,6 +105,7 @@ pub fn scan(path: &Path, node: &str, policy: Policy) -> Scan {
         out.path_problem = Some("path is not a directory or file".into());
         return out;
     };
+    memo.retain(|p, _| files.contains(p));
     for file in files {
         let bytes = match read_limited(&file) {
             Ok(b) => b,
@@ -105,8 +117,18 @@ pub fn scan(path: &Path, node: &str, policy: Policy) -> Scan {
                 continue;
             }
         };
-        let origin = Origin::File(absolute(&file));
-        match pod::load(&bytes, Shape::SinglePod, &origin, node, policy) {
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
+        let loaded = match memo.get(&file) {
+            Some((seen, loaded)) if *seen == digest => loaded.clone(),
+            _ => {
+                let origin = Origin::File(absolute(&file));
+                let loaded = pod::load(&bytes, Shape::SinglePod, &origin, node, policy);
+                memo.insert(file.clone(), (digest, loaded.clone()));
+                loaded
+            }
+        };
+        match loaded {
             Ok(loaded) => {
                 out.warnings.extend(loaded.warnings.into_iter().map(|w| (file.clone(), w)));
                 out.by_file.insert(file.clone(), loaded.pods);
@@ -144,7 +166,9 @@ struct FileSource {
     kept: Option<super::kept::Kept>,
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
-    last_sent: Option<Vec<(String, String)>>,
+    last_sent: Option<(Vec<StaticPod>, Vec<ManifestError>)>,
+    /// What each file loaded to, by its stamp.
+    memo: Memo,
     /// Which file each pod (`namespace/name`) of the last snapshot sent came from.
     owners: BTreeMap<String, PathBuf>,
 }
@@ -162,7 +186,7 @@ enum Rescan {
 impl FileSource {
     /// Scans and builds the snapshot. With `may_hold`, a half-done edit is held back.
     fn rescan(&mut self, may_hold: bool) -> Rescan {
-        let scan = scan(&self.cfg.path, &self.cfg.node, self.cfg.policy);
+        let scan = scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, &mut self.memo);
         if may_hold && self.claimed_anew(&scan) {
             return Rescan::HalfEdit;
         }
@@ -240,15 +264,10 @@ impl FileSource {
         let pods: Vec<StaticPod> = by_key.into_values().map(|(_, sp)| sp).collect();
         let errors: Vec<ManifestError> = scan.errors.into_values().collect();
         // A new error is news even when the pods stay the same (they are kept running).
-        let fingerprint: Vec<(String, String)> = pods
-            .iter()
-            .map(|sp| (sp.uid.clone(), serde_json::to_string(&sp.pod).unwrap_or_default()))
-            .chain(errors.iter().map(|e| ("error".to_string(), e.to_string())))
-            .collect();
-        if self.last_sent.as_ref() == Some(&fingerprint) {
+        if self.last_sent.as_ref().is_some_and(|(p, e)| *p == pods && *e == errors) {
             return Rescan::Unchanged;
         }
-        self.last_sent = Some(fingerprint);
+        self.last_sent = Some((pods.clone(), errors.clone()));
         self.owners = owners;
         Rescan::Changed(Update { source: SourceId::File, pods, errors })
     }
@@ -275,6 +294,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         kept,
         reported: BTreeSet::new(),
         last_sent: None,
+        memo: Memo::new(),
         owners: BTreeMap::new(),
     };
     let mut watch: Option<Watch> = None;
@@ -352,5 +372,39 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rescan_parses_only_files_whose_bytes_changed() {
+        let dir = std::env::temp_dir().join(format!("atoll-file-memo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("web.yaml");
+        let yaml = |image: &str| {
+            format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: {image}\n")
+        };
+        std::fs::write(&file, yaml("busybox:1.36")).unwrap();
+        let mut memo = Memo::new();
+        let first = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        assert_eq!(first.by_file[&file].len(), 1);
+        // What the memo says for unchanged bytes is what the scan gives: the file is not parsed.
+        memo.get_mut(&file).unwrap().1.as_mut().unwrap().pods.clear();
+        let again = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        assert!(again.by_file[&file].is_empty(), "parsed again although unchanged");
+        // A change of content (even of the same size) is parsed, whatever the timestamps say.
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, yaml("busybox:1.37")).unwrap();
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
+        let changed = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        assert_eq!(changed.by_file[&file][0].pod.spec.containers[0].image, "busybox:1.37");
+        // A file that goes leaves the memo.
+        std::fs::remove_file(&file).unwrap();
+        scan_with(&dir, "edge", Policy::default(), &mut memo);
+        assert!(memo.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
