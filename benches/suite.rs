@@ -33,7 +33,7 @@ use atoll::cri::api::{
     ContainerConfig, ContainerFilter, ContainerMetadata, ContainerState, ImageSpec, PodSandboxFilter,
 };
 use atoll::cri::Cri;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -277,16 +277,67 @@ fn usage(pid: u32) -> (f64, u64) {
     (ns as f64 / 1e9, rss)
 }
 
+/// CPU seconds of the runtime: containerd and its shims (every process whose name starts with
+/// `containerd`; runc's short runs are not seen).
+fn runtime_cpu() -> f64 {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return 0.0 };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("containerd")))
+        .map(|pid| usage(pid).0)
+        .sum()
+}
+
+/// The CRI calls of the trace after `from` that ended by `until`: by method, their count and
+/// durations.
+fn calls_between(from: usize, until: Instant) -> BTreeMap<String, Vec<Duration>> {
+    let mut out: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+    for (_, text) in CALLS.calls.lock().unwrap()[from..].iter().filter(|(at, _)| *at <= until) {
+        let mut parts = text.split(' ');
+        if let (Some(call), Some(_), Some(us)) = (parts.next(), parts.next(), parts.next()) {
+            out.entry(call.to_string()).or_default().push(Duration::from_micros(us.parse().unwrap_or(0)));
+        }
+    }
+    out
+}
+
+/// One batch, atoll's next to the floor's: wall time, CPU of the client (the agent, or the
+/// floor's minimal client) and of the runtime, and every CRI method's calls (count, median and
+/// p90 of how long each took).
+type BatchRun = (Duration, (f64, f64), BTreeMap<String, Vec<Duration>>);
+
+fn breakdown(n: usize, atoll: BatchRun, floor: BatchRun) -> String {
+    let mut lines = vec![
+        format!("{n} pods at once"),
+        "| | atoll | CRI floor |".to_string(),
+        "|---|---|---|".to_string(),
+        format!("| until the last StartContainer's reply | {} | {} |", ms(atoll.0), ms(floor.0)),
+        format!(
+            "| CPU of the client (atoll / the floor's) | {:.0} ms | {:.0} ms |",
+            atoll.1 .0 * 1e3,
+            floor.1 .0 * 1e3
+        ),
+        format!("| CPU of containerd and its shims | {:.0} ms | {:.0} ms |", atoll.1 .1 * 1e3, floor.1 .1 * 1e3),
+    ];
+    let methods: BTreeSet<&String> = atoll.2.keys().chain(floor.2.keys()).collect();
+    let shown = |v: Option<&Vec<Duration>>| match v {
+        Some(v) if !v.is_empty() => {
+            let ms1 = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+            format!("{} calls, {} / {}", v.len(), ms1(pct(v, 50)), ms1(pct(v, 90)))
+        }
+        _ => "-".to_string(),
+    };
+    for m in methods {
+        lines.push(format!("| {m} (median / p90 each) | {} | {} |", shown(atoll.2.get(m)), shown(floor.2.get(m))));
+    }
+    lines.join("\n")
+}
+
 /// The `atoll` binary with `pods` pods, each with an HTTP liveness and readiness probe every
 /// `probe_period` seconds when given: (RSS KiB at the end, CPU % of one core over the window,
 /// probe attempts per second).
-fn footprint(
-    tb: &common::Testbed,
-    base: &Path,
-    pods: usize,
-    probe_period: Option<u32>,
-    window: Duration,
-) -> (u64, f64, f64) {
+fn footprint(tb: &common::Testbed, base: &Path, pods: usize, probe_period: Option<u32>, window: Duration) -> Footprint {
     let dir = base.join(format!("footprint-{pods}-{}", probe_period.unwrap_or(0)));
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
@@ -309,11 +360,12 @@ fn footprint(
     let cri = tb.cri();
     wait("the footprint pods running", || (0..pods).all(|i| !running(&cri, &format!("fp{i}-bench")).is_empty()));
     std::thread::sleep(Duration::from_secs(12).min(window)); // let start-up work settle (a relist period)
+                                                             // Metrics are read outside the window: a scrape makes CRI calls of its own.
+    let before = counters(&dir);
     let (cpu0, _) = usage(child.id());
-    let probes0 = probe_attempts(&dir);
     std::thread::sleep(window);
     let (cpu1, rss) = usage(child.id());
-    let probes1 = probe_attempts(&dir);
+    let after = counters(&dir);
     for i in 0..pods {
         std::fs::remove_file(manifests.join(format!("fp{i}.yaml"))).unwrap();
     }
@@ -321,20 +373,33 @@ fn footprint(
     let _ = child.kill();
     let _ = child.wait();
     let secs = window.as_secs_f64();
-    (rss, 100.0 * (cpu1 - cpu0) / secs, (probes1 - probes0) / secs)
+    let per = |i: usize| (after[i] - before[i]).max(0.0) / secs;
+    Footprint { rss, cpu: 100.0 * (cpu1 - cpu0) / secs, probes: per(0), cri_per_min: per(1) * 60.0 }
 }
 
-/// Probe attempts so far, from the agent's own /metrics on its socket.
-fn probe_attempts(dir: &Path) -> f64 {
+/// What the agent did and cost over a footprint window.
+struct Footprint {
+    /// KiB at the end.
+    rss: u64,
+    /// % of one core.
+    cpu: f64,
+    /// Probe attempts per second.
+    probes: f64,
+    /// CRI calls per minute.
+    cri_per_min: f64,
+}
+
+/// Probe attempts and CRI calls so far, from the agent's own /metrics on its socket.
+fn counters(dir: &Path) -> [f64; 2] {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::os::unix::net::UnixStream::connect(dir.join("api.sock")) else { return 0.0 };
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(dir.join("api.sock")) else { return [0.0; 2] };
     let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    text.lines()
-        .filter(|l| l.starts_with("atoll_prober_probe_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let sum = |prefix: &str| -> f64 {
+        text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    };
+    [sum("atoll_prober_probe_total{"), sum("atoll_cri_requests_total{")]
 }
 
 fn main() {
@@ -409,23 +474,31 @@ fn main() {
     rows.push(row("crash -> restarted (first restart)", &restart, None));
 
     // 4: batches, next to the same calls made concurrently.
+    let mut breakdowns = Vec::new();
     for n in &batches {
         let (from, t0) = (mark(), Instant::now());
+        let cost0 = (usage(std::process::id()).0, runtime_cpu());
         for i in 0..*n {
             drop_manifest(&manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), true, STOPS_ON_TERM));
         }
-        let batch = nth_call(from, "StartContainer", *n) - t0;
+        let ended = nth_call(from, "StartContainer", *n);
+        let batch = ended - t0;
+        let cost = (usage(std::process::id()).0 - cost0.0, runtime_cpu() - cost0.1);
+        let calls = calls_between(from, ended);
         wait("the batch running", || (0..*n).all(|i| !running(&cri, &format!("b{n}x{i}-bench")).is_empty()));
         for i in 0..*n {
             std::fs::remove_file(manifests.join(format!("b{n}x{i}.yaml"))).unwrap();
         }
         wait("the batch gone", || (0..*n).all(|i| sandboxes(&cri, &format!("b{n}x{i}-bench")) == 0));
-        let t0 = Instant::now();
+        let (ffrom, t0) = (mark(), Instant::now());
+        let fcost0 = (usage(std::process::id()).0, runtime_cpu());
         let names: Vec<String> = (0..*n).map(|i| format!("fb{n}x{i}")).collect();
         let starts: Vec<Fut<'_, (String, String)>> =
             names.iter().map(|nm| Box::pin(floor_start(&cri, tb, nm, true)) as Fut<'_, (String, String)>).collect();
         let made = smol::block_on(join_all(starts));
         let floor = t0.elapsed();
+        let fcost = (usage(std::process::id()).0 - fcost0.0, runtime_cpu() - fcost0.1);
+        breakdowns.push(breakdown(*n, (batch, cost, calls), (floor, fcost, calls_between(ffrom, Instant::now()))));
         let stops: Vec<Fut<'_, ()>> =
             made.iter().map(|(sb, id)| Box::pin(floor_teardown(&cri, sb, id)) as Fut<'_, ()>).collect();
         smol::block_on(join_all(stops));
@@ -444,6 +517,11 @@ fn main() {
         println!("| {} | {} | {} | {} |", r.what, r.atoll, r.floor, r.ratio);
     }
 
+    for b in &breakdowns {
+        println!();
+        println!("where a batch's time goes ({version}): {b}");
+    }
+
     println!();
     println!("where a start's time goes ({version}, host network): atoll's CRI calls from the manifest's rename:");
     for l in &timeline {
@@ -453,11 +531,17 @@ fn main() {
     // 6: footprint of the real binary.
     println!();
     println!("footprint of `atoll run` ({version}), over {window:?}:");
-    println!("| pods | RSS | CPU (% of one core) | probe attempts/s |");
-    println!("|---|---|---|---|");
+    println!("| pods | RSS | CPU (% of one core) | probe attempts/s | CRI calls/min |");
+    println!("|---|---|---|---|---|");
     for (what, n, period) in &footprints {
-        let (rss, cpu, probes) = footprint(tb, &base, *n, *period, window);
-        println!("| {what} | {:.1} MiB | {cpu:.3}% | {probes:.1} |", rss as f64 / 1024.0);
+        let f = footprint(tb, &base, *n, *period, window);
+        println!(
+            "| {what} | {:.1} MiB | {:.3}% | {:.1} | {:.0} |",
+            f.rss as f64 / 1024.0,
+            f.cpu,
+            f.probes,
+            f.cri_per_min
+        );
     }
     let _ = std::fs::remove_dir_all(&base);
 }
