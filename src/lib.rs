@@ -8,11 +8,13 @@
 //! `agent`; `api`, `mirror`, `source`, `images`, `runtime`, `probe`; `status`, `handlers` (probe and hook
 //! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat),
 //! `pod` (the Pod model, validation, safe paths), `cri`; leaves: `parse`, `bounded`,
-//! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `fnv`, `locks`, `rfc3339`, `metrics`, `notify`. Lower layers
-//! never import higher ones (`tests/architecture.rs` checks it).
+//! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `trust`, `base64`, `fnv`, `locks`,
+//! `rfc3339`, `metrics`, `notify`. Lower layers never import higher ones
+//! (`tests/architecture.rs` checks it).
 
 pub mod agent;
 pub mod api;
+pub mod base64;
 pub mod bounded;
 pub mod cli;
 pub mod config;
@@ -37,6 +39,7 @@ pub mod runtime;
 pub mod source;
 pub mod status;
 pub mod tls;
+pub mod trust;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

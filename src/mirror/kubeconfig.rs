@@ -88,30 +88,6 @@ struct Context {
     user: String,
 }
 
-/// Standard base64 (with or without padding), as kubeconfig `*-data` fields hold it.
-pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            _ => return Err(format!("not base64: unexpected {:?}", c as char)),
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Ok(out)
-}
-
 fn source(
     dir: &Path,
     shown: &str,
@@ -123,7 +99,7 @@ fn source(
         (Some(_), Some(_)) => Err(format!("{shown}: {field}: give {field} or {field}-data, not both")),
         (Some(f), None) => Ok(Some(Source::File(dir.join(f)))),
         (None, Some(d)) => {
-            base64_decode(d).map(|b| Some(Source::Data(b))).map_err(|e| format!("{shown}: {field}-data: {e}"))
+            crate::base64::decode(d).map(|b| Some(Source::Data(b))).map_err(|e| format!("{shown}: {field}-data: {e}"))
         }
         (None, None) => Ok(None),
     }
@@ -265,14 +241,5 @@ contexts:
         let p = write("half-cert", &CONFIG.replace("    client-key-data: a2V5\n", ""));
         assert!(load(&p, None).unwrap_err().contains("needs its key"));
         assert!(load(Path::new("/nonexistent/kubeconfig"), None).unwrap_err().contains("/nonexistent/kubeconfig"));
-    }
-
-    #[test]
-    fn base64_decodes_with_and_without_padding() {
-        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
-        assert_eq!(base64_decode("aGVsbG8").unwrap(), b"hello");
-        assert_eq!(base64_decode("aGVs\nbG8h").unwrap(), b"hello!");
-        assert_eq!(base64_decode("").unwrap(), b"");
-        assert!(base64_decode("a-b").is_err());
     }
 }
