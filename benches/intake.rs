@@ -20,6 +20,8 @@ fn main() {
         node: "bench".into(),
         policy: Policy::default(),
         kept_dir: None,
+        trust: None,
+        versions: None,
     };
     let _task = smol::spawn(file::run(cfg, tx));
     smol::block_on(rx.recv()).unwrap(); // the first, empty snapshot

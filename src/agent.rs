@@ -275,6 +275,8 @@ fn start_sources(
             node: s.node_name.clone(),
             policy,
             kept_dir: Some(s.root_dir.join("sources").join("files")),
+            trust: s.manifest_trust.clone(),
+            versions: Some(s.root_dir.join("trust").join("versions.json")),
         };
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }

@@ -39,6 +39,11 @@ pub const PROBE_SECONDS: Family = Family {
 };
 pub const SOURCE_ERRORS: Family =
     Family { name: "atoll_manifest_source_errors_total", kind: "counter", help: "Manifest source errors by source." };
+pub const SIGNATURE_REFUSALS: Family = Family {
+    name: "atoll_manifest_signature_refusals_total",
+    kind: "counter",
+    help: "Manifests refused for their signature (unsigned, untrusted key, altered, replayed older), by source.",
+};
 pub const SOURCE_SUCCESS: Family = Family {
     name: "atoll_manifest_source_last_success_timestamp_seconds",
     kind: "gauge",
@@ -120,6 +125,7 @@ const FAMILIES: &[&Family] = &[
     &IMAGE_IMPORT_BYTES,
     &IMAGE_COLLECTIONS,
     &SOURCE_ERRORS,
+    &SIGNATURE_REFUSALS,
     &SOURCE_SUCCESS,
     &MIRROR_REQUESTS,
     &MIRROR_SECONDS,

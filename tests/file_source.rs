@@ -4,6 +4,7 @@
 use atoll::pod::Policy;
 use atoll::source::file::{self, FileSourceConfig};
 use atoll::source::{SourceId, Update};
+use atoll::trust::{PublicKey, Trust};
 use smol::channel::Receiver;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,6 +31,11 @@ fn tempdir(name: &str) -> PathBuf {
 /// Starts a source on `path` (which may not exist yet). The periodic rescan is long (60 s),
 /// so every update a test sees within seconds came from inotify.
 fn start(dir: PathBuf, path: PathBuf) -> Bed {
+    start_trusting(dir, path, None, None)
+}
+
+/// [`start`] with signed manifests trusted (`trust`), the accepted versions kept at `versions`.
+fn start_trusting(dir: PathBuf, path: PathBuf, trust: Option<Trust>, versions: Option<PathBuf>) -> Bed {
     let (tx, rx) = smol::channel::bounded(64);
     let cfg = FileSourceConfig {
         path,
@@ -37,6 +43,8 @@ fn start(dir: PathBuf, path: PathBuf) -> Bed {
         node: "edge-1".into(),
         policy: Policy::default(),
         kept_dir: None,
+        trust,
+        versions,
     };
     let task = smol::spawn(file::run(cfg, tx));
     Bed { dir, rx, _task: task }
@@ -233,4 +241,107 @@ fn the_same_pod_in_two_files_goes_to_the_lexically_last() {
     assert_eq!(names(&u), vec!["a-edge-1"]);
     assert_eq!(u.pods[0].pod.metadata.labels["v"], "second");
     assert!(u.pods[0].origin.to_string().ends_with("2-a.yaml"));
+}
+
+/// The stock `minisign` CLI (the test bed installs it): `minisign ARGS...` in `dir`.
+fn minisign(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("minisign")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("minisign (the test bed installs it)");
+    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A new key pair in `dir` (`NAME.pub`, `NAME.key`, no password).
+fn key(dir: &Path, name: &str) -> PublicKey {
+    minisign(dir, &["-G", "-W", "-f", "-p", &format!("{name}.pub"), "-s", &format!("{name}.key")]);
+    PublicKey::parse(&std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap()).unwrap()
+}
+
+/// Writes `text` to `file` with its signature by key `name` made first (beside it, in `keys`),
+/// trusted comment `serial=N`, so the source sees the pair whole.
+fn write_signed(keys: &Path, file: &Path, text: &str, name: &str, serial: u32) {
+    let staged = keys.join(file.file_name().unwrap());
+    std::fs::write(&staged, text).unwrap();
+    let comment = format!("serial={serial}");
+    minisign(keys, &["-S", "-W", "-s", &format!("{name}.key"), "-m", staged.to_str().unwrap(), "-t", &comment]);
+    let mut sig = file.as_os_str().to_owned();
+    sig.push(".minisig");
+    std::fs::rename(keys.join(format!("{}.minisig", staged.file_name().unwrap().to_str().unwrap())), &sig).unwrap();
+    std::fs::rename(&staged, file).unwrap();
+}
+
+/// Updates until one satisfies `ok` (a plain write can show a half-written file first).
+fn until(bed: &Bed, ok: impl Fn(&Update) -> bool) -> Update {
+    loop {
+        let u = next(bed);
+        if ok(&u) {
+            return u;
+        }
+    }
+}
+
+fn errors(u: &Update) -> String {
+    u.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn only_manifests_signed_by_a_trusted_key_run_and_older_signed_versions_are_refused() {
+    let dir = tempdir("signed");
+    let keys = dir.with_extension("keys");
+    let _ = std::fs::remove_dir_all(&keys);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&keys).unwrap();
+    let fleet = key(&keys, "fleet");
+    let other = key(&keys, "other");
+    let trust = Trust { keys: vec![fleet], require: true };
+    let versions = keys.join("state").join("versions.json");
+    write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "1"), "fleet", 1);
+    let bed = start_trusting(dir.clone(), dir.clone(), Some(trust.clone()), Some(versions.clone()));
+    let first = next(&bed);
+    assert_eq!(names(&first), vec!["a-edge-1"], "{}", errors(&first));
+    let a1 = uid_of(&first, "a-edge-1");
+
+    // Unsigned, and signed by a key that is not trusted: errors naming the file and the key.
+    write(&dir.join("b.yaml"), &pod_yaml("b", "1"));
+    let u = until(&bed, |u| errors(u).contains("b.yaml"));
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    assert!(errors(&u).contains("signature: unsigned: no b.yaml.minisig"), "{}", errors(&u));
+    write_signed(&keys, &dir.join("c.yaml"), &pod_yaml("c", "1"), "other", 1);
+    let u = until(&bed, |u| errors(u).contains("c.yaml"));
+    assert_eq!(names(&u), vec!["a-edge-1"]);
+    let e = errors(&u);
+    assert!(e.contains(&format!("c.yaml.minisig: signed by key {}, which is not trusted", other.id())), "{e}");
+
+    // Altered after signing: refused, the last valid version keeps running.
+    write(&dir.join("a.yaml"), &pod_yaml("a", "2"));
+    let u = until(&bed, |u| errors(u).contains("does not match the content"));
+    assert_eq!(uid_of(&u, "a-edge-1"), a1, "the last valid version of a stays");
+
+    // A newer signed version runs; the older one, replayed with its own good signature, does not.
+    write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "1"), "fleet", 1);
+    until(&bed, |u| !errors(u).contains("a.yaml"));
+    let old_sig = std::fs::read(dir.join("a.yaml.minisig")).unwrap();
+    write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "3"), "fleet", 3);
+    let u = until(&bed, |u| uid_of(u, "a-edge-1") != a1);
+    let a3 = uid_of(&u, "a-edge-1");
+    assert!(!a3.is_empty() && !errors(&u).contains("a.yaml"), "{}", errors(&u));
+    std::fs::write(keys.join("replay.minisig"), &old_sig).unwrap();
+    std::fs::write(keys.join("replay.yaml"), pod_yaml("a", "1")).unwrap();
+    std::fs::rename(keys.join("replay.minisig"), dir.join("a.yaml.minisig")).unwrap();
+    std::fs::rename(keys.join("replay.yaml"), dir.join("a.yaml")).unwrap();
+    let u = until(&bed, |u| errors(u).contains("older"));
+    assert_eq!(uid_of(&u, "a-edge-1"), a3, "version 3 keeps running");
+    assert!(errors(&u).contains("signed version 1 of pod default/a-edge-1 is older than version 3"), "{}", errors(&u));
+    drop(bed);
+
+    // After a restart the replay is still refused (the versions are on disk).
+    std::fs::create_dir_all(&dir).unwrap();
+    write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "1"), "fleet", 1);
+    let bed = start_trusting(dir.clone(), dir.clone(), Some(trust), Some(versions));
+    let u = next(&bed);
+    assert!(names(&u).is_empty() && errors(&u).contains("older than version 3"), "{:?} {}", names(&u), errors(&u));
+    drop(bed);
+    let _ = std::fs::remove_dir_all(&keys);
 }

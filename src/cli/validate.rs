@@ -19,7 +19,7 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
             all_ok &= validate_url(&s, target, policy);
             continue;
         }
-        let scan = file::scan(std::path::Path::new(target), &s.node_name, policy);
+        let scan = file::scan(std::path::Path::new(target), &s.node_name, policy, s.manifest_trust.as_ref());
         if let Some(p) = &scan.path_problem {
             println!("{target}: error: {p}");
             all_ok = false;
@@ -31,8 +31,9 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         files.sort();
         for f in files {
             if let Some(pods) = scan.by_file.get(f) {
+                let signed = scan.signed.get(f).map(|v| format!(", signed by key {}", v.key)).unwrap_or_default();
                 for sp in pods {
-                    println!("{}: ok: pod {} uid {}", f.display(), sp.pod.key(), sp.uid);
+                    println!("{}: ok: pod {} uid {}{signed}", f.display(), sp.pod.key(), sp.uid);
                 }
                 for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
                     println!("{}: warning: {w}", f.display());

@@ -55,9 +55,23 @@ pub struct AtollConfiguration {
     /// containers' process exits) are watched: the safety net for anything they miss. Default
     /// 10s; without either, atoll relists every second.
     pub relist_period: Option<String>,
+    /// Signed manifests: the minisign public keys trusted, and whether every manifest must be
+    /// signed (see the README's "fleet updates").
+    pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
     #[serde(default)]
     pub node_labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestTrust {
+    /// minisign public key files (`minisign -G` writes one); a signature by any of them is good.
+    #[serde(default)]
+    pub public_keys: Vec<String>,
+    /// Refuse unsigned manifests (default false: only signatures that are there are checked).
+    #[serde(default)]
+    pub require: bool,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -122,7 +136,23 @@ impl AtollConfiguration {
         Ok(d)
     }
 
-    /// The back-off the config names for `field`, over kubelet's default.
+    /// `manifestTrust`, its key files read and checked.
+    pub(super) fn manifest_trust(&self, shown: &str) -> Result<Option<crate::trust::Trust>, String> {
+        let Some(t) = &self.manifest_trust else { return Ok(None) };
+        if t.public_keys.is_empty() {
+            return Err(format!("config {shown}: manifestTrust.publicKeys: at least one key file is needed"));
+        }
+        let mut keys = Vec::new();
+        for (i, file) in t.public_keys.iter().enumerate() {
+            let at = format!("config {shown}: manifestTrust.publicKeys[{i}]: {file}");
+            let bytes =
+                crate::bounded::read_file(std::path::Path::new(file), 4096).map_err(|e| format!("{at}: {e}"))?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{at}: not text"))?;
+            keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| format!("{at}: {e}"))?);
+        }
+        Ok(Some(crate::trust::Trust { keys, require: t.require }))
+    }
+
     /// `relistPeriod`, checked: from 1s to 1h.
     pub(super) fn relist_period(&self, shown: &str) -> Result<Duration, String> {
         let Some(raw) = &self.relist_period else { return Ok(crate::runtime::pleg::RELIST_SAFETY_NET) };
@@ -133,6 +163,7 @@ impl AtollConfiguration {
         Ok(d)
     }
 
+    /// The back-off the config names for `field`, over kubelet's default.
     pub(super) fn back_off(
         shown: &str,
         field: &str,

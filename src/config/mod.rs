@@ -46,6 +46,8 @@ pub struct Settings {
     /// atoll's `imageGCPeriod` (kubelet's fixed 5 minutes by default).
     pub image_gc_period: Duration,
     pub strict: bool,
+    /// `manifestTrust`: the keys that sign manifests, and whether a signature is required.
+    pub manifest_trust: Option<crate::trust::Trust>,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
     /// (kubelet's rule) instead of starting from the image on disk.
     pub strict_image_pull_policy: bool,
@@ -189,6 +191,7 @@ impl Settings {
             sync_frequency: Some(duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?)
                 .filter(|d| !d.is_zero()),
             relist_period: own.relist_period(own_shown)?,
+            manifest_trust: own.manifest_trust(own_shown)?,
             strict_image_pull_policy: own.strict_image_pull_policy.unwrap_or(false),
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(

@@ -16,6 +16,7 @@
 use super::{SourceId, Update};
 use crate::dirwatch::{self as watch, Pending, Watch};
 use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
+use crate::trust::{Trust, Verified};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,10 @@ pub struct FileSourceConfig {
     pub policy: Policy,
     /// Where the last valid version of each file is kept (`<root-dir>/sources/files`).
     pub kept_dir: Option<PathBuf>,
+    /// Signed manifests (`manifestTrust`), and where the newest signed version accepted for
+    /// each pod is kept (`<root-dir>/trust/versions.json`).
+    pub trust: Option<Trust>,
+    pub versions: Option<PathBuf>,
 }
 
 /// What one scan found.
@@ -47,21 +52,25 @@ pub struct Scan {
     pub path_problem: Option<String>,
     /// The content of each file in `by_file` (what loaded).
     pub contents: BTreeMap<PathBuf, Vec<u8>>,
+    /// What the signature of each signed file in `by_file` says.
+    pub signed: BTreeMap<PathBuf, crate::trust::Verified>,
 }
 
 /// What each file loaded to, by a digest of its bytes: a rescan still reads every file (a
 /// change of content shows whatever the file system's timestamps say), but parses only what
 /// changed.
-type Memo = BTreeMap<PathBuf, ([u8; 32], Result<pod::Loaded, ManifestError>)>;
+type Memo = BTreeMap<PathBuf, ([u8; 32], Loaded)>;
+type Loaded = Result<(pod::Loaded, Option<Verified>), ManifestError>;
 
-/// Reads every manifest under `path` once (the pipeline `atoll validate` shares).
-pub fn scan(path: &Path, node: &str, policy: Policy) -> Scan {
-    scan_with(path, node, policy, &mut Memo::new())
+/// Reads every manifest under `path` once (the pipeline `atoll validate` shares); with
+/// `trust`, each is checked against its signature file (`pod.yaml.minisig`).
+pub fn scan(path: &Path, node: &str, policy: Policy, trust: Option<&Trust>) -> Scan {
+    scan_with(path, node, policy, trust, &mut Memo::new())
 }
 
 /// [`scan`], reusing what `memo` holds for files whose bytes are unchanged (and keeping it
 /// up to date).
-fn scan_with(path: &Path, node: &str, policy: Policy, memo: &mut Memo) -> Scan {
+fn scan_with(path: &Path, node: &str, policy: Policy, trust: Option<&Trust>, memo: &mut Memo) -> Scan {
     let mut out = Scan::default();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -86,7 +95,12 @@ fn scan_with(path: &Path, node: &str, policy: Policy, memo: &mut Memo) -> Scan {
         };
         let mut names: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                // Signatures go with their manifests; they are not manifests themselves.
+                !name.starts_with('.') && !name.ends_with(crate::trust::SIGNATURE_SUFFIX)
+            })
             .map(|e| e.path())
             .collect();
         names.sort();
@@ -117,21 +131,36 @@ fn scan_with(path: &Path, node: &str, policy: Policy, memo: &mut Memo) -> Scan {
                 continue;
             }
         };
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
+        let signature = match trust.map(|_| crate::trust::signature_beside(&file)).transpose() {
+            Ok(s) => s.flatten(),
+            Err(e) => {
+                out.errors.insert(file.clone(), signature_error(&file, e));
+                continue;
+            }
+        };
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        digest.update(&bytes);
+        if let Some(sig) = &signature {
+            digest.update(b"\0signature\0");
+            digest.update(sig);
+        }
+        let mut seen_as = [0u8; 32];
+        seen_as.copy_from_slice(digest.finish().as_ref());
         let loaded = match memo.get(&file) {
-            Some((seen, loaded)) if *seen == digest => loaded.clone(),
+            Some((seen, loaded)) if *seen == seen_as => loaded.clone(),
             _ => {
-                let origin = Origin::File(absolute(&file));
-                let loaded = pod::load(&bytes, Shape::SinglePod, &origin, node, policy);
-                memo.insert(file.clone(), (digest, loaded.clone()));
+                let loaded = load_file(&file, &bytes, signature.as_deref(), node, policy, trust);
+                memo.insert(file.clone(), (seen_as, loaded.clone()));
                 loaded
             }
         };
         match loaded {
-            Ok(loaded) => {
+            Ok((loaded, verified)) => {
                 out.warnings.extend(loaded.warnings.into_iter().map(|w| (file.clone(), w)));
                 out.by_file.insert(file.clone(), loaded.pods);
+                if let Some(v) = verified {
+                    out.signed.insert(file.clone(), v);
+                }
                 out.contents.insert(file, bytes);
             }
             Err(e) => {
@@ -140,6 +169,33 @@ fn scan_with(path: &Path, node: &str, policy: Policy, memo: &mut Memo) -> Scan {
         }
     }
     out
+}
+
+/// One manifest file's pods: its signature checked first when signatures are trusted.
+fn load_file(
+    file: &Path,
+    bytes: &[u8],
+    signature: Option<&[u8]>,
+    node: &str,
+    policy: Policy,
+    trust: Option<&Trust>,
+) -> Loaded {
+    let verified = match trust {
+        Some(t) => {
+            let mut shown = file.file_name().unwrap_or_default().to_os_string();
+            shown.push(crate::trust::SIGNATURE_SUFFIX);
+            t.check(bytes, signature, &shown.to_string_lossy()).map_err(|e| signature_error(file, e))?
+        }
+        None => None,
+    };
+    let origin = Origin::File(absolute(file));
+    pod::load(bytes, Shape::SinglePod, &origin, node, policy).map(|l| (l, verified))
+}
+
+/// A manifest refused for its signature.
+fn signature_error(file: &Path, message: String) -> ManifestError {
+    crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "file")], 1.0);
+    ManifestError { origin: file.display().to_string(), problems: vec![Finding::new("signature", message)] }
 }
 
 /// Reads at most the manifest limit; a larger file is an error, not a truncated manifest.
@@ -167,8 +223,11 @@ struct FileSource {
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
     last_sent: Option<(Vec<StaticPod>, Vec<ManifestError>)>,
-    /// What each file loaded to, by its stamp.
+    /// What each file loaded to, by its bytes.
     memo: Memo,
+    /// The newest signed version accepted for each pod, and the replays already counted.
+    versions: crate::trust::Versions,
+    replays: BTreeSet<(PathBuf, u64)>,
     /// Which file each pod (`namespace/name`) of the last snapshot sent came from.
     owners: BTreeMap<String, PathBuf>,
 }
@@ -186,7 +245,9 @@ enum Rescan {
 impl FileSource {
     /// Scans and builds the snapshot. With `may_hold`, a half-done edit is held back.
     fn rescan(&mut self, may_hold: bool) -> Rescan {
-        let scan = scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, &mut self.memo);
+        let mut scan =
+            scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, self.cfg.trust.as_ref(), &mut self.memo);
+        self.refuse_replays(&mut scan);
         if may_hold && self.claimed_anew(&scan) {
             return Rescan::HalfEdit;
         }
@@ -234,6 +295,11 @@ impl FileSource {
             }
         }
         for (p, pods) in &scan.by_file {
+            if let Some(version) = scan.signed.get(p).and_then(|v| v.version) {
+                for sp in pods {
+                    self.versions.accept(&sp.pod.key(), version);
+                }
+            }
             self.last_good.insert(p.clone(), pods.clone());
         }
         // Same namespace/name in two files: the lexically last file wins, as kubelet.
@@ -272,6 +338,29 @@ impl FileSource {
         Rescan::Changed(Update { source: SourceId::File, pods, errors })
     }
 
+    /// Refuses signed files older than a version accepted before for one of their pods (a
+    /// replay): they become errors, and their pods' last valid versions keep running.
+    fn refuse_replays(&mut self, scan: &mut Scan) {
+        let mut replayed = Vec::new();
+        for (file, v) in &scan.signed {
+            let (Some(version), Some(pods)) = (v.version, scan.by_file.get(file)) else { continue };
+            if let Some(e) = pods.iter().find_map(|sp| self.versions.check(&sp.pod.key(), version).err()) {
+                replayed.push((file.clone(), version, e));
+            }
+        }
+        for (file, version, e) in replayed {
+            scan.by_file.remove(&file);
+            scan.contents.remove(&file);
+            scan.signed.remove(&file);
+            scan.warnings.retain(|(p, _)| *p != file);
+            if self.replays.insert((file.clone(), version)) {
+                crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "file")], 1.0);
+            }
+            let problems = vec![Finding::new("signature", e)];
+            scan.errors.insert(file.clone(), ManifestError { origin: file.display().to_string(), problems });
+        }
+    }
+
     /// Whether a pod of the last snapshot is now also defined by another file, while the file
     /// it came from still defines it.
     fn claimed_anew(&self, scan: &Scan) -> bool {
@@ -288,6 +377,7 @@ impl FileSource {
 /// Runs the file source until the receiver goes away.
 pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
     let kept = cfg.kept_dir.clone().map(super::kept::Kept::new);
+    let versions = crate::trust::Versions::open(cfg.versions.clone());
     let mut src = FileSource {
         cfg,
         last_good: BTreeMap::new(),
@@ -295,6 +385,8 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         reported: BTreeSet::new(),
         last_sent: None,
         memo: Memo::new(),
+        versions,
+        replays: BTreeSet::new(),
         owners: BTreeMap::new(),
     };
     let mut watch: Option<Watch> = None;
@@ -389,21 +481,21 @@ mod tests {
         };
         std::fs::write(&file, yaml("busybox:1.36")).unwrap();
         let mut memo = Memo::new();
-        let first = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        let first = scan_with(&dir, "edge", Policy::default(), None, &mut memo);
         assert_eq!(first.by_file[&file].len(), 1);
         // What the memo says for unchanged bytes is what the scan gives: the file is not parsed.
-        memo.get_mut(&file).unwrap().1.as_mut().unwrap().pods.clear();
-        let again = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        memo.get_mut(&file).unwrap().1.as_mut().unwrap().0.pods.clear();
+        let again = scan_with(&dir, "edge", Policy::default(), None, &mut memo);
         assert!(again.by_file[&file].is_empty(), "parsed again although unchanged");
         // A change of content (even of the same size) is parsed, whatever the timestamps say.
         let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
         std::fs::write(&file, yaml("busybox:1.37")).unwrap();
         std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
-        let changed = scan_with(&dir, "edge", Policy::default(), &mut memo);
+        let changed = scan_with(&dir, "edge", Policy::default(), None, &mut memo);
         assert_eq!(changed.by_file[&file][0].pod.spec.containers[0].image, "busybox:1.37");
         // A file that goes leaves the memo.
         std::fs::remove_file(&file).unwrap();
-        scan_with(&dir, "edge", Policy::default(), &mut memo);
+        scan_with(&dir, "edge", Policy::default(), None, &mut memo);
         assert!(memo.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }

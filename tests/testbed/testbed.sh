@@ -22,7 +22,7 @@
 # (/var/cache/atoll-testbed); the system's runc is kept. Later runs need no network.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils)
+PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils minisign)
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
 BRIDGE="atoll-tb0"
@@ -47,6 +47,7 @@ install_packages() {
   command -v flock >/dev/null || missing+=(util-linux)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
+  command -v minisign >/dev/null || missing+=(minisign) # signed manifests are made with the stock CLI
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
