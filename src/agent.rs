@@ -276,7 +276,7 @@ fn start_sources(
             policy,
             kept_dir: Some(s.root_dir.join("sources").join("files")),
             trust: s.manifest_trust.clone(),
-            versions: Some(s.root_dir.join("trust").join("versions.json")),
+            versions: Some(s.root_dir.join("trust").join("file-versions.json")),
         };
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }
@@ -291,6 +291,8 @@ fn start_sources(
             cache_dir: Some(s.root_dir.join("sources")),
             node: s.node_name.clone(),
             policy,
+            trust: s.manifest_trust.clone(),
+            versions: Some(s.root_dir.join("trust").join("url-versions.json")),
         };
         tasks.push(smol::spawn(http::run(cfg, tx.clone())));
     }

@@ -1,10 +1,13 @@
 //! The file source on real directories with real inotify: what an operator does to a
 //! manifest directory, and what atoll makes of it.
 
+#[path = "common/signing.rs"]
+mod signing;
+
 use atoll::pod::Policy;
 use atoll::source::file::{self, FileSourceConfig};
 use atoll::source::{SourceId, Update};
-use atoll::trust::{PublicKey, Trust};
+use atoll::trust::Trust;
 use smol::channel::Receiver;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -243,33 +246,15 @@ fn the_same_pod_in_two_files_goes_to_the_lexically_last() {
     assert!(u.pods[0].origin.to_string().ends_with("2-a.yaml"));
 }
 
-/// The stock `minisign` CLI (the test bed installs it): `minisign ARGS...` in `dir`.
-fn minisign(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("minisign")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("minisign (the test bed installs it)");
-    assert!(out.status.success(), "minisign {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A new key pair in `dir` (`NAME.pub`, `NAME.key`, no password).
-fn key(dir: &Path, name: &str) -> PublicKey {
-    minisign(dir, &["-G", "-W", "-f", "-p", &format!("{name}.pub"), "-s", &format!("{name}.key")]);
-    PublicKey::parse(&std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap()).unwrap()
-}
-
-/// Writes `text` to `file` with its signature by key `name` made first (beside it, in `keys`),
-/// trusted comment `serial=N`, so the source sees the pair whole.
+/// Writes `text` to `file` with its signature by key `name` made first (beside it, via
+/// `keys`), trusted comment `serial=N`, so the source sees the pair whole.
 fn write_signed(keys: &Path, file: &Path, text: &str, name: &str, serial: u32) {
-    let staged = keys.join(file.file_name().unwrap());
-    std::fs::write(&staged, text).unwrap();
-    let comment = format!("serial={serial}");
-    minisign(keys, &["-S", "-W", "-s", &format!("{name}.key"), "-m", staged.to_str().unwrap(), "-t", &comment]);
     let mut sig = file.as_os_str().to_owned();
     sig.push(".minisig");
-    std::fs::rename(keys.join(format!("{}.minisig", staged.file_name().unwrap().to_str().unwrap())), &sig).unwrap();
-    std::fs::rename(&staged, file).unwrap();
+    std::fs::write(keys.join("staged.minisig"), signing::sign(keys, text, name, serial)).unwrap();
+    std::fs::rename(keys.join("staged.minisig"), &sig).unwrap();
+    std::fs::write(keys.join("staged"), text).unwrap();
+    std::fs::rename(keys.join("staged"), file).unwrap();
 }
 
 /// Updates until one satisfies `ok` (a plain write can show a half-written file first).
@@ -293,8 +278,8 @@ fn only_manifests_signed_by_a_trusted_key_run_and_older_signed_versions_are_refu
     let _ = std::fs::remove_dir_all(&keys);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::create_dir_all(&keys).unwrap();
-    let fleet = key(&keys, "fleet");
-    let other = key(&keys, "other");
+    let fleet = signing::key(&keys, "fleet");
+    let other = signing::key(&keys, "other");
     let trust = Trust { keys: vec![fleet], require: true };
     let versions = keys.join("state").join("versions.json");
     write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "1"), "fleet", 1);

@@ -1,10 +1,14 @@
 //! The URL source against a real HTTP server on 127.0.0.1 whose answers each test scripts:
 //! Pod, PodList, List, 500, timeout, garbage, oversize, empty body, ETag 304, headers, and an
-//! offline start served from the on-disk copy of the last good payload.
+//! offline start served from the on-disk copy of the last good payload, signed payloads.
+
+#[path = "common/signing.rs"]
+mod signing;
 
 use atoll::pod::Policy;
 use atoll::source::http::{self, HttpSourceConfig};
 use atoll::source::{SourceId, Update};
+use atoll::trust::Trust;
 use smol::channel::Receiver;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -21,6 +25,8 @@ enum Answer {
         etag: String,
     },
     Status(u16),
+    /// Files by path (404 for any other).
+    Files(Vec<(String, Vec<u8>)>),
     /// Answers only after this long (longer than the client's timeout).
     Slow(Duration),
 }
@@ -87,6 +93,7 @@ fn serve(conn: TcpStream, answer: &Mutex<Answer>, log: &Mutex<Log>) {
                 headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
             }
         }
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
         let if_none_match = headers.iter().find(|(n, _)| n == "if-none-match").map(|(_, v)| v.clone());
         log.lock().unwrap().requests.push(headers);
         let current = answer.lock().unwrap().clone();
@@ -101,6 +108,14 @@ fn serve(conn: TcpStream, answer: &Mutex<Answer>, log: &Mutex<Log>) {
                 r.extend_from_slice(&body);
                 r
             }
+            Answer::Files(files) => match files.iter().find(|(p, _)| *p == path) {
+                Some((_, body)) => {
+                    let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+                    r.extend_from_slice(body);
+                    r
+                }
+                None => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            },
             Answer::Status(code) => format!("HTTP/1.1 {code} Oops\r\nContent-Length: 5\r\n\r\noops!").into_bytes(),
             Answer::Slow(d) => {
                 std::thread::sleep(d);
@@ -131,6 +146,17 @@ fn cache_dir(name: &str) -> PathBuf {
 }
 
 fn start(url: &str, headers: Vec<(String, String)>, cache: Option<PathBuf>) -> Source {
+    start_trusting(url, headers, cache, None, None)
+}
+
+/// [`start`] with signed payloads trusted, the accepted versions kept at `versions`.
+fn start_trusting(
+    url: &str,
+    headers: Vec<(String, String)>,
+    cache: Option<PathBuf>,
+    trust: Option<Trust>,
+    versions: Option<PathBuf>,
+) -> Source {
     let (tx, rx) = smol::channel::bounded(64);
     let cfg = HttpSourceConfig {
         url: url.into(),
@@ -141,6 +167,8 @@ fn start(url: &str, headers: Vec<(String, String)>, cache: Option<PathBuf>) -> S
         cache_dir: cache,
         node: "edge-1".into(),
         policy: Policy::default(),
+        trust,
+        versions,
     };
     Source { rx, _task: smol::spawn(http::run(cfg, tx)) }
 }
@@ -386,6 +414,8 @@ fn https_works_with_a_private_ca_and_fails_without_it() {
         cache_dir: None,
         node: "edge-1".into(),
         policy: Policy::default(),
+        trust: None,
+        versions: None,
     };
     let (tx, rx) = smol::channel::bounded(8);
     let task = smol::spawn(http::run(trusting.clone(), tx));
@@ -400,4 +430,48 @@ fn https_works_with_a_private_ca_and_fails_without_it() {
     let _ = server.kill();
     let _ = server.wait();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_signed_payload_is_checked_against_url_minisig_and_an_older_one_is_refused() {
+    let keys = cache_dir("signed-keys");
+    let _ = std::fs::remove_dir_all(&keys);
+    std::fs::create_dir_all(&keys).unwrap();
+    let trust = Trust { keys: vec![signing::key(&keys, "fleet")], require: true };
+    let versions = keys.join("versions.json");
+    let v = |label: &str| pod_yaml("web").replace("spec:", &format!("  labels: {{v: \"{label}\"}}\nspec:"));
+    let files = |body: &str, sig: Option<Vec<u8>>| {
+        let mut f = vec![("/pods".to_string(), body.as_bytes().to_vec())];
+        f.extend(sig.map(|s| ("/pods.minisig".to_string(), s)));
+        Answer::Files(f)
+    };
+    let server = Server::start(files(&v("1"), Some(signing::sign(&keys, &v("1"), "fleet", 1))));
+    let src = start_trusting(&server.url(), vec![], None, Some(trust.clone()), Some(versions.clone()));
+    let first = next(&src);
+    assert_eq!(names(&first), vec!["web-edge-1"]);
+    let v1 = first.pods[0].uid.clone();
+
+    // Newer and signed: taken; the signature was fetched from <url>.minisig.
+    server.set(files(&v("2"), Some(signing::sign(&keys, &v("2"), "fleet", 2))));
+    let second = next(&src);
+    assert_ne!(second.pods[0].uid, v1);
+    drop(src);
+
+    // Version 1 again, with its own good signature: a fresh source with the recorded versions
+    // refuses it (nothing is delivered), one without them takes it.
+    server.set(files(&v("1"), Some(signing::sign(&keys, &v("1"), "fleet", 1))));
+    let replayed = start_trusting(&server.url(), vec![], None, Some(trust.clone()), Some(versions.clone()));
+    assert!(recv(&replayed, Duration::from_millis(1500)).is_none(), "a replayed older version was taken");
+    let fresh = start_trusting(&server.url(), vec![], None, Some(trust.clone()), None);
+    assert_eq!(next(&fresh).pods[0].uid, v1, "version 1 is well signed");
+
+    // Unsigned, or altered after signing: refused.
+    for answer in [files(&v("3"), None), files(&v("3"), Some(signing::sign(&keys, &v("4"), "fleet", 4)))] {
+        server.set(answer);
+        let src = start_trusting(&server.url(), vec![], None, Some(trust.clone()), None);
+        assert!(recv(&src, Duration::from_millis(1500)).is_none(), "an unsigned or altered payload was taken");
+    }
+    let untrusting = start(&server.url(), vec![], None);
+    assert_eq!(names(&next(&untrusting)), vec!["web-edge-1"], "the same payload without manifestTrust");
+    let _ = std::fs::remove_dir_all(&keys);
 }

@@ -64,16 +64,25 @@ fn validate_url(s: &Settings, url: &str, policy: Policy) -> bool {
             return false;
         }
     };
-    match client.fetch(&Default::default()) {
+    let trust = s.manifest_trust.as_ref();
+    match client.fetch(&Default::default(), trust.is_some()) {
         Ok(http::Fetched::Body { bytes, .. }) if bytes.iter().all(u8::is_ascii_whitespace) => {
             println!("{shown}: ok: empty body (no pods)");
             true
         }
-        Ok(http::Fetched::Body { bytes, .. }) => {
+        Ok(http::Fetched::Body { bytes, signature, .. }) => {
+            let signed = match trust.map(|t| t.check(&bytes, signature.as_deref(), &http::signature_url(&shown))) {
+                Some(Err(e)) => {
+                    println!("{shown}: error: signature: {e}");
+                    return false;
+                }
+                Some(Ok(Some(v))) => format!(", signed by key {}", v.key),
+                _ => String::new(),
+            };
             match pod::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
                 Ok(loaded) => {
                     for sp in &loaded.pods {
-                        println!("{shown}: ok: pod {} uid {}", sp.pod.key(), sp.uid);
+                        println!("{shown}: ok: pod {} uid {}{signed}", sp.pod.key(), sp.uid);
                     }
                     for w in &loaded.warnings {
                         println!("{shown}: warning: {w}");

@@ -11,14 +11,20 @@
 //! Better than kubelet: the last good payload is kept on disk (written atomically and synced)
 //! and served at start when the URL cannot be reached, so an offline reboot brings URL pods
 //! back. Header values and URL credentials never reach the logs.
+//!
+//! Signed payloads (`manifestTrust`): the signature is fetched from `<url>.minisig` (its path
+//! with `.minisig` added; what `minisign -S` writes beside the file on the web server) after
+//! each new payload, and a payload that fails the check, or is older than a signed version
+//! accepted before for one of its pods, is refused as an invalid one.
 
 use super::{SourceId, Update};
 use crate::pod::{self, Origin, Policy, Shape};
+use crate::trust::{Trust, Versions};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use super::fetch::{redact_url, signature_url, Client, Fetched, Validators, DEFAULT_TIMEOUT};
 
 #[derive(Clone, Debug)]
 pub struct HttpSourceConfig {
@@ -33,6 +39,9 @@ pub struct HttpSourceConfig {
     pub cache_dir: Option<PathBuf>,
     pub node: String,
     pub policy: Policy,
+    /// Signed manifests, and where the newest signed version accepted for each pod is kept.
+    pub trust: Option<Trust>,
+    pub versions: Option<PathBuf>,
 }
 
 /// Parses kubelet's `--manifest-url-header` value: `Name:value,Name:value`.
@@ -49,192 +58,6 @@ pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, String> {
         out.push((name.to_string(), value.trim().to_string()));
     }
     Ok(out)
-}
-
-/// The URL as it may be logged: no user info, no query values.
-pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let authority = match authority.rsplit_once('@') {
-        Some((_, host)) => format!("<redacted>@{host}"),
-        None => authority.to_string(),
-    };
-    let path = match path.split_once('?') {
-        Some((p, _)) => format!("{p}?<redacted>"),
-        None => path.to_string(),
-    };
-    if scheme.is_empty() {
-        format!("{authority}{path}")
-    } else {
-        format!("{scheme}://{authority}{path}")
-    }
-}
-
-/// One poll's answer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Fetched {
-    NotModified,
-    Body { bytes: Vec<u8>, etag: Option<String>, last_modified: Option<String> },
-}
-
-/// The validators of the payload now in use, sent back to make an unchanged poll a 304.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Validators {
-    pub etag: Option<String>,
-    pub last_modified: Option<String>,
-}
-
-/// A blocking HTTP client for the manifest URL.
-#[derive(Clone)]
-pub struct Client {
-    agent: ureq::Agent,
-    url: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Client {
-    pub fn new(
-        url: &str,
-        headers: Vec<(String, String)>,
-        timeout: Duration,
-        ca_file: Option<&Path>,
-    ) -> Result<Client, String> {
-        let lower = url.to_ascii_lowercase();
-        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-            return Err(format!("manifest URL {}: only http:// and https:// are supported", redact_url(url)));
-        }
-        let mut certs = crate::tls::system_roots();
-        if let Some(path) = ca_file {
-            let pem = std::fs::read(path).map_err(|e| format!("CA file {}: {e}", path.display()))?;
-            let before = certs.len();
-            certs.extend(crate::tls::pem_certs(&pem));
-            if certs.len() == before {
-                return Err(format!("CA file {}: no PEM certificates in it", path.display()));
-            }
-        }
-        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            // Redirects are followed here, not by ureq: see `fetch`.
-            .max_redirects(0)
-            .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls)
-            .build();
-        Ok(Client { agent: config.into(), url: url.to_string(), headers })
-    }
-
-    /// One GET, conditional on `validators`. Redirects are followed (at most 10), but never
-    /// from https to http, and the configured headers (tokens, often) go only to the URL's own
-    /// scheme, host and port: a redirect elsewhere is followed without them.
-    pub fn fetch(&self, validators: &Validators) -> Result<Fetched, String> {
-        let shown = redact_url(&self.url);
-        let home = origin(&self.url);
-        let mut url = self.url.clone();
-        for _ in 0..=MAX_REDIRECTS {
-            let mut req = self.agent.get(&url);
-            if origin(&url) == home {
-                for (name, value) in &self.headers {
-                    req = req.header(name.as_str(), value.as_str());
-                }
-            }
-            if let Some(etag) = &validators.etag {
-                req = req.header("If-None-Match", etag.as_str());
-            }
-            if let Some(lm) = &validators.last_modified {
-                req = req.header("If-Modified-Since", lm.as_str());
-            }
-            let mut resp = req.call().map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
-            let status = resp.status().as_u16();
-            if matches!(status, 301 | 302 | 303 | 307 | 308) {
-                let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
-                let next = resolve(&url, location)
-                    .ok_or_else(|| format!("{shown}: HTTP {status} without a usable Location"))?;
-                if url.to_ascii_lowercase().starts_with("https://")
-                    && !next.to_ascii_lowercase().starts_with("https://")
-                {
-                    return Err(format!("{shown}: refusing a redirect from https to {}", redact_url(&next)));
-                }
-                url = next;
-                continue;
-            }
-            if status == 304 {
-                return Ok(Fetched::NotModified);
-            }
-            if status != 200 {
-                return Err(format!("{shown}: HTTP {status}"));
-            }
-            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let (etag, last_modified) = (header("etag"), header("last-modified"));
-            let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
-            let bytes = resp
-                .body_mut()
-                .with_config()
-                .limit(limit + 1)
-                .read_to_vec()
-                .map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
-            if bytes.len() as u64 > limit {
-                return Err(format!("{shown}: body is larger than the {limit} byte limit"));
-            }
-            return Ok(Fetched::Body { bytes, etag, last_modified });
-        }
-        Err(format!("{shown}: stopped after {MAX_REDIRECTS} redirects"))
-    }
-}
-
-/// How many redirects one poll follows.
-const MAX_REDIRECTS: usize = 10;
-
-/// `scheme://host:port` of a URL, lowercased, for same-origin checks.
-fn origin(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
-}
-
-/// Where a `Location` header sends a request for `from`.
-fn resolve(from: &str, location: &str) -> Option<String> {
-    let location = location.trim();
-    if location.is_empty() {
-        return None;
-    }
-    if location.contains("://") {
-        let lower = location.to_ascii_lowercase();
-        return (lower.starts_with("http://") || lower.starts_with("https://")).then(|| location.to_string());
-    }
-    let (scheme, rest) = from.split_once("://")?;
-    if let Some(net) = location.strip_prefix("//") {
-        return Some(format!("{scheme}://{net}"));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if location.starts_with('/') {
-        return Some(format!("{scheme}://{authority}{location}"));
-    }
-    let path = rest[authority.len()..].split(['?', '#']).next().unwrap_or("");
-    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
-    let dir = if dir.is_empty() { "/" } else { dir };
-    Some(format!("{scheme}://{authority}{dir}{location}"))
-}
-
-/// An error message with the URL's credentials and query taken out, whatever the library put
-/// in it.
-fn scrub(message: &str, url: &str) -> String {
-    let mut out = message.replace(url, &redact_url(url));
-    let (_, rest) = url.split_once("://").unwrap_or(("", url));
-    if let Some((userinfo, _)) = rest.split(['/', '?']).next().unwrap_or("").rsplit_once('@') {
-        out = out.replace(userinfo, "<redacted>");
-    }
-    if let Some((_, query)) = url.split_once('?') {
-        if !query.is_empty() {
-            out = out.replace(query, "<redacted>");
-        }
-    }
-    out
 }
 
 /// The on-disk copy of the last good payload (`cache`: 0600 in a 0700 directory). It names its
@@ -297,8 +120,10 @@ pub fn read_cache(path: &Path, url: &str) -> Option<CacheRecord> {
 struct Poller {
     cfg: HttpSourceConfig,
     cache: Option<PathBuf>,
-    /// The body of the last 200, good or bad: a bad payload served again is not re-parsed.
-    last_body: Option<Vec<u8>>,
+    /// The body (and signature) of the last 200, good or bad: a bad payload served again is not
+    /// re-parsed.
+    last_body: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    versions: Versions,
     validators: Validators,
     failures: u32,
     delivered: bool,
@@ -317,12 +142,14 @@ impl Poller {
                 super::source_success("http");
                 None
             }
-            Ok(Fetched::Body { bytes, etag, last_modified }) => {
+            Ok(Fetched::Body { bytes, etag, last_modified, signature }) => {
                 self.failures = 0;
-                if self.last_body.as_ref() == Some(&bytes) {
+                let seen = (bytes, signature);
+                if self.last_body.as_ref() == Some(&seen) {
                     return None;
                 }
-                self.last_body = Some(bytes.clone());
+                self.last_body = Some(seen.clone());
+                let (bytes, signature) = seen;
                 let validators = Validators { etag, last_modified };
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     log::warn!("URL source: {} returned an empty body; removing its pods", self.shown());
@@ -330,7 +157,8 @@ impl Poller {
                     return Some(Update { source: SourceId::Http, pods: vec![], errors: vec![] });
                 }
                 let origin = Origin::Url(self.cfg.url.clone());
-                match pod::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
+                let loaded = pod::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy);
+                match loaded.and_then(|l| self.signed(&bytes, signature.as_deref(), l)) {
                     Ok(loaded) => {
                         for w in &loaded.warnings {
                             log::warn!("URL source: {}: {w}", self.shown());
@@ -350,7 +178,7 @@ impl Poller {
                         // Nothing served yet (a captive portal's page at boot, say): the last
                         // good payload from disk, as when the URL cannot be reached.
                         let cached = self.serve_cached();
-                        self.last_body = Some(bytes);
+                        self.last_body = Some((bytes, signature));
                         cached
                     }
                 }
@@ -369,6 +197,32 @@ impl Poller {
                 self.serve_cached()
             }
         }
+    }
+
+    /// With signatures trusted: `loaded` if `signature` checks out and no pod in it is older
+    /// than a version accepted before (which is then recorded), else the error.
+    fn signed(
+        &mut self,
+        bytes: &[u8],
+        signature: Option<&[u8]>,
+        loaded: pod::Loaded,
+    ) -> Result<pod::Loaded, pod::ManifestError> {
+        let Some(trust) = &self.cfg.trust else { return Ok(loaded) };
+        let shown = signature_url(&self.shown());
+        let refused = |message: String| {
+            crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "http")], 1.0);
+            pod::ManifestError { origin: String::new(), problems: vec![pod::Finding::new("signature", message)] }
+        };
+        let Some(version) = trust.check(bytes, signature, &shown).map_err(refused)?.and_then(|v| v.version) else {
+            return Ok(loaded);
+        };
+        for sp in &loaded.pods {
+            self.versions.check(&sp.pod.key(), version).map_err(refused)?;
+        }
+        for sp in &loaded.pods {
+            self.versions.accept(&sp.pod.key(), version);
+        }
+        Ok(loaded)
     }
 
     /// Takes a good payload into use: validators for the next poll, and the disk copy.
@@ -419,7 +273,7 @@ impl Poller {
             pods.len()
         );
         self.validators = record.validators;
-        self.last_body = Some(record.body.into_bytes());
+        self.last_body = Some((record.body.into_bytes(), None));
         self.delivered = true;
         Some(Update { source: SourceId::Http, pods, errors: vec![] })
     }
@@ -443,11 +297,20 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
     );
     let cache = cfg.cache_dir.as_deref().map(|d| cache_path(d, &cfg.url));
     let every = cfg.check_frequency;
-    let mut poller =
-        Poller { cfg, cache, last_body: None, validators: Validators::default(), failures: 0, delivered: false };
+    let versions = Versions::open(cfg.versions.clone());
+    let signed = cfg.trust.is_some();
+    let mut poller = Poller {
+        cfg,
+        cache,
+        last_body: None,
+        versions,
+        validators: Validators::default(),
+        failures: 0,
+        delivered: false,
+    };
     loop {
         let (c, v) = (client.clone(), poller.validators.clone());
-        let result = smol::unblock(move || c.fetch(&v)).await;
+        let result = smol::unblock(move || c.fetch(&v, signed)).await;
         if let Some(update) = poller.handle(result) {
             if tx.send(update).await.is_err() {
                 return;
@@ -473,39 +336,6 @@ mod tests {
         );
         assert!(parse_header_flag("novalue").unwrap_err().contains("not Name:value"));
         assert!(parse_header_flag("bad name:v").unwrap_err().contains("not a valid header name"));
-    }
-
-    #[test]
-    fn urls_are_logged_without_credentials_or_query_values() {
-        assert_eq!(
-            redact_url("https://user:pw@h.example:8443/pods?token=s3cret"),
-            "https://<redacted>@h.example:8443/pods?<redacted>"
-        );
-        assert_eq!(redact_url("http://127.0.0.1:8080/pods.yaml"), "http://127.0.0.1:8080/pods.yaml");
-        assert_eq!(redact_url("http://h"), "http://h");
-    }
-
-    #[test]
-    fn redirects_resolve_and_origins_compare_without_credentials() {
-        assert_eq!(resolve("https://h:8443/a/b?x=1", "/c").as_deref(), Some("https://h:8443/c"));
-        assert_eq!(resolve("https://h/a/b", "c?d").as_deref(), Some("https://h/a/c?d"));
-        assert_eq!(resolve("https://h/a", "//other/p").as_deref(), Some("https://other/p"));
-        assert_eq!(resolve("https://h/a", "http://x/p").as_deref(), Some("http://x/p"));
-        assert_eq!(resolve("https://h/a", "ftp://x/p"), None);
-        assert_eq!(origin("https://u:p@H:8443/x?y"), "https://h:8443");
-        assert_ne!(origin("https://h/x"), origin("http://h/x"));
-        let scrubbed =
-            scrub("io: https://u:pw@h/p?token=s3cret failed for pw@h?token=s3cret", "https://u:pw@h/p?token=s3cret");
-        assert!(!scrubbed.contains("s3cret") && !scrubbed.contains("u:pw"), "{scrubbed}");
-    }
-
-    #[test]
-    fn only_http_and_https_urls_are_accepted() {
-        let e = Client::new("ftp://x/p", vec![], DEFAULT_TIMEOUT, None).err().unwrap();
-        assert!(e.contains("only http:// and https://"), "{e}");
-        let e =
-            Client::new("https://x/p", vec![], DEFAULT_TIMEOUT, Some(Path::new("/nonexistent/ca.pem"))).err().unwrap();
-        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
     }
 
     #[test]

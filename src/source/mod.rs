@@ -5,6 +5,7 @@
 //! full snapshots as [`Update`]s; `merge` turns snapshots into add/update/remove changes keyed
 //! by UID. A source never waits on another, and a bad manifest only ever affects its own pods.
 
+pub mod fetch;
 pub mod file;
 pub mod http;
 pub mod kept;

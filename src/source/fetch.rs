@@ -1,0 +1,283 @@
+//! The manifest URL's HTTP client: one conditional GET of the URL (or of its signature at
+//! `<url>.minisig`), a 10 s timeout, a size limit, redirects followed by hand so that headers
+//! (tokens, often) never go to another origin and https never falls back to http, and errors
+//! and URLs scrubbed of credentials and query values before anyone logs them.
+
+use crate::pod;
+use crate::trust::{MAX_SIGNATURE_BYTES, SIGNATURE_SUFFIX};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The URL as it may be logged: no user info, no query values.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("<redacted>@{host}"),
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?<redacted>"),
+        None => path.to_string(),
+    };
+    if scheme.is_empty() {
+        format!("{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}{path}")
+    }
+}
+
+/// One poll's answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fetched {
+    NotModified,
+    /// A 200; `signature`: the body of `<url>.minisig`, when asked for and there is one.
+    Body {
+        bytes: Vec<u8>,
+        etag: Option<String>,
+        last_modified: Option<String>,
+        signature: Option<Vec<u8>>,
+    },
+}
+
+/// One GET's answer.
+enum Got {
+    NotModified,
+    NotFound,
+    Body { bytes: Vec<u8>, etag: Option<String>, last_modified: Option<String> },
+}
+
+/// The validators of the payload now in use, sent back to make an unchanged poll a 304.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+/// A blocking HTTP client for the manifest URL.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Client {
+    pub fn new(
+        url: &str,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+        ca_file: Option<&Path>,
+    ) -> Result<Client, String> {
+        let lower = url.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(format!("manifest URL {}: only http:// and https:// are supported", redact_url(url)));
+        }
+        let mut certs = crate::tls::system_roots();
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path).map_err(|e| format!("CA file {}: {e}", path.display()))?;
+            let before = certs.len();
+            certs.extend(crate::tls::pem_certs(&pem));
+            if certs.len() == before {
+                return Err(format!("CA file {}: no PEM certificates in it", path.display()));
+            }
+        }
+        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            // Redirects are followed here, not by ureq: see `fetch`.
+            .max_redirects(0)
+            .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
+            .tls_config(tls)
+            .build();
+        Ok(Client { agent: config.into(), url: url.to_string(), headers })
+    }
+
+    /// One GET, conditional on `validators`. Redirects are followed (at most 10), but never
+    /// from https to http, and the configured headers (tokens, often) go only to the URL's own
+    /// scheme, host and port: a redirect elsewhere is followed without them.
+    /// With `signed`, the signature at `<url>.minisig` (its path with `.minisig` added, the
+    /// query kept) is fetched after a 200, in the same way.
+    pub fn fetch(&self, validators: &Validators, signed: bool) -> Result<Fetched, String> {
+        let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
+        let (bytes, etag, last_modified) = match self.get(&self.url, validators, limit)? {
+            Got::NotModified => return Ok(Fetched::NotModified),
+            Got::NotFound => return Err(format!("{}: HTTP 404", redact_url(&self.url))),
+            Got::Body { bytes, etag, last_modified } => (bytes, etag, last_modified),
+        };
+        let signature = match signed {
+            false => None,
+            true => match self.get(&signature_url(&self.url), &Validators::default(), MAX_SIGNATURE_BYTES as u64)? {
+                Got::Body { bytes, .. } => Some(bytes),
+                _ => None,
+            },
+        };
+        Ok(Fetched::Body { bytes, etag, last_modified, signature })
+    }
+
+    /// One GET of `url` (the configured URL or its signature's) at most `limit` bytes long.
+    fn get(&self, start: &str, validators: &Validators, limit: u64) -> Result<Got, String> {
+        let shown = redact_url(start);
+        let home = origin(&self.url);
+        let mut url = start.to_string();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = self.agent.get(&url);
+            if origin(&url) == home {
+                for (name, value) in &self.headers {
+                    req = req.header(name.as_str(), value.as_str());
+                }
+            }
+            if let Some(etag) = &validators.etag {
+                req = req.header("If-None-Match", etag.as_str());
+            }
+            if let Some(lm) = &validators.last_modified {
+                req = req.header("If-Modified-Since", lm.as_str());
+            }
+            let mut resp = req.call().map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+            let status = resp.status().as_u16();
+            if matches!(status, 301 | 302 | 303 | 307 | 308) {
+                let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
+                let next = resolve(&url, location)
+                    .ok_or_else(|| format!("{shown}: HTTP {status} without a usable Location"))?;
+                if url.to_ascii_lowercase().starts_with("https://")
+                    && !next.to_ascii_lowercase().starts_with("https://")
+                {
+                    return Err(format!("{shown}: refusing a redirect from https to {}", redact_url(&next)));
+                }
+                url = next;
+                continue;
+            }
+            if status == 304 {
+                return Ok(Got::NotModified);
+            }
+            if status == 404 || status == 410 {
+                return Ok(Got::NotFound);
+            }
+            if status != 200 {
+                return Err(format!("{shown}: HTTP {status}"));
+            }
+            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let (etag, last_modified) = (header("etag"), header("last-modified"));
+            let bytes = resp
+                .body_mut()
+                .with_config()
+                .limit(limit + 1)
+                .read_to_vec()
+                .map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+            if bytes.len() as u64 > limit {
+                return Err(format!("{shown}: body is larger than the {limit} byte limit"));
+            }
+            return Ok(Got::Body { bytes, etag, last_modified });
+        }
+        Err(format!("{shown}: stopped after {MAX_REDIRECTS} redirects"))
+    }
+}
+
+/// Where the signature of the payload at `url` is: its path with `.minisig` added.
+pub fn signature_url(url: &str) -> String {
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    format!("{}{SIGNATURE_SUFFIX}{}", &url[..end], &url[end..])
+}
+
+/// How many redirects one poll follows.
+const MAX_REDIRECTS: usize = 10;
+
+/// `scheme://host:port` of a URL, lowercased, for same-origin checks.
+fn origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
+}
+
+/// Where a `Location` header sends a request for `from`.
+fn resolve(from: &str, location: &str) -> Option<String> {
+    let location = location.trim();
+    if location.is_empty() {
+        return None;
+    }
+    if location.contains("://") {
+        let lower = location.to_ascii_lowercase();
+        return (lower.starts_with("http://") || lower.starts_with("https://")).then(|| location.to_string());
+    }
+    let (scheme, rest) = from.split_once("://")?;
+    if let Some(net) = location.strip_prefix("//") {
+        return Some(format!("{scheme}://{net}"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if location.starts_with('/') {
+        return Some(format!("{scheme}://{authority}{location}"));
+    }
+    let path = rest[authority.len()..].split(['?', '#']).next().unwrap_or("");
+    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    Some(format!("{scheme}://{authority}{dir}{location}"))
+}
+
+/// An error message with the URL's credentials and query taken out, whatever the library put
+/// in it.
+fn scrub(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, &redact_url(url));
+    let (_, rest) = url.split_once("://").unwrap_or(("", url));
+    if let Some((userinfo, _)) = rest.split(['/', '?']).next().unwrap_or("").rsplit_once('@') {
+        out = out.replace(userinfo, "<redacted>");
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        if !query.is_empty() {
+            out = out.replace(query, "<redacted>");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_logged_without_credentials_or_query_values() {
+        assert_eq!(
+            redact_url("https://user:pw@h.example:8443/pods?token=s3cret"),
+            "https://<redacted>@h.example:8443/pods?<redacted>"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:8080/pods.yaml"), "http://127.0.0.1:8080/pods.yaml");
+        assert_eq!(redact_url("http://h"), "http://h");
+    }
+
+    #[test]
+    fn redirects_resolve_and_origins_compare_without_credentials() {
+        assert_eq!(resolve("https://h:8443/a/b?x=1", "/c").as_deref(), Some("https://h:8443/c"));
+        assert_eq!(resolve("https://h/a/b", "c?d").as_deref(), Some("https://h/a/c?d"));
+        assert_eq!(resolve("https://h/a", "//other/p").as_deref(), Some("https://other/p"));
+        assert_eq!(resolve("https://h/a", "http://x/p").as_deref(), Some("http://x/p"));
+        assert_eq!(resolve("https://h/a", "ftp://x/p"), None);
+        assert_eq!(origin("https://u:p@H:8443/x?y"), "https://h:8443");
+        assert_ne!(origin("https://h/x"), origin("http://h/x"));
+        let scrubbed =
+            scrub("io: https://u:pw@h/p?token=s3cret failed for pw@h?token=s3cret", "https://u:pw@h/p?token=s3cret");
+        assert!(!scrubbed.contains("s3cret") && !scrubbed.contains("u:pw"), "{scrubbed}");
+    }
+
+    #[test]
+    fn the_signature_is_beside_the_path_with_the_query_kept() {
+        assert_eq!(signature_url("https://h/m/pods.yaml"), "https://h/m/pods.yaml.minisig");
+        assert_eq!(signature_url("https://h/pods?node=a&t=x#f"), "https://h/pods.minisig?node=a&t=x#f");
+    }
+
+    #[test]
+    fn only_http_and_https_urls_are_accepted() {
+        let e = Client::new("ftp://x/p", vec![], DEFAULT_TIMEOUT, None).err().unwrap();
+        assert!(e.contains("only http:// and https://"), "{e}");
+        let e =
+            Client::new("https://x/p", vec![], DEFAULT_TIMEOUT, Some(Path::new("/nonexistent/ca.pem"))).err().unwrap();
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+    }
+}
