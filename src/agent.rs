@@ -199,10 +199,9 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         .await;
         match event {
             Event::Source(update) => {
-                for change in merger.apply(update, SystemTime::now()) {
-                    engine.apply(change);
-                    mirror_stale = true;
-                }
+                let changes = merger.apply(update, SystemTime::now());
+                mirror_stale |= !changes.is_empty();
+                engine.apply_all(changes);
             }
             Event::Done(uid) => engine.worker_done(&uid),
             Event::Tick => {}

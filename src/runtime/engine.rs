@@ -3,7 +3,9 @@
 //!
 //! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
 //! is still held by a terminating older UID waits until that worker has finished (kubelet's
-//! static pod rule: never two of the same name). At start the engine learns which pods the
+//! static pod rule: never two of the same name). A replacement (a remove and an add of the same
+//! name in one batch, [`Engine::apply_all`]) first pulls the new version's images while the old
+//! version runs (`prepull`), and only then terminates the old one. At start the engine learns which pods the
 //! runtime already runs ([`Engine::adopt`]): a desired pod whose name is held there by another
 //! UID (the manifest changed while atoll was down) waits until that orphan has been stopped
 //! with its own grace period and preStop hook, so two copies never share hostPath data. Once
@@ -42,6 +44,10 @@ pub struct Engine<R: RuntimeService> {
     _pleg: Vec<smol::Task<()>>,
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
+    /// Old versions kept running while their replacement's images are pulled, by
+    /// `namespace/name`, and the pulls (dropping one cancels it).
+    retiring: HashMap<String, StaticPod>,
+    prepulls: HashMap<String, smol::Task<()>>,
     /// Pods the runtime ran when atoll started and no worker has taken over: UID → name.
     found: HashMap<String, String>,
     done_tx: smol::channel::Sender<String>,
@@ -65,6 +71,8 @@ impl<R: RuntimeService> Engine<R> {
             workers: HashMap::new(),
             _pleg: pleg,
             pending: HashMap::new(),
+            retiring: HashMap::new(),
+            prepulls: HashMap::new(),
             found: HashMap::new(),
             done_tx,
             done_rx,
@@ -111,6 +119,32 @@ impl<R: RuntimeService> Engine<R> {
         self.workers.keys().cloned().collect()
     }
 
+    /// Applies one batch of changes (the merger's, for one snapshot). A pod removed and added
+    /// again under the same name (its manifest changed) is a replacement: the old version keeps
+    /// running until the new one's images are on the node.
+    pub fn apply_all(&mut self, changes: Vec<Change>) {
+        let added: HashSet<String> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Add(sp) => Some(sp.pod.key()),
+                _ => None,
+            })
+            .collect();
+        for change in changes {
+            match change {
+                Change::Remove(sp) if added.contains(&sp.pod.key()) && self.workers.contains_key(&sp.uid) => {
+                    log::info!(
+                        "pod {} ({}): a new version arrived; it is stopped once the new version's images are on the node",
+                        sp.pod.key(),
+                        sp.uid
+                    );
+                    self.retiring.insert(sp.pod.key(), sp);
+                }
+                other => self.apply(other),
+            }
+        }
+    }
+
     pub fn apply(&mut self, change: Change) {
         match change {
             Change::Add(sp) => self.add(sp),
@@ -126,6 +160,10 @@ impl<R: RuntimeService> Engine<R> {
             Change::Remove(sp) => {
                 if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
                     q.retain(|p| p.uid != sp.uid);
+                }
+                if self.retiring.get(&sp.pod.key()).is_some_and(|old| old.uid == sp.uid) {
+                    self.retiring.remove(&sp.pod.key());
+                    self.prepulls.remove(&sp.pod.key());
                 }
                 if let Some(h) = self.workers.get(&sp.uid) {
                     log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
@@ -145,6 +183,9 @@ impl<R: RuntimeService> Engine<R> {
         }
         if self.workers.values().any(|h| h.key == key) {
             log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
+            if let Some(old) = self.retiring.get(&key).cloned() {
+                self.prepull(old, &sp);
+            }
             self.pending.entry(key).or_default().push(sp);
             return;
         }
@@ -161,10 +202,27 @@ impl<R: RuntimeService> Engine<R> {
         self.workers.insert(uid, Handle { key, tx, _task: task });
     }
 
+    /// Pulls `new`'s images while `old` runs, then terminates `old` (`new` waits in
+    /// `pending` for it to finish). A newer replacement's pull replaces this one.
+    fn prepull(&mut self, old: StaticPod, new: &StaticPod) {
+        let Some(tx) = self.workers.get(&old.uid).map(|h| h.tx.clone()) else { return };
+        let (cx, key, new) = (self.cx.clone(), new.pod.key(), new.pod.clone());
+        let task = smol::spawn(async move {
+            super::prepull::run(&cx, &old.pod, &new).await;
+            log::info!("pod {} ({}): the new version's images are on the node; terminating", old.pod.key(), old.uid);
+            let _ = tx.send(Msg::Terminate(grace_of(&old.pod))).await;
+        });
+        self.prepulls.insert(key, task);
+    }
+
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
         self.cx.pleg.unregister(uid);
         let Some(h) = self.workers.remove(uid) else { return };
+        if self.retiring.get(&h.key).is_some_and(|old| old.uid == uid) {
+            self.retiring.remove(&h.key);
+            self.prepulls.remove(&h.key);
+        }
         if let Some(mut q) = self.pending.remove(&h.key) {
             if !q.is_empty() {
                 let next = q.remove(0);

@@ -108,6 +108,11 @@ impl FakeRuntime {
         self.state().unpullable.insert(image.to_string());
     }
 
+    /// A registry serves `image` again.
+    pub fn pullable(&self, image: &str) {
+        self.state().unpullable.remove(image);
+    }
+
     /// Every registry unreachable (or reachable again).
     pub fn set_offline(&self, offline: bool) {
         self.state().offline = offline;

@@ -28,6 +28,7 @@ pub mod orphan;
 pub mod plan;
 pub mod pleg;
 pub mod poddir;
+pub mod prepull;
 pub mod relist;
 pub mod sandbox;
 pub mod start;

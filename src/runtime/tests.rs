@@ -459,3 +459,44 @@ fn offline_the_strict_policy_an_absent_image_and_a_registrys_answer_still_fail_t
     assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ErrImagePull));
     assert!(running(&rt).is_empty());
 }
+
+#[test]
+fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
+    let root = dir("prepull");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let node = cx.node.clone();
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
+    let ms = Duration::from_millis(100);
+    e.tuning().reload((ms, ms * 4), (ms, ms * 4), Default::default(), Default::default());
+    let old = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    e.apply(Change::Add(old.clone()));
+    run_until(&mut e, "the old version running", || running(&rt) == ["c"]);
+    let image = "registry.example/app:2";
+    rt.unpullable(image);
+    let new = static_pod(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {image}}}\n"
+    ));
+    rt.forget_calls();
+    e.apply_all(vec![Change::Remove(old.clone()), Change::Add(new.clone())]);
+    // The pull keeps failing: the old version runs on, and says why.
+    std::thread::sleep(Duration::from_millis(800));
+    let calls = rt.calls();
+    assert!(calls.iter().filter(|c| *c == "PullImage").count() >= 2, "retried after the back-off: {calls:?}");
+    assert!(!calls.iter().any(|c| c.starts_with("Stop")), "the old version was stopped: {calls:?}");
+    assert_eq!(running(&rt), ["c"]);
+    let events = node.events().all();
+    assert!(events.iter().any(|ev| ev.reason == "UpdateWaitingForImage" && ev.message.contains(image)), "{events:?}");
+    // The registry answers: pulled, then the old version stops, then the new one starts.
+    rt.pullable(image);
+    run_until(&mut e, "the new version running", || {
+        running(&rt) == ["c"] && rt.calls().iter().any(|c| c.starts_with("StartContainer"))
+    });
+    let calls = rt.calls();
+    let last_pull = calls.iter().rposition(|c| c == "PullImage").unwrap();
+    let stop = calls.iter().position(|c| c.starts_with("StopContainer")).expect("the old version stopped");
+    let run = calls.iter().rposition(|c| c.starts_with("RunPodSandbox")).unwrap();
+    assert!(last_pull < stop && stop < run, "pull, stop, start: {calls:?}");
+    e.apply(Change::Remove(new));
+    run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
+}

@@ -1,0 +1,55 @@
+//! Pull before swap: when a pod's manifest changes, the new version's images are pulled while
+//! the old version keeps running, and only then is the old version stopped (the new one starts
+//! once it is gone: kubelet's stop-then-start order for one pod stays, so host ports and
+//! hostPath data are never shared). A pull that fails leaves the old version running, with an
+//! event on it saying why, and is tried again after the image's back-off. The engine starts
+//! this for a replacement (`Engine::apply_all`).
+
+use super::context::Context;
+use super::images::ensure_image;
+use crate::cri::RuntimeService;
+use crate::node::observed::WaitReason;
+use crate::pod::types::Pod;
+use std::time::Duration;
+
+/// The images `pod` will need with their pull policies: its init containers', its
+/// containers' and its image volumes'.
+pub fn images(pod: &Pod) -> Vec<(String, Option<String>)> {
+    let spec = &pod.spec;
+    let containers = spec.init_containers.iter().chain(&spec.containers);
+    let volumes = spec.volumes.iter().filter_map(|v| v.image.as_ref());
+    containers
+        .map(|c| (c.image.clone(), c.image_pull_policy.clone()))
+        .chain(volumes.map(|i| (i.reference.clone(), i.pull_policy.clone())))
+        .collect()
+}
+
+/// Gets every image `new` needs onto the node as its containers will (pull policy,
+/// credentials, back-off, the offline rule); returns when they are there, or when nothing
+/// more can be fetched ahead (an image with policy Never that is missing: the new version
+/// reports it itself). While a pull fails, `old` carries a warning event saying why.
+pub async fn run<R: RuntimeService>(cx: &Context<R>, old: &Pod, new: &Pod) {
+    let facts = cx.node.facts();
+    let Ok(config) = super::sandbox::sandbox_config(new, 0, facts) else { return };
+    let mut last = String::new();
+    for (image, policy) in images(new) {
+        loop {
+            match ensure_image(cx, new, &image, policy.as_deref(), &config).await {
+                Ok(_) => break,
+                Err(w) if w.wait.reason == WaitReason::ErrImageNeverPull => break,
+                Err(w) => {
+                    let message = format!(
+                        "the new version ({}) waits for image {image:?}: {}; this version keeps running",
+                        new.metadata.uid, w.wait.message
+                    );
+                    if message != last && w.wait.reason != WaitReason::ImageImporting {
+                        log::warn!("pod {}: {message}", old.key());
+                        cx.node.events().record(old, true, "UpdateWaitingForImage", &message);
+                        last = message;
+                    }
+                    smol::Timer::after(w.retry_in.max(Duration::from_millis(100))).await;
+                }
+            }
+        }
+    }
+}
