@@ -1,0 +1,81 @@
+//! Fleet updates against the real private containerd: pull before swap. A changed manifest
+//! whose image cannot be pulled leaves the old version running (an event on it says why);
+//! once the image is on the node the old version stops and the new one starts.
+
+mod common;
+
+use atoll::cri::api::{ContainerFilter, ContainerState};
+use common::{eventually, testbed, Testbed};
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
+    let filter = ContainerFilter {
+        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
+        ..Default::default()
+    };
+    let listed = smol::block_on(tb.cri().list_containers(Some(filter))).unwrap();
+    listed
+        .into_iter()
+        .filter(|c| c.state == ContainerState::ContainerRunning as i32)
+        .map(|c| (c.id, c.image.map(|i| i.image).unwrap_or_default()))
+        .collect()
+}
+
+fn ctr(tb: &Testbed, args: &[&str]) {
+    let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
+        .args(["--address", tb.var("ATOLL_TB_SOCKET"), "--namespace", "k8s.io"])
+        .args(args)
+        .output()
+        .expect("run ctr");
+    assert!(out.status.success(), "ctr {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn pod(image: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: upd}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n"
+    )
+}
+
+#[test]
+fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_it_can() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(format!("atoll-updates-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(manifests.join("upd.yaml"), pod(&tb.busybox)).unwrap();
+    // Short back-offs so the retries come within the test.
+    let own = dir.join("atoll.yaml");
+    std::fs::write(
+        &own,
+        "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nimagePullBackOff: {initialDelay: 1s, maxDelay: 2s}\n",
+    )
+    .unwrap();
+    let agent = common::Agent::start(tb, &dir, "", &[&format!("--atoll-config={}", own.display())], &[]);
+    let (old, _) = eventually(Duration::from_secs(60), "the old version running", || running(tb, "upd-tb").pop());
+
+    // The new version's image is on a registry nobody answers for (port 1).
+    let image = format!("127.0.0.1:1/atoll/update:{}", std::process::id());
+    std::fs::write(dir.join("next.yaml"), pod(&image)).unwrap();
+    std::fs::rename(dir.join("next.yaml"), manifests.join("upd.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the reason shown on the old version", || {
+        let (_, out, _) = agent.cli(&["describe", "upd-tb"]);
+        (out.contains("UpdateWaitingForImage") && out.contains(&image)).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3)); // past a few more pull attempts
+    assert_eq!(running(tb, "upd-tb").into_iter().map(|c| c.0).collect::<Vec<_>>(), vec![old.clone()]);
+
+    // The image arrives (side-loaded under that name): the swap happens.
+    ctr(tb, &["images", "tag", "--force", &tb.busybox, &image]);
+    eventually(Duration::from_secs(60), "the new version running", || {
+        running(tb, "upd-tb").into_iter().find(|c| c.0 != old)
+    });
+    assert_eq!(running(tb, "upd-tb").len(), 1, "never two versions at once");
+    assert!(agent.log().contains("the new version's images are on the node; terminating"), "{}", agent.log());
+    std::fs::remove_file(manifests.join("upd.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the pod gone", || running(tb, "upd-tb").is_empty().then_some(()));
+    ctr(tb, &["images", "rm", &image]);
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
