@@ -1,10 +1,11 @@
-//! Fleet updates against the real private containerd: pull before swap. A changed manifest
-//! whose image cannot be pulled leaves the old version running (an event on it says why);
-//! once the image is on the node the old version stops and the new one starts.
+//! Fleet updates against the real private containerd: pull before swap (a changed manifest
+//! whose image cannot be pulled leaves the old version running, an event on it saying why;
+//! once the image is on the node the old version stops and the new one starts), and start
+//! ordering at boot (`atoll.io/depends-on`).
 
 mod common;
 
-use atoll::cri::api::{ContainerFilter, ContainerState};
+use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
 use common::{eventually, testbed, Testbed};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -76,6 +77,58 @@ fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_i
     std::fs::remove_file(manifests.join("upd.yaml")).unwrap();
     eventually(Duration::from_secs(60), "the pod gone", || running(tb, "upd-tb").is_empty().then_some(()));
     ctr(tb, &["images", "rm", &image]);
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// When pod `name`'s first sandbox was created (ns since the epoch).
+fn sandbox_created(tb: &Testbed, name: &str) -> Option<i64> {
+    let filter = PodSandboxFilter {
+        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
+        ..Default::default()
+    };
+    smol::block_on(tb.cri().list_pod_sandbox(Some(filter))).unwrap().iter().map(|s| s.created_at).min()
+}
+
+#[test]
+fn at_boot_pods_start_in_their_dependency_order() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(format!("atoll-order-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    // db is Ready 2 s after it starts (its readiness probe); api waits for db, web for api.
+    let pod = |name: &str, deps: &str, command: &str, probe: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{atoll.io/depends-on: \"{deps}\"}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, '{command}']\n{probe}"
+        )
+    };
+    let probe = "    readinessProbe: {exec: {command: [cat, /tmp/ready]}, periodSeconds: 1}\n";
+    std::fs::write(manifests.join("db.yaml"), pod("db", "", "sleep 2; touch /tmp/ready; exec sleep 3600", probe))
+        .unwrap();
+    std::fs::write(manifests.join("api.yaml"), pod("api", "db", "exec sleep 3600", "")).unwrap();
+    std::fs::write(manifests.join("web.yaml"), pod("web", "api", "exec sleep 3600", "")).unwrap();
+    let agent = common::Agent::start(tb, &dir, "", &[], &[]);
+    eventually(Duration::from_secs(60), "web waiting for api, visibly", || {
+        let (_, out, _) = agent.cli(&["describe", "web-tb"]);
+        out.contains("DependencyNotReady").then_some(())
+    });
+    eventually(Duration::from_secs(60), "all three running", || {
+        ["db-tb", "api-tb", "web-tb"].iter().all(|p| !running(tb, p).is_empty()).then_some(())
+    });
+    let (db, api, web) = (
+        sandbox_created(tb, "db-tb").unwrap(),
+        sandbox_created(tb, "api-tb").unwrap(),
+        sandbox_created(tb, "web-tb").unwrap(),
+    );
+    assert!(api - db >= 2_000_000_000, "api started {} ms after db, before db was Ready", (api - db) / 1_000_000);
+    assert!(web > api, "web before api");
+    for name in ["db", "api", "web"] {
+        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+    }
+    eventually(Duration::from_secs(60), "the pods gone", || {
+        ["db-tb", "api-tb", "web-tb"].iter().all(|p| sandbox_created(tb, p).is_none()).then_some(())
+    });
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -65,3 +65,27 @@ fn a_missing_path_and_a_usage_error_are_reported() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least one manifest"));
 }
+
+#[test]
+fn start_order_cycles_and_unknown_pods_are_errors_across_the_files_given() {
+    let dir = std::env::temp_dir().join(format!("atoll-validate-order-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pod = |name: &str, deps: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations: {{atoll.io/depends-on: \"{deps}\"}}\nspec:\n  containers:\n  - {{name: c, image: busybox:1.36}}\n")
+    };
+    for (name, deps) in [("a", "b"), ("b", "a"), ("c", "x"), ("d", "Bad_Name"), ("e", "a")] {
+        std::fs::write(dir.join(format!("{name}.yaml")), pod(name, deps)).unwrap();
+    }
+    let (code, out) = validate(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let shown = |file: &str| format!("{}/{file}: error: metadata.annotations[atoll.io/depends-on]: ", dir.display());
+    assert!(
+        out.contains(&format!("{}the dependencies form a cycle: default/a -> default/b -> default/a", shown("a.yaml"))),
+        "{out}"
+    );
+    assert!(out.contains(&format!("{}pod default/x is not defined in the manifests given", shown("c.yaml"))), "{out}");
+    assert!(out.contains(&format!("{}\"Bad_Name\": name \"Bad_Name\"", shown("d.yaml"))), "{out}");
+    assert!(!out.contains(&shown("e.yaml")), "e only waits for a: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,6 +13,8 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     let s = Settings::load(flags)?;
     let policy = Policy { strict: s.strict };
     let mut all_ok = true;
+    // Start ordering is checked across everything given: (pod as written, its dependencies, file).
+    let mut ordered: Vec<(String, Vec<String>, String)> = Vec::new();
     for target in targets {
         let lower = target.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
@@ -34,6 +36,8 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
                 let signed = scan.signed.get(f).map(|v| format!(", signed by key {}", v.key)).unwrap_or_default();
                 for sp in pods {
                     println!("{}: ok: pod {} uid {}{signed}", f.display(), sp.pod.key(), sp.uid);
+                    let deps = pod::order::depends_on(&sp.pod).unwrap_or_default();
+                    ordered.push((pod::order::written_key(&sp.pod), deps, f.display().to_string()));
                 }
                 for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
                     println!("{}: warning: {w}", f.display());
@@ -46,6 +50,14 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
                 }
             }
         }
+    }
+    let graph: Vec<(String, Vec<String>)> = ordered.iter().map(|(k, d, _)| (k.clone(), d.clone())).collect();
+    for (key, problems) in pod::order::problems(&graph) {
+        let file = ordered.iter().find(|(k, _, _)| *k == key).map(|(_, _, f)| f.as_str()).unwrap_or_default();
+        for p in problems {
+            println!("{file}: error: {}: {p}", pod::order::FIELD);
+        }
+        all_ok = false;
     }
     Ok(all_ok)
 }

@@ -134,6 +134,8 @@ pub enum WaitReason {
     RunContainerError,
     /// postStart failed; the container was killed.
     PostStartHookError,
+    /// A pod named in `atoll.io/depends-on` is not Ready yet (atoll's start ordering).
+    DependencyNotReady,
 }
 
 impl WaitReason {
@@ -149,6 +151,7 @@ impl WaitReason {
             WaitReason::CreateContainerError => "CreateContainerError",
             WaitReason::RunContainerError => "RunContainerError",
             WaitReason::PostStartHookError => "PostStartHookError",
+            WaitReason::DependencyNotReady => "DependencyNotReady",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod fields;
 pub mod finding;
 pub mod identity;
 pub mod load;
+pub mod order;
 pub mod paths;
 pub mod quantity;
 pub mod status;

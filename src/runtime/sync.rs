@@ -12,7 +12,7 @@ use super::plan::{self, Plan};
 use super::start::{short, start_containers, Images, Sandbox};
 use super::{sandbox, stop};
 use crate::cri::RuntimeService;
-use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, Waits};
+use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, Wait, WaitReason, Waits};
 use crate::pod::types::Pod;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -96,6 +96,18 @@ async fn act<R: RuntimeService>(
             let _ = cx.runtime.remove_container(&c.id).await;
         }
     }
+    if p.create_sandbox.is_some() && !obs.sandboxes.iter().any(|s| s.ready) {
+        if let Some(message) = dependency_wait(cx, pod) {
+            let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
+            if containers.clone().next().is_some_and(|c| waits.get(&c.name).is_none_or(|w| w.message != message)) {
+                cx.node.events().record(pod, false, "WaitingForDependency", &message);
+            }
+            for c in containers {
+                waits.insert(c.name.clone(), Wait { reason: WaitReason::DependencyNotReady, message: message.clone() });
+            }
+            return Ok(Synced::Again(Some(DEPENDENCY_RECHECK)));
+        }
+    }
     if p.create_sandbox.is_some() || !p.start.is_empty() {
         runnable_here(cx, pod).await?;
     }
@@ -155,6 +167,32 @@ async fn act<R: RuntimeService>(
         retry = Some(retry.map_or(r, |x| x.min(r)));
     }
     Ok(Synced::Again(retry))
+}
+
+/// How often a pod waiting for its dependencies looks at them again.
+const DEPENDENCY_RECHECK: Duration = Duration::from_secs(1);
+
+/// Why `pod` may not create its sandbox yet: a pod it depends on (`atoll.io/depends-on`) is
+/// not Ready, not there, or in a cycle with it. `None`: it may.
+fn dependency_wait<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<String> {
+    use crate::pod::order::{self, Gate, Peer};
+    let deps = order::depends_on(pod).ok().filter(|d| !d.is_empty())?;
+    let peers: Vec<Peer> = cx
+        .node
+        .statuses()
+        .pods()
+        .into_iter()
+        .filter(|(p, _)| p.metadata.uid != pod.metadata.uid)
+        .map(|(p, st)| Peer {
+            key: order::written_key(&p),
+            ready: st.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            depends_on: order::depends_on(&p).unwrap_or_default(),
+        })
+        .collect();
+    match order::gate(&order::written_key(pod), &deps, &peers) {
+        Gate::Go => None,
+        Gate::Wait(message) => Some(message),
+    }
 }
 
 /// Refuses what this runtime cannot run as the manifest asks: image volumes need a runtime

@@ -500,3 +500,35 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     e.apply(Change::Remove(new));
     run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
 }
+
+#[test]
+fn a_pod_that_depends_on_another_creates_its_sandbox_only_once_that_one_is_ready() {
+    let root = dir("order");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let node = cx.node.clone();
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
+    let pod = |name: &str, extra: &str| {
+        static_pod(&format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{extra}spec:\n  containers:\n  - {{name: {name}, image: docker.io/library/busybox:1.36}}\n"))
+    };
+    let web = pod("web", "  annotations: {atoll.io/depends-on: db}\n");
+    e.apply(Change::Add(web.clone()));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(rt.sandboxes().is_empty(), "web started before db existed");
+    let st = node.statuses().get(&web.uid).expect("web's status");
+    let waiting = st.container_statuses[0].state.waiting.as_ref().expect("web waits");
+    assert_eq!(waiting.reason, "DependencyNotReady");
+    assert!(waiting.message.contains("default/db (no such pod on this node)"), "{waiting:?}");
+    let db = pod("db", "");
+    e.apply(Change::Add(db.clone()));
+    run_until(&mut e, "both running", || running(&rt) == ["db", "web"]);
+    let calls = rt.calls();
+    let sandboxes: Vec<&String> = calls.iter().filter(|c| c.starts_with("RunPodSandbox")).collect();
+    assert_eq!(sandboxes.len(), 2, "{calls:?}");
+    let db_started = calls.iter().position(|c| c.starts_with("StartContainer")).unwrap();
+    let web_sandbox = calls.iter().rposition(|c| c.starts_with("RunPodSandbox")).unwrap();
+    assert!(db_started < web_sandbox, "web's sandbox came after db ran: {calls:?}");
+    e.apply(Change::Remove(web));
+    e.apply(Change::Remove(db));
+    run_until(&mut e, "the pods removed", || rt.sandboxes().is_empty());
+}

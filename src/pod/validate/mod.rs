@@ -5,7 +5,7 @@
 //! field path; an empty list means the pod is valid.
 
 mod container;
-mod names;
+pub(crate) mod names;
 #[cfg(test)]
 mod tests;
 mod validator;
@@ -50,6 +50,9 @@ impl Validator {
             if let Err(e) = label_value(v) {
                 self.err(format!("metadata.labels[{k}]"), e);
             }
+        }
+        if let Err(e) = super::order::depends_on(pod) {
+            self.err(super::order::FIELD, e);
         }
         self.spec(&pod.spec);
         self.static_restrictions(&pod.spec);
