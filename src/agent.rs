@@ -124,6 +124,7 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
     let _servers = start_listeners(&s, &api).await?;
     let notifier = crate::notify::Notifier::from_env();
     let mut merger = merge::Merger::new(sources);
+    let mut rollback = crate::rollback::Rollback::new(Some(s.root_dir.join("rollback")), s.rollback);
     // What the runtime already runs: adopted by workers, or stopped before a pod that
     // replaced it while atoll was down may start.
     engine.adopt().await;
@@ -187,7 +188,9 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
             smol::future::or(
                 async { Event::Command(commands.recv().await.unwrap_or(Command::Stop("the owner went away".into()))) },
                 async {
-                    match (watchdog_tick, notified_ready) {
+                    // Trials of changed pods are looked at every second while one runs.
+                    let trials = rollback.needs_check().then_some(crate::rollback::CHECK);
+                    match (watchdog_tick.into_iter().chain(trials).min(), notified_ready) {
                         (Some(tick), _) => smol::Timer::after(tick).await,
                         (None, false) => smol::Timer::at(ready_by).await,
                         (None, true) => std::future::pending().await,
@@ -199,12 +202,19 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         .await;
         match event {
             Event::Source(update) => {
+                let update = rollback.filter(update, &node, SystemTime::now());
                 let changes = merger.apply(update, SystemTime::now());
                 mirror_stale |= !changes.is_empty();
                 engine.apply_all(changes);
             }
             Event::Done(uid) => engine.worker_done(&uid),
-            Event::Tick => {}
+            Event::Tick => {
+                for update in rollback.check(&node, SystemTime::now()) {
+                    let changes = merger.apply(update, SystemTime::now());
+                    mirror_stale |= !changes.is_empty();
+                    engine.apply_all(changes);
+                }
+            }
             Event::Command(Command::Reload(new)) => {
                 reload(&current, &new, engine.tuning());
                 current = *new;

@@ -44,6 +44,11 @@ pub const SIGNATURE_REFUSALS: Family = Family {
     kind: "counter",
     help: "Manifests refused for their signature (unsigned, untrusted key, altered, replayed older), by source.",
 };
+pub const ROLLBACKS: Family = Family {
+    name: "atoll_pod_rollbacks_total",
+    kind: "counter",
+    help: "Changed pods rolled back to their previous version (not Ready in time, or restarting too often).",
+};
 pub const SOURCE_SUCCESS: Family = Family {
     name: "atoll_manifest_source_last_success_timestamp_seconds",
     kind: "gauge",
@@ -126,6 +131,7 @@ const FAMILIES: &[&Family] = &[
     &IMAGE_COLLECTIONS,
     &SOURCE_ERRORS,
     &SIGNATURE_REFUSALS,
+    &ROLLBACKS,
     &SOURCE_SUCCESS,
     &MIRROR_REQUESTS,
     &MIRROR_SECONDS,

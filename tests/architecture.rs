@@ -252,6 +252,7 @@ fn lower_layers_never_import_higher_ones() {
         ("node", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "handlers", "config"]),
         ("pod", &["node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config"]),
         ("cri", &["node", "pod", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli"]),
+        ("rollback", &["runtime", "probe", "mirror", "api", "agent", "cli", "config", "images"]),
         // Signature checking is a leaf: the sources and `atoll validate` call it.
         (
             "trust",

@@ -132,3 +132,63 @@ fn at_boot_pods_start_in_their_dependency_order() {
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_update_never_ready_in_its_window_is_rolled_back_and_stays_so_after_a_restart_of_atoll() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(format!("atoll-rollback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let pod = |probe: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: rb\n  annotations: {{atoll.io/rollback-after: 4s}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n    readinessProbe: {{exec: {{command: [{probe}]}}, periodSeconds: 1}}\n"
+        )
+    };
+    std::fs::write(manifests.join("rb.yaml"), pod("'true'")).unwrap();
+    let mut agent = common::Agent::start(tb, &dir, "", &[], &[]);
+    let ready = |agent: &common::Agent| {
+        agent.pod("rb-tb").filter(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+    };
+    let v1 = eventually(Duration::from_secs(60), "version 1 Ready", || ready(&agent))["metadata"]["uid"].clone();
+    std::thread::sleep(Duration::from_secs(2)); // v1 is known good (looked at every second)
+
+    // Version 2 never becomes Ready: after its 4 s window, version 1 runs again.
+    let bad = pod("'false'");
+    std::fs::write(dir.join("next.yaml"), &bad).unwrap();
+    std::fs::rename(dir.join("next.yaml"), manifests.join("rb.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "version 2 on trial", || {
+        agent.pod("rb-tb").filter(|p| p["metadata"]["uid"] != v1).map(|_| ())
+    });
+    let back = eventually(Duration::from_secs(60), "version 1 back and Ready", || {
+        ready(&agent).filter(|p| p["metadata"]["uid"] == v1)
+    });
+    let message = back["status"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("rolled back from ") && message.contains("not Ready within 4s"), "{message}");
+    let (_, listed, _) = agent.cli(&["pods"]);
+    assert!(listed.contains(&format!("rb-tb: {message}")), "{listed}");
+    let (_, described, _) = agent.cli(&["describe", "rb-tb"]);
+    assert!(described.contains("RolledBack"), "{described}");
+    assert_eq!(std::fs::read_to_string(manifests.join("rb.yaml")).unwrap(), bad, "the manifest is never rewritten");
+
+    // kill -9 and start again: the bad version is not tried again; version 1 keeps running.
+    let before = running(tb, "rb-tb");
+    agent.signal("KILL");
+    let _ = agent.child.wait();
+    let agent = common::Agent::start(tb, &dir, "", &[], &[]);
+    eventually(Duration::from_secs(60), "the restarted agent reports version 1", || {
+        ready(&agent).filter(|p| p["metadata"]["uid"] == v1).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(running(tb, "rb-tb"), before, "version 1 was replaced after the restart");
+    std::fs::remove_file(manifests.join("rb.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the pod gone", || running(tb, "rb-tb").is_empty().then_some(()));
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}

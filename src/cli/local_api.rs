@@ -134,6 +134,13 @@ fn pods(flags: &Flags) -> Result<u8, String> {
         rows.push(row);
     }
     print!("{}", table(&rows));
+    // Versions run again by health-gated rollback say so under the table.
+    for p in &items {
+        let message = str_of(p, &["status", "message"]);
+        if message.starts_with("rolled back from ") {
+            println!("{}: {message}", str_of(p, &["metadata", "name"]));
+        }
+    }
     Ok(0)
 }
 

@@ -3,8 +3,8 @@
 //! socket, the state directory, the mirror's kubeconfig and node labels. Kept apart from the
 //! KubeletConfiguration so that file stays kubelet's.
 
-use super::duration::parse_duration;
 use super::file::load_settings_file;
+use crate::duration::parse_duration;
 use std::time::Duration;
 
 /// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
@@ -55,6 +55,12 @@ pub struct AtollConfiguration {
     /// containers' process exits) are watched: the safety net for anything they miss. Default
     /// 10s; without either, atoll relists every second.
     pub relist_period: Option<String>,
+    /// Health-gated rollback for every pod (a pod's `atoll.io/rollback-after` annotation wins):
+    /// a changed pod must be Ready this long after it starts, or its previous version runs
+    /// again. Off unless given (1s to 24h).
+    pub rollback_after: Option<String>,
+    /// Restarts a changed pod may have within that window (default 3).
+    pub rollback_max_restarts: Option<u32>,
     /// Signed manifests: the minisign public keys trusted, and whether every manifest must be
     /// signed (see the README's "fleet updates").
     pub manifest_trust: Option<ManifestTrust>,
@@ -151,6 +157,17 @@ impl AtollConfiguration {
             keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| format!("{at}: {e}"))?);
         }
         Ok(Some(crate::trust::Trust { keys, require: t.require }))
+    }
+
+    /// `rollbackAfter` and `rollbackMaxRestarts`, checked.
+    pub(super) fn rollback(&self, shown: &str) -> Result<Option<crate::rollback::judge::Policy>, String> {
+        let Some(raw) = &self.rollback_after else { return Ok(None) };
+        let window = parse_duration(raw).map_err(|e| format!("config {shown}: rollbackAfter: {e}"))?;
+        if window < Duration::from_secs(1) || window > Duration::from_secs(24 * 3600) {
+            return Err(format!("config {shown}: rollbackAfter: {window:?} is not between 1s and 24h"));
+        }
+        let max_restarts = self.rollback_max_restarts.unwrap_or(crate::rollback::judge::DEFAULT_MAX_RESTARTS);
+        Ok(Some(crate::rollback::judge::Policy { window, max_restarts }))
     }
 
     /// `relistPeriod`, checked: from 1s to 1h.

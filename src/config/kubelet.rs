@@ -82,11 +82,11 @@ impl KubeletConfiguration {
         }
         if let Some(raw) = &self.image_minimum_gc_age {
             p.min_age =
-                super::duration::parse_duration(raw).map_err(|e| format!("config field imageMinimumGCAge: {e}"))?;
+                crate::duration::parse_duration(raw).map_err(|e| format!("config field imageMinimumGCAge: {e}"))?;
         }
         if let Some(raw) = &self.image_maximum_gc_age {
             let max =
-                super::duration::parse_duration(raw).map_err(|e| format!("config field imageMaximumGCAge: {e}"))?;
+                crate::duration::parse_duration(raw).map_err(|e| format!("config field imageMaximumGCAge: {e}"))?;
             if !max.is_zero() && max <= p.min_age {
                 return Err(format!(
                     "config field imageMaximumGCAge: {max:?} must be more than imageMinimumGCAge ({:?})",

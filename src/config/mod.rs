@@ -4,12 +4,11 @@
 //! field named, so the parts get only valid settings.
 
 pub mod atoll;
-pub mod duration;
 mod file;
 pub mod kubelet;
 
+pub use crate::duration::parse_duration;
 pub use atoll::AtollConfiguration;
-pub use duration::parse_duration;
 pub use kubelet::KubeletConfiguration;
 
 use crate::cli::{Flag, Flags};
@@ -46,6 +45,8 @@ pub struct Settings {
     /// atoll's `imageGCPeriod` (kubelet's fixed 5 minutes by default).
     pub image_gc_period: Duration,
     pub strict: bool,
+    /// `rollbackAfter`, `rollbackMaxRestarts`: health-gated rollback for every pod.
+    pub rollback: Option<crate::rollback::judge::Policy>,
     /// `manifestTrust`: the keys that sign manifests, and whether a signature is required.
     pub manifest_trust: Option<crate::trust::Trust>,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
@@ -192,6 +193,7 @@ impl Settings {
                 .filter(|d| !d.is_zero()),
             relist_period: own.relist_period(own_shown)?,
             manifest_trust: own.manifest_trust(own_shown)?,
+            rollback: own.rollback(own_shown)?,
             strict_image_pull_policy: own.strict_image_pull_policy.unwrap_or(false),
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,
             runtime_request_timeout: duration(

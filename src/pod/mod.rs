@@ -18,6 +18,7 @@ pub mod load;
 pub mod order;
 pub mod paths;
 pub mod quantity;
+pub mod rollback_policy;
 pub mod status;
 pub mod types;
 pub mod validate;

@@ -234,10 +234,12 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
         Some(s) if s.ready => ctx.host_ip.clone(),
         _ => String::new(),
     };
+    // A version run again by health-gated rollback says so (as its mirror pod does).
+    let rolled_back = pod.metadata.annotations.get(crate::pod::rollback_policy::ROLLED_BACK_FROM);
     PodStatus {
         phase: phase.into(),
         reason: None,
-        message: None,
+        message: rolled_back.map(|from| format!("rolled back from {from}")),
         conditions,
         host_ip: ctx.host_ip.clone(),
         pod_ips: if pod_ip.is_empty() { vec![] } else { vec![PodIp { ip: pod_ip.clone() }] },

@@ -1,0 +1,247 @@
+//! Health-gated rollback (atoll's): a pod whose manifest changed is on trial. It must be
+//! Ready at the end of its window (`atoll.io/rollback-after`, or atoll's `rollbackAfter`) and
+//! restart at most `atoll.io/rollback-max-restarts` times (3) within it; otherwise atoll runs
+//! the previous version again, records the failed version (its UID, a hash of its content) as
+//! bad so it is not tried again until the source changes, and says so: a `RolledBack` event,
+//! `atoll_pod_rollbacks_total`, and the annotation `atoll.io/rolled-back-from` (`<uid>:
+//! <reason>`) on the running version, which `atoll describe` and the mirror pod show. The
+//! manifest file is never rewritten: this stage sits between the sources and the merger and
+//! substitutes the last good version for a bad one in each snapshot. Each pod's record (the
+//! last good version, the trial, the bad version) is on disk under `<root-dir>/rollback`, so a
+//! trial or a rollback carries on across an agent restart or a reboot.
+
+pub mod judge;
+
+use crate::node::Node;
+use crate::pod::types::Pod;
+use crate::source::{SourceId, Update};
+use judge::{Policy, Seen, Verdict};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+pub use crate::pod::rollback_policy::ROLLED_BACK_FROM;
+
+/// How often trials are looked at while any runs.
+pub const CHECK: Duration = Duration::from_secs(1);
+
+/// One pod's memory, by `namespace/name`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Record {
+    key: String,
+    /// The last version that passed (or was running when its pod came under a policy).
+    good: Option<Version>,
+    trial: Option<Trial>,
+    /// The version rolled back from, and why; forgotten when the source changes again.
+    bad: Option<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Version {
+    uid: String,
+    pod: Pod,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Trial {
+    version: Version,
+    /// Seconds since the epoch (wall clock, so a reboot counts).
+    since: u64,
+    policy: Policy,
+    /// The restarts its containers had when the trial began.
+    restarts_before: u32,
+}
+
+pub struct Rollback {
+    dir: Option<PathBuf>,
+    default: Option<Policy>,
+    records: BTreeMap<String, Record>,
+    /// The last snapshot of each source as it came, to apply again after a verdict.
+    raw: BTreeMap<SourceId, Update>,
+    /// Pods under a policy whose good version is not known yet.
+    unknown: std::collections::BTreeSet<String>,
+}
+
+impl Rollback {
+    /// `dir`: where records live (`None`: in memory only); `default`: atoll's config default.
+    pub fn new(dir: Option<PathBuf>, default: Option<Policy>) -> Rollback {
+        let mut records = BTreeMap::new();
+        if let Some(d) = &dir {
+            for entry in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                if let Some(r) = crate::records::read::<Record>(&entry.path()) {
+                    records.insert(r.key.clone(), r);
+                }
+            }
+        }
+        Rollback { dir, default, records, raw: BTreeMap::new(), unknown: Default::default() }
+    }
+
+    /// Whether any trial runs.
+    pub fn on_trial(&self) -> bool {
+        self.records.values().any(|r| r.trial.is_some())
+    }
+
+    /// Whether [`Rollback::check`] has something to look at (the owner calls it every
+    /// [`CHECK`] while so): a trial, or a pod under a policy with no good version yet.
+    pub fn needs_check(&self) -> bool {
+        self.on_trial() || !self.unknown.is_empty()
+    }
+
+    /// A source's snapshot as it should run: a bad version replaced by the last good one, a
+    /// changed pod put on trial.
+    pub fn filter(&mut self, update: Update, node: &Node, now: SystemTime) -> Update {
+        self.raw.insert(update.source, update.clone());
+        let mut out = update;
+        for sp in &mut out.pods {
+            let key = sp.pod.key();
+            let policy = match judge::policy(&sp.pod, self.default) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::warn!("pod {key}: {e}; no rollback for it");
+                    None
+                }
+            };
+            let mut r =
+                self.records.get(&key).cloned().unwrap_or_else(|| Record { key: key.clone(), ..Default::default() });
+            if r.bad.as_ref().is_some_and(|(uid, _)| *uid != sp.uid) {
+                r.bad = None; // the source changed again: the new content gets its chance
+            }
+            match (&r.bad, &r.good) {
+                (Some((uid, why)), Some(good)) if *uid == sp.uid => {
+                    sp.pod = good.pod.clone();
+                    sp.uid = good.uid.clone();
+                    sp.pod.metadata.annotations.insert(ROLLED_BACK_FROM.into(), format!("{uid}: {why}"));
+                }
+                _ if policy.is_none() => r = Record { key: key.clone(), ..Default::default() },
+                // Back to the good version (a trial of another one, if any, is over).
+                _ if r.good.as_ref().is_some_and(|g| g.uid == sp.uid) => r.trial = None,
+                _ if r.trial.as_ref().is_some_and(|t| t.version.uid == sp.uid) => {}
+                (_, Some(_)) => {
+                    log::info!("pod {key} ({}): a new version, on trial for {:?}", sp.uid, policy.map(|p| p.window));
+                    r.trial = policy.map(|policy| Trial {
+                        version: Version { uid: sp.uid.clone(), pod: sp.pod.clone() },
+                        since: unix(now),
+                        policy,
+                        restarts_before: restarts(node, &sp.uid),
+                    });
+                }
+                (_, None) => {
+                    // The first version: the good one once it is Ready (`check`).
+                    self.unknown.insert(key.clone());
+                }
+            }
+            self.store(r);
+        }
+        out
+    }
+
+    /// Looks at every trial and at pods not yet known good; returns the snapshots to apply
+    /// again (a rollback happened in them).
+    pub fn check(&mut self, node: &Node, now: SystemTime) -> Vec<Update> {
+        let mut again = Vec::new();
+        let raw = &self.raw;
+        self.unknown.retain(|k| raw.values().any(|u| u.pods.iter().any(|p| p.pod.key() == *k)));
+        let statuses: BTreeMap<String, (Pod, bool, u32)> = node
+            .statuses()
+            .pods()
+            .into_iter()
+            .map(|(p, st)| {
+                let ready =
+                    st.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let restarts = st.map_or(0, |s| s.container_statuses.iter().map(|c| c.restart_count).sum());
+                (p.metadata.uid.clone(), (p, ready, restarts))
+            })
+            .collect();
+        let keys: Vec<String> = self.records.keys().cloned().collect();
+        for key in keys {
+            let mut r = self.records[&key].clone();
+            match r.trial.clone() {
+                Some(t) => {
+                    let (ready, restarts) = statuses.get(&t.version.uid).map_or((false, 0), |s| (s.1, s.2));
+                    let elapsed = Duration::from_secs(unix(now).saturating_sub(t.since));
+                    let seen = Seen { ready, restarts: restarts.saturating_sub(t.restarts_before) };
+                    match judge::judge(t.policy, elapsed, seen) {
+                        Verdict::OnTrial => continue,
+                        Verdict::Keep => {
+                            log::info!("pod {key} ({}): passed its trial; it is the version to keep", t.version.uid);
+                            r.good = Some(t.version);
+                            r.trial = None;
+                        }
+                        Verdict::RollBack(why) => {
+                            let message = format!("rolled back from {}: {why}", t.version.uid);
+                            if let Some((pod, _, _)) = statuses.get(&t.version.uid) {
+                                node.events().record(pod, true, "RolledBack", &message);
+                            } else {
+                                log::warn!("pod {key}: {message}");
+                            }
+                            crate::metrics::add(&crate::metrics::ROLLBACKS, &[], 1.0);
+                            r.bad = Some((t.version.uid, why));
+                            r.trial = None;
+                            again.extend(
+                                self.raw.values().filter(|u| u.pods.iter().any(|p| p.pod.key() == key)).cloned(),
+                            );
+                        }
+                    }
+                }
+                None => continue,
+            }
+            self.store(r);
+        }
+        // A pod under a policy with no good version yet: the one that runs and is Ready is it.
+        for (uid, (pod, ready, _)) in &statuses {
+            let key = pod.key();
+            let known = self.records.get(&key).is_some_and(|r| r.good.is_some() || r.trial.is_some());
+            if *ready && !known && matches!(judge::policy(pod, self.default), Ok(Some(_))) {
+                let mut r = self
+                    .records
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| Record { key: key.clone(), ..Default::default() });
+                let mut pod = pod.clone();
+                pod.metadata.annotations.remove(ROLLED_BACK_FROM);
+                r.good = Some(Version { uid: uid.clone(), pod });
+                self.store(r);
+            }
+            if self.records.get(&key).is_some_and(|r| r.good.is_some()) {
+                self.unknown.remove(&key);
+            }
+        }
+        again.into_iter().map(|u| self.filter(u, node, now)).collect()
+    }
+
+    fn store(&mut self, r: Record) {
+        if self.records.get(&r.key) == Some(&r) {
+            return;
+        }
+        if let Some(dir) = &self.dir {
+            let path = crate::records::path_for(dir, "pod", &r.key);
+            let written = if r.good.is_none() && r.trial.is_none() && r.bad.is_none() {
+                crate::records::remove(&path);
+                Ok(())
+            } else {
+                crate::records::write(&path, &r)
+            };
+            if let Err(e) = written {
+                log::warn!("rollback: cannot record pod {} in {}: {e}", r.key, dir.display());
+            }
+        }
+        if r.good.is_none() && r.trial.is_none() && r.bad.is_none() {
+            self.records.remove(&r.key);
+        } else {
+            self.records.insert(r.key.clone(), r);
+        }
+    }
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The restarts pod `uid`'s containers have had so far.
+fn restarts(node: &Node, uid: &str) -> u32 {
+    node.statuses().get(uid).map_or(0, |s| s.container_statuses.iter().map(|c| c.restart_count).sum())
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+//! The rollback stage with a node whose statuses the test sets, as the workers would.
+
+use super::*;
+use crate::node::Facts;
+use crate::pod::identity::Origin;
+use crate::pod::status::{ContainerStatus, PodCondition, PodStatus};
+use crate::pod::{load, Policy as LoadPolicy, Shape};
+use std::sync::Arc;
+
+fn node() -> Arc<Node> {
+    let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap();
+    Node::new(crate::cri::Cri::new(&endpoint), Facts { name: "n1".into(), ..Default::default() })
+}
+
+fn version(image: &str) -> crate::pod::StaticPod {
+    let yaml = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: {{atoll.io/rollback-after: 60s, atoll.io/rollback-max-restarts: \"2\"}}\nspec:\n  containers:\n  - {{name: c, image: {image}}}\n");
+    let origin = Origin::File("/m/web.yaml".into());
+    load(yaml.as_bytes(), Shape::SinglePod, &origin, "n1", LoadPolicy::default()).unwrap().pods.remove(0)
+}
+
+/// What a worker publishes for `sp`: Ready or not, with `restarts`.
+fn runs(node: &Node, sp: &crate::pod::StaticPod, ready: bool, restarts: u32) {
+    node.statuses().set_pod(&sp.uid, &sp.pod);
+    let status = if ready { "True" } else { "False" };
+    node.statuses().set(
+        &sp.uid,
+        PodStatus {
+            phase: "Running".into(),
+            conditions: vec![PodCondition { type_: "Ready".into(), status: status.into(), ..Default::default() }],
+            container_statuses: vec![ContainerStatus {
+                name: "c".into(),
+                restart_count: restarts,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+}
+
+fn snapshot(sp: &crate::pod::StaticPod) -> Update {
+    Update { source: SourceId::File, pods: vec![sp.clone()], errors: vec![] }
+}
+
+#[test]
+fn a_crashing_update_is_rolled_back_and_stays_so_across_a_restart() {
+    let dir = std::env::temp_dir().join(format!("atoll-rollback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let node = node();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let mut rb = Rollback::new(Some(dir.clone()), None);
+    let (v1, v2) = (version("app:1"), version("app:2"));
+    assert_eq!(rb.filter(snapshot(&v1), &node, t0).pods[0].uid, v1.uid);
+    runs(&node, &v1, true, 0);
+    assert!(rb.check(&node, t0).is_empty());
+    assert!(!rb.on_trial(), "the first version has nothing to roll back to");
+
+    // v2 arrives: on trial; it restarts three times (two allowed) within its window.
+    assert_eq!(rb.filter(snapshot(&v2), &node, t0).pods[0].uid, v2.uid);
+    assert!(rb.on_trial());
+    node.statuses().remove(&v1.uid);
+    runs(&node, &v2, false, 2);
+    assert!(rb.check(&node, t0 + Duration::from_secs(5)).is_empty(), "two restarts are allowed");
+    runs(&node, &v2, false, 3);
+    let again = rb.check(&node, t0 + Duration::from_secs(6));
+    assert_eq!(again.len(), 1, "the file source's snapshot applied again");
+    let back = &again[0].pods[0];
+    assert_eq!(back.uid, v1.uid, "v1 runs again");
+    assert_eq!(back.pod.spec.containers[0].image, "app:1");
+    let why = &back.pod.metadata.annotations[ROLLED_BACK_FROM];
+    assert!(why.starts_with(&v2.uid) && why.contains("restarted 3 times within 60s"), "{why}");
+    assert!(node.events().all().iter().any(|e| e.reason == "RolledBack"));
+
+    // The source still says v2: v1 it is, also for a restarted agent.
+    assert_eq!(rb.filter(snapshot(&v2), &node, t0 + Duration::from_secs(7)).pods[0].uid, v1.uid);
+    let mut restarted = Rollback::new(Some(dir.clone()), None);
+    assert_eq!(restarted.filter(snapshot(&v2), &node, t0 + Duration::from_secs(8)).pods[0].uid, v1.uid);
+    // A new version (v3) gets its chance; Ready at the end of its window, it is kept.
+    let v3 = version("app:3");
+    assert_eq!(restarted.filter(snapshot(&v3), &node, t0 + Duration::from_secs(9)).pods[0].uid, v3.uid);
+    runs(&node, &v3, true, 0);
+    assert!(restarted.check(&node, t0 + Duration::from_secs(30)).is_empty());
+    assert!(restarted.on_trial());
+    assert!(restarted.check(&node, t0 + Duration::from_secs(70)).is_empty());
+    assert!(!restarted.on_trial(), "v3 passed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_version_never_ready_in_its_window_is_rolled_back_and_without_a_policy_nothing_is_judged() {
+    let node = node();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let mut rb = Rollback::new(None, None);
+    let (v1, v2) = (version("app:1"), version("app:2"));
+    rb.filter(snapshot(&v1), &node, t0);
+    runs(&node, &v1, true, 0);
+    rb.check(&node, t0);
+    rb.filter(snapshot(&v2), &node, t0);
+    runs(&node, &v2, false, 0);
+    assert!(rb.check(&node, t0 + Duration::from_secs(59)).is_empty());
+    let again = rb.check(&node, t0 + Duration::from_secs(61));
+    assert!(again[0].pods[0].pod.metadata.annotations[ROLLED_BACK_FROM].contains("not Ready within 60s"));
+
+    let plain = |sp: &crate::pod::StaticPod| {
+        let mut sp = sp.clone();
+        sp.pod.metadata.annotations.remove(judge::AFTER);
+        sp
+    };
+    let mut off = Rollback::new(None, None);
+    off.filter(snapshot(&plain(&v1)), &node, t0);
+    assert!(!off.on_trial());
+    assert_eq!(off.filter(snapshot(&plain(&v2)), &node, t0).pods[0].uid, plain(&v2).uid);
+    assert!(!off.on_trial(), "no policy, no trial");
+}
