@@ -15,15 +15,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn ctr(tb: &Testbed, args: &[&str]) {
-    let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
-        .args(["--address", tb.var("ATOLL_TB_SOCKET"), "--namespace", "k8s.io"])
-        .args(args)
-        .output()
-        .expect("run ctr");
-    assert!(out.status.success(), "ctr {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 fn pod_with(name: &str, image: &str) -> atoll::pod::StaticPod {
     let yaml = format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: Always\n    command: [sleep, '3600']\n"
@@ -48,7 +39,7 @@ fn offline_a_pull_policy_always_pod_starts_from_the_image_on_disk_unless_strict(
     let tb = testbed();
     // The test bed's busybox under the name of a registry nobody answers for (port 1).
     let image = format!("127.0.0.1:1/atoll/offline:{}", std::process::id());
-    ctr(tb, &["images", "tag", "--force", &tb.busybox, &image]);
+    tb.ctr(&["images", "tag", "--force", &tb.busybox, &image]);
 
     let sh = common::engine_env(tb, "offline", Duration::from_secs(30), Default::default());
     let mut engine = sh.engine();
@@ -81,7 +72,7 @@ fn offline_a_pull_policy_always_pod_starts_from_the_image_on_disk_unless_strict(
     eventually(Duration::from_secs(30), "both pods removed", || {
         (!running(tb, &sp.uid) && !running(tb, &kept.uid)).then_some(())
     });
-    ctr(tb, &["images", "rm", &image]);
+    tb.ctr(&["images", "rm", &image]);
 }
 
 /// A `ctr` that notes each call in `calls` and takes `delay` seconds before doing it.
@@ -219,7 +210,7 @@ fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them(
     }
     eventually(Duration::from_secs(60), "the pods removed", || pods.iter().all(|p| !running(tb, &p.uid)).then_some(()));
     for (_, image, _) in &forms {
-        ctr(tb, &["images", "rm", image]);
+        tb.ctr(&["images", "rm", image]);
     }
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_dir_all(images.parent().unwrap());
@@ -266,7 +257,7 @@ fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     // The whole file in place of the cut one: imported.
     drop_file(&images, "cut.tar.zst", &whole);
     eventually(Duration::from_secs(60), "the whole archive imported", || image_present(tb, &cut_image).then_some(()));
-    ctr(tb, &["images", "rm", &cut_image]);
+    tb.ctr(&["images", "rm", &cut_image]);
     let _ = std::fs::remove_dir_all(images.parent().unwrap());
 }
 
@@ -308,7 +299,7 @@ fn an_app_tarball_and_its_manifest_are_all_a_box_without_a_registry_needs() {
     assert!(agent.alive());
     std::fs::remove_file(dir.join("manifests/app.yaml")).unwrap();
     eventually(Duration::from_secs(60), "the app gone", || agent.pod("app-tb").is_none().then_some(()));
-    ctr(tb, &["images", "rm", &image]);
+    tb.ctr(&["images", "rm", &image]);
 }
 
 #[test]
@@ -341,5 +332,5 @@ fn atoll_images_import_streams_a_tarball_into_the_runtime_by_the_same_code() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a tar archive"), "{stderr}");
     let _ = std::fs::remove_file(&file);
-    ctr(tb, &["images", "rm", &image]);
+    tb.ctr(&["images", "rm", &image]);
 }

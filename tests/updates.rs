@@ -23,15 +23,6 @@ fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn ctr(tb: &Testbed, args: &[&str]) {
-    let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
-        .args(["--address", tb.var("ATOLL_TB_SOCKET"), "--namespace", "k8s.io"])
-        .args(args)
-        .output()
-        .expect("run ctr");
-    assert!(out.status.success(), "ctr {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 fn pod(image: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: upd}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n"
@@ -68,7 +59,7 @@ fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_i
     assert_eq!(running(tb, "upd-tb").into_iter().map(|c| c.0).collect::<Vec<_>>(), vec![old.clone()]);
 
     // The image arrives (side-loaded under that name): the swap happens.
-    ctr(tb, &["images", "tag", "--force", &tb.busybox, &image]);
+    tb.ctr(&["images", "tag", "--force", &tb.busybox, &image]);
     eventually(Duration::from_secs(60), "the new version running", || {
         running(tb, "upd-tb").into_iter().find(|c| c.0 != old)
     });
@@ -76,7 +67,7 @@ fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_i
     assert!(agent.log().contains("the new version's images are on the node; terminating"), "{}", agent.log());
     std::fs::remove_file(manifests.join("upd.yaml")).unwrap();
     eventually(Duration::from_secs(60), "the pod gone", || running(tb, "upd-tb").is_empty().then_some(()));
-    ctr(tb, &["images", "rm", &image]);
+    tb.ctr(&["images", "rm", &image]);
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -182,7 +173,10 @@ fn an_update_never_ready_in_its_window_is_rolled_back_across_a_kill_of_atoll_and
     assert_eq!(std::fs::read_to_string(manifests.join("rb.yaml")).unwrap(), bad, "the manifest is never rewritten");
 
     // kill -9 and start again: the bad version is not tried again; version 1 keeps running.
-    let before = running(tb, "rb-tb");
+    let before = eventually(Duration::from_secs(60), "version 2 gone", || {
+        let now = running(tb, "rb-tb");
+        (now.len() == 1).then_some(now)
+    });
     agent.signal("KILL");
     let _ = agent.child.wait();
     let agent = common::Agent::start(tb, &dir, "", &[], &[]);

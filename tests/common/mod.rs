@@ -116,6 +116,16 @@ impl Testbed {
         self.env.get(key).map(String::as_str).unwrap_or("")
     }
 
+    /// The test bed's `ctr` in the `k8s.io` namespace (asserting it succeeds).
+    pub fn ctr(&self, args: &[&str]) {
+        let out = Command::new(self.var("ATOLL_TB_CTR"))
+            .args(["--address", self.var("ATOLL_TB_SOCKET"), "--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("run ctr");
+        assert!(out.status.success(), "ctr {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Stops the test bed's containerd and starts it again; running containers stay up.
     pub fn restart_containerd(&self) {
         let status =
