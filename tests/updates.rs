@@ -23,6 +23,14 @@ fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An agent owns every pod atoll made on its runtime (it removes the ones it does not want
+/// once its sources have spoken), so the tests here, each with an agent of its own on the one
+/// test bed, take turns.
+fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pod(image: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: upd}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n"
@@ -32,6 +40,7 @@ fn pod(image: &str) -> String {
 #[test]
 fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_it_can() {
     let tb = testbed();
+    let _turn = one_agent_at_a_time();
     let dir = std::env::temp_dir().join(format!("atoll-updates-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let manifests = dir.join("manifests");
@@ -84,6 +93,7 @@ fn sandbox_created(tb: &Testbed, name: &str) -> Option<i64> {
 #[test]
 fn at_boot_pods_start_in_their_dependency_order() {
     let tb = testbed();
+    let _turn = one_agent_at_a_time();
     let dir = std::env::temp_dir().join(format!("atoll-order-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let manifests = dir.join("manifests");
@@ -127,6 +137,7 @@ fn at_boot_pods_start_in_their_dependency_order() {
 #[test]
 fn an_update_never_ready_in_its_window_is_rolled_back_across_a_kill_of_atoll_and_stays_so() {
     let tb = testbed();
+    let _turn = one_agent_at_a_time();
     let dir = std::env::temp_dir().join(format!("atoll-rollback-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let manifests = dir.join("manifests");
