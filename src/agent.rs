@@ -202,7 +202,7 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         .await;
         match event {
             Event::Source(update) => {
-                let update = rollback.filter(update, &node, SystemTime::now());
+                let update = rollback.filter(update, &node);
                 let changes = merger.apply(update, SystemTime::now());
                 mirror_stale |= !changes.is_empty();
                 engine.apply_all(changes);

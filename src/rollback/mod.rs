@@ -45,7 +45,9 @@ struct Version {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Trial {
     version: Version,
-    /// Seconds since the epoch (wall clock, so a reboot counts).
+    /// When the new version's worker began (seconds since the epoch, wall clock, so a
+    /// restart or a reboot counts); 0 until then: an update waits for its images, and perhaps
+    /// for the old version's grace period, before its window opens.
     since: u64,
     policy: Policy,
     /// The restarts its containers had when the trial began.
@@ -89,7 +91,7 @@ impl Rollback {
 
     /// A source's snapshot as it should run: a bad version replaced by the last good one, a
     /// changed pod put on trial.
-    pub fn filter(&mut self, update: Update, node: &Node, now: SystemTime) -> Update {
+    pub fn filter(&mut self, update: Update, node: &Node) -> Update {
         self.raw.insert(update.source, update.clone());
         let mut out = update;
         for sp in &mut out.pods {
@@ -120,7 +122,7 @@ impl Rollback {
                     log::info!("pod {key} ({}): a new version, on trial for {:?}", sp.uid, policy.map(|p| p.window));
                     r.trial = policy.map(|policy| Trial {
                         version: Version { uid: sp.uid.clone(), pod: sp.pod.clone() },
-                        since: unix(now),
+                        since: 0,
                         policy,
                         restarts_before: restarts(node, &sp.uid),
                     });
@@ -156,8 +158,14 @@ impl Rollback {
         for key in keys {
             let mut r = self.records[&key].clone();
             match r.trial.clone() {
-                Some(t) => {
-                    let (ready, restarts) = statuses.get(&t.version.uid).map_or((false, 0), |s| (s.1, s.2));
+                Some(mut t) => {
+                    let Some((ready, restarts)) = statuses.get(&t.version.uid).map(|s| (s.1, s.2)) else { continue };
+                    if t.since == 0 {
+                        t.since = unix(now); // its worker runs: the window opens
+                        r.trial = Some(t);
+                        self.store(r);
+                        continue;
+                    }
                     let elapsed = Duration::from_secs(unix(now).saturating_sub(t.since));
                     let seen = Seen { ready, restarts: restarts.saturating_sub(t.restarts_before) };
                     match judge::judge(t.policy, elapsed, seen) {
@@ -206,7 +214,7 @@ impl Rollback {
                 self.unknown.remove(&key);
             }
         }
-        again.into_iter().map(|u| self.filter(u, node, now)).collect()
+        again.into_iter().map(|u| self.filter(u, node)).collect()
     }
 
     fn store(&mut self, r: Record) {

@@ -49,13 +49,13 @@ fn a_crashing_update_is_rolled_back_and_stays_so_across_a_restart() {
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
     let mut rb = Rollback::new(Some(dir.clone()), None);
     let (v1, v2) = (version("app:1"), version("app:2"));
-    assert_eq!(rb.filter(snapshot(&v1), &node, t0).pods[0].uid, v1.uid);
+    assert_eq!(rb.filter(snapshot(&v1), &node).pods[0].uid, v1.uid);
     runs(&node, &v1, true, 0);
     assert!(rb.check(&node, t0).is_empty());
     assert!(!rb.on_trial(), "the first version has nothing to roll back to");
 
     // v2 arrives: on trial; it restarts three times (two allowed) within its window.
-    assert_eq!(rb.filter(snapshot(&v2), &node, t0).pods[0].uid, v2.uid);
+    assert_eq!(rb.filter(snapshot(&v2), &node).pods[0].uid, v2.uid);
     assert!(rb.on_trial());
     node.statuses().remove(&v1.uid);
     runs(&node, &v2, false, 2);
@@ -71,16 +71,19 @@ fn a_crashing_update_is_rolled_back_and_stays_so_across_a_restart() {
     assert!(node.events().all().iter().any(|e| e.reason == "RolledBack"));
 
     // The source still says v2: v1 it is, also for a restarted agent.
-    assert_eq!(rb.filter(snapshot(&v2), &node, t0 + Duration::from_secs(7)).pods[0].uid, v1.uid);
+    assert_eq!(rb.filter(snapshot(&v2), &node).pods[0].uid, v1.uid);
     let mut restarted = Rollback::new(Some(dir.clone()), None);
-    assert_eq!(restarted.filter(snapshot(&v2), &node, t0 + Duration::from_secs(8)).pods[0].uid, v1.uid);
+    assert_eq!(restarted.filter(snapshot(&v2), &node).pods[0].uid, v1.uid);
     // A new version (v3) gets its chance; Ready at the end of its window, it is kept.
     let v3 = version("app:3");
-    assert_eq!(restarted.filter(snapshot(&v3), &node, t0 + Duration::from_secs(9)).pods[0].uid, v3.uid);
+    assert_eq!(restarted.filter(snapshot(&v3), &node).pods[0].uid, v3.uid);
+    assert!(restarted.check(&node, t0 + Duration::from_secs(20)).is_empty());
+    assert!(restarted.on_trial(), "v3 waits to start: its window is not open yet");
     runs(&node, &v3, true, 0);
-    assert!(restarted.check(&node, t0 + Duration::from_secs(30)).is_empty());
+    assert!(restarted.check(&node, t0 + Duration::from_secs(30)).is_empty(), "its window opens at 30 s");
+    assert!(restarted.check(&node, t0 + Duration::from_secs(89)).is_empty());
     assert!(restarted.on_trial());
-    assert!(restarted.check(&node, t0 + Duration::from_secs(70)).is_empty());
+    assert!(restarted.check(&node, t0 + Duration::from_secs(91)).is_empty());
     assert!(!restarted.on_trial(), "v3 passed");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -91,13 +94,14 @@ fn a_version_never_ready_in_its_window_is_rolled_back_and_without_a_policy_nothi
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
     let mut rb = Rollback::new(None, None);
     let (v1, v2) = (version("app:1"), version("app:2"));
-    rb.filter(snapshot(&v1), &node, t0);
+    rb.filter(snapshot(&v1), &node);
     runs(&node, &v1, true, 0);
     rb.check(&node, t0);
-    rb.filter(snapshot(&v2), &node, t0);
+    rb.filter(snapshot(&v2), &node);
     runs(&node, &v2, false, 0);
-    assert!(rb.check(&node, t0 + Duration::from_secs(59)).is_empty());
-    let again = rb.check(&node, t0 + Duration::from_secs(61));
+    assert!(rb.check(&node, t0 + Duration::from_secs(1)).is_empty(), "the window opens");
+    assert!(rb.check(&node, t0 + Duration::from_secs(60)).is_empty());
+    let again = rb.check(&node, t0 + Duration::from_secs(62));
     assert!(again[0].pods[0].pod.metadata.annotations[ROLLED_BACK_FROM].contains("not Ready within 60s"));
 
     let plain = |sp: &crate::pod::StaticPod| {
@@ -106,8 +110,8 @@ fn a_version_never_ready_in_its_window_is_rolled_back_and_without_a_policy_nothi
         sp
     };
     let mut off = Rollback::new(None, None);
-    off.filter(snapshot(&plain(&v1)), &node, t0);
+    off.filter(snapshot(&plain(&v1)), &node);
     assert!(!off.on_trial());
-    assert_eq!(off.filter(snapshot(&plain(&v2)), &node, t0).pods[0].uid, plain(&v2).uid);
+    assert_eq!(off.filter(snapshot(&plain(&v2)), &node).pods[0].uid, plain(&v2).uid);
     assert!(!off.on_trial(), "no policy, no trial");
 }
