@@ -97,6 +97,32 @@ fn update(tb: &common::Testbed, manifests: &Path, text: &str) -> (Duration, Dura
     (Duration::from_nanos(started.saturating_sub(finished).max(0) as u64), took)
 }
 
+/// `ctr images push`, tried again after a failure (a push right after an import has been
+/// seen to end with "unexpected EOF" reading the new content once).
+fn push(tb: &common::Testbed, image: &str) {
+    for _ in 0..2 {
+        let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
+            .args([
+                "--address",
+                tb.var("ATOLL_TB_SOCKET"),
+                "--namespace",
+                "k8s.io",
+                "images",
+                "push",
+                "--plain-http",
+                image,
+            ])
+            .output()
+            .expect("run ctr");
+        if out.status.success() {
+            return;
+        }
+        eprintln!("ctr images push {image}: {}; trying again", String::from_utf8_lossy(&out.stderr).trim());
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    tb.ctr(&["images", "push", "--plain-http", image]);
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -131,7 +157,7 @@ fn main() {
     let (mut present, mut pulled, mut pulled_total) = (vec![], vec![], vec![]);
     for round in 0..rounds {
         // The image on the node: only the command's round changes.
-        present.push(update(tb, &manifests, &pod(&tb.busybox, 2 * round + 1)).0);
+        present.push(update(tb, &manifests, &pod(&tb.busybox, 3 * round + 1)).0);
         // A new image, in the registry only, pulled through the slow proxy.
         let pushed = format!("{registry}/atoll/update:{round}-{}", std::process::id());
         let mut bytes = vec![0u8; layer_mib << 20];
@@ -140,15 +166,15 @@ fn main() {
         let file = work.join("image.tar");
         std::fs::write(&file, archives.docker_with_layer(&pushed, &text)).unwrap();
         tb.ctr(&["images", "import", file.to_str().unwrap()]);
-        tb.ctr(&["images", "push", "--plain-http", &pushed]);
+        push(tb, &pushed);
         // Through CRI: every name of the image goes (the CRI plugin keeps one by its id), and
         // with the last its layer, so the pull fetches it all.
         smol::block_on(tb.cri().remove_image(&pushed)).unwrap();
         let through_proxy = pushed.replacen(&registry, &format!("127.0.0.1:{proxy}"), 1);
-        let (down, total) = update(tb, &manifests, &pod(&through_proxy, 2 * round + 2));
+        let (down, total) = update(tb, &manifests, &pod(&through_proxy, 3 * round + 2));
         pulled.push(down);
         pulled_total.push(total);
-        std::fs::write(manifests.join("upd.yaml"), pod(&tb.busybox, 2 * round + 3)).unwrap();
+        std::fs::write(manifests.join("upd.yaml"), pod(&tb.busybox, 3 * round + 3)).unwrap();
         eventually(Duration::from_secs(60), "back on busybox", || {
             let c = running(tb, "upd-tb")?;
             let st = smol::block_on(tb.cri().container_status(&c, false)).ok()?.status?;
