@@ -36,10 +36,22 @@ struct Record {
     bad: Option<(String, String)>,
 }
 
+/// A version of a pod: its UID and the pod as JSON (read back through the manifest decoder,
+/// so no second deserializer of the Pod types is compiled in).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Version {
     uid: String,
-    pod: Pod,
+    pod: String,
+}
+
+impl Version {
+    fn new(uid: &str, pod: &Pod) -> Version {
+        Version { uid: uid.to_string(), pod: serde_json::to_string(pod).unwrap_or_default() }
+    }
+
+    fn pod(&self) -> Option<Pod> {
+        crate::pod::decode::decode(self.pod.as_bytes(), crate::pod::Shape::SinglePod).ok()?.pods.pop()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -109,8 +121,8 @@ impl Rollback {
                 r.bad = None; // the source changed again: the new content gets its chance
             }
             match (&r.bad, &r.good) {
-                (Some((uid, why)), Some(good)) if *uid == sp.uid => {
-                    sp.pod = good.pod.clone();
+                (Some((uid, why)), Some(good)) if *uid == sp.uid && good.pod().is_some() => {
+                    sp.pod = good.pod().unwrap_or_default();
                     sp.uid = good.uid.clone();
                     sp.pod.metadata.annotations.insert(ROLLED_BACK_FROM.into(), format!("{uid}: {why}"));
                 }
@@ -121,7 +133,7 @@ impl Rollback {
                 (_, Some(_)) => {
                     log::info!("pod {key} ({}): a new version, on trial for {:?}", sp.uid, policy.map(|p| p.window));
                     r.trial = policy.map(|policy| Trial {
-                        version: Version { uid: sp.uid.clone(), pod: sp.pod.clone() },
+                        version: Version::new(&sp.uid, &sp.pod),
                         since: 0,
                         policy,
                         restarts_before: restarts(node, &sp.uid),
@@ -207,7 +219,7 @@ impl Rollback {
                     .unwrap_or_else(|| Record { key: key.clone(), ..Default::default() });
                 let mut pod = pod.clone();
                 pod.metadata.annotations.remove(ROLLED_BACK_FROM);
-                r.good = Some(Version { uid: uid.clone(), pod });
+                r.good = Some(Version::new(uid, &pod));
                 self.store(r);
             }
             if self.records.get(&key).is_some_and(|r| r.good.is_some()) {
