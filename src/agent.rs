@@ -208,13 +208,15 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
                 engine.apply_all(changes);
             }
             Event::Done(uid) => engine.worker_done(&uid),
-            Event::Tick => {
+            // The watchdog's ticks come too: trials are looked at only while there are some.
+            Event::Tick if rollback.needs_check() => {
                 for update in rollback.check(&node, SystemTime::now()) {
                     let changes = merger.apply(update, SystemTime::now());
                     mirror_stale |= !changes.is_empty();
                     engine.apply_all(changes);
                 }
             }
+            Event::Tick => {}
             Event::Command(Command::Reload(new)) => {
                 reload(&current, &new, engine.tuning());
                 current = *new;
