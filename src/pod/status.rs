@@ -1,6 +1,6 @@
 //! The v1 PodStatus, as the local API and the mirror show it: phase, conditions, container
-//! statuses with their states. Field names and shapes are the API's. Types only; `status`
-//! computes them.
+//! statuses with their states. Field names and shapes are the API's. Types (and what a reader
+//! asks of them); `status` computes them.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,18 @@ pub struct PodStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_statuses: Vec<ContainerStatus>,
     pub qos_class: String,
+}
+
+impl PodStatus {
+    /// Whether the pod's Ready condition is True.
+    pub fn ready(&self) -> bool {
+        self.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    /// Its containers' restarts, together.
+    pub fn restarts(&self) -> u32 {
+        self.container_statuses.iter().map(|c| c.restart_count).fold(0, u32::saturating_add)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

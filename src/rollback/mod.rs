@@ -36,6 +36,12 @@ struct Record {
     bad: Option<(String, String)>,
 }
 
+impl Record {
+    fn empty(key: &str) -> Record {
+        Record { key: key.to_string(), ..Default::default() }
+    }
+}
+
 /// A version of a pod: its UID and the pod as JSON (read back through the manifest decoder,
 /// so no second deserializer of the Pod types is compiled in).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -115,18 +121,24 @@ impl Rollback {
                     None
                 }
             };
-            let mut r =
-                self.records.get(&key).cloned().unwrap_or_else(|| Record { key: key.clone(), ..Default::default() });
+            let mut r = self.record(&key);
             if r.bad.as_ref().is_some_and(|(uid, _)| *uid != sp.uid) {
                 r.bad = None; // the source changed again: the new content gets its chance
             }
-            match (&r.bad, &r.good) {
-                (Some((uid, why)), Some(good)) if *uid == sp.uid && good.pod().is_some() => {
-                    sp.pod = good.pod().unwrap_or_default();
-                    sp.uid = good.uid.clone();
-                    sp.pod.metadata.annotations.insert(ROLLED_BACK_FROM.into(), format!("{uid}: {why}"));
+            // A bad version is replaced by the good one (read back only then).
+            let rolled_back = match (&r.bad, &r.good) {
+                (Some((uid, why)), Some(good)) if *uid == sp.uid => {
+                    good.pod().map(|pod| (good.uid.clone(), pod, format!("{uid}: {why}")))
                 }
-                _ if policy.is_none() => r = Record { key: key.clone(), ..Default::default() },
+                _ => None,
+            };
+            match (rolled_back, &r.good) {
+                (Some((good_uid, pod, from)), _) => {
+                    sp.pod = pod;
+                    sp.uid = good_uid;
+                    sp.pod.metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
+                }
+                _ if policy.is_none() => r = Record::empty(&key),
                 // Back to the good version (a trial of another one, if any, is over).
                 _ if r.good.as_ref().is_some_and(|g| g.uid == sp.uid) => r.trial = None,
                 _ if r.trial.as_ref().is_some_and(|t| t.version.uid == sp.uid) => {}
@@ -136,7 +148,7 @@ impl Rollback {
                         version: Version::new(&sp.uid, &sp.pod),
                         since: 0,
                         policy,
-                        restarts_before: restarts(node, &sp.uid),
+                        restarts_before: node.statuses().get(&sp.uid).map_or(0, |s| s.restarts()),
                     });
                 }
                 (_, None) => {
@@ -160,9 +172,7 @@ impl Rollback {
             .pods()
             .into_iter()
             .map(|(p, st)| {
-                let ready =
-                    st.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                let restarts = st.map_or(0, |s| s.container_statuses.iter().map(|c| c.restart_count).sum());
+                let (ready, restarts) = st.map_or((false, 0), |s| (s.ready(), s.restarts()));
                 (p.metadata.uid.clone(), (p, ready, restarts))
             })
             .collect();
@@ -212,11 +222,7 @@ impl Rollback {
             let key = pod.key();
             let known = self.records.get(&key).is_some_and(|r| r.good.is_some() || r.trial.is_some());
             if *ready && !known && matches!(judge::policy(pod, self.default), Ok(Some(_))) {
-                let mut r = self
-                    .records
-                    .get(&key)
-                    .cloned()
-                    .unwrap_or_else(|| Record { key: key.clone(), ..Default::default() });
+                let mut r = self.record(&key);
                 let mut pod = pod.clone();
                 pod.metadata.annotations.remove(ROLLED_BACK_FROM);
                 r.good = Some(Version::new(uid, &pod));
@@ -229,13 +235,20 @@ impl Rollback {
         again.into_iter().map(|u| self.filter(u, node)).collect()
     }
 
+    /// What is known of pod `key` (nothing yet: an empty record).
+    fn record(&self, key: &str) -> Record {
+        self.records.get(key).cloned().unwrap_or_else(|| Record::empty(key))
+    }
+
+    /// Keeps `r` (in memory and on disk when it changed); an empty record is forgotten.
     fn store(&mut self, r: Record) {
         if self.records.get(&r.key) == Some(&r) {
             return;
         }
+        let empty = r.good.is_none() && r.trial.is_none() && r.bad.is_none();
         if let Some(dir) = &self.dir {
             let path = crate::records::path_for(dir, "pod", &r.key);
-            let written = if r.good.is_none() && r.trial.is_none() && r.bad.is_none() {
+            let written = if empty {
                 crate::records::remove(&path);
                 Ok(())
             } else {
@@ -245,7 +258,7 @@ impl Rollback {
                 log::warn!("rollback: cannot record pod {} in {}: {e}", r.key, dir.display());
             }
         }
-        if r.good.is_none() && r.trial.is_none() && r.bad.is_none() {
+        if empty {
             self.records.remove(&r.key);
         } else {
             self.records.insert(r.key.clone(), r);
@@ -255,11 +268,6 @@ impl Rollback {
 
 fn unix(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The restarts pod `uid`'s containers have had so far.
-fn restarts(node: &Node, uid: &str) -> u32 {
-    node.statuses().get(uid).map_or(0, |s| s.container_statuses.iter().map(|c| c.restart_count).sum())
 }
 
 #[cfg(test)]

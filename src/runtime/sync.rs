@@ -185,7 +185,7 @@ fn dependency_wait<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<Stri
         .filter(|(p, _)| p.metadata.uid != pod.metadata.uid)
         .map(|(p, st)| Peer {
             key: order::written_key(&p),
-            ready: st.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            ready: st.is_some_and(|s| s.ready()),
             depends_on: order::depends_on(&p).unwrap_or_default(),
         })
         .collect();
