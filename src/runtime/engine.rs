@@ -3,10 +3,10 @@
 //!
 //! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
 //! is still held by a terminating older UID waits until that worker has finished (kubelet's
-//! static pod rule: never two of the same name). A replacement (a remove and an add of the same
-//! name in one batch, [`Engine::apply_all`]) first pulls the new version's images while the old
-//! version runs (`prepull`), and only then terminates the old one. At start the engine learns which pods the
-//! runtime already runs ([`Engine::adopt`]): a desired pod whose name is held there by another
+//! static pod rule: never two of the same name). A replacement (a remove and an add of the
+//! same name in one batch, [`Engine::apply_all`]) first pulls the new version's images while
+//! the old version runs (`prepull`), and only then terminates the old one. At start the engine
+//! learns which pods the runtime already runs ([`Engine::adopt`]): a desired pod whose name is held there by another
 //! UID (the manifest changed while atoll was down) waits until that orphan has been stopped
 //! with its own grace period and preStop hook, so two copies never share hostPath data. Once
 //! every source has spoken, the other pods atoll created that nobody wants any more are
@@ -45,9 +45,8 @@ pub struct Engine<R: RuntimeService> {
     /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
     pending: HashMap<String, Vec<StaticPod>>,
     /// Old versions kept running while their replacement's images are pulled, by
-    /// `namespace/name`, and the pulls (dropping one cancels it).
-    retiring: HashMap<String, StaticPod>,
-    prepulls: HashMap<String, smol::Task<()>>,
+    /// `namespace/name`, with the pull once the replacement is known (dropping it cancels it).
+    retiring: HashMap<String, (StaticPod, Option<smol::Task<()>>)>,
     /// Pods the runtime ran when atoll started and no worker has taken over: UID → name.
     found: HashMap<String, String>,
     done_tx: smol::channel::Sender<String>,
@@ -72,7 +71,6 @@ impl<R: RuntimeService> Engine<R> {
             _pleg: pleg,
             pending: HashMap::new(),
             retiring: HashMap::new(),
-            prepulls: HashMap::new(),
             found: HashMap::new(),
             done_tx,
             done_rx,
@@ -138,7 +136,7 @@ impl<R: RuntimeService> Engine<R> {
                         sp.pod.key(),
                         sp.uid
                     );
-                    self.retiring.insert(sp.pod.key(), sp);
+                    self.retiring.insert(sp.pod.key(), (sp, None));
                 }
                 other => self.apply(other),
             }
@@ -161,10 +159,7 @@ impl<R: RuntimeService> Engine<R> {
                 if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
                     q.retain(|p| p.uid != sp.uid);
                 }
-                if self.retiring.get(&sp.pod.key()).is_some_and(|old| old.uid == sp.uid) {
-                    self.retiring.remove(&sp.pod.key());
-                    self.prepulls.remove(&sp.pod.key());
-                }
+                self.retired(&sp.pod.key(), &sp.uid);
                 if let Some(h) = self.workers.get(&sp.uid) {
                     log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
                     let _ = h.tx.try_send(Msg::Terminate(grace_of(&sp.pod)));
@@ -183,7 +178,7 @@ impl<R: RuntimeService> Engine<R> {
         }
         if self.workers.values().any(|h| h.key == key) {
             log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
-            if let Some(old) = self.retiring.get(&key).cloned() {
+            if let Some(old) = self.retiring.get(&key).map(|(old, _)| old.clone()) {
                 self.prepull(old, &sp);
             }
             self.pending.entry(key).or_default().push(sp);
@@ -212,17 +207,23 @@ impl<R: RuntimeService> Engine<R> {
             log::info!("pod {} ({}): the new version's images are on the node; terminating", old.pod.key(), old.uid);
             let _ = tx.send(Msg::Terminate(grace_of(&old.pod))).await;
         });
-        self.prepulls.insert(key, task);
+        if let Some(entry) = self.retiring.get_mut(&key) {
+            entry.1 = Some(task);
+        }
+    }
+
+    /// The old version `uid` of `key` retires no more (removed, or ended): its pull is dropped.
+    fn retired(&mut self, key: &str, uid: &str) {
+        if self.retiring.get(key).is_some_and(|(old, _)| old.uid == uid) {
+            self.retiring.remove(key);
+        }
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
         self.cx.pleg.unregister(uid);
         let Some(h) = self.workers.remove(uid) else { return };
-        if self.retiring.get(&h.key).is_some_and(|old| old.uid == uid) {
-            self.retiring.remove(&h.key);
-            self.prepulls.remove(&h.key);
-        }
+        self.retired(&h.key, uid);
         if let Some(mut q) = self.pending.remove(&h.key) {
             if !q.is_empty() {
                 let next = q.remove(0);
