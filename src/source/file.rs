@@ -34,7 +34,7 @@ pub struct FileSourceConfig {
     /// Where the last valid version of each file is kept (`<root-dir>/sources/files`).
     pub kept_dir: Option<PathBuf>,
     /// Signed manifests (`manifestTrust`), and where the newest signed version accepted for
-    /// each pod is kept (`<root-dir>/trust/versions.json`).
+    /// each pod is kept (`<root-dir>/trust/file-versions.json`).
     pub trust: Option<Trust>,
     pub versions: Option<PathBuf>,
 }
