@@ -12,10 +12,8 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use atoll::cri::api::{ContainerFilter, ContainerState};
 use common::archives::Archives;
 use common::eventually;
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -54,14 +52,9 @@ fn slow_proxy(to: String, rate: usize) -> u16 {
     port
 }
 
-/// The running container of pod `name`: (id, image).
+/// The running container of pod `name`: its ID.
 fn running(tb: &common::Testbed, name: &str) -> Option<String> {
-    let filter = ContainerFilter {
-        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
-        ..Default::default()
-    };
-    let listed = smol::block_on(tb.cri().list_containers(Some(filter))).unwrap();
-    listed.into_iter().find(|c| c.state == ContainerState::ContainerRunning as i32).map(|c| c.id)
+    tb.running_in(name).into_iter().next().map(|c| c.id)
 }
 
 fn pod(image: &str, round: usize) -> String {

@@ -7,28 +7,17 @@ mod common;
 #[path = "common/signing.rs"]
 mod signing;
 
-use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
 use common::{eventually, testbed, Testbed};
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
 /// The running containers of pod `name` (with its node suffix): their IDs.
 fn running(tb: &Testbed, name: &str) -> Vec<String> {
-    let filter = ContainerFilter {
-        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
-        ..Default::default()
-    };
-    let listed = smol::block_on(tb.cri().list_containers(Some(filter))).unwrap();
-    listed.into_iter().filter(|c| c.state == ContainerState::ContainerRunning as i32).map(|c| c.id).collect()
+    tb.running_in(name).into_iter().map(|c| c.id).collect()
 }
 
 fn sandboxes(tb: &Testbed, name: &str) -> usize {
-    let filter = PodSandboxFilter {
-        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
-        ..Default::default()
-    };
-    smol::block_on(tb.cri().list_pod_sandbox(Some(filter))).unwrap().len()
+    tb.sandboxes_of(name).len()
 }
 
 fn pod(name: &str, message: &str) -> String {

@@ -5,22 +5,12 @@
 
 mod common;
 
-use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
 use common::{eventually, testbed, Testbed};
-use std::collections::HashMap;
 use std::time::Duration;
 
+/// The running containers of pod `name`: (ID, image).
 fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
-    let filter = ContainerFilter {
-        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
-        ..Default::default()
-    };
-    let listed = smol::block_on(tb.cri().list_containers(Some(filter))).unwrap();
-    listed
-        .into_iter()
-        .filter(|c| c.state == ContainerState::ContainerRunning as i32)
-        .map(|c| (c.id, c.image.map(|i| i.image).unwrap_or_default()))
-        .collect()
+    tb.running_in(name).into_iter().map(|c| (c.id, c.image.map(|i| i.image).unwrap_or_default())).collect()
 }
 
 /// An agent owns every pod atoll made on its runtime (it removes the ones it does not want
@@ -83,11 +73,7 @@ fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_i
 
 /// When pod `name`'s first sandbox was created (ns since the epoch).
 fn sandbox_created(tb: &Testbed, name: &str) -> Option<i64> {
-    let filter = PodSandboxFilter {
-        label_selector: HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())]),
-        ..Default::default()
-    };
-    smol::block_on(tb.cri().list_pod_sandbox(Some(filter))).unwrap().iter().map(|s| s.created_at).min()
+    tb.sandboxes_of(name).iter().map(|s| s.created_at).min()
 }
 
 #[test]

@@ -10,8 +10,8 @@
 pub mod archives;
 
 use atoll::cri::api::{
-    LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig,
-    PodSandboxMetadata,
+    Container, ContainerFilter, ContainerState, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
+    NamespaceOption, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxMetadata,
 };
 use atoll::cri::{Cri, Endpoint};
 use std::collections::HashMap;
@@ -116,6 +116,19 @@ impl Testbed {
         self.env.get(key).map(String::as_str).unwrap_or("")
     }
 
+    /// The running containers of pod `name` (its `io.kubernetes.pod.name` label).
+    pub fn running_in(&self, name: &str) -> Vec<Container> {
+        let filter = ContainerFilter { label_selector: pod_named(name), ..Default::default() };
+        let listed = smol::block_on(self.cri().list_containers(Some(filter))).expect("ListContainers");
+        listed.into_iter().filter(|c| c.state == ContainerState::ContainerRunning as i32).collect()
+    }
+
+    /// The sandboxes of pod `name`, in any state.
+    pub fn sandboxes_of(&self, name: &str) -> Vec<PodSandbox> {
+        let filter = PodSandboxFilter { label_selector: pod_named(name), ..Default::default() };
+        smol::block_on(self.cri().list_pod_sandbox(Some(filter))).expect("ListPodSandbox")
+    }
+
     /// The test bed's `ctr` in the `k8s.io` namespace (asserting it succeeds).
     pub fn ctr(&self, args: &[&str]) {
         let out = Command::new(self.var("ATOLL_TB_CTR"))
@@ -155,6 +168,11 @@ impl Testbed {
 }
 
 /// A unique suffix for names in one test run.
+/// A label selector for the pod named `name`.
+fn pod_named(name: &str) -> HashMap<String, String> {
+    HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())])
+}
+
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
