@@ -8,6 +8,15 @@ mod common;
 use common::{eventually, testbed, Testbed};
 use std::time::Duration;
 
+/// An empty directory for one test's agent, and its manifest directory inside.
+fn fresh_dir(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("atoll-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    (dir, manifests)
+}
+
 /// The running containers of pod `name`: (ID, image).
 fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
     tb.running_in(name).into_iter().map(|c| (c.id, c.image.map(|i| i.image).unwrap_or_default())).collect()
@@ -31,10 +40,7 @@ fn pod(image: &str) -> String {
 fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_it_can() {
     let tb = testbed();
     let _turn = one_agent_at_a_time();
-    let dir = std::env::temp_dir().join(format!("atoll-updates-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
+    let (dir, manifests) = fresh_dir("updates");
     std::fs::write(manifests.join("upd.yaml"), pod(&tb.busybox)).unwrap();
     // Short back-offs so the retries come within the test.
     let own = dir.join("atoll.yaml");
@@ -80,10 +86,7 @@ fn sandbox_created(tb: &Testbed, name: &str) -> Option<i64> {
 fn at_boot_pods_start_in_their_dependency_order() {
     let tb = testbed();
     let _turn = one_agent_at_a_time();
-    let dir = std::env::temp_dir().join(format!("atoll-order-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
+    let (dir, manifests) = fresh_dir("order");
     // db is Ready 2 s after it starts (its readiness probe); api waits for db, web for api.
     let pod = |name: &str, deps: &str, command: &str, probe: &str| {
         format!(
@@ -124,10 +127,7 @@ fn at_boot_pods_start_in_their_dependency_order() {
 fn an_update_never_ready_in_its_window_is_rolled_back_across_a_kill_of_atoll_and_stays_so() {
     let tb = testbed();
     let _turn = one_agent_at_a_time();
-    let dir = std::env::temp_dir().join(format!("atoll-rollback-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
+    let (dir, manifests) = fresh_dir("rollback");
     let pod = |probe: &str| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: rb\n  annotations: {{atoll.io/rollback-after: 4s}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n    readinessProbe: {{exec: {{command: [{probe}]}}, periodSeconds: 1}}\n"
