@@ -160,14 +160,14 @@ impl AtollConfiguration {
     }
 
     /// `rollbackAfter` and `rollbackMaxRestarts`, checked.
-    pub(super) fn rollback(&self, shown: &str) -> Result<Option<crate::rollback::judge::Policy>, String> {
+    pub(super) fn rollback(&self, shown: &str) -> Result<Option<crate::pod::rollback_policy::Policy>, String> {
         let Some(raw) = &self.rollback_after else { return Ok(None) };
         let window = parse_duration(raw).map_err(|e| format!("config {shown}: rollbackAfter: {e}"))?;
         if window < Duration::from_secs(1) || window > Duration::from_secs(24 * 3600) {
             return Err(format!("config {shown}: rollbackAfter: {window:?} is not between 1s and 24h"));
         }
-        let max_restarts = self.rollback_max_restarts.unwrap_or(crate::rollback::judge::DEFAULT_MAX_RESTARTS);
-        Ok(Some(crate::rollback::judge::Policy { window, max_restarts }))
+        let max_restarts = self.rollback_max_restarts.unwrap_or(crate::pod::rollback_policy::DEFAULT_MAX_RESTARTS);
+        Ok(Some(crate::pod::rollback_policy::Policy { window, max_restarts }))
     }
 
     /// `relistPeriod`, checked: from 1s to 1h.

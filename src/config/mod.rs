@@ -46,7 +46,7 @@ pub struct Settings {
     pub image_gc_period: Duration,
     pub strict: bool,
     /// `rollbackAfter`, `rollbackMaxRestarts`: health-gated rollback for every pod.
-    pub rollback: Option<crate::rollback::judge::Policy>,
+    pub rollback: Option<crate::pod::rollback_policy::Policy>,
     /// `manifestTrust`: the keys that sign manifests, and whether a signature is required.
     pub manifest_trust: Option<crate::trust::Trust>,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
