@@ -4,7 +4,8 @@
 //! It builds the parts from the settings, bottom up: the node (runtime client, facts, status
 //! store, events, heartbeat), the engine with the prober, the manifest sources, the mirror
 //! when a kubeconfig is given, the local API and healthz listeners; then it loops: source
-//! snapshots go through the merge to the engine, finished workers back to it, orphans are
+//! snapshots' local objects go to the node's store (waking the workers when they changed) and
+//! their pods through the merge to the engine, finished workers back to it, orphans are
 //! removed once every source has spoken, systemd is told READY (and fed the watchdog while the
 //! relist completes), until a [`Command::Stop`] (or the sender going away) ends it, draining
 //! the pods first when asked to. [`Command::Reload`] applies what can change under running
@@ -138,6 +139,8 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
     // running, and a start timeout must not kill the agent in a restart loop.
     let ready_by = Instant::now() + READY_AT_THE_LATEST;
     let mut notified_ready = false;
+    // The local objects' current problems, each logged once.
+    let mut object_problems = std::collections::BTreeSet::new();
     // The loop wakes on its own only to feed systemd's watchdog (at most every second) and to
     // report ready at the latest; otherwise an idle agent's main loop sleeps.
     let watchdog_tick = notifier.watchdog_interval().map(|w| w.min(Duration::from_secs(1)));
@@ -202,6 +205,17 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         .await;
         match event {
             Event::Source(update) => {
+                // Objects first: a pod that starts now finds the ConfigMaps and Secrets
+                // that came with it; pods already running refresh theirs.
+                let applied = node.objects().set(&update.source.to_string(), update.objects.clone());
+                let problems: std::collections::BTreeSet<String> = applied.problems.into_iter().collect();
+                for p in problems.difference(&object_problems) {
+                    log::warn!("local objects: {p}");
+                }
+                object_problems = problems;
+                if applied.changed {
+                    engine.control().wake_all();
+                }
                 let update = rollback.filter(update, &node);
                 let changes = merger.apply(update, SystemTime::now());
                 mirror_stale |= !changes.is_empty();

@@ -6,8 +6,9 @@
 //!
 //! From the top down: `cli` (commands; `atoll run` calls `agent`, the one runner) and `config`;
 //! `agent`; `api`, `mirror`, `source`, `images`, `runtime`, `probe`; `status`, `handlers` (probe and hook
-//! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat),
-//! `pod` (the Pod model, validation, safe paths), `cri`; leaves: `parse`, `bounded`,
+//! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat,
+//! local objects), `objects` (local ConfigMaps and Secrets), `pod` (the Pod model,
+//! validation, safe paths), `cri`; leaves: `parse`, `bounded`,
 //! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `trust`, `base64`, `fnv`, `locks`,
 //! `rfc3339`, `metrics`, `notify`. Lower layers never import higher ones
 //! (`tests/architecture.rs` checks it).
@@ -31,6 +32,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod node;
 pub mod notify;
+pub mod objects;
 pub mod parse;
 pub mod pod;
 pub mod probe;

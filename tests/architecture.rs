@@ -250,7 +250,21 @@ fn lower_layers_never_import_higher_ones() {
         ("images", &["runtime", "probe", "mirror", "api", "source", "agent", "cli", "config"]),
         ("handlers", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "node"]),
         ("node", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "handlers", "config"]),
-        ("pod", &["node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config"]),
+        (
+            "pod",
+            &[
+                "node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config",
+                "objects",
+            ],
+        ),
+        // Local ConfigMaps and Secrets: above the Pod model, below the node and the sources.
+        (
+            "objects",
+            &[
+                "node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config",
+                "images",
+            ],
+        ),
         ("cri", &["node", "pod", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli"]),
         ("rollback", &["runtime", "probe", "mirror", "api", "agent", "cli", "config", "images"]),
         // Signature checking is a leaf: the sources and `atoll validate` call it.

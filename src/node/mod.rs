@@ -8,7 +8,9 @@
 //! - [`Node::statuses`]: every pod's latest status (written by workers, read by the API and
 //!   the mirror), and [`Node::events`]: the lifecycle events;
 //! - [`Node::heartbeat`]: the relist's heartbeat, one reading of "the sync loop is alive";
-//! - [`Node::imports`]: the images directory's imports (under way, done, failed).
+//! - [`Node::imports`]: the images directory's imports (under way, done, failed);
+//! - [`Node::objects`]: the local ConfigMaps and Secrets (the agent writes the sources'
+//!   sets; workers read them when a container starts and to refresh a pod's volumes).
 //!
 //! `observed` is the engine's vocabulary for what the runtime shows, shared with the probes
 //! and the status. The mirror's state, the back-offs and the registry credentials are not
@@ -65,6 +67,7 @@ pub struct Node {
     events: Events,
     heartbeat: Heartbeat,
     imports: Imports,
+    objects: crate::objects::Store,
     /// When the agent started (probes spread their first run over their first period).
     started: Instant,
 }
@@ -78,6 +81,7 @@ impl Node {
             events: Events::default(),
             heartbeat: Heartbeat::default(),
             imports: Imports::default(),
+            objects: crate::objects::Store::default(),
             started: Instant::now(),
         })
     }
@@ -123,6 +127,10 @@ impl Node {
 
     pub fn imports(&self) -> &Imports {
         &self.imports
+    }
+
+    pub fn objects(&self) -> &crate::objects::Store {
+        &self.objects
     }
 
     pub fn started(&self) -> Instant {

@@ -136,6 +136,9 @@ pub enum WaitReason {
     PostStartHookError,
     /// A pod named in `atoll.io/depends-on` is not Ready yet (atoll's start ordering).
     DependencyNotReady,
+    /// A volume cannot be set up yet (a ConfigMap or Secret it needs is missing): kubelet's
+    /// FailedMount, with the container still creating.
+    ContainerCreating,
 }
 
 impl WaitReason {
@@ -152,6 +155,7 @@ impl WaitReason {
             WaitReason::RunContainerError => "RunContainerError",
             WaitReason::PostStartHookError => "PostStartHookError",
             WaitReason::DependencyNotReady => "DependencyNotReady",
+            WaitReason::ContainerCreating => "ContainerCreating",
         }
     }
 }

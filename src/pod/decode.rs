@@ -18,16 +18,23 @@ pub const MAX_MANIFEST_BYTES: usize = 10 << 20;
 /// What a payload may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// A manifest file: exactly one Pod.
+    /// A manifest file: exactly one Pod (or one ConfigMap or Secret).
     SinglePod,
-    /// A URL payload: a Pod, a PodList or a v1 List of Pods.
+    /// A URL payload: a Pod, a PodList or a v1 List of Pods (a List may hold ConfigMaps and
+    /// Secrets too).
     PodOrList,
 }
+
+/// The kinds a payload may hold besides Pods, left for `objects` to decode (local ConfigMaps
+/// and Secrets), each as `(field path prefix, value)`.
+pub const LOCAL_OBJECT_KINDS: &[&str] = &["ConfigMap", "Secret"];
 
 /// What a payload held.
 #[derive(Debug)]
 pub struct Decoded {
     pub pods: Vec<Pod>,
+    /// v1 ConfigMaps and Secrets, undecoded, with the field path prefix of each.
+    pub others: Vec<(String, Value)>,
     pub warnings: Vec<Finding>,
     /// A PodList or List: field paths of its pods start with `items[i]`.
     pub list: bool,
@@ -59,7 +66,10 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
     match (api_version.as_str(), kind.as_str(), shape) {
         ("v1", "Pod", _) => {
             let pod = typed_pod(value, "", &mut warnings)?;
-            Ok(Decoded { pods: vec![pod], warnings, list: false })
+            Ok(Decoded { pods: vec![pod], others: Vec::new(), warnings, list: false })
+        }
+        ("v1", k, _) if LOCAL_OBJECT_KINDS.contains(&k) => {
+            Ok(Decoded { pods: Vec::new(), others: vec![(String::new(), value)], warnings, list: false })
         }
         ("v1", "PodList" | "List", Shape::PodOrList) => {
             let Some(Value::Object(mut obj)) = Some(value) else { unreachable!() };
@@ -74,11 +84,17 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
                 warnings.push(Finding::new(key, "not implemented by atoll; ignored"));
             }
             let mut pods = Vec::with_capacity(items.len());
+            let mut others = Vec::new();
             let mut errors = Vec::new();
             for (i, item) in items.into_iter().enumerate() {
                 let prefix = format!("items[{i}]");
                 let item_kind = item.get("kind").and_then(Value::as_str).unwrap_or("");
                 let item_api = item.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                // A List may carry the pods' ConfigMaps and Secrets along.
+                if kind == "List" && item_api == "v1" && LOCAL_OBJECT_KINDS.contains(&item_kind) {
+                    others.push((prefix, item));
+                    continue;
+                }
                 // Items of a PodList may leave apiVersion/kind out; a List's must say Pod.
                 let acceptable = match kind.as_str() {
                     "PodList" => {
@@ -89,7 +105,7 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
                 if !acceptable {
                     errors.push(Finding::new(
                         &prefix,
-                        format!("expected a v1 Pod, found apiVersion {item_api:?} kind {item_kind:?}"),
+                        format!("expected a v1 Pod, ConfigMap or Secret, found apiVersion {item_api:?} kind {item_kind:?}"),
                     ));
                     continue;
                 }
@@ -99,16 +115,16 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
                 }
             }
             if errors.is_empty() {
-                Ok(Decoded { pods, warnings, list: true })
+                Ok(Decoded { pods, others, warnings, list: true })
             } else {
                 Err(errors)
             }
         }
         ("v1", "PodList" | "List", Shape::SinglePod) => Err(vec![Finding::root(format!(
-            "a manifest file holds exactly one Pod; found a {kind} (lists are accepted only from a manifest URL)"
+            "a manifest file holds exactly one Pod, ConfigMap or Secret; found a {kind} (lists are accepted only from a manifest URL)"
         ))]),
         _ => Err(vec![Finding::root(format!(
-            "expected apiVersion: v1 and kind: Pod, found apiVersion: {api_version} and kind: {kind}"
+            "expected apiVersion: v1 and kind: Pod, ConfigMap or Secret, found apiVersion: {api_version} and kind: {kind}"
         ))]),
     }
 }
@@ -284,7 +300,7 @@ mod tests {
         let e = err("apiVersion: apps/v1\nkind: Deployment\n", Shape::SinglePod);
         assert!(e.contains("found apiVersion: apps/v1 and kind: Deployment"), "{e}");
         let e = err("apiVersion: v1\nkind: PodList\nitems: []\n", Shape::SinglePod);
-        assert!(e.contains("exactly one Pod; found a PodList"), "{e}");
+        assert!(e.contains("exactly one Pod, ConfigMap or Secret; found a PodList"), "{e}");
     }
 
     #[test]

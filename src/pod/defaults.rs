@@ -35,6 +35,15 @@ pub fn apply(pod: &mut Pod) {
         if !has_source {
             v.empty_dir = Some(EmptyDirVolumeSource::default());
         }
+        // The API's defaultMode for object volumes: 0644.
+        let modes = [
+            v.config_map.as_mut().map(|c| &mut c.default_mode),
+            v.secret.as_mut().map(|s| &mut s.default_mode),
+            v.projected.as_mut().map(|p| &mut p.default_mode),
+        ];
+        for mode in modes.into_iter().flatten() {
+            mode.get_or_insert(0o644);
+        }
         if let Some(image) = &mut v.image {
             if image.pull_policy.is_none() {
                 image.pull_policy = Some(default_pull_policy(&image.reference).into());

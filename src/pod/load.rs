@@ -18,6 +18,9 @@ pub struct Policy {
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub pods: Vec<StaticPod>,
+    /// ConfigMaps and Secrets the payload held, undecoded (`objects` reads them), each with
+    /// its field path prefix.
+    pub others: Vec<(String, serde_json::Value)>,
     pub warnings: Vec<Finding>,
 }
 
@@ -26,7 +29,7 @@ pub struct Loaded {
 /// validation and static-pod restrictions. `node` is the node name (lowercased here).
 pub fn load(bytes: &[u8], shape: Shape, origin: &Origin, node: &str, policy: Policy) -> Result<Loaded, ManifestError> {
     let fail = |problems| ManifestError { origin: origin.to_string(), problems };
-    let decode::Decoded { pods, warnings, list } = decode::decode(bytes, shape).map_err(fail)?;
+    let decode::Decoded { pods, others, warnings, list } = decode::decode(bytes, shape).map_err(fail)?;
     if policy.strict && !warnings.is_empty() {
         let problems =
             warnings.into_iter().map(|w| Finding { message: format!("{} (--strict)", w.message), ..w }).collect();
@@ -58,7 +61,7 @@ pub fn load(bytes: &[u8], shape: Shape, origin: &Origin, node: &str, policy: Pol
         }
     }
     if problems.is_empty() {
-        Ok(Loaded { pods: out, warnings })
+        Ok(Loaded { pods: out, others, warnings })
     } else {
         Err(fail(problems))
     }

@@ -8,6 +8,16 @@
 //! `derived` holds what follows from a spec (QoS class, `$(VAR)` expansion, named ports).
 //! Nothing here does I/O: sources hand in bytes and get back pods or errors naming the field.
 
+/// A v1 API struct: camelCase fields, comparable, serialisable back to the same JSON.
+macro_rules! api_struct {
+    ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name { $($body)* }
+    };
+}
+
 pub mod decode;
 pub mod defaults;
 pub mod derived;
@@ -18,6 +28,7 @@ pub mod load;
 pub mod order;
 pub mod paths;
 pub mod quantity;
+pub mod refs;
 pub mod rollback_policy;
 pub mod status;
 pub mod types;

@@ -72,9 +72,46 @@ pub fn pod_log_dir(logs: &Path, namespace: &str, name: &str, uid: &str) -> Resul
     under(logs, &[&format!("{namespace}_{name}_{uid}")])
 }
 
+/// Whether `rel` may be a file inside a ConfigMap or Secret volume (an `items[].path`, or a
+/// key): relative, `/`-separated, no empty, `.` or `..` element, no NUL, and not starting with
+/// `..` (kubelet's atomic writer keeps `..data` and its timestamped directories there).
+pub fn check_descending(rel: &str) -> Result<(), String> {
+    let bad = rel.is_empty()
+        || rel.starts_with("..")
+        || rel.len() > 4096
+        || rel.split('/').any(|e| e.is_empty() || e == "." || e == ".." || e.contains('\0'));
+    if bad {
+        return Err(format!(
+            "{rel:?} must be a relative path of non-empty elements, none of them '.' or '..', not starting with '..'"
+        ));
+    }
+    Ok(())
+}
+
+/// `base/<rel>` for a checked [`check_descending`] path, proven to lie strictly below `base`.
+pub fn descending(base: &Path, rel: &str) -> Result<PathBuf, UnsafeName> {
+    check_descending(rel).map_err(|_| UnsafeName(rel.to_string()))?;
+    let out = base.join(rel);
+    let extra: Vec<Component<'_>> = out.strip_prefix(base).map(|r| r.components().collect()).unwrap_or_default();
+    if extra.is_empty() || !extra.iter().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(UnsafeName(rel.to_string()));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn volume_file_paths_stay_below_the_volume() {
+        let base = Path::new("/v");
+        for bad in ["", "/etc/passwd", "..", "../x", "a/../../x", "..data", "..2026", "a//b", "a/./b", "a\0b"] {
+            assert!(descending(base, bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(descending(base, "conf/app.yaml").unwrap(), Path::new("/v/conf/app.yaml"));
+        assert_eq!(descending(base, ".env").unwrap(), Path::new("/v/.env"));
+    }
 
     #[test]
     fn names_that_would_leave_the_base_are_refused() {

@@ -7,18 +7,10 @@
 //! mirror pod). Maps are `BTreeMap` so serialisation is canonical.
 
 use super::quantity::Quantity;
+pub use super::refs::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-macro_rules! api_struct {
-    ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
-        $(#[$m])*
-        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        pub struct $name { $($body)* }
-    };
-}
 
 /// An integer or a string, as Kubernetes' `IntOrString` (ports by number or name).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,9 +249,9 @@ api_struct! {
         pub working_dir: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub env: Vec<EnvVar>,
-        /// configMapRef/secretRef only, all refused for static pods; kept so validation can say so.
+        /// configMapRef/secretRef: local objects only (`objects`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        pub env_from: Vec<Value>,
+        pub env_from: Vec<EnvFromSource>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub ports: Vec<ContainerPort>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,9 +302,9 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub resource_field_ref: Option<ResourceFieldSelector>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub secret_key_ref: Option<Value>,
+        pub secret_key_ref: Option<KeySelector>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub config_map_key_ref: Option<Value>,
+        pub config_map_key_ref: Option<KeySelector>,
     }
 }
 
@@ -523,8 +515,9 @@ api_struct! {
 }
 
 api_struct! {
-    /// A volume. atoll implements hostPath, emptyDir and image (an OCI image's content, read
-    /// only, mounted by the runtime); the API-object volumes are here so that validation can
+    /// A volume. atoll implements hostPath, emptyDir, image (an OCI image's content, read
+    /// only, mounted by the runtime) and the local-object volumes (configMap, secret,
+    /// projected: `refs`); the other API-object volumes are here so that validation can
     /// refuse them by name, as kubelet does for static pods.
     pub struct Volume {
         #[serde(default)]
@@ -534,13 +527,13 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub empty_dir: Option<EmptyDirVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub secret: Option<Value>,
+        pub secret: Option<SecretVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub config_map: Option<Value>,
+        pub config_map: Option<ConfigMapVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub persistent_volume_claim: Option<Value>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub projected: Option<Value>,
+        pub projected: Option<ProjectedVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub csi: Option<Value>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -38,7 +38,7 @@ fn runs(node: &Node, sp: &crate::pod::StaticPod, ready: bool, restarts: u32) {
 }
 
 fn snapshot(sp: &crate::pod::StaticPod) -> Update {
-    Update { source: SourceId::File, pods: vec![sp.clone()], errors: vec![] }
+    Update { source: SourceId::File, pods: vec![sp.clone()], objects: vec![], errors: vec![] }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! ContainerConfig for one container instance, as kubelet builds it: metadata with the attempt
 //! number, image, command and args with `$(VAR)` expansion, env (values, fieldRef,
-//! resourceFieldRef), working dir, mounts (hostPath, emptyDir, image volumes, the managed
-//! /etc/hosts, the termination log), kubelet's four labels and its annotations, the log path
+//! resourceFieldRef, local ConfigMaps and Secrets), working dir, mounts (hostPath, emptyDir,
+//! image volumes, object volumes read-only, the managed /etc/hosts, the termination log), kubelet's four labels and its annotations, the log path
 //! `<container>/<restartCount>.log`, Linux resources with the QoS class's oom_score_adj, and
 //! the security context (container over pod). A pure function; the worker prepares the files.
 
@@ -41,11 +41,24 @@ pub struct InstanceContext {
     pub subpaths: std::collections::BTreeMap<usize, PathBuf>,
     /// The image (as the runtime knows it) of each image volume, by volume name.
     pub image_volumes: std::collections::BTreeMap<String, String>,
+    /// The local ConfigMaps and Secrets the pod references, as they were at this start
+    /// (`Debug` shows keys and sizes only).
+    pub objects: crate::objects::resolve::Snapshot,
 }
 
-/// The container's environment, in declaration order (later duplicates win, as in kubelet's map).
+/// The container's environment as kubelet builds it: `envFrom` first, then `env` in
+/// declaration order (later duplicates win, as in kubelet's map). A missing object or key that
+/// is not optional is kubelet's CreateContainerConfigError message.
 pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Vec<(String, String)>, String> {
+    use crate::objects::{resolve, ObjectKind};
+    let ns = &pod.metadata.namespace;
     let mut vars: Vec<(String, String)> = Vec::new();
+    for ef in &c.env_from {
+        for (k, v) in resolve::env_from(ns, ef, &ctx.objects)? {
+            vars.retain(|(n, _)| *n != k);
+            vars.push((k, v));
+        }
+    }
     for (i, e) in c.env.iter().enumerate() {
         let value = if let Some(src) = &e.value_from {
             if let Some(f) = &src.field_ref {
@@ -54,10 +67,15 @@ pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Ve
             } else if let Some(r) = &src.resource_field_ref {
                 resource_value(pod, c, r, ctx).map_err(|m| format!("env[{i}] {}: {m}", e.name))?
             } else {
-                return Err(format!(
-                    "env[{i}] {}: only fieldRef and resourceFieldRef sources exist for static pods",
-                    e.name
-                ));
+                let (kind, sel) = match (&src.config_map_key_ref, &src.secret_key_ref) {
+                    (Some(sel), _) => (ObjectKind::ConfigMap, sel),
+                    (None, Some(sel)) => (ObjectKind::Secret, sel),
+                    (None, None) => return Err(format!("env[{i}] {}: valueFrom has no source", e.name)),
+                };
+                match resolve::key_ref(ns, kind, sel, &ctx.objects)? {
+                    Some(v) => v,
+                    None => continue, // optional and missing: not set
+                }
             }
         } else {
             let known = vars.clone();
@@ -195,7 +213,8 @@ pub fn container_config(
         mounts.push(Mount {
             container_path: m.mount_path.clone(),
             host_path: host.to_string_lossy().into_owned(),
-            readonly: m.read_only,
+            // kubelet mounts ConfigMap, Secret and projected volumes read-only, always.
+            readonly: m.read_only || crate::objects::resolve::is_object_volume(v),
             propagation: match m.mount_propagation.as_deref() {
                 Some("HostToContainer") => MountPropagation::PropagationHostToContainer,
                 Some("Bidirectional") => MountPropagation::PropagationBidirectional,

@@ -11,6 +11,7 @@
 //! - settings: `tuning` (back-off, credentials, runtime classes), `backoff`, `credentials`;
 //!   `errors`: what a sync returns; `fake`: a runtime for unit tests.
 
+pub mod atomic_writer;
 pub mod backoff;
 pub mod container;
 pub mod context;
@@ -23,6 +24,7 @@ mod fake;
 pub mod images;
 pub mod inbox;
 pub mod logs;
+pub mod object_volumes;
 pub mod observe;
 pub mod orphan;
 pub mod plan;

@@ -1,6 +1,6 @@
 //! A pod's directory on the host, `<root>/pods/<uid>` (kubelet's `/var/lib/kubelet/pods/<uid>`):
 //! where its volumes live and how they are prepared (emptyDir, a sized tmpfs for
-//! `medium: Memory`, hostPath type checks), the files atoll manages for it (the hosts file,
+//! `medium: Memory`, hostPath type checks; the object volumes' files are `object_volumes`'s), the files atoll manages for it (the hosts file,
 //! one termination-log file per container instance), subPath mount targets, and its removal.
 //!
 //! Every path is built by `pod::paths` from validated names, and removal never crosses a
@@ -22,13 +22,21 @@ pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Result<Option<PathBuf>
     if let Some(hp) = &v.host_path {
         return Ok(Some(PathBuf::from(&hp.path)));
     }
-    if v.empty_dir.is_some() {
-        let dir = pod_dir(root, uid)?;
-        let path = paths::under(&dir, &["volumes", "kubernetes.io~empty-dir", &v.name])
-            .map_err(|e| format!("volume {:?}: {e}", v.name))?;
-        return Ok(Some(path));
-    }
-    Ok(None)
+    // kubelet's plugin directory names.
+    let plugin = if v.empty_dir.is_some() {
+        "kubernetes.io~empty-dir"
+    } else if v.config_map.is_some() {
+        "kubernetes.io~configmap"
+    } else if v.secret.is_some() {
+        "kubernetes.io~secret"
+    } else if v.projected.is_some() {
+        "kubernetes.io~projected"
+    } else {
+        return Ok(None);
+    };
+    let dir = pod_dir(root, uid)?;
+    let path = paths::under(&dir, &["volumes", plugin, &v.name]).map_err(|e| format!("volume {:?}: {e}", v.name))?;
+    Ok(Some(path))
 }
 
 /// `<pod dir>/volume-subpaths/<volume>/<container>/<index>`: where a subPath is bind-mounted
@@ -44,16 +52,13 @@ pub fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
         let Some(path) = volume_path(root, &pod.metadata.uid, v)? else { continue };
         if let Some(ed) = &v.empty_dir {
             std::fs::create_dir_all(&path).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
-            if ed.medium.as_deref() == Some("Memory") && !mount_points_under(&path).contains(&path) {
+            if ed.medium.as_deref() == Some("Memory") {
                 // A tmpfs, sized by sizeLimit when given (kubelet's SizeMemoryBackedVolumes).
                 let data = match ed.size_limit.map(|q| q.value()).filter(|b| *b > 0) {
                     Some(bytes) => format!("mode=0777,size={bytes}"),
                     None => "mode=0777".to_string(),
                 };
-                let data = std::ffi::CString::new(data).map_err(|e| e.to_string())?;
-                let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
-                rustix::mount::mount("tmpfs", &path, "tmpfs", flags, Some(data.as_c_str()))
-                    .map_err(|e| format!("emptyDir {}: mounting a tmpfs on {}: {e}", v.name, path.display()))?;
+                tmpfs(&path, &data).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
             }
             continue;
         }
@@ -62,6 +67,17 @@ pub fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Mounts a tmpfs with `options` on the directory `path`, unless one is mounted there already.
+pub fn tmpfs(path: &Path, options: &str) -> Result<(), String> {
+    if mount_points_under(path).iter().any(|p| p == path) {
+        return Ok(());
+    }
+    let data = std::ffi::CString::new(options).map_err(|e| e.to_string())?;
+    let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+    rustix::mount::mount("tmpfs", path, "tmpfs", flags, Some(data.as_c_str()))
+        .map_err(|e| format!("mounting a tmpfs on {}: {e}", path.display()))
 }
 
 /// kubelet's hostPath `type` checks (and creation for the `...OrCreate` types).

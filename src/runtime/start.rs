@@ -1,7 +1,9 @@
 //! Starting a plan's containers in a ready sandbox, as kubelet's startContainer: the image
 //! (`images`), kubelet's CreateContainerConfigError checks (runAsNonRoot against the image, a
-//! subPath that cannot be mounted safely), the pod's files (volumes, the managed hosts file, a
-//! fresh termination-log file), the config (`container`), CreateContainer, StartContainer and
+//! subPath that cannot be mounted safely, a missing ConfigMap or Secret the environment
+//! needs), the pod's files (volumes, ConfigMap and Secret volumes (a missing object keeps the
+//! containers ContainerCreating, as kubelet's FailedMount), the managed hosts file, a fresh
+//! termination-log file), the config (`container`), CreateContainer, StartContainer and
 //! postStart (a failure kills the container, which then restarts per policy). A container
 //! that cannot start gets a [`Wait`] with kubelet's reason; the others go on.
 
@@ -52,6 +54,21 @@ pub async fn start_containers<R: RuntimeService>(
     let root = &cx.node.facts().root_dir;
     let pod_dir = poddir::pod_dir(root, &pod.metadata.uid).map_err(SyncError::Host)?;
     poddir::prepare_volumes(pod, root).map_err(SyncError::Host)?;
+    // ConfigMap, Secret and projected volumes: a missing object keeps the containers
+    // creating, as kubelet's FailedMount does.
+    if let Some(message) = object_volumes_failed(cx, pod) {
+        let first = starts.first().map(|s| s.container(pod).name.clone()).unwrap_or_default();
+        if waits.get(&first).is_none_or(|w| w.message != message) {
+            cx.node.events().record(pod, true, "FailedMount", &message);
+        }
+        for start in starts {
+            let wait = Wait { reason: WaitReason::ContainerCreating, message: message.clone() };
+            waits.insert(start.container(pod).name.clone(), wait);
+        }
+        return Ok(Started::default());
+    }
+    // The objects the environment reads, as they are now.
+    let objects = crate::objects::resolve::snapshot(pod, cx.node.objects());
     let hosts_file = if pod.spec.host_network || !sb.ip.is_empty() {
         let hosts = poddir::write_hosts(pod, &pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?;
         Some(hosts)
@@ -115,6 +132,7 @@ pub async fn start_containers<R: RuntimeService>(
             hosts_file: hosts_file.clone(),
             subpaths,
             image_volumes,
+            objects: objects.clone(),
         };
         let config = match container_config(pod, c, start.restart_count, &image_ref, &ctx) {
             Ok(config) => config,
@@ -158,6 +176,15 @@ pub async fn start_containers<R: RuntimeService>(
         cx.node.events().record(pod, false, "Started", &text);
     }
     Ok(Started { retry, any })
+}
+
+/// kubelet's message for the first object volume of `pod` that cannot be set up, if any.
+fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<String> {
+    use super::object_volumes::{set_up, Outcome};
+    set_up(&cx.node.facts().root_dir, pod, cx.node.objects()).into_iter().find_map(|(volume, outcome)| match outcome {
+        Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
+        Outcome::Current(_) => None,
+    })
 }
 
 /// kubelet's CreateContainerConfigError checks before a config is built: runAsNonRoot against

@@ -1,7 +1,8 @@
 //! One sync of one pod (kubelet's SyncPod): observe the runtime, decide with the pure
 //! [`plan`](super::plan::plan), and act: kills (preStop first), a new sandbox if needed, the
 //! waits the plan names (back-off), the starts; then old instances and empty old sandboxes
-//! are removed and the running containers' logs rotated. A stopping pod is stopped, and a
+//! are removed, the running containers' logs rotated and their ConfigMap and Secret volumes
+//! refreshed. A stopping pod is stopped, and a
 //! terminating one stopped and removed. Re-running a sync is always safe: every decision is
 //! made again from what the runtime shows.
 
@@ -65,6 +66,7 @@ pub async fn sync<R: RuntimeService>(
         Mode::Run => {}
     }
     let synced = act(cx, pod, &obs, decided, waits).await;
+    refresh_object_volumes(cx, pod, &obs);
     collect_garbage(cx, pod, &obs).await;
     let rotation = cx.config.log_rotation;
     for c in obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty()) {
@@ -167,6 +169,22 @@ async fn act<R: RuntimeService>(
         retry = Some(retry.map_or(r, |x| x.min(r)));
     }
     Ok(Synced::Again(retry))
+}
+
+/// A running pod's ConfigMap and Secret volumes follow their objects (kubelet updates
+/// mounts without a subPath in place); an object that went leaves the last files.
+fn refresh_object_volumes<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) {
+    use super::object_volumes::{any, set_up, Outcome};
+    if !any(pod) || !obs.sandboxes.iter().any(|s| s.ready) {
+        return;
+    }
+    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects()) {
+        match outcome {
+            Outcome::Current(true) => log::info!("pod {}: volume {volume} updated from its objects", pod.key()),
+            Outcome::Current(false) => {}
+            Outcome::Failed(e) => log::debug!("pod {}: volume {volume} keeps its last files: {e}", pod.key()),
+        }
+    }
 }
 
 /// How often a pod waiting for its dependencies looks at them again.

@@ -15,11 +15,13 @@
 
 use super::{SourceId, Update};
 use crate::dirwatch::{self as watch, Pending, Watch};
+use crate::objects::{self, LocalObject};
 use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
 use crate::trust::{Trust, Verified};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a missing path is looked for (kubelet retries its watch every second).
@@ -44,6 +46,8 @@ pub struct FileSourceConfig {
 pub struct Scan {
     /// Pods by file, in lexical order of path.
     pub by_file: BTreeMap<PathBuf, Vec<StaticPod>>,
+    /// Local ConfigMaps and Secrets by file (a file holds a Pod or one of them).
+    pub objects_by_file: BTreeMap<PathBuf, Vec<Arc<LocalObject>>>,
     pub errors: BTreeMap<PathBuf, ManifestError>,
     pub warnings: Vec<(PathBuf, Finding)>,
     /// Entries passed over, with why (sub-directories, sockets, ...).
@@ -60,7 +64,7 @@ pub struct Scan {
 /// change of content shows whatever the file system's timestamps say), but parses only what
 /// changed.
 type Memo = BTreeMap<PathBuf, ([u8; 32], Loaded)>;
-type Loaded = Result<(pod::Loaded, Option<Verified>), ManifestError>;
+type Loaded = Result<(objects::Manifests, Option<Verified>), ManifestError>;
 
 /// Reads every manifest under `path` once (the pipeline `atoll validate` shares); with
 /// `trust`, each is checked against its signature file (`pod.yaml.minisig`).
@@ -158,6 +162,9 @@ fn scan_with(path: &Path, node: &str, policy: Policy, trust: Option<&Trust>, mem
             Ok((loaded, verified)) => {
                 out.warnings.extend(loaded.warnings.into_iter().map(|w| (file.clone(), w)));
                 out.by_file.insert(file.clone(), loaded.pods);
+                if !loaded.objects.is_empty() {
+                    out.objects_by_file.insert(file.clone(), loaded.objects);
+                }
                 if let Some(v) = verified {
                     out.signed.insert(file.clone(), v);
                 }
@@ -189,7 +196,7 @@ fn load_file(
         None => None,
     };
     let origin = Origin::File(absolute(file));
-    pod::load(bytes, Shape::SinglePod, &origin, node, policy).map(|l| (l, verified))
+    objects::load(bytes, Shape::SinglePod, &origin, node, policy).map(|l| (l, verified))
 }
 
 /// A manifest refused for its signature.
@@ -215,14 +222,18 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// A snapshot as sent: pods, objects, errors.
+type Sent = (Vec<StaticPod>, Vec<Arc<LocalObject>>, Vec<ManifestError>);
+
 /// The running source: remembers the last good pods of every file.
 struct FileSource {
     cfg: FileSourceConfig,
     last_good: BTreeMap<PathBuf, Vec<StaticPod>>,
+    last_good_objects: BTreeMap<PathBuf, Vec<Arc<LocalObject>>>,
     kept: Option<super::kept::Kept>,
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
-    last_sent: Option<(Vec<StaticPod>, Vec<ManifestError>)>,
+    last_sent: Option<Sent>,
     /// What each file loaded to, by its bytes.
     memo: Memo,
     /// The newest signed version accepted for each pod, and the replays already counted.
@@ -269,18 +280,20 @@ impl FileSource {
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
         self.last_good.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
+        self.last_good_objects.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
         if let Some(kept) = &mut self.kept {
             for (p, bytes) in &scan.contents {
                 kept.keep(&absolute(p), bytes);
             }
             let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.last_good.contains_key(*p)).collect();
             for p in broken {
-                if let Some(pods) = kept.load(&absolute(p), &self.cfg.node, self.cfg.policy) {
+                if let Some(kept) = kept.load(&absolute(p), &self.cfg.node, self.cfg.policy) {
                     log::warn!(
                         "file source: {} is invalid; running its last valid version, kept from before",
                         p.display()
                     );
-                    self.last_good.insert(p.clone(), pods);
+                    self.last_good.insert(p.clone(), kept.pods);
+                    self.last_good_objects.insert(p.clone(), kept.objects);
                 }
             }
             if scan.path_problem.is_none() {
@@ -301,6 +314,26 @@ impl FileSource {
                 }
             }
             self.last_good.insert(p.clone(), pods.clone());
+            match scan.objects_by_file.get(p) {
+                Some(o) => self.last_good_objects.insert(p.clone(), o.clone()),
+                None => self.last_good_objects.remove(p),
+            };
+        }
+        // Objects from files: one per name, the lexically last file winning as for pods.
+        let mut objects_by_key: BTreeMap<(objects::ObjectKind, String), (PathBuf, Arc<LocalObject>)> = BTreeMap::new();
+        for (p, objs) in &self.last_good_objects {
+            for o in objs {
+                if let Some((prev, _)) = objects_by_key.insert((o.kind, o.key()), (p.clone(), o.clone())) {
+                    messages.insert(format!(
+                        "W{}: {} {} is also defined in {}; using {}",
+                        p.display(),
+                        o.kind.as_str(),
+                        o.key(),
+                        prev.display(),
+                        p.display()
+                    ));
+                }
+            }
         }
         // Same namespace/name in two files: the lexically last file wins, as kubelet.
         let mut by_key: BTreeMap<String, (PathBuf, StaticPod)> = BTreeMap::new();
@@ -328,14 +361,15 @@ impl FileSource {
         self.reported = messages;
         let owners: BTreeMap<String, PathBuf> = by_key.iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
         let pods: Vec<StaticPod> = by_key.into_values().map(|(_, sp)| sp).collect();
+        let objects: Vec<Arc<LocalObject>> = objects_by_key.into_values().map(|(_, o)| o).collect();
         let errors: Vec<ManifestError> = scan.errors.into_values().collect();
         // A new error is news even when the pods stay the same (they are kept running).
-        if self.last_sent.as_ref().is_some_and(|(p, e)| *p == pods && *e == errors) {
+        if self.last_sent.as_ref().is_some_and(|(p, o, e)| *p == pods && *o == objects && *e == errors) {
             return Rescan::Unchanged;
         }
-        self.last_sent = Some((pods.clone(), errors.clone()));
+        self.last_sent = Some((pods.clone(), objects.clone(), errors.clone()));
         self.owners = owners;
-        Rescan::Changed(Update { source: SourceId::File, pods, errors })
+        Rescan::Changed(Update { source: SourceId::File, pods, objects, errors })
     }
 
     /// Refuses signed files older than a version accepted before for one of their pods (a
@@ -350,6 +384,7 @@ impl FileSource {
         }
         for (file, version, e) in replayed {
             scan.by_file.remove(&file);
+            scan.objects_by_file.remove(&file);
             scan.contents.remove(&file);
             scan.signed.remove(&file);
             scan.warnings.retain(|(p, _)| *p != file);
@@ -381,6 +416,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
     let mut src = FileSource {
         cfg,
         last_good: BTreeMap::new(),
+        last_good_objects: BTreeMap::new(),
         kept,
         reported: BTreeSet::new(),
         last_sent: None,

@@ -18,6 +18,7 @@
 //! accepted before for one of its pods, is refused as an invalid one.
 
 use super::{SourceId, Update};
+use crate::objects;
 use crate::pod::{self, Origin, Policy, Shape};
 use crate::trust::{Trust, Versions};
 use serde::{Deserialize, Serialize};
@@ -154,19 +155,29 @@ impl Poller {
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     log::warn!("URL source: {} returned an empty body; removing its pods", self.shown());
                     self.accept(&bytes, validators);
-                    return Some(Update { source: SourceId::Http, pods: vec![], errors: vec![] });
+                    return Some(Update { source: SourceId::Http, pods: vec![], objects: vec![], errors: vec![] });
                 }
                 let origin = Origin::Url(self.cfg.url.clone());
-                let loaded = pod::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy);
+                let loaded = objects::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy);
                 match loaded.and_then(|l| self.signed(&bytes, signature.as_deref(), l)) {
                     Ok(loaded) => {
                         for w in &loaded.warnings {
                             log::warn!("URL source: {}: {w}", self.shown());
                         }
-                        log::info!("URL source: {} delivered {} pod(s)", self.shown(), loaded.pods.len());
+                        log::info!(
+                            "URL source: {} delivered {} pod(s) and {} object(s)",
+                            self.shown(),
+                            loaded.pods.len(),
+                            loaded.objects.len()
+                        );
                         super::source_success("http");
                         self.accept(&bytes, validators);
-                        Some(Update { source: SourceId::Http, pods: loaded.pods, errors: vec![] })
+                        Some(Update {
+                            source: SourceId::Http,
+                            pods: loaded.pods,
+                            objects: loaded.objects,
+                            errors: vec![],
+                        })
                     }
                     Err(mut e) => {
                         e.origin = self.shown();
@@ -205,8 +216,8 @@ impl Poller {
         &mut self,
         bytes: &[u8],
         signature: Option<&[u8]>,
-        loaded: pod::Loaded,
-    ) -> Result<pod::Loaded, pod::ManifestError> {
+        loaded: objects::Manifests,
+    ) -> Result<objects::Manifests, pod::ManifestError> {
         let Some(trust) = &self.cfg.trust else { return Ok(loaded) };
         let shown = signature_url(&self.shown());
         let refused = |message: String| {
@@ -254,11 +265,11 @@ impl Poller {
             }
         };
         let origin = Origin::Url(self.cfg.url.clone());
-        let pods = if record.body.trim().is_empty() {
-            vec![]
+        let loaded = if record.body.trim().is_empty() {
+            objects::Manifests::default()
         } else {
-            match pod::load(record.body.as_bytes(), Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
-                Ok(l) => l.pods,
+            match objects::load(record.body.as_bytes(), Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
+                Ok(l) => l,
                 Err(e) => {
                     log::warn!("URL source: the cached payload in {} is no longer valid: {e}", path.display());
                     return None;
@@ -270,12 +281,12 @@ impl Poller {
             self.shown(),
             path.display(),
             record.fetched_at,
-            pods.len()
+            loaded.pods.len()
         );
         self.validators = record.validators;
         self.last_body = Some((record.body.into_bytes(), None));
         self.delivered = true;
-        Some(Update { source: SourceId::Http, pods, errors: vec![] })
+        Some(Update { source: SourceId::Http, pods: loaded.pods, objects: loaded.objects, errors: vec![] })
     }
 }
 

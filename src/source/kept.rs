@@ -4,7 +4,8 @@
 //! the same pipeline (so the same UID, and today's validation rules). A record is written when
 //! a file's valid content changes and removed with the file.
 
-use crate::pod::{self, Origin, Policy, Shape, StaticPod};
+use crate::objects::{self, Manifests};
+use crate::pod::{Origin, Policy, Shape};
 use crate::records as cache;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,14 +50,14 @@ impl Kept {
         self.known.insert(file.to_path_buf(), h);
     }
 
-    /// The kept version of `file` as pods, if there is one and it still loads.
-    pub fn load(&self, file: &Path, node: &str, policy: Policy) -> Option<Vec<StaticPod>> {
+    /// The kept version of `file` as pods or objects, if there is one and it still loads.
+    pub fn load(&self, file: &Path, node: &str, policy: Policy) -> Option<Manifests> {
         let record: Record = cache::read(&cache::path_for(&self.dir, PREFIX, &file.to_string_lossy()))?;
         if record.path != file {
             return None;
         }
         let origin = Origin::File(file.to_path_buf());
-        pod::load(record.body.as_bytes(), Shape::SinglePod, &origin, node, policy).ok().map(|l| l.pods)
+        objects::load(record.body.as_bytes(), Shape::SinglePod, &origin, node, policy).ok()
     }
 
     /// Forgets every file not in `present` (deleted, or gone while atoll was down).
@@ -101,8 +102,9 @@ mod tests {
         kept.keep(&file, POD.as_bytes());
         // A restart: a new Kept finds the same pods, with the same UID.
         let again = Kept::new(dir.clone());
-        let pods = again.load(&file, "n1", Policy::default()).expect("kept");
-        let direct = pod::load(POD.as_bytes(), Shape::SinglePod, &Origin::File(file.clone()), "n1", Policy::default());
+        let pods = again.load(&file, "n1", Policy::default()).expect("kept").pods;
+        let direct =
+            crate::pod::load(POD.as_bytes(), Shape::SinglePod, &Origin::File(file.clone()), "n1", Policy::default());
         assert_eq!(pods[0].uid, direct.unwrap().pods[0].uid);
         assert!(again.load(Path::new("/etc/kubernetes/manifests/other.yaml"), "n1", Policy::default()).is_none());
         // The file is deleted: its record goes too, also one left from before a restart.

@@ -83,7 +83,7 @@ mod tests {
     }
 
     fn update(source: SourceId, pods: Vec<StaticPod>) -> Update {
-        Update { source, pods, errors: vec![] }
+        Update { source, pods, objects: vec![], errors: vec![] }
     }
 
     fn kinds(changes: &[Change]) -> Vec<String> {

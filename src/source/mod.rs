@@ -30,11 +30,14 @@ impl fmt::Display for SourceId {
     }
 }
 
-/// A source's complete current set of pods, plus the manifests it could not use.
+/// A source's complete current set of pods and local objects, plus the manifests it could
+/// not use.
 #[derive(Clone, Debug)]
 pub struct Update {
     pub source: SourceId,
     pub pods: Vec<StaticPod>,
+    /// Its ConfigMaps and Secrets (for the node's `objects` store).
+    pub objects: Vec<std::sync::Arc<crate::objects::LocalObject>>,
     /// Manifests that failed this time (their last good pods, if any, are still in `pods`).
     pub errors: Vec<ManifestError>,
 }

@@ -1,11 +1,13 @@
 //! Validation of a defaulted static pod: the API server's checks that matter on one node
 //! (names, containers, ports, probes, policies, volumes, env) and kubelet's static-pod
-//! restrictions (no ServiceAccount, Secret, ConfigMap, PVC or other API object references,
-//! no ephemeral containers or scheduling gates). Every problem is reported, each with its
+//! restrictions (no ServiceAccount, PVC or other API object references, no ephemeral
+//! containers or scheduling gates). ConfigMaps and Secrets are allowed: atoll's are local
+//! objects (`objects`), checked in `objects.rs`. Every problem is reported, each with its
 //! field path; an empty list means the pod is valid.
 
 mod container;
 pub(crate) mod names;
+pub mod objects;
 #[cfg(test)]
 mod tests;
 mod validator;
@@ -191,6 +193,7 @@ impl Validator {
                     &["Always", "IfNotPresent", "Never"],
                 );
             }
+            self.object_volume(&path, v);
             if v.downward_api.is_some() {
                 self.err(
                     format!("{path}.downwardAPI"),
@@ -227,10 +230,7 @@ impl Validator {
         for (i, v) in s.volumes.iter().enumerate() {
             let p = format!("spec.volumes[{i}]");
             for (set, field, what) in [
-                (v.secret.is_some(), "secret", "secrets"),
-                (v.config_map.is_some(), "configMap", "configmaps"),
                 (v.persistent_volume_claim.is_some(), "persistentVolumeClaim", "persistentvolumeclaims"),
-                (v.projected.is_some(), "projected", "projected API objects"),
                 (v.csi.is_some(), "csi", "CSI volumes"),
                 (v.ephemeral.is_some(), "ephemeral", "persistentvolumeclaims (ephemeral volumes)"),
             ] {
@@ -245,21 +245,9 @@ impl Validator {
             .enumerate()
             .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
             .chain(s.containers.iter().enumerate().map(|(i, c)| (format!("spec.containers[{i}]"), c)));
+        // ConfigMaps and Secrets are local objects here (`objects`), not API references.
         for (cp, c) in containers {
-            for (i, e) in c.env.iter().enumerate() {
-                if let Some(src) = &e.value_from {
-                    if src.secret_key_ref.is_some() {
-                        refuse(self, format!("{cp}.env[{i}].valueFrom.secretKeyRef"), "secrets");
-                    }
-                    if src.config_map_key_ref.is_some() {
-                        refuse(self, format!("{cp}.env[{i}].valueFrom.configMapKeyRef"), "configmaps");
-                    }
-                }
-            }
-            for (i, ef) in c.env_from.iter().enumerate() {
-                let what = if ef.get("secretRef").is_some() { "secrets" } else { "configmaps" };
-                refuse(self, format!("{cp}.envFrom[{i}]"), what);
-            }
+            self.env_objects(&cp, c);
         }
     }
 }

@@ -170,13 +170,38 @@ fn static_pods_may_not_reference_api_objects() {
     for needle in [
         "spec.serviceAccountName: static pods may not reference serviceaccounts",
         "spec.imagePullSecrets: static pods may not reference secrets",
-        "spec.volumes[0].secret: static pods may not reference secrets",
-        "spec.volumes[1].configMap: static pods may not reference configmaps",
         "spec.volumes[2].persistentVolumeClaim: static pods may not reference persistentvolumeclaims",
-        "spec.containers[0].env[0].valueFrom.secretKeyRef: static pods may not reference secrets",
-        "spec.containers[0].envFrom[0]: static pods may not reference configmaps",
         "spec.ephemeralContainers: ephemeral containers cannot be set on create",
         "spec.schedulingGates: static pods may not have scheduling gates",
+    ] {
+        has(&p, needle);
+    }
+    // ConfigMaps and Secrets are atoll's local objects: referencing them is no error.
+    assert!(!p.iter().any(|f| f.contains("volumes[0]") || f.contains("volumes[1]") || f.contains("env")), "{p:?}");
+}
+
+#[test]
+fn object_references_are_checked_by_field() {
+    let p = check(
+        r#"{"metadata":{"name":"p"},"spec":{
+        "volumes":[{"name":"a","secret":{"secretName":"","defaultMode":4096}},
+                   {"name":"b","configMap":{"name":"c","items":[{"key":"..x","path":"../etc/passwd"},{"key":"k","path":"p","mode":-1}]}},
+                   {"name":"d","projected":{"sources":[{"serviceAccountToken":{"path":"t"}},
+                       {"configMap":{"name":"c","items":[{"key":"a","path":"same"}]}},{"secret":{"name":"s","items":[{"key":"b","path":"same"}]}}]}}],
+        "containers":[{"name":"c","image":"x","env":[{"name":"A","valueFrom":{"secretKeyRef":{"name":"s","key":"a/b"}}}],
+            "envFrom":[{"configMapRef":{"name":"c"},"secretRef":{"name":"s"}},{"prefix":"A=","configMapRef":{"name":"c"}}]}]}}"#,
+    );
+    for needle in [
+        "spec.volumes[0].secret.secretName: \"\" ",
+        "spec.volumes[0].secret.defaultMode: 4096 must be between 0 and 511",
+        "spec.volumes[1].configMap.items[0].key: \"..x\" must be",
+        "spec.volumes[1].configMap.items[0].path: \"../etc/passwd\" must be a relative path",
+        "spec.volumes[1].configMap.items[1].mode: -1 must be between 0 and 511",
+        "spec.volumes[2].projected.sources[0].serviceAccountToken: static pods may not reference serviceaccounts",
+        "spec.volumes[2].projected.sources[2].secret.items[0].path: duplicate path \"same\"",
+        "spec.containers[0].env[0].valueFrom.secretKeyRef.key: \"a/b\" must be",
+        "spec.containers[0].envFrom[0]: must have exactly one of configMapRef and secretRef",
+        "spec.containers[0].envFrom[1].prefix: \"A=\" must be printable ASCII without '='",
     ] {
         has(&p, needle);
     }

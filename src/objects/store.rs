@@ -1,0 +1,133 @@
+//! The node's local ConfigMaps and Secrets: each source's latest set (the agent hands in every
+//! snapshot) merged into one view by kind, namespace and name; the workers read it when a
+//! container starts and when they refresh a pod's volumes. The file source wins a name both
+//! sources define. An immutable object keeps its data until it is gone from its source (as the
+//! API server refuses to change one); a changed version is refused and said so.
+
+use super::{LocalObject, ObjectKind};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+type Key = (ObjectKind, String, String);
+
+#[derive(Debug, Default)]
+pub struct Store {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Each source's latest objects, by source name (`file`, `http`).
+    by_source: BTreeMap<String, Vec<Arc<LocalObject>>>,
+    merged: BTreeMap<Key, Arc<LocalObject>>,
+}
+
+/// What handing in a source's objects did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Whether any object the workers may read changed (appeared, went, or changed data).
+    pub changed: bool,
+    /// Why an object was not taken (an immutable one changed; the same name in both sources).
+    pub problems: Vec<String>,
+}
+
+impl Store {
+    /// `source`'s complete current set of objects.
+    pub fn set(&self, source: &str, objects: Vec<Arc<LocalObject>>) -> Applied {
+        let mut inner = crate::locks::lock(&self.inner);
+        inner.by_source.insert(source.to_string(), objects);
+        let mut problems = Vec::new();
+        let mut merged: BTreeMap<Key, Arc<LocalObject>> = BTreeMap::new();
+        for objects in inner.by_source.values() {
+            for o in objects {
+                let key = (o.kind, o.namespace.clone(), o.name.clone());
+                if let Some(first) = merged.get(&key) {
+                    if first.origin != o.origin {
+                        problems.push(format!(
+                            "{} {} is defined in {} and in {}; using {}",
+                            o.kind.as_str(),
+                            o.key(),
+                            first.origin,
+                            o.origin,
+                            first.origin
+                        ));
+                    }
+                    continue;
+                }
+                let taken = match inner.merged.get(&key) {
+                    Some(old) if old.immutable && old.data != o.data => {
+                        problems.push(format!(
+                            "{} {} is immutable: the changed data in {} is not used (remove it, then add it again)",
+                            o.kind.as_str(),
+                            o.key(),
+                            o.origin
+                        ));
+                        old.clone()
+                    }
+                    _ => o.clone(),
+                };
+                merged.insert(key, taken);
+            }
+        }
+        let changed = merged.len() != inner.merged.len()
+            || merged.iter().zip(inner.merged.iter()).any(|((k1, a), (k2, b))| k1 != k2 || a.data != b.data);
+        inner.merged = merged;
+        Applied { changed, problems }
+    }
+
+    /// The object of `kind` named `name` in `namespace`, if the box has one.
+    pub fn get(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<Arc<LocalObject>> {
+        let inner = crate::locks::lock(&self.inner);
+        inner.merged.get(&(kind, namespace.to_string(), name.to_string())).cloned()
+    }
+
+    /// Every object, by kind, namespace and name.
+    pub fn all(&self) -> Vec<Arc<LocalObject>> {
+        crate::locks::lock(&self.inner).merged.values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str, value: &str, origin: &str, immutable: bool) -> Arc<LocalObject> {
+        Arc::new(LocalObject {
+            kind: ObjectKind::ConfigMap,
+            namespace: "default".into(),
+            name: name.into(),
+            data: [("k".to_string(), value.as_bytes().to_vec())].into(),
+            immutable,
+            secret_type: String::new(),
+            origin: origin.into(),
+        })
+    }
+
+    #[test]
+    fn sources_merge_the_file_source_first_and_changes_are_seen() {
+        let s = Store::default();
+        assert!(s.set("http", vec![cm("a", "from-url", "url", false)]).changed);
+        let both = s.set("file", vec![cm("a", "from-file", "a.yaml", false)]);
+        assert!(both.changed);
+        assert_eq!(both.problems, vec!["ConfigMap default/a is defined in a.yaml and in url; using a.yaml"]);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"from-file");
+        assert!(s.get(ObjectKind::Secret, "default", "a").is_none());
+        // The same again changes nothing the workers read.
+        assert!(!s.set("file", vec![cm("a", "from-file", "a.yaml", false)]).changed);
+        assert!(s.set("file", vec![]).changed);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"from-url");
+    }
+
+    #[test]
+    fn an_immutable_object_keeps_its_data_until_it_is_gone() {
+        let s = Store::default();
+        s.set("file", vec![cm("a", "v1", "a.yaml", true)]);
+        let refused = s.set("file", vec![cm("a", "v2", "a.yaml", true)]);
+        assert!(!refused.changed);
+        assert!(refused.problems[0].contains("immutable"), "{:?}", refused.problems);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"v1");
+        s.set("file", vec![]);
+        s.set("file", vec![cm("a", "v2", "a.yaml", true)]);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"v2");
+    }
+}
