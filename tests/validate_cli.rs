@@ -19,6 +19,13 @@ fn the_example_manifests_are_valid() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("configs/examples/hello-web.yaml: ok: pod default/hello-web-ci-node uid "), "{out}");
     assert!(out.contains("configs/examples/ticker.yaml: ok: pod default/ticker-ci-node uid "), "{out}");
+    // The greeter's ConfigMap and Secret are beside it; values never printed.
+    assert!(
+        out.contains("configs/examples/greeter-config.yaml: ok: configmap default/greeter-config (2 keys, 31 bytes)"),
+        "{out}"
+    );
+    assert!(out.contains("configs/examples/greeter-db.yaml: ok: secret default/greeter-db (1 key, 18 bytes)"), "{out}");
+    assert!(!out.contains("demo-only-password"), "{out}");
     assert!(!out.contains("error"), "{out}");
 }
 
@@ -31,7 +38,7 @@ fn bad_manifests_fail_with_file_and_field_named() {
         "{out}"
     );
     assert!(
-        out.contains("configs/bad-examples/uses-secret.yaml: error: spec.containers[0].env[0].valueFrom.secretKeyRef: static pods may not reference secrets"),
+        out.contains("configs/bad-examples/uses-secret.yaml: error: spec.containers[0].env[0].valueFrom.secretKeyRef: Secret default/api-token not found (not among the manifests given)"),
         "{out}"
     );
 }
@@ -87,5 +94,42 @@ fn start_order_cycles_and_unknown_pods_are_errors_across_the_files_given() {
     assert!(out.contains(&format!("{}pod default/x is not defined in the manifests given", shown("c.yaml"))), "{out}");
     assert!(out.contains(&format!("{}\"Bad_Name\": name \"Bad_Name\"", shown("d.yaml"))), "{out}");
     assert!(!out.contains(&shown("e.yaml")), "e only waits for a: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn references_to_configmaps_and_secrets_are_checked_across_the_files_given() {
+    let dir = std::env::temp_dir().join(format!("atoll-validate-objects-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (pods, objects) = (dir.join("pods"), dir.join("objects"));
+    std::fs::create_dir_all(&pods).unwrap();
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::write(
+        pods.join("app.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: app}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n    env:\n    - {name: A, valueFrom: {configMapKeyRef: {name: cfg, key: nope}}}\n    - {name: B, valueFrom: {secretKeyRef: {name: gone, key: k, optional: true}}}\n    envFrom: [{secretRef: {name: creds}}]\n    volumeMounts: [{name: v, mountPath: /v}]\n  volumes:\n  - {name: v, configMap: {name: cfg, items: [{key: a, path: a}]}}\n",
+    )
+    .unwrap();
+    std::fs::write(objects.join("cfg.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: x}\n")
+        .unwrap();
+    // The pods alone: every object is missing but the optional one.
+    let (code, out) = validate(&[pods.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let file = pods.join("app.yaml").display().to_string();
+    for want in [
+        format!("{file}: error: spec.volumes[0].configMap.items[0].key: ConfigMap default/cfg not found (not among the manifests given)"),
+        format!("{file}: error: spec.containers[0].envFrom[0].secretRef.name: Secret default/creds not found"),
+    ] {
+        assert!(out.contains(&want), "{want:?} not in {out}");
+    }
+    assert!(!out.contains("gone"), "an optional reference reported: {out}");
+    // With the objects given too: the ConfigMap resolves, its missing key and the Secret do not.
+    let (code, out) = validate(&[pods.to_str().unwrap(), objects.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("items[0].key"), "{out}");
+    assert!(
+        out.contains("spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap default/cfg has no key \"nope\""),
+        "{out}"
+    );
+    assert!(out.contains("secretRef.name: Secret default/creds not found"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,6 +13,9 @@
 //! - `GET /metrics`: Prometheus text format.
 //! - `POST /pods/{namespace}/{name}/restart`: stops the pod's containers; they come back per
 //!   restartPolicy (socket only).
+//! - `GET /objects`: the local ConfigMaps and Secrets (keys and sizes, never values);
+//!   `GET /pods/{namespace}/{name}/objects`: the ones a pod uses, and whether each resolved
+//!   (socket only).
 //! - `GET /images`: the runtime's images (in use, pinned and why, imported from) and the images
 //!   directory's files; `POST /images/prune?dryRun=true`: removes (or lists) every image that
 //!   is neither in use nor pinned (socket only).
@@ -25,6 +28,7 @@
 pub mod images;
 pub mod logs;
 pub mod metrics;
+pub mod objects;
 pub mod pods;
 pub mod server;
 pub mod view;
@@ -162,6 +166,11 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
             None => not_found(ns, name),
         },
         ("POST", ["pods", ns, name, "restart"]) => restart(api, ns, name).await,
+        ("GET", ["pods", ns, name, "objects"]) => match find_pod(api, ns, name) {
+            Some((_, pod)) => Response::json(200, &objects::of_pod(api, &pod)),
+            None => not_found(ns, name),
+        },
+        ("GET", ["objects"]) => Response::json(200, &objects::list(api)),
         ("GET", ["images"]) => images::list(api).await,
         ("POST", ["images", "prune"]) => images::prune(api, req.query.get("dryRun").is_some_and(|v| v == "true")).await,
         ("GET", ["events"]) => {
@@ -180,7 +189,7 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
             content_type: "text/plain; version=0.0.4",
             body: metrics::metrics(api).await.into_bytes(),
         },
-        (_, ["pods", ..] | ["events"] | ["metrics"] | ["healthz"] | ["images", ..]) => {
+        (_, ["pods", ..] | ["events"] | ["metrics"] | ["healthz"] | ["images", ..] | ["objects"]) => {
             Response::error(405, "MethodNotAllowed", format!("{} {} is not allowed", req.method, req.path))
         }
         _ => Response::error(404, "NotFound", format!("no such endpoint: {}", req.path)),

@@ -1,5 +1,6 @@
 //! `atoll describe`'s text: a pod's identity, containers (state, last state, probes in one
-//! line each, ports, command), conditions and recent events, as `kubectl describe pod` lays
+//! line each, ports, command), the local ConfigMaps and Secrets it uses (keys and sizes),
+//! conditions and recent events, as `kubectl describe pod` lays
 //! them out, for an 80-column console.
 
 use super::render::{age, status_column, str_of, table};
@@ -63,8 +64,37 @@ fn state_lines(out: &mut String, title: &str, state: &Value) {
     }
 }
 
-/// `atoll describe`'s text for a pod and its events.
-pub fn describe_text(pod: &Value, events: &[Value], now: SystemTime) -> String {
+/// One line per local object the pod uses: found (keys and sizes), or what is missing.
+fn object_lines(out: &mut String, objects: &[Value]) {
+    if objects.is_empty() {
+        return;
+    }
+    out.push_str("Objects:\n");
+    for o in objects {
+        let what = format!("{} {}", o["kind"].as_str().unwrap_or(""), o["name"].as_str().unwrap_or(""));
+        let optional = if o["optional"] == true { " (optional)" } else { "" };
+        let state = if o["found"] != true {
+            format!("not found{optional}")
+        } else {
+            let keys: Vec<String> = o["keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|k| format!("{} {} B", k["key"].as_str().unwrap_or(""), k["bytes"]))
+                .collect();
+            let missing: Vec<&str> =
+                o["missingKeys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            match missing.is_empty() {
+                true => format!("ok: {}", keys.join(", ")),
+                false => format!("missing key(s) {}{optional}; has {}", missing.join(", "), keys.join(", ")),
+            }
+        };
+        out.push_str(&format!("  {what:<28}{state}\n"));
+    }
+}
+
+/// `atoll describe`'s text for a pod, the local objects it uses and its events.
+pub fn describe_text(pod: &Value, objects: &[Value], events: &[Value], now: SystemTime) -> String {
     let mut out = String::new();
     let field = |out: &mut String, k: &str, v: &str| {
         out.push_str(&format!("{:<14}{}\n", format!("{k}:"), if v.is_empty() { "<none>" } else { v }))
@@ -143,6 +173,7 @@ pub fn describe_text(pod: &Value, events: &[Value], now: SystemTime) -> String {
             }
         }
     }
+    object_lines(&mut out, objects);
     out.push_str("Conditions:\n  Type                        Status\n");
     for c in pod["status"]["conditions"].as_array().into_iter().flatten() {
         out.push_str(&format!("  {:<28}{}\n", c["type"].as_str().unwrap_or(""), c["status"].as_str().unwrap_or("")));

@@ -151,7 +151,10 @@ fn describe(flags: &Flags, arg: &str) -> Result<u8, String> {
     let events = get_json(flags, "GET", &format!("/events?namespace={ns}&pod={name}"))?;
     let events: Vec<Value> = events["items"].as_array().cloned().unwrap_or_default();
     let tail: Vec<Value> = events.iter().rev().take(20).rev().cloned().collect();
-    print!("{}", describe_text(&pod, &tail, SystemTime::now()));
+    // An older agent has no objects endpoint: the section is left out.
+    let objects = get_json(flags, "GET", &format!("/pods/{ns}/{name}/objects")).unwrap_or_default();
+    let objects: Vec<Value> = objects["items"].as_array().cloned().unwrap_or_default();
+    print!("{}", describe_text(&pod, &objects, &tail, SystemTime::now()));
     Ok(0)
 }
 

@@ -1,11 +1,15 @@
 //! `atoll validate`: the same pipeline as `run` (decode, API defaults, static pod identity,
 //! validation, static-pod restrictions), once, over files, directories and URLs, with a line
-//! per manifest: `ok`, `warning` or `error`, each naming the file and the field.
+//! per manifest: `ok`, `warning` or `error`, each naming the file and the field. Across
+//! everything given, start ordering and the pods' references to ConfigMaps and Secrets are
+//! checked too (a reference that is not optional must find its object and key).
 
 use super::Flags;
 use crate::config::Settings;
-use crate::pod::{self, Origin, Policy, Shape};
+use crate::objects::{self, resolve, LocalObject};
+use crate::pod::{self, Origin, Policy, Shape, StaticPod};
 use crate::source::{file, http};
+use std::sync::Arc;
 
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
 /// Returns whether everything was valid.
@@ -15,10 +19,17 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     let mut all_ok = true;
     // Start ordering is checked across everything given: (pod as written, its dependencies, file).
     let mut ordered: Vec<(String, Vec<String>, String)> = Vec::new();
+    // Pods (with where they came from) and objects, for the references across files.
+    let mut pods: Vec<(StaticPod, String)> = Vec::new();
+    let mut found: Vec<Arc<LocalObject>> = Vec::new();
     for target in targets {
         let lower = target.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
-            all_ok &= validate_url(&s, target, policy);
+            let (ok, loaded) = validate_url(&s, target, policy);
+            all_ok &= ok;
+            let shown = http::redact_url(target);
+            pods.extend(loaded.pods.into_iter().map(|sp| (sp, shown.clone())));
+            found.extend(loaded.objects);
             continue;
         }
         let scan = file::scan(std::path::Path::new(target), &s.node_name, policy, s.manifest_trust.as_ref());
@@ -32,12 +43,17 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         let mut files: Vec<&std::path::PathBuf> = scan.by_file.keys().chain(scan.errors.keys()).collect();
         files.sort();
         for f in files {
-            if let Some(pods) = scan.by_file.get(f) {
+            if let Some(in_file) = scan.by_file.get(f) {
                 let signed = scan.signed.get(f).map(|v| format!(", signed by key {}", v.key)).unwrap_or_default();
-                for sp in pods {
+                for sp in in_file {
                     println!("{}: ok: pod {} uid {}{signed}", f.display(), sp.pod.key(), sp.uid);
                     let deps = pod::order::depends_on(&sp.pod).unwrap_or_default();
                     ordered.push((pod::order::written_key(&sp.pod), deps, f.display().to_string()));
+                    pods.push((sp.clone(), f.display().to_string()));
+                }
+                for o in scan.objects_by_file.get(f).into_iter().flatten() {
+                    println!("{}: ok: {}{signed}", f.display(), object_line(o));
+                    found.push(o.clone());
                 }
                 for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
                     println!("{}: warning: {w}", f.display());
@@ -59,10 +75,31 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         }
         all_ok = false;
     }
+    let known: resolve::Snapshot =
+        found.into_iter().map(|o| ((o.kind, o.namespace.clone(), o.name.clone()), o)).collect();
+    for (sp, file) in &pods {
+        for (path, problem) in resolve::unresolved(&sp.pod, &known) {
+            println!("{file}: error: {path}: {problem} (not among the manifests given)");
+            all_ok = false;
+        }
+    }
     Ok(all_ok)
 }
 
-fn validate_url(s: &Settings, url: &str, policy: Policy) -> bool {
+/// `configmap default/app (2 keys)`: never a value.
+fn object_line(o: &LocalObject) -> String {
+    let keys = if o.data.len() == 1 { "key" } else { "keys" };
+    format!("{} {} ({} {keys}, {} bytes)", o.kind.resource(), o.key(), o.data.len(), o.size())
+}
+
+/// Whether the URL's payload is valid, and what it holds.
+fn validate_url(s: &Settings, url: &str, policy: Policy) -> (bool, objects::Manifests) {
+    let mut loaded = objects::Manifests::default();
+    let ok = check_url(s, url, policy, &mut loaded);
+    (ok, loaded)
+}
+
+fn check_url(s: &Settings, url: &str, policy: Policy, out: &mut objects::Manifests) -> bool {
     let shown = http::redact_url(url);
     let client = match http::Client::new(
         url,
@@ -91,14 +128,18 @@ fn validate_url(s: &Settings, url: &str, policy: Policy) -> bool {
                 Some(Ok(Some(v))) => format!(", signed by key {}", v.key),
                 _ => String::new(),
             };
-            match pod::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
+            match objects::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
                 Ok(loaded) => {
                     for sp in &loaded.pods {
                         println!("{shown}: ok: pod {} uid {}{signed}", sp.pod.key(), sp.uid);
                     }
+                    for o in &loaded.objects {
+                        println!("{shown}: ok: {}{signed}", object_line(o));
+                    }
                     for w in &loaded.warnings {
                         println!("{shown}: warning: {w}");
                     }
+                    *out = loaded;
                     true
                 }
                 Err(e) => {

@@ -180,3 +180,20 @@ pub fn snapshot(pod: &crate::pod::types::Pod, lookup: &dyn Lookup) -> Snapshot {
         .filter_map(|r| lookup.object(r.kind, ns, &r.name).map(|o| ((r.kind, ns.clone(), r.name), o)))
         .collect()
 }
+
+/// The references of `pod` that `lookup` cannot satisfy and that are not optional, each as
+/// (field path, what is missing): what `atoll validate` reports across the files it is given.
+pub fn unresolved(pod: &crate::pod::types::Pod, lookup: &dyn Lookup) -> Vec<(String, String)> {
+    let ns = &pod.metadata.namespace;
+    let mut out = Vec::new();
+    for r in crate::pod::refs::object_refs(pod).into_iter().filter(|r| !r.optional) {
+        match (lookup.object(r.kind, ns, &r.name), &r.key) {
+            (None, _) => out.push((r.path, format!("{} {ns}/{} not found", r.kind.as_str(), r.name))),
+            (Some(o), Some(key)) if !o.data.contains_key(key) => {
+                out.push((r.path, format!("{} {} has no key {key:?}", r.kind.as_str(), o.key())))
+            }
+            _ => {}
+        }
+    }
+    out
+}

@@ -283,7 +283,14 @@ impl FileSource {
         self.last_good_objects.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
         if let Some(kept) = &mut self.kept {
             for (p, bytes) in &scan.contents {
-                kept.keep(&absolute(p), bytes);
+                let secret = scan
+                    .objects_by_file
+                    .get(p)
+                    .is_some_and(|o| o.iter().any(|o| o.kind == objects::ObjectKind::Secret));
+                match secret {
+                    true => kept.forget(&absolute(p)),
+                    false => kept.keep(&absolute(p), bytes),
+                }
             }
             let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.last_good.contains_key(*p)).collect();
             for p in broken {

@@ -2,7 +2,8 @@
 //! so that atoll's promise "an invalid edit keeps the last valid pod" survives a restart: a
 //! file that is invalid when atoll starts serves the version that last loaded, re-read through
 //! the same pipeline (so the same UID, and today's validation rules). A record is written when
-//! a file's valid content changes and removed with the file.
+//! a file's valid content changes and removed with the file. A file holding a Secret is never
+//! kept: its last valid version lasts only while atoll runs.
 
 use crate::objects::{self, Manifests};
 use crate::pod::{Origin, Policy, Shape};
@@ -48,6 +49,13 @@ impl Kept {
             }
         }
         self.known.insert(file.to_path_buf(), h);
+    }
+
+    /// Keeps nothing for `file` (it holds a Secret: atoll never copies one to disk).
+    pub fn forget(&mut self, file: &Path) {
+        if self.known.remove(file).is_some() || !self.tidied {
+            cache::remove(&cache::path_for(&self.dir, PREFIX, &file.to_string_lossy()));
+        }
     }
 
     /// The kept version of `file` as pods or objects, if there is one and it still loads.
