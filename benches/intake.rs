@@ -22,6 +22,7 @@ fn main() {
         kept_dir: None,
         trust: None,
         versions: None,
+        secrets: false,
     };
     let _task = smol::spawn(file::run(cfg, tx));
     smol::block_on(rx.recv()).unwrap(); // the first, empty snapshot

@@ -302,6 +302,23 @@ fn start_sources(
             kept_dir: Some(s.root_dir.join("sources").join("files")),
             trust: s.manifest_trust.clone(),
             versions: Some(s.root_dir.join("trust").join("file-versions.json")),
+            secrets: false,
+        };
+        tasks.push(smol::spawn(file::run(cfg, tx.clone())));
+    }
+    // Secrets apart from the pods: never copied to disk, and not signed by the fleet (each
+    // box's own); only root may read the directory.
+    if let Some(dir) = &s.secrets_dir {
+        sources.push(SourceId::Secrets);
+        let cfg = file::FileSourceConfig {
+            path: dir.clone(),
+            check_frequency: s.file_check_frequency,
+            node: s.node_name.clone(),
+            policy,
+            kept_dir: None,
+            trust: None,
+            versions: None,
+            secrets: true,
         };
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }

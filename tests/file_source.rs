@@ -48,6 +48,7 @@ fn start_trusting(dir: PathBuf, path: PathBuf, trust: Option<Trust>, versions: O
         kept_dir: None,
         trust,
         versions,
+        secrets: false,
     };
     let task = smol::spawn(file::run(cfg, tx));
     Bed { dir, rx, _task: task }

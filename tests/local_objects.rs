@@ -9,6 +9,7 @@ mod common;
 
 use common::{eventually, testbed, Agent, Testbed};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 /// The agents of this file take turns: each removes the pods it does not know.
@@ -228,6 +229,62 @@ fn a_missing_object_keeps_the_container_waiting_with_kubelets_reason_until_it_ap
     eventually(Duration::from_secs(60), "the pods gone", || {
         (tb.sandboxes_of("late-tb").is_empty() && tb.sandboxes_of("late-volume-tb").is_empty()).then_some(())
     });
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_secrets_dir_is_read_only_while_it_is_roots_alone_and_holds_no_pods() {
+    use std::os::unix::fs::PermissionsExt;
+    let _turn = one_agent_at_a_time();
+    let tb = testbed();
+    let (dir, manifests) = fresh_dir("objects-private");
+    let secrets = dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o755)).unwrap();
+    put(
+        &secrets,
+        "late-secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: late-secret}\nstringData: {token: fr0m-private}\n",
+    );
+    put(&secrets, "stray-pod.yaml", &LATE.replace("name: late}", "name: stray}"));
+    let own = dir.join("atoll.yaml");
+    let config =
+        format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nsecretsDir: {}\n", secrets.display());
+    std::fs::write(&own, config).unwrap();
+    put(&manifests, "late.yaml", LATE);
+    // The directory's mode is looked at by the rescans (every 2 s here).
+    let agent =
+        Agent::start(tb, &dir, "fileCheckFrequency: 2s\n", &[&format!("--atoll-config={}", own.display())], &[]);
+    eventually(Duration::from_secs(30), "the open directory refused", || {
+        agent.log().contains("with mode 0755: it must be owned by root with mode 0700").then_some(())
+    });
+    eventually(Duration::from_secs(60), "late waiting for its Secret", || {
+        let (reason, _) = waiting(&agent, "late-tb")?;
+        (reason == "CreateContainerConfigError").then_some(())
+    });
+    let doctor = Command::new(env!("CARGO_BIN_EXE_atoll"))
+        .args(["doctor", &format!("--atoll-config={}", own.display())])
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(doctor.contains("must be owned by root with mode 0700"), "{doctor}");
+    // Closed: its Secret is read; its pod is not run, and said so.
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let id = eventually(Duration::from_secs(60), "late running", || running(tb, "late-tb").pop());
+    assert_eq!(exec(tb, &id, "echo $TOKEN"), "fr0m-private\n");
+    eventually(Duration::from_secs(10), "the stray pod refused", || {
+        agent
+            .log()
+            .contains(
+                "stray-pod.yaml: kind: secretsDir holds Secrets and ConfigMaps; a Pod goes in the manifest directory",
+            )
+            .then_some(())
+    });
+    assert!(tb.sandboxes_of("stray-tb").is_empty());
+    assert!(!agent.log().contains("fr0m-private"));
+    std::fs::remove_file(manifests.join("late.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the pod gone", || tb.sandboxes_of("late-tb").is_empty().then_some(()));
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }

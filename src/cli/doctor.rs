@@ -258,6 +258,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
         ));
     }
     checks.extend(manifests(s.pod_manifest_path.as_deref()));
+    checks.extend(secrets(s));
     checks.extend(writable("state", &s.root_dir));
     checks.extend(writable("logs", &s.pod_logs_dir));
     checks.extend(disk("disk", &s.root_dir));
@@ -267,6 +268,39 @@ pub fn all(s: &Settings) -> Vec<Check> {
         checks.push(api_server(k, &s.node_name));
     }
     checks
+}
+
+/// Where Secrets live: `secretsDir` root's alone, and no Secret manifest others may read.
+pub fn secrets(s: &Settings) -> Vec<Check> {
+    let mut out = Vec::new();
+    if let Some(dir) = &s.secrets_dir {
+        out.push(match crate::source::file::private_dir_problem(dir) {
+            None => ok("secrets", format!("{} is root's alone (0700)", dir.display())),
+            Some(problem) => {
+                bad(Level::Fail, "secrets", problem, format!("chown root: {0}; chmod 700 {0}", dir.display()))
+            }
+        });
+    }
+    let mut dirs: Vec<&Path> = s.pod_manifest_path.iter().map(|p| p.as_path()).collect();
+    dirs.extend(s.secrets_dir.as_deref());
+    for dir in dirs {
+        let policy = crate::pod::Policy { strict: false };
+        let scan = crate::source::file::scan(dir, &s.node_name, policy, None);
+        for (file, objects) in &scan.objects_by_file {
+            use std::os::unix::fs::PermissionsExt;
+            let secret = objects.iter().any(|o| o.kind == crate::objects::ObjectKind::Secret);
+            let mode = std::fs::metadata(file).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+            if secret && mode & 0o077 != 0 {
+                out.push(bad(
+                    Level::Warn,
+                    "secrets",
+                    format!("{} holds a Secret and has mode {mode:04o}: others on the box can read it", file.display()),
+                    format!("chmod 600 {}, or keep Secrets in secretsDir", file.display()),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The API server of `--kubeconfig`: the file usable, the server answering, the node known.

@@ -25,6 +25,9 @@ pub struct AtollConfiguration {
     /// Image tarballs (docker or OCI archives; plain, gzip or zstd) imported into the runtime
     /// at start and when they appear or change; default `<root-dir>/images`.
     pub images_dir: Option<String>,
+    /// A directory of Secret (and ConfigMap) manifests kept apart from the pods: it must be
+    /// a directory owned by root with mode 0700, or it is not read. Not set unless given.
+    pub secrets_dir: Option<String>,
     /// containerd's `ctr`, which imports them, when it is not the first `ctr` on PATH.
     pub ctr_path: Option<String>,
     /// How often images are garbage-collected (kubelet's fixed 5m by default; 1s to 24h).

@@ -37,6 +37,8 @@ pub struct Settings {
     pub root_dir: std::path::PathBuf,
     /// `imagesDir`: image tarballs imported into the runtime (default `<root-dir>/images`).
     pub images_dir: std::path::PathBuf,
+    /// `secretsDir`: Secrets and ConfigMaps apart from the pods (root-owned, 0700).
+    pub secrets_dir: Option<std::path::PathBuf>,
     /// `ctrPath`: containerd's `ctr`, when not the first on PATH.
     pub ctr_path: Option<std::path::PathBuf>,
     /// imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge,
@@ -205,6 +207,7 @@ impl Settings {
             keyring: own.keyring(own_shown, &root_dir)?,
             images_dir: own.images_dir.as_ref().map_or_else(|| root_dir.join("images"), std::path::PathBuf::from),
             ctr_path: own.ctr_path.as_ref().map(std::path::PathBuf::from),
+            secrets_dir: own.secrets_dir.as_ref().filter(|d| !d.is_empty()).map(std::path::PathBuf::from),
             image_gc: cfg.image_gc()?,
             image_gc_period: own.image_gc_period(own_shown)?,
             root_dir,

@@ -39,6 +39,50 @@ pub struct FileSourceConfig {
     /// each pod is kept (`<root-dir>/trust/file-versions.json`).
     pub trust: Option<Trust>,
     pub versions: Option<PathBuf>,
+    /// `secretsDir`: a private directory of Secrets and ConfigMaps (no pods), read only while
+    /// it is root's alone ([`private_dir_problem`]).
+    pub secrets: bool,
+}
+
+impl FileSourceConfig {
+    fn id(&self) -> SourceId {
+        if self.secrets {
+            SourceId::Secrets
+        } else {
+            SourceId::File
+        }
+    }
+
+    /// How its log lines start.
+    fn label(&self) -> &'static str {
+        if self.secrets {
+            "secrets dir"
+        } else {
+            "file source"
+        }
+    }
+}
+
+/// Why `dir` may not hold Secrets: it must be a directory (not a link) owned by root that only
+/// root can enter (mode 0700). `None` when it is fine; `atoll doctor` says the same.
+pub fn private_dir_problem(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("{}: {e}", dir.display())),
+    };
+    if !m.is_dir() {
+        return Some(format!("{} is not a directory", dir.display()));
+    }
+    if m.uid() != 0 || m.mode() & 0o077 != 0 {
+        return Some(format!(
+            "{} is owned by uid {} with mode {:04o}: it must be owned by root with mode 0700 (chown root: {0}; chmod 700 {0}); its Secrets are not read until it is",
+            dir.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    None
 }
 
 /// What one scan found.
@@ -205,6 +249,20 @@ fn signature_error(file: &Path, message: String) -> ManifestError {
     ManifestError { origin: file.display().to_string(), problems: vec![Finding::new("signature", message)] }
 }
 
+/// A Pod in the secrets directory is an error (pods belong in the manifest directory), its
+/// file's objects are not used either.
+fn refuse_pods(scan: &mut Scan) {
+    let with_pods: Vec<PathBuf> = scan.by_file.iter().filter(|(_, p)| !p.is_empty()).map(|(f, _)| f.clone()).collect();
+    for file in with_pods {
+        scan.by_file.remove(&file);
+        scan.objects_by_file.remove(&file);
+        scan.contents.remove(&file);
+        let problem =
+            Finding::new("kind", "secretsDir holds Secrets and ConfigMaps; a Pod goes in the manifest directory");
+        scan.errors.insert(file.clone(), ManifestError { origin: file.display().to_string(), problems: vec![problem] });
+    }
+}
+
 /// Reads at most the manifest limit; a larger file is an error, not a truncated manifest.
 fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
@@ -256,17 +314,24 @@ enum Rescan {
 impl FileSource {
     /// Scans and builds the snapshot. With `may_hold`, a half-done edit is held back.
     fn rescan(&mut self, may_hold: bool) -> Rescan {
-        let mut scan =
-            scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, self.cfg.trust.as_ref(), &mut self.memo);
+        let private = if self.cfg.secrets { private_dir_problem(&self.cfg.path) } else { None };
+        let mut scan = match private {
+            Some(problem) => Scan { path_problem: Some(problem), ..Scan::default() },
+            None => scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, self.cfg.trust.as_ref(), &mut self.memo),
+        };
+        if self.cfg.secrets {
+            refuse_pods(&mut scan);
+        }
         self.refuse_replays(&mut scan);
         if may_hold && self.claimed_anew(&scan) {
             return Rescan::HalfEdit;
         }
         let errors = scan.errors.len() + usize::from(scan.path_problem.is_some());
         if errors == 0 {
-            super::source_success("file");
+            super::source_success(&self.cfg.id().to_string());
         } else {
-            crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "file")], errors as f64);
+            let source = self.cfg.id().to_string();
+            crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", &source)], errors as f64);
         }
         let mut messages = BTreeSet::new();
         if let Some(p) = &scan.path_problem {
@@ -296,7 +361,8 @@ impl FileSource {
             for p in broken {
                 if let Some(kept) = kept.load(&absolute(p), &self.cfg.node, self.cfg.policy) {
                     log::warn!(
-                        "file source: {} is invalid; running its last valid version, kept from before",
+                        "{}: {} is invalid; running its last valid version, kept from before",
+                        self.cfg.label(),
                         p.display()
                     );
                     self.last_good.insert(p.clone(), kept.pods);
@@ -360,9 +426,9 @@ impl FileSource {
         for m in messages.difference(&self.reported) {
             let (level, text) = m.split_at(1);
             match level {
-                "E" => log::error!("file source: {text}"),
-                "W" => log::warn!("file source: {text}"),
-                _ => log::info!("file source: {text}"),
+                "E" => log::error!("{}: {text}", self.cfg.label()),
+                "W" => log::warn!("{}: {text}", self.cfg.label()),
+                _ => log::info!("{}: {text}", self.cfg.label()),
             }
         }
         self.reported = messages;
@@ -376,7 +442,7 @@ impl FileSource {
         }
         self.last_sent = Some((pods.clone(), objects.clone(), errors.clone()));
         self.owners = owners;
-        Rescan::Changed(Update { source: SourceId::File, pods, objects, errors })
+        Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors })
     }
 
     /// Refuses signed files older than a version accepted before for one of their pods (a
@@ -440,14 +506,15 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         if watch.is_none() && src.cfg.path.exists() {
             match Watch::new(&src.cfg.path) {
                 Ok(w) => {
-                    log::debug!("file source: watching {}", src.cfg.path.display());
+                    log::debug!("{}: watching {}", src.cfg.label(), src.cfg.path.display());
                     watch = Some(w);
                     watch_error_logged = false;
                     next_full = Instant::now(); // it just appeared (or at start): scan now
                 }
                 Err(e) if !watch_error_logged => {
                     log::warn!(
-                        "file source: cannot watch {}: {e}; rescanning every {:?}",
+                        "{}: cannot watch {}: {e}; rescanning every {:?}",
+                        src.cfg.label(),
                         src.cfg.path.display(),
                         MISSING_POLL
                     );
@@ -493,12 +560,12 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             Some(Ok(batch)) => {
                 pending = watch::schedule(pending, batch, Instant::now());
                 if batch.gone {
-                    log::warn!("file source: {} was removed or moved", src.cfg.path.display());
+                    log::warn!("{}: {} was removed or moved", src.cfg.label(), src.cfg.path.display());
                     watch = None;
                 }
             }
             Some(Err(e)) => {
-                log::warn!("file source: watch failed: {e}; setting it up again");
+                log::warn!("{}: watch failed: {e}; setting it up again", src.cfg.label());
                 watch = None;
             }
             None => {
@@ -513,6 +580,25 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secrets_dir_must_be_roots_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("atoll-private-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let problem = private_dir_problem(&dir).expect("0755 accepted");
+        assert!(problem.contains("mode 0755: it must be owned by root with mode 0700"), "{problem}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(private_dir_problem(&dir), None);
+        // Not through a link (whoever can change the link chooses the directory).
+        let link = dir.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(private_dir_problem(&link).unwrap().contains("is not a directory"));
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_rescan_parses_only_files_whose_bytes_changed() {

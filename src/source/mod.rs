@@ -19,6 +19,8 @@ use std::fmt;
 pub enum SourceId {
     File,
     Http,
+    /// `secretsDir`: the file source over a private directory of Secrets and ConfigMaps.
+    Secrets,
 }
 
 impl fmt::Display for SourceId {
@@ -26,6 +28,7 @@ impl fmt::Display for SourceId {
         f.write_str(match self {
             SourceId::File => "file",
             SourceId::Http => "http",
+            SourceId::Secrets => "secrets",
         })
     }
 }
