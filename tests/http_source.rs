@@ -475,3 +475,34 @@ fn a_signed_payload_is_checked_against_url_minisig_and_an_older_one_is_refused()
     assert_eq!(names(&next(&untrusting)), vec!["web-edge-1"], "the same payload without manifestTrust");
     let _ = std::fs::remove_dir_all(&keys);
 }
+
+#[test]
+fn a_list_brings_configmaps_and_secrets_with_its_pods_also_offline_from_disk() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = cache_dir("objects");
+    let _ = std::fs::remove_dir_all(&cache);
+    let list = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"x:1"}]}},
+        {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg"},"data":{"a":"b"}},
+        {"apiVersion":"v1","kind":"Secret","metadata":{"name":"db"},"data":{"password":"aHVudGVyMg=="}}]}"#;
+    let server = Server::start(payload(list, "1"));
+    let url = server.url();
+    {
+        let src = start(&url, vec![], Some(cache.clone()));
+        let u = next(&src);
+        assert_eq!(names(&u), vec!["web-edge-1"]);
+        let objects: Vec<String> = u.objects.iter().map(|o| format!("{} {}", o.kind.as_str(), o.key())).collect();
+        assert_eq!(objects, vec!["ConfigMap default/cfg", "Secret default/db"]);
+        assert_eq!(u.objects[1].data["password"], b"hunter2");
+        // A bad object refuses the whole payload; the last good one stays.
+        server.set(payload(&list.replace(r#""name":"cfg""#, r#""name":"Bad_Cfg""#), "2"));
+        assert!(recv(&src, Duration::from_millis(1500)).is_none(), "a refused payload was delivered");
+    }
+    // The disk copy, root's alone, brings the objects back on an offline start.
+    let file = http::cache_path(&cache, &url);
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o077, 0);
+    server.set(Answer::Status(503));
+    let src = start(&url, vec![], Some(cache.clone()));
+    assert_eq!(next(&src).objects.len(), 2, "the objects came back from the disk copy");
+    std::fs::remove_dir_all(&cache).unwrap();
+}
