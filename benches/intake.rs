@@ -23,6 +23,7 @@ fn main() {
         trust: None,
         versions: None,
         secrets: false,
+        key: None,
     };
     let _task = smol::spawn(file::run(cfg, tx));
     smol::block_on(rx.recv()).unwrap(); // the first, empty snapshot

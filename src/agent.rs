@@ -303,6 +303,7 @@ fn start_sources(
             trust: s.manifest_trust.clone(),
             versions: Some(s.root_dir.join("trust").join("file-versions.json")),
             secrets: false,
+            key: s.decryption.clone(),
         };
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }
@@ -319,6 +320,7 @@ fn start_sources(
             trust: None,
             versions: None,
             secrets: true,
+            key: s.decryption.clone(),
         };
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }

@@ -13,6 +13,7 @@
 //! `rfc3339`, `metrics`, `notify`. Lower layers never import higher ones
 //! (`tests/architecture.rs` checks it).
 
+pub mod age;
 pub mod agent;
 pub mod api;
 pub mod base64;

@@ -49,6 +49,7 @@ fn start_trusting(dir: PathBuf, path: PathBuf, trust: Option<Trust>, versions: O
         trust,
         versions,
         secrets: false,
+        key: None,
     };
     let task = smol::spawn(file::run(cfg, tx));
     Bed { dir, rx, _task: task }

@@ -288,3 +288,99 @@ fn a_secrets_dir_is_read_only_while_it_is_roots_alone_and_holds_no_pods() {
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs a stock CLI (age, age-keygen), which the test bed installs.
+fn stock(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e} (the test bed installs it)"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn an_encrypted_secret_is_decrypted_in_memory_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let _turn = one_agent_at_a_time();
+    let tb = testbed();
+    let (dir, manifests) = fresh_dir("objects-age");
+    let key = dir.join("age.key");
+    stock("age-keygen", &["-o", key.to_str().unwrap()]);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let recipient = stock("age-keygen", &["-y", key.to_str().unwrap()]);
+    let password = format!("s3aled-{}", std::process::id());
+    let plain = dir.join("db.yaml");
+    std::fs::write(
+        &plain,
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\nstringData: {{password: {password}}}\n"),
+    )
+    .unwrap();
+    let sealed = manifests.join("db.yaml.age");
+    stock("age", &["-r", recipient.trim(), "-o", sealed.to_str().unwrap(), plain.to_str().unwrap()]);
+    std::fs::remove_file(&plain).unwrap();
+    let own = dir.join("atoll.yaml");
+    let config =
+        format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ndecryptionKeyFile: {}\n", key.display());
+    std::fs::write(&own, config).unwrap();
+    put(&manifests, "late.yaml", &LATE.replace("late-secret", "db").replace("key: token", "key: password"));
+    let agent = Agent::start(tb, &dir, "", &[&format!("--atoll-config={}", own.display())], &[]);
+    let id = eventually(Duration::from_secs(60), "the pod running", || running(tb, "late-tb").pop());
+    assert_eq!(exec(tb, &id, "echo $TOKEN"), format!("{password}\n"));
+    // The plaintext is nowhere on disk, in the log or the validate output.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(files_holding(&dir, password.as_bytes(), &mounts), Vec::<PathBuf>::new());
+    assert!(!agent.log().contains(&password));
+    let validate = |config: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
+            .args(["validate", &format!("--atoll-config={}", config.display()), manifests.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = validate(&own);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("db.yaml.age: ok: secret default/db (1 key,") && !out.contains(&password), "{out}");
+    // A key file others can read is refused, the field named.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, _, err) = validate(&own);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("decryptionKeyFile:") && err.contains("a key file must be owned by root with mode 0600"),
+        "{err}"
+    );
+    std::fs::remove_file(manifests.join("late.yaml")).unwrap();
+    eventually(Duration::from_secs(60), "the pod gone", || tb.sandboxes_of("late-tb").is_empty().then_some(()));
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn age_files_of_several_chunks_made_by_the_stock_cli_decrypt_and_any_cut_is_refused() {
+    let dir = std::env::temp_dir().join(format!("atoll-age-chunks-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("age.key");
+    stock("age-keygen", &["-o", key.to_str().unwrap()]);
+    let recipient = stock("age-keygen", &["-y", key.to_str().unwrap()]);
+    let id = atoll::age::Identity::from_file(&key).unwrap();
+    assert_eq!(id.recipient(), recipient.trim());
+    // Exactly two chunks, a partial third, and an empty file.
+    for size in [2 * 65536, 200_000, 0] {
+        let data: Vec<u8> = (0..size).map(|i: usize| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.join("plain"), &data).unwrap();
+        let sealed = dir.join("sealed");
+        let _ = std::fs::remove_file(&sealed);
+        stock("age", &["-r", recipient.trim(), "-o", sealed.to_str().unwrap(), dir.join("plain").to_str().unwrap()]);
+        let bytes = std::fs::read(&sealed).unwrap();
+        assert_eq!(id.decrypt(&bytes).unwrap(), data, "{size} bytes");
+        // Cut at a chunk boundary (the last chunk dropped), or a byte short: refused.
+        if size > 65536 {
+            let header_and_first = bytes.len() - (size - 65536) - 16;
+            assert!(id.decrypt(&bytes[..header_and_first]).is_err(), "a truncated file decrypted");
+        }
+        assert!(id.decrypt(&bytes[..bytes.len() - 1]).is_err());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,7 +32,7 @@ pub fn list(api: &Api) -> Value {
 /// that name it and the keys it needs that are missing.
 pub fn of_pod(api: &Api, pod: &Pod) -> Value {
     let mut items: Vec<Value> = Vec::new();
-    for r in crate::pod::refs::object_refs(pod) {
+    for r in crate::pod::references::object_refs(pod) {
         let found = api.node.objects().get(r.kind, &pod.metadata.namespace, &r.name);
         let at = items.iter().position(|i| i["kind"] == r.kind.as_str() && i["name"] == r.name.as_str());
         let i = match at {

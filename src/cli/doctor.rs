@@ -274,7 +274,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
 pub fn secrets(s: &Settings) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(dir) = &s.secrets_dir {
-        out.push(match crate::source::file::private_dir_problem(dir) {
+        out.push(match crate::source::scan::private_dir_problem(dir) {
             None => ok("secrets", format!("{} is root's alone (0700)", dir.display())),
             Some(problem) => {
                 bad(Level::Fail, "secrets", problem, format!("chown root: {0}; chmod 700 {0}", dir.display()))
@@ -285,7 +285,8 @@ pub fn secrets(s: &Settings) -> Vec<Check> {
     dirs.extend(s.secrets_dir.as_deref());
     for dir in dirs {
         let policy = crate::pod::Policy { strict: false };
-        let scan = crate::source::file::scan(dir, &s.node_name, policy, None);
+        // Encrypted files may be readable: they are not opened here.
+        let scan = crate::source::scan::scan(dir, &s.node_name, policy, None, None);
         for (file, objects) in &scan.objects_by_file {
             use std::os::unix::fs::PermissionsExt;
             let secret = objects.iter().any(|o| o.kind == crate::objects::ObjectKind::Secret);

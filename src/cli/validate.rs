@@ -8,7 +8,7 @@ use super::Flags;
 use crate::config::Settings;
 use crate::objects::{self, resolve, LocalObject};
 use crate::pod::{self, Origin, Policy, Shape, StaticPod};
-use crate::source::{file, http};
+use crate::source::{http, scan};
 use std::sync::Arc;
 
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
@@ -32,7 +32,8 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
             found.extend(loaded.objects);
             continue;
         }
-        let scan = file::scan(std::path::Path::new(target), &s.node_name, policy, s.manifest_trust.as_ref());
+        let path = std::path::Path::new(target);
+        let scan = scan::scan(path, &s.node_name, policy, s.manifest_trust.as_ref(), s.decryption.as_deref());
         if let Some(p) = &scan.path_problem {
             println!("{target}: error: {p}");
             all_ok = false;

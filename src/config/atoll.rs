@@ -28,6 +28,9 @@ pub struct AtollConfiguration {
     /// A directory of Secret (and ConfigMap) manifests kept apart from the pods: it must be
     /// a directory owned by root with mode 0700, or it is not read. Not set unless given.
     pub secrets_dir: Option<String>,
+    /// An age identity file (`age-keygen`; root's, 0600): manifests ending in `.age` are
+    /// decrypted with it, in memory only.
+    pub decryption_key_file: Option<String>,
     /// containerd's `ctr`, which imports them, when it is not the first `ctr` on PATH.
     pub ctr_path: Option<String>,
     /// How often images are garbage-collected (kubelet's fixed 5m by default; 1s to 24h).
@@ -160,6 +163,14 @@ impl AtollConfiguration {
             keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| format!("{at}: {e}"))?);
         }
         Ok(Some(crate::trust::Trust { keys, require: t.require }))
+    }
+
+    /// `decryptionKeyFile`, read and checked (root's alone).
+    pub(super) fn decryption(&self, shown: &str) -> Result<Option<std::sync::Arc<crate::age::Identity>>, String> {
+        let Some(file) = self.decryption_key_file.as_deref().filter(|f| !f.is_empty()) else { return Ok(None) };
+        let id = crate::age::Identity::from_file(std::path::Path::new(file))
+            .map_err(|e| format!("config {shown}: decryptionKeyFile: {e}"))?;
+        Ok(Some(std::sync::Arc::new(id)))
     }
 
     /// `rollbackAfter` and `rollbackMaxRestarts`, checked.

@@ -51,6 +51,8 @@ pub struct Settings {
     pub rollback: Option<crate::pod::rollback_policy::Policy>,
     /// `manifestTrust`: the keys that sign manifests, and whether a signature is required.
     pub manifest_trust: Option<crate::trust::Trust>,
+    /// `decryptionKeyFile`: the identity `.age` manifests are decrypted with.
+    pub decryption: Option<std::sync::Arc<crate::age::Identity>>,
     /// `strictImagePullPolicy`: with policy Always and the registry unreachable, fail the pull
     /// (kubelet's rule) instead of starting from the image on disk.
     pub strict_image_pull_policy: bool,
@@ -195,6 +197,7 @@ impl Settings {
                 .filter(|d| !d.is_zero()),
             relist_period: own.relist_period(own_shown)?,
             manifest_trust: own.manifest_trust(own_shown)?,
+            decryption: own.decryption(own_shown)?,
             rollback: own.rollback(own_shown)?,
             strict_image_pull_policy: own.strict_image_pull_policy.unwrap_or(false),
             runtime_endpoint: crate::cri::Endpoint::parse(&endpoint)?,

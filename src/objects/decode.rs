@@ -4,7 +4,8 @@
 //! Fields atoll does not read are warnings naming their path. Walks the value by hand (no
 //! second serde type tree in the binary).
 
-use super::{LocalObject, ObjectKind, MAX_OBJECT_BYTES};
+use super::model::{LocalObject, MAX_OBJECT_BYTES};
+use crate::pod::references::ObjectKind;
 use crate::pod::validate::objects::config_key;
 use crate::pod::validate::{dns1123_label, dns1123_subdomain};
 use crate::pod::Finding;

@@ -4,7 +4,8 @@
 //! object or key that is not `optional` is an error in kubelet's words (`configmap "x" not
 //! found`, `couldn't find key k in Secret default/x`); values never appear in one.
 
-use super::{LocalObject, ObjectKind};
+use super::model::LocalObject;
+use crate::pod::references::ObjectKind;
 use crate::pod::refs::{EnvFromSource, KeySelector, KeyToPath};
 use crate::pod::types::Volume;
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ pub trait Lookup {
     fn object(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<Arc<LocalObject>>;
 }
 
-impl Lookup for super::Store {
+impl Lookup for super::store::Store {
     fn object(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<Arc<LocalObject>> {
         self.get(kind, namespace, name)
     }
@@ -175,7 +176,7 @@ pub fn key_ref(
 /// The objects `pod` references that the box has, for one container start.
 pub fn snapshot(pod: &crate::pod::types::Pod, lookup: &dyn Lookup) -> Snapshot {
     let ns = &pod.metadata.namespace;
-    crate::pod::refs::object_refs(pod)
+    crate::pod::references::object_refs(pod)
         .into_iter()
         .filter_map(|r| lookup.object(r.kind, ns, &r.name).map(|o| ((r.kind, ns.clone(), r.name), o)))
         .collect()
@@ -186,7 +187,7 @@ pub fn snapshot(pod: &crate::pod::types::Pod, lookup: &dyn Lookup) -> Snapshot {
 pub fn unresolved(pod: &crate::pod::types::Pod, lookup: &dyn Lookup) -> Vec<(String, String)> {
     let ns = &pod.metadata.namespace;
     let mut out = Vec::new();
-    for r in crate::pod::refs::object_refs(pod).into_iter().filter(|r| !r.optional) {
+    for r in crate::pod::references::object_refs(pod).into_iter().filter(|r| !r.optional) {
         match (lookup.object(r.kind, ns, &r.name), &r.key) {
             (None, _) => out.push((r.path, format!("{} {ns}/{} not found", r.kind.as_str(), r.name))),
             (Some(o), Some(key)) if !o.data.contains_key(key) => {

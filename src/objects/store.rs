@@ -4,7 +4,8 @@
 //! sources define. An immutable object keeps its data until it is gone from its source (as the
 //! API server refuses to change one); a changed version is refused and said so.
 
-use super::{LocalObject, ObjectKind};
+use super::model::LocalObject;
+use crate::pod::references::ObjectKind;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,7 @@
 use super::resolve::{self, Snapshot};
 use super::*;
 use crate::pod::types::{Pod, Volume};
+use crate::pod::{ManifestError, Origin, Policy, Shape};
 
 fn origin() -> Origin {
     Origin::File("/etc/kubernetes/manifests/x.yaml".into())

@@ -28,6 +28,7 @@ pub mod load;
 pub mod order;
 pub mod paths;
 pub mod quantity;
+pub mod references;
 pub mod refs;
 pub mod rollback_policy;
 pub mod status;

@@ -10,6 +10,7 @@ pub mod file;
 pub mod http;
 pub mod kept;
 pub mod merge;
+pub mod scan;
 
 use crate::pod::{ManifestError, StaticPod};
 use std::fmt;

@@ -22,7 +22,7 @@
 # (/var/cache/atoll-testbed); the system's runc is kept. Later runs need no network.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils minisign)
+PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils minisign age)
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
 BRIDGE="atoll-tb0"
