@@ -42,6 +42,11 @@ fn one(root: &Path, pod: &Pod, v: &Volume, lookup: &dyn Lookup) -> Result<bool, 
     let Some(files) = resolve::volume_files(&pod.metadata.namespace, v, lookup) else { return Ok(false) };
     let files = files?;
     let dir = poddir::volume_path(root, &pod.metadata.uid, v)?.ok_or("not an object volume")?;
+    let gid = pod.spec.security_context.as_ref().and_then(|s| s.fs_group).and_then(|g| u32::try_from(g).ok());
+    // The common case at a sync: nothing changed, nothing to mount or write.
+    if atomic_writer::is_current(&dir, &files, gid) {
+        return Ok(false);
+    }
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     if resolve::in_memory(v) {
         // Secrets live in memory only: no tmpfs, no files.
@@ -50,7 +55,6 @@ fn one(root: &Path, pod: &Pod, v: &Volume, lookup: &dyn Lookup) -> Result<bool, 
             return Err(format!("{} is not a tmpfs; not writing secrets to disk", dir.display()));
         }
     }
-    let gid = pod.spec.security_context.as_ref().and_then(|s| s.fs_group).and_then(|g| u32::try_from(g).ok());
     atomic_writer::write(&dir, &files, gid)
 }
 
