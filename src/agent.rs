@@ -292,36 +292,23 @@ fn start_sources(
 ) -> (Vec<SourceId>, Vec<smol::Task<()>>) {
     let mut sources = Vec::new();
     let mut tasks = Vec::new();
-    if let Some(path) = &s.pod_manifest_path {
-        sources.push(SourceId::File);
+    // The manifest directory, and Secrets apart from the pods (never copied to disk, not
+    // signed by the fleet but each box's own, read only while root's alone).
+    let dirs = [(&s.pod_manifest_path, false), (&s.secrets_dir, true)];
+    for (path, secrets) in dirs.into_iter().filter_map(|(p, secrets)| Some((p.as_ref()?, secrets))) {
+        let fleet = !secrets; // the manifest directory: fleet-signed, its last valid files kept
         let cfg = file::FileSourceConfig {
             path: path.clone(),
             check_frequency: s.file_check_frequency,
             node: s.node_name.clone(),
             policy,
-            kept_dir: Some(s.root_dir.join("sources").join("files")),
-            trust: s.manifest_trust.clone(),
-            versions: Some(s.root_dir.join("trust").join("file-versions.json")),
-            secrets: false,
+            kept_dir: fleet.then(|| s.root_dir.join("sources").join("files")),
+            trust: s.manifest_trust.clone().filter(|_| fleet),
+            versions: fleet.then(|| s.root_dir.join("trust").join("file-versions.json")),
+            secrets,
             key: s.decryption.clone(),
         };
-        tasks.push(smol::spawn(file::run(cfg, tx.clone())));
-    }
-    // Secrets apart from the pods: never copied to disk, and not signed by the fleet (each
-    // box's own); only root may read the directory.
-    if let Some(dir) = &s.secrets_dir {
-        sources.push(SourceId::Secrets);
-        let cfg = file::FileSourceConfig {
-            path: dir.clone(),
-            check_frequency: s.file_check_frequency,
-            node: s.node_name.clone(),
-            policy,
-            kept_dir: None,
-            trust: None,
-            versions: None,
-            secrets: true,
-            key: s.decryption.clone(),
-        };
+        sources.push(if secrets { SourceId::Secrets } else { SourceId::File });
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
     }
     if let Some(url) = &s.manifest_url {
