@@ -406,6 +406,10 @@ fn reload(old: &Settings, new: &Settings, tuning: &Tuning) {
     {
         later.push("the mirror (kubeconfig, node labels, taints, maxPods)");
     }
+    let recipient = |s: &Settings| s.decryption.as_ref().map(|k| k.recipient());
+    if new.secrets_dir != old.secrets_dir || recipient(new) != recipient(old) {
+        later.push("secretsDir, decryptionKeyFile");
+    }
     if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
         later.push("strictness, pod logs");
     }
