@@ -298,10 +298,24 @@ pub fn kubelet_config(tb: &Testbed, dir: &std::path::Path, extra: &str) -> PathB
     path
 }
 
+/// The atoll binary under test: this build's, or `ATOLL_BIN` when set (a cross-built binary,
+/// run through `ATOLL_BIN_RUNNER` when that is set too, e.g. `qemu-aarch64-static`).
+pub fn atoll_command() -> std::process::Command {
+    match (std::env::var_os("ATOLL_BIN"), std::env::var_os("ATOLL_BIN_RUNNER")) {
+        (Some(bin), Some(runner)) => {
+            let mut cmd = std::process::Command::new(runner);
+            cmd.arg(bin);
+            cmd
+        }
+        (Some(bin), None) => std::process::Command::new(bin),
+        (None, _) => std::process::Command::new(env!("CARGO_BIN_EXE_atoll")),
+    }
+}
+
 /// `atoll run` against the test bed: the kubelet config `config`, state under `dir/state`, the
 /// local API on `socket`, node name `node`, output discarded (callers may redirect it).
 pub fn atoll_run(tb: &Testbed, dir: &Path, config: &Path, socket: &Path, node: &str) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"));
+    let mut cmd = atoll_command();
     cmd.arg("run")
         .arg(format!("--config={}", config.display()))
         .arg(format!("--container-runtime-endpoint={}", tb.endpoint))
@@ -340,7 +354,7 @@ impl Agent {
 
     /// Runs an `atoll` client command against this agent: (exit code, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
+        let out = atoll_command()
             .args(args)
             .arg(format!("--api-socket={}", self.socket.display()))
             .output()
