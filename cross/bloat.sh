@@ -32,7 +32,8 @@ readelf -sW --demangle=rust "$bin" | awk '$4 == "FUNC" || $4 == "OBJECT" {
 # serde::Deserialize>` is atoll's); the module of atoll's: its second segment.
 awk -F'\t' -v stripped="$stripped" '
 function owner(name) {
-  if (name ~ /^ring_core_/ || name ~ /_(neon|nohw|hw|armv8|v8)$/) return "ring (C and assembly)"
+  if (name ~ /^ring_core_/ || name ~ /^(ecp_)?nistz/ || name ~ /_(neon|nohw|hw|armv8|v8)$/) return "ring (C and assembly)"
+  if (name ~ /^OUTLINED_FUNCTION_/) return "outlined code (pieces shared by many functions)"
   if (name ~ /libunwind/) return "libunwind"
   if (match(name, /[A-Za-z_][A-Za-z0-9_]*::/)) return substr(name, RSTART, RLENGTH - 2)
   return "C: musl libc and other unnamed"
