@@ -1,8 +1,9 @@
 //! The node's local ConfigMaps and Secrets: each source's latest set (the agent hands in every
 //! snapshot) merged into one view by kind, namespace and name; the workers read it when a
-//! container starts and when they refresh a pod's volumes. The file source wins a name both
-//! sources define. An immutable object keeps its data until it is gone from its source (as the
-//! API server refuses to change one); a changed version is refused and said so.
+//! container starts and when they refresh a pod's volumes. A name several sources define goes
+//! to the manifest directory, then `secretsDir`, then the URL. An immutable object keeps its
+//! data until it is gone from its source (as the API server refuses to change one); a changed
+//! version is refused and said so.
 
 use super::model::LocalObject;
 use crate::pod::references::ObjectKind;
@@ -18,8 +19,8 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Each source's latest objects, by source name (`file`, `http`).
-    by_source: BTreeMap<String, Vec<Arc<LocalObject>>>,
+    /// Each source's latest objects, by rank and source name (`file`, `secrets`, `http`).
+    by_source: BTreeMap<(u8, String), Vec<Arc<LocalObject>>>,
     merged: BTreeMap<Key, Arc<LocalObject>>,
 }
 
@@ -36,7 +37,7 @@ impl Store {
     /// `source`'s complete current set of objects.
     pub fn set(&self, source: &str, objects: Vec<Arc<LocalObject>>) -> Applied {
         let mut inner = crate::locks::lock(&self.inner);
-        inner.by_source.insert(source.to_string(), objects);
+        inner.by_source.insert((rank(source), source.to_string()), objects);
         let mut problems = Vec::new();
         let mut merged: BTreeMap<Key, Arc<LocalObject>> = BTreeMap::new();
         for objects in inner.by_source.values() {
@@ -88,6 +89,15 @@ impl Store {
     }
 }
 
+/// Which source wins a name several define: the box's own directories before the URL.
+fn rank(source: &str) -> u8 {
+    match source {
+        "file" => 0,
+        "secrets" => 1,
+        _ => 2,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,7 +125,12 @@ mod tests {
         assert!(s.get(ObjectKind::Secret, "default", "a").is_none());
         // The same again changes nothing the workers read.
         assert!(!s.set("file", vec![cm("a", "from-file", "a.yaml", false)]).changed);
+        // secretsDir comes before the URL.
+        s.set("secrets", vec![cm("a", "from-secrets-dir", "s/a.yaml", false)]);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"from-file");
         assert!(s.set("file", vec![]).changed);
+        assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"from-secrets-dir");
+        assert!(s.set("secrets", vec![]).changed);
         assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"from-url");
     }
 
