@@ -1,7 +1,7 @@
 //! `atoll describe`'s text: a pod's identity, containers (state, last state, probes in one
 //! line each, ports, command), the local ConfigMaps and Secrets it uses (keys and sizes),
-//! conditions and recent events, as `kubectl describe pod` lays
-//! them out, for an 80-column console.
+//! conditions and recent events, as `kubectl describe pod` lays them out, for an 80-column
+//! console.
 
 use super::render::{age, status_column, str_of, table};
 use serde_json::Value;

@@ -28,10 +28,10 @@ pub fn write(dir: &Path, files: &[File], gid: Option<u32>) -> Result<bool, Strin
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    if is_current(dir, files, gid) {
+    let tag = tag(files, gid);
+    if holds(dir, files, &tag) {
         return Ok(false);
     }
-    let tag = tag(files, gid);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let name = format!("..{}_{:09}.{tag}", now.as_secs(), now.subsec_nanos());
     let fresh = dir.join(&name);
@@ -82,7 +82,11 @@ pub fn write(dir: &Path, files: &[File], gid: Option<u32>) -> Result<bool, Strin
 /// Whether `dir` holds exactly this set already (written by this process): one `readlink`
 /// and one per top-level name, nothing read.
 pub fn is_current(dir: &Path, files: &[File], gid: Option<u32>) -> bool {
-    let tag = tag(files, gid);
+    holds(dir, files, &tag(files, gid))
+}
+
+/// Whether `..data` names the set tagged `tag` and every top-level link is in place.
+fn holds(dir: &Path, files: &[File], tag: &str) -> bool {
     let current = std::fs::read_link(dir.join(DATA)).ok().and_then(|t| t.to_str().map(str::to_string));
     current.is_some_and(|c| c.ends_with(&format!(".{tag}"))) && links_in_place(dir, files)
 }

@@ -1,9 +1,10 @@
 //! ContainerConfig for one container instance, as kubelet builds it: metadata with the attempt
 //! number, image, command and args with `$(VAR)` expansion, env (values, fieldRef,
 //! resourceFieldRef, local ConfigMaps and Secrets), working dir, mounts (hostPath, emptyDir,
-//! image volumes, object volumes read-only, the managed /etc/hosts, the termination log), kubelet's four labels and its annotations, the log path
-//! `<container>/<restartCount>.log`, Linux resources with the QoS class's oom_score_adj, and
-//! the security context (container over pod). A pure function; the worker prepares the files.
+//! image volumes, object volumes read-only, the managed /etc/hosts, the termination log),
+//! kubelet's four labels and its annotations, the log path `<container>/<restartCount>.log`,
+//! Linux resources with the QoS class's oom_score_adj, and the security context (container
+//! over pod). A pure function; the worker prepares the files.
 
 use super::plan::container_hash;
 use super::poddir::volume_path;

@@ -2,9 +2,8 @@
 //! [`plan`](super::plan::plan), and act: kills (preStop first), a new sandbox if needed, the
 //! waits the plan names (back-off), the starts; then old instances and empty old sandboxes
 //! are removed, the running containers' logs rotated and their ConfigMap and Secret volumes
-//! refreshed. A stopping pod is stopped, and a
-//! terminating one stopped and removed. Re-running a sync is always safe: every decision is
-//! made again from what the runtime shows.
+//! refreshed. A stopping pod is stopped, and a terminating one stopped and removed. Re-running
+//! a sync is always safe: every decision is made again from what the runtime shows.
 
 use super::context::Context;
 use super::errors::SyncError;
