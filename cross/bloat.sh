@@ -12,13 +12,8 @@ t=${1:-aarch64-unknown-linux-musl}
 bash cross/build.sh "$t" >/dev/null # the tools (zig, cargo-zigbuild, targets) and the stripped size
 export PATH="${ATOLL_CROSS_TOOLS:-$HOME/.cache/atoll-cross}/venv/bin:$PATH"
 dir=${ATOLL_BLOAT_TARGET_DIR:-target/bloat}
-case "$t" in
-  armv7-unknown-linux-musleabihf)
-    RUSTC_BOOTSTRAP=1 RUSTFLAGS="-C link-self-contained=no" CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR=$dir \
-      cargo zigbuild --release --locked --target "$t" -Zbuild-std=std,panic_abort >&2 ;;
-  *)
-    CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR=$dir cargo zigbuild --release --locked --target "$t" >&2 ;;
-esac
+. cross/release.sh
+CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR=$dir release_build "$t"
 bin="$dir/$t/release/atoll"
 stripped=$(stat -c %s "target/cross/atoll-$t")
 

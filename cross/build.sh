@@ -7,10 +7,8 @@
 #                                  armv7-unknown-linux-musleabihf, x86_64-unknown-linux-musl)
 #
 # How: cargo-zigbuild with zig as C compiler and linker, both from PyPI (in a venv under
-# ~/.cache/atoll-cross). aarch64 and x86_64 use rustup's musl std. rustup has no armv7 musl
-# std to download, so for armv7 std is built from source (-Zbuild-std, on the stable
-# toolchain through RUSTC_BOOTSTRAP=1, with the rust-src component) and zig provides musl's
-# crt objects and libc (-C link-self-contained=no). Binaries land in target/cross/.
+# ~/.cache/atoll-cross). std is built from source with the binary, at its release profile and
+# without unwind tables (cross/release.sh says how and why). Binaries land in target/cross/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,26 +39,21 @@ export PATH="$TOOLS/venv/bin:$PATH"
 
 for t in "${TARGETS[@]}"; do
   case "$t" in
-    aarch64-unknown-linux-musl | x86_64-unknown-linux-musl)
+    aarch64-unknown-linux-musl | x86_64-unknown-linux-musl) # rustup's target: musl's crt objects
       rustup target list --installed | grep -qx "$t" || rustup target add "$t" >&2 ;;
-    armv7-unknown-linux-musleabihf)
-      rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src >&2 ;;
+    armv7-unknown-linux-musleabihf) ;;
     *) say "unknown target $t"; exit 2 ;;
   esac
 done
+rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src >&2
+. cross/release.sh
 
 mkdir -p target/cross
 rows=()
 fail=0
 for t in "${TARGETS[@]}"; do
   say "building $t"
-  case "$t" in
-    armv7-unknown-linux-musleabihf)
-      RUSTC_BOOTSTRAP=1 RUSTFLAGS="-C link-self-contained=no" \
-        cargo zigbuild --release --locked --target "$t" -Zbuild-std=std,panic_abort >&2 ;;
-    *)
-      cargo zigbuild --release --locked --target "$t" >&2 ;;
-  esac
+  release_build "$t"
   bin="target/cross/atoll-$t"
   cp "${CARGO_TARGET_DIR:-target}/$t/release/atoll" "$bin"
   case "$t" in
