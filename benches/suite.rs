@@ -23,6 +23,8 @@
 //!
 //!   cargo bench --bench suite        (ATOLL_BENCH_ROUNDS=20, ATOLL_BENCH_WINDOW=60 by default;
 //!                                     under `cargo test` a short smoke run)
+//!   ATOLL_BENCH_ONLY=footprint ATOLL_BIN=target/cross/atoll-x86_64-unknown-linux-musl \
+//!     cargo bench --bench suite      (part 6 only, with a cross-built binary)
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -277,6 +279,29 @@ fn usage(pid: u32) -> (f64, u64) {
     (ns as f64 / 1e9, rss)
 }
 
+/// Where a process's resident memory is, from /proc/PID/smaps, in KiB: (mapped files, i.e. the
+/// binary's pages touched; the heap, i.e. the allocator's brk area; anonymous mappings: thread
+/// stacks, large allocations and the allocator's mmapped groups; the rest: the main stack,
+/// vdso).
+fn rss_parts(pid: u32) -> [u64; 4] {
+    let mut parts = [0u64; 4];
+    let mut slot = 3;
+    for line in std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default().lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.first().is_some_and(|f| f.contains('-') && f.chars().all(|c| c.is_ascii_hexdigit() || c == '-')) {
+            slot = match fields.get(5) {
+                Some(p) if p.starts_with('/') => 0,
+                Some(&"[heap]") => 1,
+                None => 2,
+                Some(_) => 3,
+            };
+        } else if fields.first() == Some(&"Rss:") {
+            parts[slot] += fields.get(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    parts
+}
+
 /// CPU seconds of the runtime: containerd and its shims (every process whose name starts with
 /// `containerd`; runc's short runs are not seen).
 fn runtime_cpu() -> f64 {
@@ -365,6 +390,7 @@ fn footprint(tb: &common::Testbed, base: &Path, pods: usize, probe_period: Optio
     let (cpu0, _) = usage(child.id());
     std::thread::sleep(window);
     let (cpu1, rss) = usage(child.id());
+    let parts = rss_parts(child.id());
     let after = counters(&dir);
     for i in 0..pods {
         std::fs::remove_file(manifests.join(format!("fp{i}.yaml"))).unwrap();
@@ -374,13 +400,15 @@ fn footprint(tb: &common::Testbed, base: &Path, pods: usize, probe_period: Optio
     let _ = child.wait();
     let secs = window.as_secs_f64();
     let per = |i: usize| (after[i] - before[i]).max(0.0) / secs;
-    Footprint { rss, cpu: 100.0 * (cpu1 - cpu0) / secs, probes: per(0), cri_per_min: per(1) * 60.0 }
+    Footprint { rss, parts, cpu: 100.0 * (cpu1 - cpu0) / secs, probes: per(0), cri_per_min: per(1) * 60.0 }
 }
 
 /// What the agent did and cost over a footprint window.
 struct Footprint {
     /// KiB at the end.
     rss: u64,
+    /// KiB at the end: the binary, the heap, anonymous mappings, the rest (`rss_parts`).
+    parts: [u64; 4],
     /// % of one core.
     cpu: f64,
     /// Probe attempts per second.
@@ -421,7 +449,40 @@ fn main() {
     std::fs::create_dir_all(&manifests).unwrap();
     log::set_logger(&CALLS).expect("the only logger in the bench");
     log::set_max_level(log::LevelFilter::Trace);
-    let agent = start_agent(tb, &manifests);
+    let version =
+        smol::block_on(cri.version()).map(|v| format!("{} {}", v.runtime_name, v.runtime_version)).unwrap_or_default();
+    // ATOLL_BENCH_ONLY=footprint: only part 6 (e.g. for a cross-built binary in ATOLL_BIN).
+    if std::env::var("ATOLL_BENCH_ONLY").as_deref() != Ok("footprint") {
+        latency(tb, &manifests, rounds, &batches, &version);
+    }
+
+    // 6: footprint of the real binary.
+    println!();
+    println!("footprint of `atoll run` ({version}), over {window:?}:");
+    println!(
+        "| pods | RSS | of which binary / heap / anonymous | CPU (% of one core) | probe attempts/s | CRI calls/min |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (what, n, period) in &footprints {
+        let f = footprint(tb, &base, *n, *period, window);
+        println!(
+            "| {what} | {:.1} MiB | {:.1} / {:.1} / {:.1} MiB | {:.3}% | {:.1} | {:.0} |",
+            f.rss as f64 / 1024.0,
+            f.parts[0] as f64 / 1024.0,
+            f.parts[1] as f64 / 1024.0,
+            f.parts[2] as f64 / 1024.0,
+            f.cpu,
+            f.probes,
+            f.cri_per_min
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Parts 1 to 5: start, teardown, crash-to-restart, batches and a start's timeline, with their tables.
+fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usize], version: &str) {
+    let cri = tb.cri();
+    let agent = start_agent(tb, manifests);
     let mut rows = Vec::new();
 
     // 1 and 2: start and teardown, host network and bridge.
@@ -431,7 +492,7 @@ fn main() {
             let name = format!("s{}{i}", if host { "h" } else { "b" });
             let pod = format!("{name}-bench");
             let (from, t0) = (mark(), Instant::now());
-            drop_manifest(&manifests, &name, &pod_yaml(&name, host, STOPS_ON_TERM));
+            drop_manifest(manifests, &name, &pod_yaml(&name, host, STOPS_ON_TERM));
             start.push(nth_call(from, "StartContainer", 1) - t0);
             wait("start", || !running(&cri, &pod).is_empty());
             let (from, t0) = (mark(), Instant::now());
@@ -458,7 +519,7 @@ fn main() {
         let name = format!("crash{i}");
         let pod = format!("{name}-bench");
         let from = mark();
-        drop_manifest(&manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3"));
+        drop_manifest(manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3"));
         nth_call(from, "StartContainer", 1);
         wait("the first instance running", || !running(&cri, &pod).is_empty());
         let first = running(&cri, &pod)[0].id.clone();
@@ -475,11 +536,11 @@ fn main() {
 
     // 4: batches, next to the same calls made concurrently.
     let mut breakdowns = Vec::new();
-    for n in &batches {
+    for n in batches {
         let (from, t0) = (mark(), Instant::now());
         let cost0 = (usage(std::process::id()).0, runtime_cpu());
         for i in 0..*n {
-            drop_manifest(&manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), true, STOPS_ON_TERM));
+            drop_manifest(manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), true, STOPS_ON_TERM));
         }
         let ended = nth_call(from, "StartContainer", *n);
         let batch = ended - t0;
@@ -504,12 +565,10 @@ fn main() {
         smol::block_on(join_all(stops));
         rows.push(row(&format!("batch of {n} pods -> all RUNNING"), &[batch], Some(&[floor])));
     }
-    let timeline = start_timeline(&cri, &manifests);
+    let timeline = start_timeline(&cri, manifests);
     drop(agent);
     log::set_max_level(log::LevelFilter::Off);
 
-    let version =
-        smol::block_on(cri.version()).map(|v| format!("{} {}", v.runtime_name, v.runtime_version)).unwrap_or_default();
     println!("atoll vs the CRI floor ({version}, private test bed), {rounds} rounds, median / p90:");
     println!("| measurement | atoll | CRI floor | ratio |");
     println!("|---|---|---|---|");
@@ -527,21 +586,4 @@ fn main() {
     for l in &timeline {
         println!("{l}");
     }
-
-    // 6: footprint of the real binary.
-    println!();
-    println!("footprint of `atoll run` ({version}), over {window:?}:");
-    println!("| pods | RSS | CPU (% of one core) | probe attempts/s | CRI calls/min |");
-    println!("|---|---|---|---|---|");
-    for (what, n, period) in &footprints {
-        let f = footprint(tb, &base, *n, *period, window);
-        println!(
-            "| {what} | {:.1} MiB | {:.3}% | {:.1} | {:.0} |",
-            f.rss as f64 / 1024.0,
-            f.cpu,
-            f.probes,
-            f.cri_per_min
-        );
-    }
-    let _ = std::fs::remove_dir_all(&base);
 }
