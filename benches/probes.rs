@@ -120,7 +120,7 @@ spec:
                 Default::default(),
             )
             .unwrap();
-            let pod = loaded.pods[0].pod.clone();
+            let pod = (*loaded.pods[0].pod).clone();
             let probes = PodProbes::start(&node, &pod);
             (pod, probes)
         })

@@ -36,7 +36,7 @@ pub async fn metrics(api: &Api) -> String {
     header(&mut out, "atoll_containers", "gauge", "Containers by state.");
     let all: Vec<(&crate::pod::types::Pod, &crate::pod::status::ContainerStatus)> = pods
         .iter()
-        .filter_map(|(p, s)| s.as_ref().map(|s| (p, s)))
+        .filter_map(|(p, s)| s.as_ref().map(|s| (&**p, s)))
         .flat_map(|(p, s)| s.init_container_statuses.iter().chain(&s.container_statuses).map(move |c| (p, c)))
         .collect();
     for state in ["waiting", "running", "terminated"] {
@@ -84,7 +84,7 @@ pub async fn metrics(api: &Api) -> String {
     .await
     {
         let by_uid: std::collections::HashMap<&str, &crate::pod::types::Pod> =
-            pods.iter().map(|(p, _)| (p.metadata.uid.as_str(), p)).collect();
+            pods.iter().map(|(p, _)| (p.metadata.uid.as_str(), &**p)).collect();
         let mut cpu = String::new();
         let mut mem = String::new();
         for st in &stats {

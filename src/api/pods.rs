@@ -46,7 +46,7 @@ pub fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, c
         .iter()
         .find(|(p, _)| p.metadata.namespace == ns && p.metadata.name == name)
         .or_else(|| pods.iter().find(|(p, _)| p.metadata.namespace == ns && p.metadata.name == with_node))?;
-    Some((pod_json(api, &found.0, found.1.as_ref()), found.0.clone()))
+    Some((pod_json(api, &found.0, found.1.as_ref()), (*found.0).clone()))
 }
 
 /// Restarts through the pod's worker, so the containers stop as for any kill (preStop first,

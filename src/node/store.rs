@@ -4,14 +4,15 @@
 use crate::pod::status::PodStatus;
 use crate::pod::types::Pod;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
 #[derive(Debug, Default)]
 pub struct StatusStore {
     inner: Mutex<BTreeMap<String, PodStatus>>,
-    /// The pod each worker runs, by UID (for the local API's PodList).
-    pods: Mutex<BTreeMap<String, Pod>>,
+    /// The pod each worker runs, by UID (for the local API's PodList): shared with the
+    /// worker and the sources, not a copy.
+    pods: Mutex<BTreeMap<String, Arc<Pod>>>,
 }
 
 impl StatusStore {
@@ -20,7 +21,7 @@ impl StatusStore {
     }
 
     /// Records the pod a worker runs (its spec and metadata).
-    pub fn set_pod(&self, uid: &str, pod: &Pod) {
+    pub fn set_pod(&self, uid: &str, pod: &Arc<Pod>) {
         crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
     }
 
@@ -30,7 +31,7 @@ impl StatusStore {
     }
 
     /// Every pod with its latest status (none before its first sync), by UID.
-    pub fn pods(&self) -> Vec<(Pod, Option<PodStatus>)> {
+    pub fn pods(&self) -> Vec<(Arc<Pod>, Option<PodStatus>)> {
         let pods = crate::locks::lock(&self.pods).clone();
         let statuses = crate::locks::lock(&self.inner);
         pods.into_iter().map(|(uid, pod)| (pod, statuses.get(&uid).cloned())).collect()
@@ -57,8 +58,8 @@ mod tests {
     #[test]
     fn the_store_lists_the_pods_workers_run_until_removed() {
         let store = StatusStore::default();
-        store.set_pod("u1", &Pod::default());
-        store.set_pod("u2", &Pod::default());
+        store.set_pod("u1", &Arc::new(Pod::default()));
+        store.set_pod("u2", &Arc::new(Pod::default()));
         store.set("u2", PodStatus { phase: "Running".into(), ..Default::default() });
         assert_eq!(store.uids(), ["u1", "u2"]);
         store.remove("u1");

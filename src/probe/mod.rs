@@ -54,9 +54,9 @@ impl Kind {
 
     fn of(self, c: &Container) -> Option<&Probe> {
         match self {
-            Kind::Startup => c.startup_probe.as_ref(),
-            Kind::Liveness => c.liveness_probe.as_ref(),
-            Kind::Readiness => c.readiness_probe.as_ref(),
+            Kind::Startup => c.startup_probe.as_deref(),
+            Kind::Liveness => c.liveness_probe.as_deref(),
+            Kind::Readiness => c.readiness_probe.as_deref(),
         }
     }
 }

@@ -134,9 +134,9 @@ impl Rollback {
             };
             match (rolled_back, &r.good) {
                 (Some((good_uid, pod, from)), _) => {
-                    sp.pod = pod;
+                    sp.pod = std::sync::Arc::new(pod);
                     sp.uid = good_uid;
-                    sp.pod.metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
+                    std::sync::Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
                 }
                 _ if policy.is_none() => r = Record::empty(&key),
                 // Back to the good version (a trial of another one, if any, is over).
@@ -167,7 +167,7 @@ impl Rollback {
         let mut again = Vec::new();
         let raw = &self.raw;
         self.unknown.retain(|k| raw.values().any(|u| u.pods.iter().any(|p| p.pod.key() == *k)));
-        let statuses: BTreeMap<String, (Pod, bool, u32)> = node
+        let statuses: BTreeMap<String, (std::sync::Arc<Pod>, bool, u32)> = node
             .statuses()
             .pods()
             .into_iter()
@@ -223,7 +223,7 @@ impl Rollback {
             let known = self.records.get(&key).is_some_and(|r| r.good.is_some() || r.trial.is_some());
             if *ready && !known && matches!(judge::policy(pod, self.default), Ok(Some(_))) {
                 let mut r = self.record(&key);
-                let mut pod = pod.clone();
+                let mut pod = (**pod).clone();
                 pod.metadata.annotations.remove(ROLLED_BACK_FROM);
                 r.good = Some(Version::new(uid, &pod));
                 self.store(r);

@@ -106,7 +106,7 @@ fn a_version_never_ready_in_its_window_is_rolled_back_and_without_a_policy_nothi
 
     let plain = |sp: &crate::pod::StaticPod| {
         let mut sp = sp.clone();
-        sp.pod.metadata.annotations.remove(judge::AFTER);
+        std::sync::Arc::make_mut(&mut sp.pod).metadata.annotations.remove(judge::AFTER);
         sp
     };
     let mut off = Rollback::new(None, None);

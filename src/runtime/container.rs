@@ -328,7 +328,9 @@ mod tests {
             serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web","labels":{{"app":"a"}}}},"spec":{spec}}}"#))
                 .unwrap();
         defaults::apply(&mut p);
-        identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod
+        std::sync::Arc::unwrap_or_clone(
+            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod,
+        )
     }
 
     fn ctx() -> InstanceContext {

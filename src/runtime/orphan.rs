@@ -46,7 +46,7 @@ pub fn restore(uid: &str, statuses: &[ContainerStatus]) -> (Pod, Duration) {
         pod.spec.containers.push(Container {
             name,
             ports,
-            lifecycle: pre_stop.map(|h| Lifecycle { pre_stop: Some(h), post_start: None }),
+            lifecycle: pre_stop.map(|h| Box::new(Lifecycle { pre_stop: Some(h), post_start: None })),
             ..Default::default()
         });
     }

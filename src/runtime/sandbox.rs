@@ -196,7 +196,9 @@ mod tests {
         ))
         .unwrap();
         defaults::apply(&mut p);
-        identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod
+        std::sync::Arc::unwrap_or_clone(
+            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod,
+        )
     }
 
     fn ctx() -> Facts {

@@ -34,13 +34,16 @@ impl Merger {
             match old.get(&sp.uid) {
                 Some(prev) => {
                     let seen = prev.pod.metadata.annotations.get(ANNOTATION_SEEN).cloned().unwrap_or_default();
-                    sp.pod.metadata.annotations.insert(ANNOTATION_SEEN.into(), seen);
+                    std::sync::Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ANNOTATION_SEEN.into(), seen);
                     if prev != &sp {
                         updates.push(Change::Update(sp.clone()));
                     }
                 }
                 None => {
-                    sp.pod.metadata.annotations.insert(ANNOTATION_SEEN.into(), crate::rfc3339::format_nanos(now));
+                    std::sync::Arc::make_mut(&mut sp.pod)
+                        .metadata
+                        .annotations
+                        .insert(ANNOTATION_SEEN.into(), crate::rfc3339::format_nanos(now));
                     adds.push(Change::Add(sp.clone()));
                 }
             }

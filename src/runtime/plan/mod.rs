@@ -342,7 +342,7 @@ fn initialised(pod: &Pod, obs: &Observed) -> bool {
 
 fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option<Kill> {
     // A probe's own terminationGracePeriodSeconds wins over the pod's (kubelet).
-    let grace = |probe: &Option<crate::pod::types::Probe>| {
+    let grace = |probe: &Option<Box<crate::pod::types::Probe>>| {
         probe.as_ref().and_then(|p| p.termination_grace_period_seconds).map(crate::deadline::secs)
     };
     if probes.liveness_failed.contains(&o.id) {

@@ -6,7 +6,7 @@ use crate::pod::{defaults, identity};
 fn pod(spec: &str) -> Pod {
     let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
     defaults::apply(&mut p);
-    identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod
+    std::sync::Arc::unwrap_or_clone(identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod)
 }
 
 const TWO: &str = r#"{"containers":[{"name":"a","image":"x:1"},{"name":"b","image":"x:1"}]}"#;
