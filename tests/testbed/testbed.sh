@@ -48,6 +48,7 @@ install_packages() {
   command -v iptables >/dev/null || missing+=(iptables)
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
   command -v minisign >/dev/null || missing+=(minisign) # signed manifests are made with the stock CLI
+  command -v age-keygen >/dev/null || missing+=(age) # encrypted Secrets are made with the stock CLI
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
