@@ -16,7 +16,8 @@ status=0
 RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none manifest "$corpus" -- \
   -runs="$runs" -max_len=16384 -timeout=10 -print_final_stats=1 >"$log" 2>&1 || status=$?
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
-crashes=$(ls fuzz/artifacts/manifest 2>/dev/null | wc -l)
+crashes=0 # the directory is made by a run that got as far as starting (not by a failed build)
+[ ! -d fuzz/artifacts/manifest ] || crashes=$(ls fuzz/artifacts/manifest | wc -l)
 echo "fuzz manifest: ${execs:-0} executions, corpus $(ls "$corpus" | wc -l) inputs, findings: $crashes"
 if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
   tail -n 40 "$log"

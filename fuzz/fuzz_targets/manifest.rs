@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(loaded) = pod::load(data, Shape::SinglePod, &file, "fuzz-node", policy) {
             for sp in loaded.pods {
                 // A pod that loads must serialise back to JSON.
-                let _ = serde_json::to_vec(&sp.pod).expect("a loaded pod serialises");
+                let _ = serde_json::to_vec(&*sp.pod).expect("a loaded pod serialises");
                 after_intake(&sp.pod);
             }
         }
