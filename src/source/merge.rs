@@ -37,6 +37,8 @@ impl Merger {
                     std::sync::Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ANNOTATION_SEEN.into(), seen);
                     if prev != &sp {
                         updates.push(Change::Update(sp.clone()));
+                    } else {
+                        sp = prev.clone(); // the Arc the engine and worker hold, not a third copy
                     }
                 }
                 None => {
@@ -128,6 +130,16 @@ mod tests {
         assert!(m.all_sources_seen());
         assert_eq!(kinds(&m.apply(update(SourceId::Http, vec![]), t1)), vec!["remove u-n1"]);
         assert_eq!(m.desired().count(), 2);
+    }
+
+    #[test]
+    fn an_unchanged_pod_keeps_the_copy_the_workers_hold() {
+        let f = Origin::File("/m/a.yaml".into());
+        let mut m = Merger::new([SourceId::File]);
+        let added = m.apply(update(SourceId::File, vec![sp("a", "1", &f)]), SystemTime::UNIX_EPOCH);
+        m.apply(update(SourceId::File, vec![sp("a", "1", &f), sp("b", "1", &f)]), SystemTime::UNIX_EPOCH);
+        let kept = &m.by_source[&SourceId::File][&added[0].pod().uid];
+        assert!(std::sync::Arc::ptr_eq(&kept.pod, &added[0].pod().pod));
     }
 
     #[test]
