@@ -5,6 +5,7 @@
 
 use atoll::pod::Policy;
 use atoll::source::file::{self, FileSourceConfig};
+use atoll::source::payload::Intake;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -17,13 +18,10 @@ fn main() {
     let cfg = FileSourceConfig {
         path: dir.clone(),
         check_frequency: Duration::from_secs(3600),
-        node: "bench".into(),
-        policy: Policy::default(),
+        intake: Intake { node: "bench".into(), policy: Policy::default(), ..Default::default() },
         kept_dir: None,
-        trust: None,
         versions: None,
         secrets: false,
-        key: None,
     };
     let _task = smol::spawn(file::run(cfg, tx));
     smol::block_on(rx.recv()).unwrap(); // the first, empty snapshot
@@ -78,7 +76,7 @@ fn verify_signature(dir: &std::path::Path) {
     let mut samples: Vec<Duration> = (0..200)
         .map(|_| {
             let t = Instant::now();
-            trust.check(text.as_bytes(), Some(&sig), "signed.yaml.minisig").expect("a good signature");
+            trust.check(text.as_bytes(), Some(&sig), "signed.yaml.minisig", "bench").expect("a good signature");
             t.elapsed()
         })
         .collect();

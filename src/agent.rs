@@ -125,7 +125,9 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
     let _servers = start_listeners(&s, &api).await?;
     let notifier = crate::notify::Notifier::from_env();
     let mut merger = merge::Merger::new(sources);
-    let mut rollback = crate::rollback::Rollback::new(Some(s.root_dir.join("rollback")), s.rollback);
+    let rollback_dir = Some(s.root_dir.join("rollback"));
+    let mut rollback =
+        crate::rollback::Rollback::new(rollback_dir, s.rollback, intake(&s, policy), s.manifest_url.clone());
     // What the runtime already runs: adopted by workers, or stopped before a pod that
     // replaced it while atoll was down may start.
     engine.adopt().await;
@@ -297,16 +299,15 @@ fn start_sources(
     let dirs = [(&s.pod_manifest_path, false), (&s.secrets_dir, true)];
     for (path, secrets) in dirs.into_iter().filter_map(|(p, secrets)| Some((p.as_ref()?, secrets))) {
         let fleet = !secrets; // the manifest directory: fleet-signed, its last valid files kept
+        let mut intake = intake(s, policy);
+        intake.trust = intake.trust.filter(|_| fleet);
         let cfg = file::FileSourceConfig {
             path: path.clone(),
             check_frequency: s.file_check_frequency,
-            node: s.node_name.clone(),
-            policy,
+            intake,
             kept_dir: fleet.then(|| s.root_dir.join("sources").join("files")),
-            trust: s.manifest_trust.clone().filter(|_| fleet),
             versions: fleet.then(|| s.root_dir.join("trust").join("file-versions.json")),
             secrets,
-            key: s.decryption.clone(),
         };
         sources.push(if secrets { SourceId::Secrets } else { SourceId::File });
         tasks.push(smol::spawn(file::run(cfg, tx.clone())));
@@ -320,14 +321,23 @@ fn start_sources(
             timeout: http::DEFAULT_TIMEOUT,
             ca_file: s.manifest_url_ca_file.clone(),
             cache_dir: Some(s.root_dir.join("sources")),
-            node: s.node_name.clone(),
-            policy,
-            trust: s.manifest_trust.clone(),
+            intake: intake(s, policy),
             versions: Some(s.root_dir.join("trust").join("url-versions.json")),
         };
         tasks.push(smol::spawn(http::run(cfg, tx.clone())));
     }
     (sources, tasks)
+}
+
+/// How the sources (and the rollback stage) open payloads: the trusted keys, the decryption
+/// identity, the node, strictness.
+fn intake(s: &Settings, policy: Policy) -> source::payload::Intake {
+    source::payload::Intake {
+        trust: s.manifest_trust.clone(),
+        key: s.decryption.clone(),
+        node: s.node_name.clone(),
+        policy,
+    }
 }
 
 /// The local API's socket, healthz and the read-only port, each a task.

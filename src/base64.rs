@@ -1,4 +1,19 @@
-//! Standard base64 decoding (RFC 4648), the one place atoll reads it.
+//! Standard base64 (RFC 4648), the one place atoll reads or writes it.
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding: binary payloads kept in JSON records.
+pub fn encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            let c = if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] } else { b'=' };
+            out.push(c as char);
+        }
+    }
+    out
+}
 
 /// Standard base64 (with or without padding; whitespace ignored): kubeconfig `*-data` fields,
 /// minisign keys and signatures.
@@ -27,7 +42,16 @@ pub fn decode(text: &str) -> Result<Vec<u8>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode;
+    use super::{decode, encode};
+
+    #[test]
+    fn encodes_what_it_decodes() {
+        for (plain, text) in [("", ""), ("h", "aA=="), ("he", "aGU="), ("hello", "aGVsbG8="), ("hello!", "aGVsbG8h")] {
+            assert_eq!(encode(plain.as_bytes()), text);
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(decode(&encode(&all)).unwrap(), all);
+    }
 
     #[test]
     fn decodes_with_and_without_padding() {

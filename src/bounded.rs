@@ -1,7 +1,10 @@
 //! Bounded reads: the one way atoll reads a file a container can write (termination messages,
-//! container logs) or a body someone else sends. Nothing here reads more than the caller's
-//! limit into memory, follows a symlink at the last component, or blocks on a FIFO: a
-//! container that writes 300 MB and exits costs the agent at most the limit.
+//! container logs), a file someone else may replace (manifests, signatures, image tarballs) or
+//! a body someone else sends. Nothing here reads more than the caller's limit into memory,
+//! follows a symlink at the last component (unless asked to, for manifests, which kubelet
+//! follows), or blocks on a FIFO: every file is opened non-blocking and checked to be a
+//! regular file on the opened descriptor, so one swapped in after a stat is refused, not
+//! waited on. A container that writes 300 MB and exits costs the agent at most the limit.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -11,9 +14,18 @@ use std::path::Path;
 /// Opens a regular file for reading without following a symlink at its last component and
 /// without blocking (a FIFO in its place is refused, not waited on).
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    open(path, rustix::fs::OFlags::NOFOLLOW)
+}
+
+/// [`open_regular`], a symlink followed (manifest files may be links, as kubelet reads them).
+pub fn open_following(path: &Path) -> io::Result<File> {
+    open(path, rustix::fs::OFlags::empty())
+}
+
+fn open(path: &Path, flags: rustix::fs::OFlags) -> io::Result<File> {
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .custom_flags((flags | rustix::fs::OFlags::NONBLOCK).bits() as i32)
         .open(path)?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::other(format!("{} is not a regular file", path.display())));
@@ -83,6 +95,10 @@ mod tests {
         let e = read_tail(&d.join("fifo"), 10).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         assert!(read_file(&d, 10).is_err(), "a directory is not a file");
+        // Followed on request, but a FIFO at the end of the link is still refused.
+        assert_eq!(read_at_most(open_following(&d.join("link")).unwrap(), 10).unwrap(), b"secret");
+        std::os::unix::fs::symlink(d.join("fifo"), d.join("to-fifo")).unwrap();
+        assert!(open_following(&d.join("to-fifo")).unwrap_err().to_string().contains("not a regular file"));
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -6,6 +6,7 @@ mod signing;
 
 use atoll::pod::Policy;
 use atoll::source::file::{self, FileSourceConfig};
+use atoll::source::payload::Intake;
 use atoll::source::{SourceId, Update};
 use atoll::trust::Trust;
 use smol::channel::Receiver;
@@ -39,17 +40,25 @@ fn start(dir: PathBuf, path: PathBuf) -> Bed {
 
 /// [`start`] with signed manifests trusted (`trust`), the accepted versions kept at `versions`.
 fn start_trusting(dir: PathBuf, path: PathBuf, trust: Option<Trust>, versions: Option<PathBuf>) -> Bed {
+    start_keeping(dir, path, trust, versions, None)
+}
+
+/// [`start_trusting`], the last valid version of each file kept in `kept`.
+fn start_keeping(
+    dir: PathBuf,
+    path: PathBuf,
+    trust: Option<Trust>,
+    versions: Option<PathBuf>,
+    kept: Option<PathBuf>,
+) -> Bed {
     let (tx, rx) = smol::channel::bounded(64);
     let cfg = FileSourceConfig {
         path,
         check_frequency: Duration::from_secs(60),
-        node: "edge-1".into(),
-        policy: Policy::default(),
-        kept_dir: None,
-        trust,
+        intake: Intake { trust, node: "edge-1".into(), policy: Policy::default(), key: None },
+        kept_dir: kept,
         versions,
         secrets: false,
-        key: None,
     };
     let task = smol::spawn(file::run(cfg, tx));
     Bed { dir, rx, _task: task }
@@ -320,7 +329,7 @@ fn only_manifests_signed_by_a_trusted_key_run_and_older_signed_versions_are_refu
     std::fs::rename(keys.join("replay.yaml"), dir.join("a.yaml")).unwrap();
     let u = until(&bed, |u| errors(u).contains("older"));
     assert_eq!(uid_of(&u, "a-edge-1"), a3, "version 3 keeps running");
-    assert!(errors(&u).contains("signed version 1 of pod default/a-edge-1 is older than version 3"), "{}", errors(&u));
+    assert!(errors(&u).contains("version serial=1 of pod default/a-edge-1 is older than serial=3"), "{}", errors(&u));
     drop(bed);
 
     // After a restart the replay is still refused (the versions are on disk).
@@ -328,7 +337,119 @@ fn only_manifests_signed_by_a_trusted_key_run_and_older_signed_versions_are_refu
     write_signed(&keys, &dir.join("a.yaml"), &pod_yaml("a", "1"), "fleet", 1);
     let bed = start_trusting(dir.clone(), dir.clone(), Some(trust), Some(versions));
     let u = next(&bed);
-    assert!(names(&u).is_empty() && errors(&u).contains("older than version 3"), "{:?} {}", names(&u), errors(&u));
+    assert!(names(&u).is_empty() && errors(&u).contains("older than serial=3"), "{:?} {}", names(&u), errors(&u));
     drop(bed);
     let _ = std::fs::remove_dir_all(&keys);
+}
+
+/// A directory writer without the key: signed files copied, kept copies and objects.
+struct Writer {
+    dir: PathBuf,
+    keys: PathBuf,
+    trust: Trust,
+}
+
+impl Writer {
+    fn new(name: &str) -> Writer {
+        let dir = tempdir(name);
+        let keys = dir.with_extension("keys");
+        let _ = std::fs::remove_dir_all(&keys);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&keys).unwrap();
+        let trust = Trust { keys: vec![signing::key(&keys, "fleet")], require: true };
+        Writer { dir, keys, trust }
+    }
+
+    /// A source on the directory as atoll runs it: versions and kept copies on "disk". The
+    /// directory outlives the source (a restart is a new source on the same directory).
+    fn start(&self, trust: Option<Trust>) -> Bed {
+        let (versions, kept) = (self.keys.join("state/versions.json"), self.keys.join("state/files"));
+        start_keeping(self.keys.join("scratch"), self.dir.clone(), trust, Some(versions), Some(kept))
+    }
+
+    /// Copies `from` (and its signature) to `to`, as anyone who can write the directory can.
+    fn copy(&self, from: &str, to: &str) {
+        for suffix in ["", ".minisig"] {
+            let staged = self.keys.join("copy");
+            std::fs::copy(self.dir.join(format!("{from}{suffix}")), &staged).unwrap();
+            std::fs::rename(&staged, self.dir.join(format!("{to}{suffix}"))).unwrap();
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.keys);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_copy_of_a_signed_file_under_a_later_name_cannot_hold_back_the_next_version() {
+    let w = Writer::new("copy-later");
+    let web = |v: &str| pod_yaml("web", v);
+    write_signed(&w.keys, &w.dir.join("web.yaml"), &web("6"), "fleet", 6);
+    let bed = w.start(Some(w.trust.clone()));
+    assert_eq!(names(&next(&bed)), vec!["web-edge-1"]);
+    // The current version copied under a name that sorts later: it wins by name order...
+    w.copy("web.yaml", "zz-web.yaml");
+    let u = until(&bed, |u| u.pods.iter().any(|p| p.origin.to_string().ends_with("zz-web.yaml")));
+    assert_eq!(names(&u), vec!["web-edge-1"]);
+    // ...until the fleet's version 7 arrives: then the copy is an older version, refused with its
+    // last valid version, and version 7 runs.
+    write_signed(&w.keys, &w.dir.join("web.yaml"), &web("7"), "fleet", 7);
+    let u = until(&bed, |u| u.pods.iter().any(|p| p.pod.metadata.labels.get("v").is_some_and(|v| v == "7")));
+    assert_eq!(names(&u), vec!["web-edge-1"], "{}", errors(&u));
+    assert!(u.pods[0].origin.to_string().ends_with("/web.yaml"));
+    let e = errors(&u);
+    assert!(
+        e.contains("zz-web.yaml: signature: version serial=6 of pod default/web-edge-1 is older than serial=7"),
+        "{e}"
+    );
+    drop(bed);
+    // After a restart, with the fleet's file broken meanwhile: neither the copy nor its kept
+    // copy runs; the kept version 7 of web.yaml does.
+    write(&w.dir.join("web.yaml"), "not: [a pod");
+    let bed = w.start(Some(w.trust.clone()));
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["web-edge-1"], "{}", errors(&u));
+    assert_eq!(u.pods[0].pod.metadata.labels["v"], "7");
+    assert!(u.pods[0].origin.to_string().ends_with("/web.yaml"));
+}
+
+#[test]
+fn turning_require_on_stops_a_pod_nobody_signed_even_from_its_kept_copy() {
+    let w = Writer::new("require-on");
+    write(&w.dir.join("web.yaml"), &pod_yaml("web", "1"));
+    let bed = w.start(None);
+    assert_eq!(names(&next(&bed)), vec!["web-edge-1"]);
+    // The file breaks, and manifestTrust is turned on (a restart): the last valid version was
+    // never signed, so it does not run either.
+    write(&w.dir.join("web.yaml"), "not: [a pod");
+    until(&bed, |u| !u.errors.is_empty());
+    drop(bed);
+    let bed = w.start(Some(w.trust.clone()));
+    let u = next(&bed);
+    assert!(names(&u).is_empty(), "the unsigned kept copy ran under require: {:?}", names(&u));
+}
+
+#[test]
+fn configmaps_and_secrets_are_versioned_like_pods() {
+    let w = Writer::new("objects-versioned");
+    let secret = |password: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\nstringData: {{password: {password}}}\n")
+    };
+    write_signed(&w.keys, &w.dir.join("db.yaml"), &secret("revoked"), "fleet", 4);
+    let old_sig = std::fs::read(w.dir.join("db.yaml.minisig")).unwrap();
+    let bed = w.start(Some(w.trust.clone()));
+    assert_eq!(next(&bed).objects[0].data["password"], b"revoked");
+    write_signed(&w.keys, &w.dir.join("db.yaml"), &secret("rotated"), "fleet", 5);
+    until(&bed, |u| u.objects.first().is_some_and(|o| o.data["password"] == b"rotated"));
+    // The revoked credential put back with its own good signature, under another name too.
+    std::fs::write(w.dir.join("old-db.yaml.minisig"), &old_sig).unwrap();
+    write(&w.dir.join("old-db.yaml"), &secret("revoked"));
+    let u = until(&bed, |u| errors(u).contains("old-db.yaml"));
+    assert!(errors(&u).contains("version serial=4 of secret default/db is older than serial=5"), "{}", errors(&u));
+    assert_eq!(u.objects.len(), 1);
+    assert_eq!(u.objects[0].data["password"], b"rotated");
 }

@@ -7,6 +7,7 @@ mod signing;
 
 use atoll::pod::Policy;
 use atoll::source::http::{self, HttpSourceConfig};
+use atoll::source::payload::Intake;
 use atoll::source::{SourceId, Update};
 use atoll::trust::Trust;
 use smol::channel::Receiver;
@@ -165,9 +166,7 @@ fn start_trusting(
         timeout: Duration::from_millis(700),
         ca_file: None,
         cache_dir: cache,
-        node: "edge-1".into(),
-        policy: Policy::default(),
-        trust,
+        intake: Intake { trust, node: "edge-1".into(), policy: Policy::default(), key: None },
         versions,
     };
     Source { rx, _task: smol::spawn(http::run(cfg, tx)) }
@@ -308,7 +307,7 @@ fn an_offline_start_serves_the_last_good_payload_from_disk() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://127.0.0.1:{}/pods", closed.local_addr().unwrap().port());
     drop(closed);
-    let rec = http::CacheRecord::new(&dead_url, record.validators.clone(), record.body.clone());
+    let rec = http::CacheRecord::new(&dead_url, record.validators.clone(), record.body.clone(), None);
     http::write_cache(&http::cache_path(&cache, &dead_url), &rec).unwrap();
     let src = start(&dead_url, vec![], Some(cache.clone()));
     assert_eq!(names(&next(&src)), vec!["web-edge-1"]);
@@ -412,9 +411,7 @@ fn https_works_with_a_private_ca_and_fails_without_it() {
         timeout: Duration::from_secs(5),
         ca_file: Some(ca),
         cache_dir: None,
-        node: "edge-1".into(),
-        policy: Policy::default(),
-        trust: None,
+        intake: Intake { node: "edge-1".into(), ..Default::default() },
         versions: None,
     };
     let (tx, rx) = smol::channel::bounded(8);
@@ -505,4 +502,81 @@ fn a_list_brings_configmaps_and_secrets_with_its_pods_also_offline_from_disk() {
     let src = start(&url, vec![], Some(cache.clone()));
     assert_eq!(next(&src).objects.len(), 2, "the objects came back from the disk copy");
     std::fs::remove_dir_all(&cache).unwrap();
+}
+
+/// The answers of a URL and of its signature (`/pods`, `/pods.minisig`).
+fn signed_files(body: &str, sig: Option<Vec<u8>>) -> Answer {
+    let mut f = vec![("/pods".to_string(), body.as_bytes().to_vec())];
+    f.extend(sig.map(|s| ("/pods.minisig".to_string(), s)));
+    Answer::Files(f)
+}
+
+#[test]
+fn whoever_answers_the_url_cannot_empty_replay_or_rebind_a_signed_payload() {
+    let keys = cache_dir("url-attacker-keys");
+    let cache = cache_dir("url-attacker-cache");
+    let _ = std::fs::remove_dir_all(&keys);
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&keys).unwrap();
+    let trust = Trust { keys: vec![signing::key(&keys, "fleet")], require: true };
+    let versions = keys.join("versions.json");
+    let v = |label: &str| pod_yaml("web").replace("spec:", &format!("  labels: {{v: \"{label}\"}}\nspec:"));
+    let sign = |text: &str, comment: &str| Some(signing::sign_with(&keys, text, "fleet", Some(comment)));
+    let server = Server::start(signed_files(&v("5"), sign(&v("5"), "serial=5")));
+    let start =
+        || start_trusting(&server.url(), vec![], Some(cache.clone()), Some(trust.clone()), Some(versions.clone()));
+    let src = start();
+    let v5 = next(&src).pods[0].uid.clone();
+
+    // An unsigned empty 200 removes nothing (the signature is checked before the body is
+    // read), nor does an empty body signed long ago, nor one signed for another box.
+    for (body, sig) in [
+        ("", None),
+        ("\n", sign("\n", "serial=4")),
+        ("\n", sign("\n", "timestamp:1700000000")),
+        ("\n", sign("\n", "serial=9 node=gw-2")),
+        (v("9").as_str(), sign(&v("9"), "serial=9 node=gw-2")),
+    ] {
+        server.set(signed_files(body, sig));
+        assert!(recv(&src, Duration::from_millis(1200)).is_none(), "{body:?} was taken");
+    }
+    // One signed for this box (or for every box) is taken.
+    server.set(signed_files(&v("6"), sign(&v("6"), "serial=6 node=gw-1,edge-1")));
+    let v6 = next(&src).pods[0].uid.clone();
+    assert_ne!(v6, v5);
+    drop(src);
+
+    // An offline restart serves the copy on disk, checked again: version 6, not the empty ones.
+    server.set(Answer::Status(503));
+    assert_eq!(next(&start()).pods[0].uid, v6);
+
+    // Version 5 again with its own good signature, after a restart: refused, so the copy on
+    // disk runs (as for any payload refused at boot), and stays version 6.
+    server.set(signed_files(&v("5"), sign(&v("5"), "serial=5")));
+    let src = start();
+    assert_eq!(next(&src).pods[0].uid, v6, "a replay was taken");
+    assert!(recv(&src, Duration::from_millis(1000)).is_none());
+    drop(src);
+    server.set(Answer::Status(503));
+    assert_eq!(next(&start()).pods[0].uid, v6);
+    let _ = std::fs::remove_dir_all(&keys);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn a_copy_cached_before_signatures_were_required_is_not_served_after() {
+    let keys = cache_dir("url-before-trust-keys");
+    let cache = cache_dir("url-before-trust-cache");
+    let _ = std::fs::remove_dir_all(&keys);
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&keys).unwrap();
+    let server = Server::start(payload(&pod_yaml("web"), "1"));
+    assert_eq!(names(&next(&start(&server.url(), vec![], Some(cache.clone())))), vec!["web-edge-1"]);
+    // manifestTrust is turned on; the box reboots offline: the unsigned copy does not run.
+    server.set(Answer::Status(503));
+    let trust = Trust { keys: vec![signing::key(&keys, "fleet")], require: true };
+    let src = start_trusting(&server.url(), vec![], Some(cache.clone()), Some(trust), None);
+    assert!(recv(&src, Duration::from_millis(1500)).is_none(), "the unsigned copy was served under require");
+    let _ = std::fs::remove_dir_all(&keys);
+    let _ = std::fs::remove_dir_all(&cache);
 }

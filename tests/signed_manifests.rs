@@ -87,7 +87,7 @@ fn only_what_the_fleet_key_signed_runs_and_a_refused_update_leaves_the_running_p
     });
     put_signed(&keys, &manifests, "web", &v1, &signing::sign(&keys, &v1, "fleet", 1));
     eventually(Duration::from_secs(30), "the replay refused", || {
-        agent.log().contains("signed version 1 of pod default/web-tb is older than version 2").then_some(())
+        agent.log().contains("version serial=1 of pod default/web-tb is older than serial=2").then_some(())
     });
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(running(tb, "web-tb"), vec![second], "the replayed version replaced the newer one");

@@ -284,12 +284,12 @@ pub fn secrets(s: &Settings) -> Vec<Check> {
     let mut dirs: Vec<&Path> = s.pod_manifest_path.iter().map(|p| p.as_path()).collect();
     dirs.extend(s.secrets_dir.as_deref());
     for dir in dirs {
-        let policy = crate::pod::Policy { strict: false };
-        // Encrypted files may be readable: they are not opened here.
-        let scan = crate::source::scan::scan(dir, &s.node_name, policy, None, None);
-        for (file, objects) in &scan.objects_by_file {
+        // Encrypted files may be readable: they are not opened here (no key, no trust).
+        let intake = crate::source::payload::Intake { node: s.node_name.clone(), ..Default::default() };
+        let scan = crate::source::scan::scan(dir, &intake);
+        for (file, good) in &scan.good {
             use std::os::unix::fs::PermissionsExt;
-            let secret = objects.iter().any(|o| o.kind == crate::objects::ObjectKind::Secret);
+            let secret = good.opened.manifests.objects.iter().any(|o| o.kind == crate::objects::ObjectKind::Secret);
             let mode = std::fs::metadata(file).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
             if secret && mode & 0o077 != 0 {
                 out.push(bad(

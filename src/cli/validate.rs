@@ -7,7 +7,8 @@
 use super::Flags;
 use crate::config::Settings;
 use crate::objects::{self, resolve, LocalObject};
-use crate::pod::{self, Origin, Policy, Shape, StaticPod};
+use crate::pod::{self, Origin, Policy, StaticPod};
+use crate::source::payload::{Intake, Opened, Payload};
 use crate::source::{http, scan};
 use std::sync::Arc;
 
@@ -16,6 +17,8 @@ use std::sync::Arc;
 pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     let s = Settings::load(flags)?;
     let policy = Policy { strict: s.strict };
+    let intake =
+        Intake { trust: s.manifest_trust.clone(), key: s.decryption.clone(), node: s.node_name.clone(), policy };
     let mut all_ok = true;
     // Start ordering is checked across everything given: (pod as written, its dependencies, file).
     let mut ordered: Vec<(String, Vec<String>, String)> = Vec::new();
@@ -25,7 +28,7 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     for target in targets {
         let lower = target.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
-            let (ok, loaded) = validate_url(&s, target, policy);
+            let (ok, loaded) = validate_url(&s, target, &intake);
             all_ok &= ok;
             let shown = http::redact_url(target);
             pods.extend(loaded.pods.into_iter().map(|sp| (sp, shown.clone())));
@@ -33,7 +36,7 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
             continue;
         }
         let path = std::path::Path::new(target);
-        let scan = scan::scan(path, &s.node_name, policy, s.manifest_trust.as_ref(), s.decryption.as_deref());
+        let scan = scan::scan(path, &intake);
         if let Some(p) = &scan.path_problem {
             println!("{target}: error: {p}");
             all_ok = false;
@@ -41,22 +44,23 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         for (p, why) in &scan.skipped {
             println!("{}: skipped: {why}", p.display());
         }
-        let mut files: Vec<&std::path::PathBuf> = scan.by_file.keys().chain(scan.errors.keys()).collect();
+        let mut files: Vec<&std::path::PathBuf> = scan.good.keys().chain(scan.errors.keys()).collect();
         files.sort();
         for f in files {
-            if let Some(in_file) = scan.by_file.get(f) {
-                let signed = scan.signed.get(f).map(|v| format!(", signed by key {}", v.key)).unwrap_or_default();
-                for sp in in_file {
+            if let Some(good) = scan.good.get(f) {
+                let m = &good.opened.manifests;
+                let signed = signed_by(&good.opened);
+                for sp in &m.pods {
                     println!("{}: ok: pod {} uid {}{signed}", f.display(), sp.pod.key(), sp.uid);
                     let deps = pod::order::depends_on(&sp.pod).unwrap_or_default();
                     ordered.push((pod::order::written_key(&sp.pod), deps, f.display().to_string()));
                     pods.push((sp.clone(), f.display().to_string()));
                 }
-                for o in scan.objects_by_file.get(f).into_iter().flatten() {
+                for o in &m.objects {
                     println!("{}: ok: {}{signed}", f.display(), object_line(o));
                     found.push(o.clone());
                 }
-                for (_, w) in scan.warnings.iter().filter(|(p, _)| p == f) {
+                for w in &m.warnings {
                     println!("{}: warning: {w}", f.display());
                 }
             }
@@ -93,14 +97,21 @@ fn object_line(o: &LocalObject) -> String {
     format!("{} {} ({} {keys}, {} bytes)", o.kind.resource(), o.key(), o.data.len(), o.size())
 }
 
+/// `, signed by key K` when the payload was signed.
+fn signed_by(opened: &Opened) -> String {
+    opened.signed.as_ref().map(|v| format!(", signed by key {}", v.key)).unwrap_or_default()
+}
+
 /// Whether the URL's payload is valid, and what it holds.
-fn validate_url(s: &Settings, url: &str, policy: Policy) -> (bool, objects::Manifests) {
+fn validate_url(s: &Settings, url: &str, intake: &Intake) -> (bool, objects::Manifests) {
     let mut loaded = objects::Manifests::default();
-    let ok = check_url(s, url, policy, &mut loaded);
+    let ok = check_url(s, url, intake, &mut loaded);
     (ok, loaded)
 }
 
-fn check_url(s: &Settings, url: &str, policy: Policy, out: &mut objects::Manifests) -> bool {
+/// The URL's payload, opened as the URL source opens it: its signature first (an empty body's
+/// too), then its pods and objects.
+fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manifests) -> bool {
     let shown = http::redact_url(url);
     let client = match http::Client::new(
         url,
@@ -114,33 +125,25 @@ fn check_url(s: &Settings, url: &str, policy: Policy, out: &mut objects::Manifes
             return false;
         }
     };
-    let trust = s.manifest_trust.as_ref();
-    match client.fetch(&Default::default(), trust.is_some()) {
-        Ok(http::Fetched::Body { bytes, .. }) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            println!("{shown}: ok: empty body (no pods)");
-            true
-        }
+    match client.fetch(&Default::default(), intake.trust.is_some()) {
         Ok(http::Fetched::Body { bytes, signature, .. }) => {
-            let signed = match trust.map(|t| t.check(&bytes, signature.as_deref(), &http::signature_url(&shown))) {
-                Some(Err(e)) => {
-                    println!("{shown}: error: signature: {e}");
-                    return false;
-                }
-                Some(Ok(Some(v))) => format!(", signed by key {}", v.key),
-                _ => String::new(),
-            };
-            match objects::load(&bytes, Shape::PodOrList, &Origin::Url(url.to_string()), &s.node_name, policy) {
-                Ok(loaded) => {
-                    for sp in &loaded.pods {
+            let empty = bytes.iter().all(u8::is_ascii_whitespace);
+            match intake.open(&Payload { origin: Origin::Url(url.to_string()), bytes, signature }) {
+                Ok(opened) => {
+                    let signed = signed_by(&opened);
+                    if empty {
+                        println!("{shown}: ok: empty body (no pods){signed}");
+                    }
+                    for sp in &opened.manifests.pods {
                         println!("{shown}: ok: pod {} uid {}{signed}", sp.pod.key(), sp.uid);
                     }
-                    for o in &loaded.objects {
+                    for o in &opened.manifests.objects {
                         println!("{shown}: ok: {}{signed}", object_line(o));
                     }
-                    for w in &loaded.warnings {
+                    for w in &opened.manifests.warnings {
                         println!("{shown}: warning: {w}");
                     }
-                    *out = loaded;
+                    *out = opened.manifests;
                     true
                 }
                 Err(e) => {

@@ -9,15 +9,23 @@
 //! substitutes the last good version for a bad one in each snapshot. Each pod's record (the
 //! last good version, the trial, the bad version) is on disk under `<root-dir>/rollback`, so a
 //! trial or a rollback carries on across an agent restart or a reboot.
+//!
+//! A version is kept as the payload it came from (the manifest file's bytes, an `.age` file's
+//! still encrypted, or the URL's body, with its signature; never the URL itself), and opened
+//! again through the sources' intake whenever it is used: its signature is checked under the
+//! trust settings of the moment (what cannot be verified does not run), and an encrypted pod's
+//! plain text is never written.
 
 pub mod judge;
 
 use crate::node::Node;
-use crate::pod::types::Pod;
+use crate::pod::{Origin, StaticPod};
+use crate::source::payload::{Intake, Payload};
 use crate::source::{SourceId, Update};
 use judge::{Policy, Seen, Verdict};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use crate::pod::rollback_policy::ROLLED_BACK_FROM;
@@ -42,21 +50,28 @@ impl Record {
     }
 }
 
-/// A version of a pod: its UID and the pod as JSON (read back through the manifest decoder,
-/// so no second deserializer of the Pod types is compiled in).
+/// A version of a pod: its UID and the payload it came from.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Version {
     uid: String,
-    pod: String,
+    /// The manifest file; none: the URL configured (a URL may hold credentials: not kept).
+    file: Option<PathBuf>,
+    /// The payload's bytes in base64, as read (an encrypted file's stay encrypted).
+    body: String,
+    signature: Option<String>,
 }
 
 impl Version {
-    fn new(uid: &str, pod: &Pod) -> Version {
-        Version { uid: uid.to_string(), pod: serde_json::to_string(pod).unwrap_or_default() }
-    }
-
-    fn pod(&self) -> Option<Pod> {
-        crate::pod::decode::decode(self.pod.as_bytes(), crate::pod::Shape::SinglePod).ok()?.pods.pop()
+    fn new(uid: &str, payload: &Payload) -> Version {
+        Version {
+            uid: uid.to_string(),
+            file: match &payload.origin {
+                Origin::File(p) => Some(p.clone()),
+                Origin::Url(_) => None,
+            },
+            body: crate::base64::encode(&payload.bytes),
+            signature: payload.signature.as_deref().map(|s| String::from_utf8_lossy(s).into_owned()),
+        }
     }
 }
 
@@ -75,6 +90,9 @@ struct Trial {
 pub struct Rollback {
     dir: Option<PathBuf>,
     default: Option<Policy>,
+    /// How versions are opened again (as the sources open them), and the URL configured.
+    intake: Intake,
+    url: Option<String>,
     records: BTreeMap<String, Record>,
     /// The last snapshot of each source as it came, to apply again after a verdict.
     raw: BTreeMap<SourceId, Update>,
@@ -83,8 +101,9 @@ pub struct Rollback {
 }
 
 impl Rollback {
-    /// `dir`: where records live (`None`: in memory only); `default`: atoll's config default.
-    pub fn new(dir: Option<PathBuf>, default: Option<Policy>) -> Rollback {
+    /// `dir`: where records live (`None`: in memory only); `default`: atoll's config default;
+    /// `intake`, `url`: how the sources open payloads, and the manifest URL.
+    pub fn new(dir: Option<PathBuf>, default: Option<Policy>, intake: Intake, url: Option<String>) -> Rollback {
         let mut records = BTreeMap::new();
         if let Some(d) = &dir {
             for entry in std::fs::read_dir(d).into_iter().flatten().flatten() {
@@ -93,7 +112,7 @@ impl Rollback {
                 }
             }
         }
-        Rollback { dir, default, records, raw: BTreeMap::new(), unknown: Default::default() }
+        Rollback { dir, default, intake, url, records, raw: BTreeMap::new(), unknown: Default::default() }
     }
 
     /// Whether any trial runs.
@@ -111,6 +130,7 @@ impl Rollback {
     /// changed pod put on trial.
     pub fn filter(&mut self, update: Update, node: &Node) -> Update {
         self.raw.insert(update.source, update.clone());
+        let payloads = update.payloads.clone();
         let mut out = update;
         for sp in &mut out.pods {
             let key = sp.pod.key();
@@ -125,27 +145,30 @@ impl Rollback {
             if r.bad.as_ref().is_some_and(|(uid, _)| *uid != sp.uid) {
                 r.bad = None; // the source changed again: the new content gets its chance
             }
-            // A bad version is replaced by the good one (read back only then).
+            // A bad version is replaced by the good one (opened again only then).
             let rolled_back = match (&r.bad, &r.good) {
                 (Some((uid, why)), Some(good)) if *uid == sp.uid => {
-                    good.pod().map(|pod| (good.uid.clone(), pod, format!("{uid}: {why}")))
+                    self.reopen(good, &key).map(|good| (good, format!("{uid}: {why}")))
                 }
                 _ => None,
             };
             match (rolled_back, &r.good) {
-                (Some((good_uid, pod, from)), _) => {
-                    sp.pod = std::sync::Arc::new(pod);
-                    sp.uid = good_uid;
-                    std::sync::Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
+                (Some((good, from)), _) => {
+                    *sp = good;
+                    Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
                 }
                 _ if policy.is_none() => r = Record::empty(&key),
                 // Back to the good version (a trial of another one, if any, is over).
                 _ if r.good.as_ref().is_some_and(|g| g.uid == sp.uid) => r.trial = None,
                 _ if r.trial.as_ref().is_some_and(|t| t.version.uid == sp.uid) => {}
+                // Rolled back from, but the good version cannot run again (see `reopen`): the
+                // source's version runs, with no new trial that could only end the same way.
+                _ if r.bad.as_ref().is_some_and(|(uid, _)| *uid == sp.uid) => {}
                 (_, Some(_)) => {
                     log::info!("pod {key} ({}): a new version, on trial for {:?}", sp.uid, policy.map(|p| p.window));
-                    r.trial = policy.map(|policy| Trial {
-                        version: Version::new(&sp.uid, &sp.pod),
+                    let payload = payloads.iter().find(|p| p.origin == sp.origin);
+                    r.trial = policy.zip(payload).map(|(policy, payload)| Trial {
+                        version: Version::new(&sp.uid, payload),
                         since: 0,
                         policy,
                         restarts_before: node.statuses().get(&sp.uid).map_or(0, |s| s.restarts()),
@@ -167,7 +190,7 @@ impl Rollback {
         let mut again = Vec::new();
         let raw = &self.raw;
         self.unknown.retain(|k| raw.values().any(|u| u.pods.iter().any(|p| p.pod.key() == *k)));
-        let statuses: BTreeMap<String, (std::sync::Arc<Pod>, bool, u32)> = node
+        let statuses: BTreeMap<String, (Arc<crate::pod::Pod>, bool, u32)> = node
             .statuses()
             .pods()
             .into_iter()
@@ -222,17 +245,45 @@ impl Rollback {
             let key = pod.key();
             let known = self.records.get(&key).is_some_and(|r| r.good.is_some() || r.trial.is_some());
             if *ready && !known && matches!(judge::policy(pod, self.default), Ok(Some(_))) {
-                let mut r = self.record(&key);
-                let mut pod = (**pod).clone();
-                pod.metadata.annotations.remove(ROLLED_BACK_FROM);
-                r.good = Some(Version::new(uid, &pod));
-                self.store(r);
+                if let Some(payload) = self.payload_of(uid) {
+                    let mut r = self.record(&key);
+                    r.good = Some(Version::new(uid, &payload));
+                    self.store(r);
+                }
             }
             if self.records.get(&key).is_some_and(|r| r.good.is_some()) {
                 self.unknown.remove(&key);
             }
         }
         again.into_iter().map(|u| self.filter(u, node)).collect()
+    }
+
+    /// The payload the pod `uid` of a source's last snapshot came from.
+    fn payload_of(&self, uid: &str) -> Option<Arc<Payload>> {
+        self.raw.values().find_map(|u| {
+            let sp = u.pods.iter().find(|p| p.uid == uid)?;
+            u.payloads.iter().find(|p| p.origin == sp.origin).cloned()
+        })
+    }
+
+    /// Pod `key` at version `v`, its payload opened again as the sources open it (its
+    /// signature checked under the trust of the moment); `None`, and a warning, when it does
+    /// not open or no longer gives that pod.
+    fn reopen(&self, v: &Version, key: &str) -> Option<StaticPod> {
+        let origin = match (&v.file, &self.url) {
+            (Some(f), _) => Origin::File(f.clone()),
+            (None, Some(url)) => Origin::Url(url.clone()),
+            (None, None) => return None,
+        };
+        let bytes = crate::base64::decode(&v.body).ok()?;
+        let payload = Payload { origin, bytes, signature: v.signature.clone().map(String::into_bytes) };
+        match self.intake.open(&payload) {
+            Ok(opened) => opened.manifests.pods.into_iter().find(|sp| sp.uid == v.uid && sp.pod.key() == key),
+            Err(e) => {
+                log::warn!("pod {key}: its last good version ({}) cannot run again: {e}", v.uid);
+                None
+            }
+        }
     }
 
     /// What is known of pod `key` (nothing yet: an empty record).

@@ -3,7 +3,8 @@
 //!
 //! Reads as kubelet does (`scan`: lexical order, dot-files ignored, no recursion, a 10 MiB
 //! limit, one Pod, ConfigMap or Secret per file); a `namespace/name` in two files goes to the
-//! lexically last one, with a warning naming both.
+//! lexically last one, with a warning naming both. With signatures trusted, one trust decision
+//! covers the whole scan (`decide`): see `trust::versions`.
 //! It rescans on inotify events (`watch`: a complete write at once, a delete or an open write
 //! when the edit is whole), and fully every `fileCheckFrequency`. A path that does not exist
 //! yet is looked for every second.
@@ -13,12 +14,13 @@
 //! pod at the next rescan. The last valid version is kept on disk too (`kept`), so this holds
 //! across a restart of atoll. Out: an [`Update`] after every scan whose result changed.
 
-use super::scan::{absolute, private_dir_problem, refuse_pods, scan_with, Memo, Scan};
+use super::payload::{claim, Intake};
+use super::scan::{absolute, private_dir_problem, refuse_pods, scan_with, Good, Memo, Scan};
 use super::{SourceId, Update};
 use crate::dirwatch::{self as watch, Pending, Watch};
 use crate::objects::{self, LocalObject};
-use crate::pod::{Finding, ManifestError, Policy, StaticPod};
-use crate::trust::Trust;
+use crate::pod::{Finding, ManifestError, StaticPod};
+use crate::trust::Versions;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,16 +33,14 @@ const MISSING_POLL: Duration = Duration::from_secs(1);
 pub struct FileSourceConfig {
     pub path: PathBuf,
     pub check_frequency: Duration,
-    pub node: String,
-    pub policy: Policy,
+    /// How its files are opened: signatures trusted (`manifestTrust`), the decryption identity
+    /// for `*.age` files (`decryptionKeyFile`), the node, strictness.
+    pub intake: Intake,
     /// Where the last valid version of each file is kept (`<root-dir>/sources/files`).
     pub kept_dir: Option<PathBuf>,
-    /// Signed manifests (`manifestTrust`), and where the newest signed version accepted for
-    /// each pod is kept (`<root-dir>/trust/file-versions.json`).
-    pub trust: Option<Trust>,
+    /// Where the newest signed version accepted for each item is kept
+    /// (`<root-dir>/trust/file-versions.json`), when signatures are trusted.
     pub versions: Option<PathBuf>,
-    /// `decryptionKeyFile`: the identity `*.age` manifests are decrypted with (in memory).
-    pub key: Option<std::sync::Arc<crate::age::Identity>>,
     /// `secretsDir`: a private directory of Secrets and ConfigMaps (no pods), read only while
     /// it is root's alone ([`private_dir_problem`]).
     pub secrets: bool,
@@ -68,20 +68,22 @@ impl FileSourceConfig {
 /// A snapshot as sent: pods, objects, errors.
 type Sent = (Vec<StaticPod>, Vec<Arc<LocalObject>>, Vec<ManifestError>);
 
-/// The running source: remembers the last good pods of every file.
+/// The running source: remembers what every file last gave.
 struct FileSource {
     cfg: FileSourceConfig,
-    last_good: BTreeMap<PathBuf, Vec<StaticPod>>,
-    last_good_objects: BTreeMap<PathBuf, Vec<Arc<LocalObject>>>,
+    /// Each file as it runs: its current content, or its last valid version while it is
+    /// broken (from memory, or kept on disk from before a restart).
+    good: BTreeMap<PathBuf, Good>,
     kept: Option<super::kept::Kept>,
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<String>,
     last_sent: Option<Sent>,
     /// What each file loaded to, by its bytes.
     memo: Memo,
-    /// The newest signed version accepted for each pod, and the replays already counted.
-    versions: crate::trust::Versions,
-    replays: BTreeSet<(PathBuf, u64)>,
+    /// The newest signed version accepted for each item (with signatures trusted), and the
+    /// refusals already counted.
+    versions: Option<Versions>,
+    refusals: BTreeSet<(PathBuf, String)>,
     /// Which file each pod (`namespace/name`) of the last snapshot sent came from.
     owners: BTreeMap<String, PathBuf>,
 }
@@ -96,21 +98,39 @@ enum Rescan {
     HalfEdit,
 }
 
+fn holds_secret(g: &Good) -> bool {
+    g.payload.encrypted() || g.opened.manifests.objects.iter().any(|o| o.kind == objects::ObjectKind::Secret)
+}
+
 impl FileSource {
-    /// Scans and builds the snapshot. With `may_hold`, a half-done edit is held back.
+    fn new(cfg: FileSourceConfig) -> FileSource {
+        let kept = cfg.kept_dir.clone().map(super::kept::Kept::new);
+        let versions = cfg.intake.trust.is_some().then(|| Versions::open(cfg.versions.clone()));
+        FileSource {
+            cfg,
+            good: BTreeMap::new(),
+            kept,
+            reported: BTreeSet::new(),
+            last_sent: None,
+            memo: Memo::new(),
+            versions,
+            refusals: BTreeSet::new(),
+            owners: BTreeMap::new(),
+        }
+    }
+
+    /// Scans and builds the snapshot (blocking: run off the executor). With `may_hold`, a
+    /// half-done edit is held back.
     fn rescan(&mut self, may_hold: bool) -> Rescan {
         let private = if self.cfg.secrets { private_dir_problem(&self.cfg.path) } else { None };
         let mut scan = match private {
             Some(problem) => Scan { path_problem: Some(problem), ..Scan::default() },
-            None => {
-                let keys = (self.cfg.trust.as_ref(), self.cfg.key.as_deref());
-                scan_with(&self.cfg.path, &self.cfg.node, self.cfg.policy, keys, &mut self.memo)
-            }
+            None => scan_with(&self.cfg.path, &self.cfg.intake, &mut self.memo),
         };
         if self.cfg.secrets {
             refuse_pods(&mut scan);
         }
-        self.refuse_replays(&mut scan);
+        self.decide(&mut scan);
         if may_hold && self.claimed_anew(&scan) {
             return Rescan::HalfEdit;
         }
@@ -128,88 +148,65 @@ impl FileSource {
         for (p, why) in &scan.skipped {
             messages.insert(format!("I{}: {why}", p.display()));
         }
-        for (p, w) in &scan.warnings {
-            messages.insert(format!("W{}: {w}", p.display()));
+        for (p, g) in &scan.good {
+            for w in &g.opened.manifests.warnings {
+                messages.insert(format!("W{}: {w}", p.display()));
+            }
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
-        self.last_good.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
-        self.last_good_objects.retain(|p, _| scan.by_file.contains_key(p) || scan.errors.contains_key(p));
+        self.good.retain(|p, _| scan.good.contains_key(p) || scan.errors.contains_key(p));
         if let Some(kept) = &mut self.kept {
-            for (p, bytes) in &scan.contents {
+            for (p, g) in &scan.good {
                 // Neither a Secret nor an encrypted file's plaintext is ever copied to disk.
-                let secret = scan
-                    .objects_by_file
-                    .get(p)
-                    .is_some_and(|o| o.iter().any(|o| o.kind == objects::ObjectKind::Secret))
-                    || p.to_string_lossy().ends_with(crate::age::SUFFIX);
-                match secret {
+                match holds_secret(g) {
                     true => kept.forget(&absolute(p)),
-                    false => kept.keep(&absolute(p), bytes),
+                    false => kept.keep(&absolute(p), &g.payload),
                 }
             }
-            let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.last_good.contains_key(*p)).collect();
+            let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
             for p in broken {
-                if let Some(kept) = kept.load(&absolute(p), &self.cfg.node, self.cfg.policy) {
-                    log::warn!(
-                        "{}: {} is invalid; running its last valid version, kept from before",
-                        self.cfg.label(),
-                        p.display()
-                    );
-                    self.last_good.insert(p.clone(), kept.pods);
-                    self.last_good_objects.insert(p.clone(), kept.objects);
+                let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
+                let stale = self.versions.as_ref().and_then(|v| v.check(&claim(&opened, None)));
+                if let Some(why) = stale {
+                    log::warn!("{}: the kept copy of {} is not used: {why}", self.cfg.label(), p.display());
+                    kept.forget(&absolute(p));
+                    continue;
                 }
+                log::warn!(
+                    "{}: {} is invalid; running its last valid version, kept from before",
+                    self.cfg.label(),
+                    p.display()
+                );
+                self.good.insert(p.clone(), Good { opened, payload });
             }
             if scan.path_problem.is_none() {
-                kept.retain(&scan.by_file.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
+                kept.retain(&scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
             }
         }
         for (p, e) in &scan.errors {
-            let kept = self.last_good.get(p).is_some_and(|v| !v.is_empty());
+            let kept = self.good.get(p).is_some_and(|g| !g.opened.manifests.pods.is_empty());
             let suffix = if kept { " (keeping the last valid version of its pod running)" } else { "" };
             for line in e.to_string().lines() {
                 messages.insert(format!("E{line}{suffix}"));
             }
         }
-        for (p, pods) in &scan.by_file {
-            if let Some(version) = scan.signed.get(p).and_then(|v| v.version) {
-                for sp in pods {
-                    self.versions.accept(&sp.pod.key(), version);
-                }
-            }
-            self.last_good.insert(p.clone(), pods.clone());
-            match scan.objects_by_file.get(p) {
-                Some(o) => self.last_good_objects.insert(p.clone(), o.clone()),
-                None => self.last_good_objects.remove(p),
-            };
-        }
+        self.good.extend(scan.good);
         // Objects from files: one per name, the lexically last file winning as for pods.
         let mut objects_by_key: BTreeMap<(objects::ObjectKind, String), (PathBuf, Arc<LocalObject>)> = BTreeMap::new();
-        for (p, objs) in &self.last_good_objects {
-            for o in objs {
-                if let Some((prev, _)) = objects_by_key.insert((o.kind, o.key()), (p.clone(), o.clone())) {
-                    messages.insert(format!(
-                        "W{}: {} {} is also defined in {}; using {}",
-                        p.display(),
-                        o.kind.as_str(),
-                        o.key(),
-                        prev.display(),
-                        p.display()
-                    ));
-                }
-            }
-        }
         // Same namespace/name in two files: the lexically last file wins, as kubelet.
         let mut by_key: BTreeMap<String, (PathBuf, StaticPod)> = BTreeMap::new();
-        for (p, pods) in &self.last_good {
-            for sp in pods {
+        for (p, g) in &self.good {
+            for o in &g.opened.manifests.objects {
+                if let Some((prev, _)) = objects_by_key.insert((o.kind, o.key()), (p.clone(), o.clone())) {
+                    let (kind, key) = (o.kind.as_str(), o.key());
+                    let (p, prev) = (p.display(), prev.display());
+                    messages.insert(format!("W{p}: {kind} {key} is also defined in {prev}; using {p}"));
+                }
+            }
+            for sp in &g.opened.manifests.pods {
                 if let Some((prev, _)) = by_key.insert(sp.pod.key(), (p.clone(), sp.clone())) {
-                    messages.insert(format!(
-                        "W{}: pod {} is also defined in {}; using {}",
-                        p.display(),
-                        sp.pod.key(),
-                        prev.display(),
-                        p.display()
-                    ));
+                    let (p, prev) = (p.display(), prev.display());
+                    messages.insert(format!("W{p}: pod {} is also defined in {prev}; using {p}", sp.pod.key()));
                 }
             }
         }
@@ -232,76 +229,77 @@ impl FileSource {
         }
         self.last_sent = Some((pods.clone(), objects.clone(), errors.clone()));
         self.owners = owners;
-        Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors })
+        let payloads = self.good.values().map(|g| g.payload.clone()).collect();
+        Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors, payloads })
     }
 
-    /// Refuses signed files older than a version accepted before for one of their pods (a
-    /// replay): they become errors, and their pods' last valid versions keep running.
-    fn refuse_replays(&mut self, scan: &mut Scan) {
-        let mut replayed = Vec::new();
-        for (file, v) in &scan.signed {
-            let (Some(version), Some(pods)) = (v.version, scan.by_file.get(file)) else { continue };
-            if let Some(e) = pods.iter().find_map(|sp| self.versions.check(&sp.pod.key(), version).err()) {
-                replayed.push((file.clone(), version, e));
-            }
-        }
-        for (file, version, e) in replayed {
-            scan.by_file.remove(&file);
-            scan.objects_by_file.remove(&file);
-            scan.contents.remove(&file);
-            scan.signed.remove(&file);
-            scan.warnings.retain(|(p, _)| *p != file);
-            if self.replays.insert((file.clone(), version)) {
+    /// The trust decision for the whole scan (with signatures trusted): a file older than a
+    /// version accepted before for one of its items, or than another file that defines one of
+    /// them, is refused whole (an error; a replay is refused); the others' versions are
+    /// recorded. A last valid version that the records now refuse goes too, with its kept
+    /// copy: a copy of an old version cannot outlive the fleet's newer one.
+    fn decide(&mut self, scan: &mut Scan) {
+        let Some(versions) = &mut self.versions else { return };
+        let files: Vec<PathBuf> = scan.good.keys().cloned().collect();
+        let claims: Vec<_> = scan.good.values().map(|g| claim(&g.opened, None)).collect();
+        for (file, why) in files.into_iter().zip(versions.decide(&claims)) {
+            let Some(why) = why else { continue };
+            scan.good.remove(&file);
+            if self.refusals.insert((file.clone(), why.clone())) {
                 crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "file")], 1.0);
             }
-            let problems = vec![Finding::new("signature", e)];
+            let problems = vec![Finding::new("signature", why)];
             scan.errors.insert(file.clone(), ManifestError { origin: file.display().to_string(), problems });
+        }
+        let stale: Vec<PathBuf> = self
+            .good
+            .iter()
+            .filter(|(f, g)| !scan.good.contains_key(*f) && versions.check(&claim(&g.opened, None)).is_some())
+            .map(|(f, _)| f.clone())
+            .collect();
+        for f in stale {
+            self.good.remove(&f);
+            if let Some(kept) = &mut self.kept {
+                kept.forget(&absolute(&f));
+            }
         }
     }
 
     /// Whether a pod of the last snapshot is now also defined by another file, while the file
     /// it came from still defines it.
     fn claimed_anew(&self, scan: &Scan) -> bool {
-        scan.by_file.iter().any(|(p, pods)| {
-            pods.iter().any(|sp| {
-                self.owners.get(&sp.pod.key()).is_some_and(|owner| {
-                    owner != p && scan.by_file.get(owner).is_some_and(|v| v.iter().any(|o| o.pod.key() == sp.pod.key()))
-                })
+        let defines = |g: &Good, key: &str| g.opened.manifests.pods.iter().any(|o| o.pod.key() == key);
+        scan.good.iter().any(|(p, g)| {
+            g.opened.manifests.pods.iter().any(|sp| {
+                let key = sp.pod.key();
+                self.owners
+                    .get(&key)
+                    .is_some_and(|owner| owner != p && scan.good.get(owner).is_some_and(|o| defines(o, &key)))
             })
         })
     }
 }
 
-/// Runs the file source until the receiver goes away.
+/// Runs the file source until the receiver goes away. Every look at the file system (the
+/// watch's set-up, each scan) runs off the executor: a FIFO, a slow or a stuck file system
+/// stalls this source at most, never the agent.
 pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
-    let kept = cfg.kept_dir.clone().map(super::kept::Kept::new);
-    let versions = crate::trust::Versions::open(cfg.versions.clone());
-    let mut src = FileSource {
-        cfg,
-        last_good: BTreeMap::new(),
-        last_good_objects: BTreeMap::new(),
-        kept,
-        reported: BTreeSet::new(),
-        last_sent: None,
-        memo: Memo::new(),
-        versions,
-        replays: BTreeSet::new(),
-        owners: BTreeMap::new(),
-    };
+    let mut src = FileSource::new(cfg);
     let mut watch: Option<Watch> = None;
     let mut watch_error_logged = false;
     let mut next_full = Instant::now();
     let mut pending: Option<Pending> = None;
     loop {
-        if watch.is_none() && src.cfg.path.exists() {
-            match Watch::new(&src.cfg.path) {
-                Ok(w) => {
+        if watch.is_none() {
+            let path = src.cfg.path.clone();
+            match smol::unblock(move || path.exists().then(|| Watch::new(&path))).await {
+                Some(Ok(w)) => {
                     log::debug!("{}: watching {}", src.cfg.label(), src.cfg.path.display());
                     watch = Some(w);
                     watch_error_logged = false;
                     next_full = Instant::now(); // it just appeared (or at start): scan now
                 }
-                Err(e) if !watch_error_logged => {
+                Some(Err(e)) if !watch_error_logged => {
                     log::warn!(
                         "{}: cannot watch {}: {e}; rescanning every {:?}",
                         src.cfg.label(),
@@ -310,7 +308,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
                     );
                     watch_error_logged = true;
                 }
-                Err(_) => {}
+                _ => {}
             }
         }
         let now = Instant::now();
@@ -322,7 +320,13 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         if now >= due {
             // A half-done edit is held until it is whole, at most MAX_DELAY.
             let may_hold = pending.is_some_and(|p| now < p.first + watch::MAX_DELAY);
-            match src.rescan(may_hold) {
+            let (back, rescan) = smol::unblock(move || {
+                let r = src.rescan(may_hold);
+                (src, r)
+            })
+            .await;
+            src = back;
+            match rescan {
                 Rescan::HalfEdit => {
                     pending = pending.map(|p| Pending { at: p.first + watch::MAX_DELAY, folding: true, ..p });
                     continue;
@@ -358,11 +362,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
                 log::warn!("{}: watch failed: {e}; setting it up again", src.cfg.label());
                 watch = None;
             }
-            None => {
-                if watch.is_none() && src.cfg.path.exists() {
-                    continue; // set up the watch and scan at once
-                }
-            }
+            None => {}
         }
     }
 }

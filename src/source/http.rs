@@ -14,15 +14,18 @@
 //!
 //! Signed payloads (`manifestTrust`): the signature is fetched from `<url>.minisig` (its path
 //! with `.minisig` added; what `minisign -S` writes beside the file on the web server) after
-//! each new payload, and a payload that fails the check, or is older than a signed version
-//! accepted before for one of its pods, is refused as an invalid one.
+//! each new payload and checked before the body is parsed, an empty body included. A payload
+//! that fails the check, or is older than a signed version accepted before for the payload
+//! or for one of its items, is refused whole as an invalid one. The cached copy keeps its
+//! signature and is checked again, under the trust of the moment, before it is served.
 
+use super::payload::{claim, Intake, Payload};
 use super::{SourceId, Update};
-use crate::objects;
-use crate::pod::{self, Origin, Policy, Shape};
-use crate::trust::{Trust, Versions};
+use crate::pod::{self, Origin};
+use crate::trust::Versions;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use super::fetch::{redact_url, signature_url, Client, Fetched, Validators, DEFAULT_TIMEOUT};
@@ -38,10 +41,9 @@ pub struct HttpSourceConfig {
     pub ca_file: Option<PathBuf>,
     /// Where the last good payload is kept; `None` keeps none.
     pub cache_dir: Option<PathBuf>,
-    pub node: String,
-    pub policy: Policy,
-    /// Signed manifests, and where the newest signed version accepted for each pod is kept.
-    pub trust: Option<Trust>,
+    /// How payloads are opened: signatures trusted (`manifestTrust`), the node, strictness.
+    pub intake: Intake,
+    /// Where the newest signed version accepted for each item is kept, with signatures trusted.
     pub versions: Option<PathBuf>,
 }
 
@@ -75,16 +77,20 @@ pub struct CacheRecord {
     pub validators: Validators,
     pub fetched_at: String,
     pub body: String,
+    /// The payload's signature (`<url>.minisig`), when it was signed.
+    #[serde(default)]
+    pub signature: Option<String>,
 }
 
 impl CacheRecord {
-    pub fn new(url: &str, validators: Validators, body: String) -> CacheRecord {
+    pub fn new(url: &str, validators: Validators, body: String, signature: Option<String>) -> CacheRecord {
         CacheRecord {
             url: redact_url(url),
             url_hash: url_hash(url),
             validators,
             fetched_at: crate::rfc3339::format_nanos(SystemTime::now()),
             body,
+            signature,
         }
     }
 
@@ -124,7 +130,8 @@ struct Poller {
     /// The body (and signature) of the last 200, good or bad: a bad payload served again is not
     /// re-parsed.
     last_body: Option<(Vec<u8>, Option<Vec<u8>>)>,
-    versions: Versions,
+    /// With signatures trusted: the newest version accepted for the payload and its items.
+    versions: Option<Versions>,
     validators: Validators,
     failures: u32,
     delivered: bool,
@@ -133,6 +140,12 @@ struct Poller {
 impl Poller {
     fn shown(&self) -> String {
         redact_url(&self.cfg.url)
+    }
+
+    /// The payload as a whole is an item of its own (for the URL configured): an old signed
+    /// payload, an empty one included, cannot be replayed over a newer one.
+    fn payload_item(&self) -> String {
+        format!("payload {}", url_hash(&self.cfg.url))
     }
 
     /// Handles one poll result; returns the snapshot to send, if any.
@@ -152,35 +165,25 @@ impl Poller {
                 self.last_body = Some(seen.clone());
                 let (bytes, signature) = seen;
                 let validators = Validators { etag, last_modified };
-                if bytes.iter().all(u8::is_ascii_whitespace) {
-                    log::warn!("URL source: {} returned an empty body; removing its pods", self.shown());
-                    self.accept(&bytes, validators);
-                    return Some(Update { source: SourceId::Http, pods: vec![], objects: vec![], errors: vec![] });
-                }
-                let origin = Origin::Url(self.cfg.url.clone());
-                let loaded = objects::load(&bytes, Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy);
-                match loaded.and_then(|l| self.signed(&bytes, signature.as_deref(), l)) {
-                    Ok(loaded) => {
-                        for w in &loaded.warnings {
-                            log::warn!("URL source: {}: {w}", self.shown());
+                let payload = Payload { origin: Origin::Url(self.cfg.url.clone()), bytes, signature };
+                match self.take(&payload) {
+                    Ok(update) => {
+                        match payload.bytes.iter().all(u8::is_ascii_whitespace) {
+                            true => {
+                                log::warn!("URL source: {} returned an empty body; removing its pods", self.shown())
+                            }
+                            false => log::info!(
+                                "URL source: {} delivered {} pod(s) and {} object(s)",
+                                self.shown(),
+                                update.pods.len(),
+                                update.objects.len()
+                            ),
                         }
-                        log::info!(
-                            "URL source: {} delivered {} pod(s) and {} object(s)",
-                            self.shown(),
-                            loaded.pods.len(),
-                            loaded.objects.len()
-                        );
                         super::source_success("http");
-                        self.accept(&bytes, validators);
-                        Some(Update {
-                            source: SourceId::Http,
-                            pods: loaded.pods,
-                            objects: loaded.objects,
-                            errors: vec![],
-                        })
+                        self.accept(&payload, validators);
+                        Some(update)
                     }
-                    Err(mut e) => {
-                        e.origin = self.shown();
+                    Err(e) => {
                         log::error!("URL source: payload rejected, keeping the previous pods:\n{e}");
                         crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", "http")], 1.0);
                         if self.delivered {
@@ -189,7 +192,7 @@ impl Poller {
                         // Nothing served yet (a captive portal's page at boot, say): the last
                         // good payload from disk, as when the URL cannot be reached.
                         let cached = self.serve_cached();
-                        self.last_body = Some((bytes, signature));
+                        self.last_body = Some((payload.bytes, payload.signature));
                         cached
                     }
                 }
@@ -210,44 +213,42 @@ impl Poller {
         }
     }
 
-    /// With signatures trusted: `loaded` if `signature` checks out and no pod in it is older
-    /// than a version accepted before (which is then recorded), else the error.
-    fn signed(
-        &mut self,
-        bytes: &[u8],
-        signature: Option<&[u8]>,
-        loaded: objects::Manifests,
-    ) -> Result<objects::Manifests, pod::ManifestError> {
-        let Some(trust) = &self.cfg.trust else { return Ok(loaded) };
-        let shown = signature_url(&self.shown());
-        let refused = |message: String| {
-            crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "http")], 1.0);
-            pod::ManifestError { origin: String::new(), problems: vec![pod::Finding::new("signature", message)] }
-        };
-        let Some(version) = trust.check(bytes, signature, &shown).map_err(refused)?.and_then(|v| v.version) else {
-            return Ok(loaded);
-        };
-        for sp in &loaded.pods {
-            self.versions.check(&sp.pod.key(), version).map_err(refused)?;
+    /// A new payload as a snapshot: opened (its signature first), then the one trust decision
+    /// for it (refused whole when older than what was accepted for it or any of its items; its
+    /// version recorded before it is used, or refused when that cannot be written).
+    fn take(&mut self, payload: &Payload) -> Result<Update, pod::ManifestError> {
+        let opened = self.cfg.intake.open(payload)?;
+        let claim = claim(&opened, Some(self.payload_item()));
+        if let Some(versions) = &mut self.versions {
+            if let Some(why) = versions.decide(&[claim]).remove(0) {
+                crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "http")], 1.0);
+                let problems = vec![pod::Finding::new("signature", why)];
+                return Err(pod::ManifestError { origin: payload.shown(), problems });
+            }
         }
-        for sp in &loaded.pods {
-            self.versions.accept(&sp.pod.key(), version);
+        for w in &opened.manifests.warnings {
+            log::warn!("URL source: {}: {w}", self.shown());
         }
-        Ok(loaded)
+        let m = opened.manifests;
+        let payloads = vec![Arc::new(payload.clone())];
+        Ok(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
     }
 
     /// Takes a good payload into use: validators for the next poll, and the disk copy.
-    fn accept(&mut self, bytes: &[u8], validators: Validators) {
+    fn accept(&mut self, payload: &Payload, validators: Validators) {
         self.validators = validators.clone();
         self.delivered = true;
         let Some(path) = &self.cache else { return };
-        let record = CacheRecord::new(&self.cfg.url, validators, String::from_utf8_lossy(bytes).into_owned());
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let signature = payload.signature.as_deref().map(text);
+        let record = CacheRecord::new(&self.cfg.url, validators, text(&payload.bytes), signature);
         if let Err(e) = write_cache(path, &record) {
             log::warn!("URL source: cannot keep the payload in {}: {e}", path.display());
         }
     }
 
-    /// At start with the URL unreachable: the last good payload from disk.
+    /// At start with the URL unreachable: the last good payload from disk, opened again (its
+    /// signature checked under the trust of the moment, and against anti-rollback).
     fn serve_cached(&mut self) -> Option<Update> {
         let path = self.cache.clone()?;
         let record = match read_cache(&path, &self.cfg.url) {
@@ -264,16 +265,21 @@ impl Poller {
                 r
             }
         };
-        let origin = Origin::Url(self.cfg.url.clone());
-        let loaded = if record.body.trim().is_empty() {
-            objects::Manifests::default()
-        } else {
-            match objects::load(record.body.as_bytes(), Shape::PodOrList, &origin, &self.cfg.node, self.cfg.policy) {
-                Ok(l) => l,
-                Err(e) => {
-                    log::warn!("URL source: the cached payload in {} is no longer valid: {e}", path.display());
-                    return None;
-                }
+        let payload = Payload {
+            origin: Origin::Url(self.cfg.url.clone()),
+            bytes: record.body.into_bytes(),
+            signature: record.signature.map(String::into_bytes),
+        };
+        let opened = self.cfg.intake.open(&payload).map_err(|e| e.to_string());
+        let refused = opened.as_ref().ok().and_then(|o| {
+            let claim = claim(o, Some(self.payload_item()));
+            self.versions.as_ref().and_then(|v| v.check(&claim))
+        });
+        let opened = match (opened, refused) {
+            (Ok(o), None) => o,
+            (Err(why), _) | (Ok(_), Some(why)) => {
+                log::warn!("URL source: the cached payload in {} is not used: {why}", path.display());
+                return None;
             }
         };
         log::warn!(
@@ -281,12 +287,14 @@ impl Poller {
             self.shown(),
             path.display(),
             record.fetched_at,
-            loaded.pods.len()
+            opened.manifests.pods.len()
         );
         self.validators = record.validators;
-        self.last_body = Some((record.body.into_bytes(), None));
         self.delivered = true;
-        Some(Update { source: SourceId::Http, pods: loaded.pods, objects: loaded.objects, errors: vec![] })
+        let m = opened.manifests;
+        let payloads = vec![Arc::new(payload.clone())];
+        self.last_body = Some((payload.bytes, payload.signature));
+        Some(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
     }
 }
 
@@ -308,8 +316,8 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
     );
     let cache = cfg.cache_dir.as_deref().map(|d| cache_path(d, &cfg.url));
     let every = cfg.check_frequency;
-    let versions = Versions::open(cfg.versions.clone());
-    let signed = cfg.trust.is_some();
+    let signed = cfg.intake.trust.is_some();
+    let versions = signed.then(|| Versions::open(cfg.versions.clone()));
     let mut poller = Poller {
         cfg,
         cache,
@@ -354,7 +362,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("atoll-cache-test-{}", std::process::id()));
         let url = "https://user:pw@127.0.0.1/a?token=s3cret";
         let path = cache_path(&dir, url);
-        let rec = CacheRecord::new(url, Validators { etag: Some("\"v1\"".into()), last_modified: None }, "x".into());
+        let validators = Validators { etag: Some("\"v1\"".into()), last_modified: None };
+        let rec = CacheRecord::new(url, validators, "x".into(), None);
         write_cache(&path, &rec).unwrap();
         assert_eq!(read_cache(&path, url), Some(rec));
         assert_eq!(read_cache(&path, "http://127.0.0.1/other"), None);

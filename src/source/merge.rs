@@ -88,7 +88,7 @@ mod tests {
     }
 
     fn update(source: SourceId, pods: Vec<StaticPod>) -> Update {
-        Update { source, pods, objects: vec![], errors: vec![] }
+        Update { source, pods, objects: vec![], errors: vec![], payloads: vec![] }
     }
 
     fn kinds(changes: &[Change]) -> Vec<String> {

@@ -4,12 +4,14 @@
 //! (staticPodURL: polled, with ETag and an on-disk copy of the last good payload) each send
 //! full snapshots as [`Update`]s; `merge` turns snapshots into add/update/remove changes keyed
 //! by UID. A source never waits on another, and a bad manifest only ever affects its own pods.
+//! `payload` is how anything a source reads (or kept, or cached) is opened: signature first.
 
 pub mod fetch;
 pub mod file;
 pub mod http;
 pub mod kept;
 pub mod merge;
+pub mod payload;
 pub mod scan;
 
 use crate::pod::{ManifestError, StaticPod};
@@ -44,6 +46,8 @@ pub struct Update {
     pub objects: Vec<std::sync::Arc<crate::objects::LocalObject>>,
     /// Manifests that failed this time (their last good pods, if any, are still in `pods`).
     pub errors: Vec<ManifestError>,
+    /// The payloads its pods came from (one per origin), for the rollback stage to keep.
+    pub payloads: Vec<std::sync::Arc<payload::Payload>>,
 }
 
 /// Records a good read of a manifest source (for `/metrics`).

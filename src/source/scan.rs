@@ -1,17 +1,16 @@
 //! Reading a manifest directory (or file) once, as kubelet's file source reads it: entries in
 //! lexical order, dot-files and `*.minisig` signatures passed over, no recursion, other file
-//! types skipped, a 10 MiB limit, one Pod, ConfigMap or Secret per file; each file's signature
-//! checked when signatures are trusted and `*.age` files decrypted in memory when a key is
-//! given. `atoll validate` and `atoll doctor` call [`scan`]; the running source (`file`)
-//! rescans through [`scan_with`] with a memo, so only changed files are parsed again. Also
-//! here: what makes a `secretsDir` private enough to read.
+//! types skipped, a 10 MiB limit, one Pod, ConfigMap or Secret per file. Each file and its
+//! signature are opened non-blocking and checked to be regular files on the descriptor (a FIFO
+//! swapped in after the listing is refused, not waited on), then opened as a payload
+//! (`payload::Intake`: the signature first, decryption of `*.age` files in memory).
+//! `atoll validate` and `atoll doctor` call [`scan`]; the running source (`file`) rescans
+//! through [`scan_with`] with a memo, so only changed files are parsed again, and off the
+//! executor. Also here: what makes a `secretsDir` private enough to read.
 
-use crate::age::Identity;
-use crate::objects::{self, LocalObject};
-use crate::pod::{self, Finding, ManifestError, Origin, Policy, Shape, StaticPod};
-use crate::trust::{Trust, Verified};
+use super::payload::{Intake, Opened, Payload};
+use crate::pod::{self, Finding, ManifestError, Origin};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,44 +36,39 @@ pub fn private_dir_problem(dir: &Path) -> Option<String> {
     None
 }
 
+/// A file that loaded: what it holds, and the payload it came from (kept with its signature).
+#[derive(Clone, Debug)]
+pub struct Good {
+    pub opened: Opened,
+    pub payload: Arc<Payload>,
+}
+
 /// What one scan found.
 #[derive(Clone, Debug, Default)]
 pub struct Scan {
-    /// Pods by file, in lexical order of path.
-    pub by_file: BTreeMap<PathBuf, Vec<StaticPod>>,
-    /// Local ConfigMaps and Secrets by file (a file holds a Pod or one of them).
-    pub objects_by_file: BTreeMap<PathBuf, Vec<Arc<LocalObject>>>,
+    /// The files that loaded, in lexical order of path.
+    pub good: BTreeMap<PathBuf, Good>,
     pub errors: BTreeMap<PathBuf, ManifestError>,
-    pub warnings: Vec<(PathBuf, Finding)>,
     /// Entries passed over, with why (sub-directories, sockets, ...).
     pub skipped: Vec<(PathBuf, String)>,
     /// Why the path itself is unusable (missing, not a file or directory, unreadable).
     pub path_problem: Option<String>,
-    /// The content of each file in `by_file` (what loaded).
-    pub contents: BTreeMap<PathBuf, Vec<u8>>,
-    /// What the signature of each signed file in `by_file` says.
-    pub signed: BTreeMap<PathBuf, crate::trust::Verified>,
 }
 
-/// What each file loaded to, by a digest of its bytes: a rescan still reads every file (a
-/// change of content shows whatever the file system's timestamps say), but parses only what
-/// changed.
-pub(super) type Memo = BTreeMap<PathBuf, ([u8; 32], Loaded)>;
-type Loaded = Result<(objects::Manifests, Option<Verified>), ManifestError>;
-/// What manifests are checked and opened with: signatures trusted, the decryption identity.
-pub(super) type Keys<'a> = (Option<&'a Trust>, Option<&'a Identity>);
+/// What each file loaded to, by a digest of its bytes and signature: a rescan still reads
+/// every file (a change of content shows whatever the file system's timestamps say), but
+/// parses only what changed.
+pub(super) type Memo = BTreeMap<PathBuf, ([u8; 32], Result<Good, ManifestError>)>;
 
-/// Reads every manifest under `path` once (the pipeline `atoll validate` shares); with
-/// `trust`, each is checked against its signature file (`pod.yaml.minisig`); with `key`, files
-/// ending in `.age` are decrypted (in memory only).
-pub fn scan(path: &Path, node: &str, policy: Policy, trust: Option<&Trust>, key: Option<&Identity>) -> Scan {
-    scan_with(path, node, policy, (trust, key), &mut Memo::new())
+/// Reads every manifest under `path` once (the pipeline `atoll validate` shares), each
+/// opened by `intake`.
+pub fn scan(path: &Path, intake: &Intake) -> Scan {
+    scan_with(path, intake, &mut Memo::new())
 }
 
 /// [`scan`], reusing what `memo` holds for files whose bytes are unchanged (and keeping it
 /// up to date).
-pub(super) fn scan_with(path: &Path, node: &str, policy: Policy, keys: Keys<'_>, memo: &mut Memo) -> Scan {
-    let (trust, _) = keys;
+pub(super) fn scan_with(path: &Path, intake: &Intake, memo: &mut Memo) -> Scan {
     let mut out = Scan::default();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -125,20 +119,22 @@ pub(super) fn scan_with(path: &Path, node: &str, policy: Policy, keys: Keys<'_>,
     };
     memo.retain(|p, _| files.contains(p));
     for file in files {
-        let bytes = match read_limited(&file) {
+        let fail = |message: String, path: &str| ManifestError {
+            origin: file.display().to_string(),
+            problems: vec![Finding::new(path, message)],
+        };
+        let bytes = match read_manifest(&file) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                let err =
-                    ManifestError { origin: file.display().to_string(), problems: vec![Finding::root(e.to_string())] };
-                out.errors.insert(file, err);
+                out.errors.insert(file.clone(), fail(e.to_string(), ""));
                 continue;
             }
         };
-        let signature = match trust.map(|_| crate::trust::signature_beside(&file)).transpose() {
+        let signature = match intake.trust.as_ref().map(|_| crate::trust::signature_beside(&file)).transpose() {
             Ok(s) => s.flatten(),
             Err(e) => {
-                out.errors.insert(file.clone(), signature_error(&file, e));
+                out.errors.insert(file.clone(), fail(e, "signature"));
                 continue;
             }
         };
@@ -153,94 +149,38 @@ pub(super) fn scan_with(path: &Path, node: &str, policy: Policy, keys: Keys<'_>,
         let loaded = match memo.get(&file) {
             Some((seen, loaded)) if *seen == seen_as => loaded.clone(),
             _ => {
-                let loaded = load_file(&file, &bytes, signature.as_deref(), node, policy, keys);
+                let payload = Arc::new(Payload { origin: Origin::File(absolute(&file)), bytes, signature });
+                let loaded = intake.open(&payload).map(|opened| Good { opened, payload });
+                let loaded = loaded.map_err(|e| ManifestError { origin: file.display().to_string(), ..e });
                 memo.insert(file.clone(), (seen_as, loaded.clone()));
                 loaded
             }
         };
         match loaded {
-            Ok((loaded, verified)) => {
-                out.warnings.extend(loaded.warnings.into_iter().map(|w| (file.clone(), w)));
-                out.by_file.insert(file.clone(), loaded.pods);
-                if !loaded.objects.is_empty() {
-                    out.objects_by_file.insert(file.clone(), loaded.objects);
-                }
-                if let Some(v) = verified {
-                    out.signed.insert(file.clone(), v);
-                }
-                out.contents.insert(file, bytes);
-            }
-            Err(e) => {
-                out.errors.insert(file, e);
-            }
+            Ok(good) => drop(out.good.insert(file, good)),
+            Err(e) => drop(out.errors.insert(file, e)),
         }
     }
     out
 }
 
-/// One manifest file's pods: its signature checked first when signatures are trusted.
-fn load_file(
-    file: &Path,
-    bytes: &[u8],
-    signature: Option<&[u8]>,
-    node: &str,
-    policy: Policy,
-    (trust, key): Keys<'_>,
-) -> Loaded {
-    let verified = match trust {
-        Some(t) => {
-            let mut shown = file.file_name().unwrap_or_default().to_os_string();
-            shown.push(crate::trust::SIGNATURE_SUFFIX);
-            t.check(bytes, signature, &shown.to_string_lossy()).map_err(|e| signature_error(file, e))?
-        }
-        None => None,
-    };
-    let origin = Origin::File(absolute(file));
-    // An encrypted manifest: its plaintext lives in memory only (never kept on disk).
-    let plain;
-    let bytes = if file.to_string_lossy().ends_with(crate::age::SUFFIX) {
-        let fail =
-            |m: String| ManifestError { origin: file.display().to_string(), problems: vec![Finding::new("", m)] };
-        let key = key.ok_or_else(|| fail("encrypted (age), and no decryptionKeyFile is configured".into()))?;
-        plain = key.decrypt(bytes).map_err(|e| fail(format!("cannot decrypt: {e}")))?;
-        &plain[..]
-    } else {
-        bytes
-    };
-    objects::load(bytes, Shape::SinglePod, &origin, node, policy).map(|l| (l, verified))
-}
-
-/// A manifest refused for its signature.
-fn signature_error(file: &Path, message: String) -> ManifestError {
-    crate::metrics::add(&crate::metrics::SIGNATURE_REFUSALS, &[("source", "file")], 1.0);
-    ManifestError { origin: file.display().to_string(), problems: vec![Finding::new("signature", message)] }
+/// A manifest file's bytes: opened non-blocking (a link followed, as kubelet), refused unless
+/// the descriptor is a regular file, at most the manifest size limit.
+fn read_manifest(file: &Path) -> std::io::Result<Vec<u8>> {
+    crate::bounded::read_at_most(crate::bounded::open_following(file)?, pod::decode::MAX_MANIFEST_BYTES)
 }
 
 /// A Pod in the secrets directory is an error (pods belong in the manifest directory), its
 /// file's objects are not used either.
 pub(super) fn refuse_pods(scan: &mut Scan) {
-    let with_pods: Vec<PathBuf> = scan.by_file.iter().filter(|(_, p)| !p.is_empty()).map(|(f, _)| f.clone()).collect();
+    let with_pods: Vec<PathBuf> =
+        scan.good.iter().filter(|(_, g)| !g.opened.manifests.pods.is_empty()).map(|(f, _)| f.clone()).collect();
     for file in with_pods {
-        scan.by_file.remove(&file);
-        scan.objects_by_file.remove(&file);
-        scan.contents.remove(&file);
+        scan.good.remove(&file);
         let problem =
             Finding::new("kind", "secretsDir holds Secrets and ConfigMaps; a Pod goes in the manifest directory");
         scan.errors.insert(file.clone(), ManifestError { origin: file.display().to_string(), problems: vec![problem] });
     }
-}
-
-/// Reads at most the manifest limit; a larger file is an error, not a truncated manifest.
-fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)?.take(pod::decode::MAX_MANIFEST_BYTES as u64 + 1).read_to_end(&mut buf)?;
-    if buf.len() > pod::decode::MAX_MANIFEST_BYTES {
-        return Err(std::io::Error::other(format!(
-            "file is larger than the {} byte limit for a manifest",
-            pod::decode::MAX_MANIFEST_BYTES
-        )));
-    }
-    Ok(buf)
 }
 
 pub(super) fn absolute(p: &Path) -> PathBuf {
@@ -271,6 +211,25 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_in_place_of_a_manifest_is_refused_at_once() {
+        let dir = std::env::temp_dir().join(format!("atoll-scan-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("web.yaml");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+        // Read on another thread: a blocking open would never return (no writer ever comes).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = fifo.clone();
+        std::thread::spawn(move || tx.send(read_manifest(&f).map_err(|e| e.to_string())));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("the read returned");
+        assert!(got.unwrap_err().contains("not a regular file"));
+        // A link to it too (manifests may be links).
+        std::os::unix::fs::symlink(&fifo, dir.join("link.yaml")).unwrap();
+        assert!(read_manifest(&dir.join("link.yaml")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_rescan_parses_only_files_whose_bytes_changed() {
         let dir = std::env::temp_dir().join(format!("atoll-file-memo-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -280,21 +239,22 @@ mod tests {
         };
         std::fs::write(&file, yaml("busybox:1.36")).unwrap();
         let mut memo = Memo::new();
-        let first = scan_with(&dir, "edge", Policy::default(), (None, None), &mut memo);
-        assert_eq!(first.by_file[&file].len(), 1);
+        let intake = Intake { node: "edge".into(), ..Default::default() };
+        let first = scan_with(&dir, &intake, &mut memo);
+        assert_eq!(first.good[&file].opened.manifests.pods.len(), 1);
         // What the memo says for unchanged bytes is what the scan gives: the file is not parsed.
-        memo.get_mut(&file).unwrap().1.as_mut().unwrap().0.pods.clear();
-        let again = scan_with(&dir, "edge", Policy::default(), (None, None), &mut memo);
-        assert!(again.by_file[&file].is_empty(), "parsed again although unchanged");
+        memo.get_mut(&file).unwrap().1.as_mut().unwrap().opened.manifests.pods.clear();
+        let again = scan_with(&dir, &intake, &mut memo);
+        assert!(again.good[&file].opened.manifests.pods.is_empty(), "parsed again although unchanged");
         // A change of content (even of the same size) is parsed, whatever the timestamps say.
         let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
         std::fs::write(&file, yaml("busybox:1.37")).unwrap();
         std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
-        let changed = scan_with(&dir, "edge", Policy::default(), (None, None), &mut memo);
-        assert_eq!(changed.by_file[&file][0].pod.spec.containers[0].image, "busybox:1.37");
+        let changed = scan_with(&dir, &intake, &mut memo);
+        assert_eq!(changed.good[&file].opened.manifests.pods[0].pod.spec.containers[0].image, "busybox:1.37");
         // A file that goes leaves the memo.
         std::fs::remove_file(&file).unwrap();
-        scan_with(&dir, "edge", Policy::default(), (None, None), &mut memo);
+        scan_with(&dir, &intake, &mut memo);
         assert!(memo.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }

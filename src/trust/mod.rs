@@ -10,12 +10,13 @@
 //! ‖ key id ‖ signature (64) over the file (`Ed`) or over its BLAKE2b-512 (`ED`), the trusted
 //! comment line, and base64 of a global signature over signature ‖ trusted comment. Both
 //! signatures must verify. The version that guards against replays is read from the trusted
-//! comment: `serial=N` if the signer wrote one, else minisign's own `timestamp:N`.
+//! comment: `serial=N` if the signer wrote one, else minisign's own `timestamp:N`; a
+//! `node=NAME[,NAME...]` there binds the signature to those nodes (any other refuses it).
 
 mod blake2b;
 mod versions;
 
-pub use versions::Versions;
+pub use versions::{Claim, Scheme, Version, Versions};
 
 use ring::signature::{UnparsedPublicKey, ED25519};
 use std::path::Path;
@@ -33,8 +34,15 @@ pub const SIGNATURE_SUFFIX: &str = ".minisig";
 
 impl Trust {
     /// Checks the manifest `bytes` against `signature` (the signature file's bytes, if there is
-    /// one; `shown` names it in errors). `Ok(None)`: unsigned, and signatures are not required.
-    pub fn check(&self, bytes: &[u8], signature: Option<&[u8]>, shown: &str) -> Result<Option<Verified>, String> {
+    /// one; `shown` names it in errors) for the node `node`. `Ok(None)`: unsigned, and
+    /// signatures are not required.
+    pub fn check(
+        &self,
+        bytes: &[u8],
+        signature: Option<&[u8]>,
+        shown: &str,
+        node: &str,
+    ) -> Result<Option<Verified>, String> {
         let Some(signature) = signature else {
             return match self.require {
                 true => Err(format!("unsigned: no {shown}, and manifestTrust requires a signature")),
@@ -47,6 +55,9 @@ impl Trust {
                 "{shown}: the trusted comment {:?} has no serial=N or timestamp:N, so a replayed older version could not be told apart",
                 v.trusted_comment
             ));
+        }
+        if !v.nodes.is_empty() && !v.nodes.iter().any(|n| n == node) {
+            return Err(format!("{shown}: signed for node {}, not for this node ({node})", v.nodes.join(", ")));
         }
         Ok(Some(v))
     }
@@ -108,7 +119,9 @@ pub struct Verified {
     pub key: String,
     pub trusted_comment: String,
     /// From the trusted comment (`serial=N`, else `timestamp:N`); `None` when it has neither.
-    pub version: Option<u64>,
+    pub version: Option<Version>,
+    /// The nodes the trusted comment binds it to (`node=a,b`); empty: any node.
+    pub nodes: Vec<String>,
 }
 
 /// Checks `signature` (a minisign signature file's text) over `message` against `keys`.
@@ -147,16 +160,24 @@ pub fn verify(keys: &[PublicKey], message: &[u8], signature: &[u8]) -> Result<Ve
     let mut covered = sig[10..].to_vec();
     covered.extend_from_slice(comment.as_bytes());
     pk.verify(&covered, &global).map_err(|_| format!("the trusted comment signed by key {shown} was altered"))?;
-    Ok(Verified { key: shown, trusted_comment: comment.to_string(), version: version_of(comment) })
+    let nodes = words(comment, "node=").flat_map(|w| w.split(',')).filter(|n| !n.is_empty());
+    let nodes = nodes.map(|n| n.to_ascii_lowercase()).collect();
+    Ok(Verified { key: shown, trusted_comment: comment.to_string(), version: version_of(comment), nodes })
+}
+
+/// The words of `comment` after `prefix`.
+fn words<'a>(comment: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+    comment.split(|c: char| c.is_whitespace()).filter_map(move |w| w.strip_prefix(prefix))
 }
 
 /// `serial=N` anywhere in the comment, else `timestamp:N`.
-fn version_of(comment: &str) -> Option<u64> {
-    let number = |prefix: &str| {
-        comment.split(|c: char| c.is_whitespace()).find_map(|w| w.strip_prefix(prefix)?.parse::<u64>().ok())
-    };
-    number("serial=").or_else(|| number("timestamp:"))
+fn version_of(comment: &str) -> Option<Version> {
+    let number = |prefix| words(comment, prefix).find_map(|w| w.parse::<u64>().ok());
+    number("serial=").map(Version::serial).or_else(|| number("timestamp:").map(Version::timestamp))
 }
+
+#[cfg(test)]
+pub mod test_key;
 
 #[cfg(test)]
 #[path = "tests.rs"]

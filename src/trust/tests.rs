@@ -19,9 +19,9 @@ fn stock_minisign_signatures_verify() {
     let keys = [PublicKey::parse(PUB).unwrap()];
     assert_eq!(keys[0].id(), "9766568A35A74399");
     let v = verify(&keys, &message(), HASHED.as_bytes()).unwrap();
-    assert_eq!((v.key.as_str(), v.version), ("9766568A35A74399", Some(1795459492)));
+    assert_eq!((v.key.as_str(), v.version), ("9766568A35A74399", Some(Version::timestamp(1795459492))));
     let v = verify(&keys, &message(), LEGACY.as_bytes()).unwrap();
-    assert_eq!((v.trusted_comment.as_str(), v.version), ("atoll serial=42", Some(42)));
+    assert_eq!((v.trusted_comment.as_str(), v.version), ("atoll serial=42", Some(Version::serial(42))));
     // Windows line ends do not matter.
     assert!(verify(&keys, &message(), HASHED.replace('\n', "\r\n").as_bytes()).is_ok());
 }
@@ -68,9 +68,37 @@ fn malformed_input_is_an_error_never_a_panic() {
 
 #[test]
 fn the_version_comes_from_serial_then_timestamp() {
-    assert_eq!(version_of("timestamp:17\tfile:a.yaml"), Some(17));
-    assert_eq!(version_of("serial=3 timestamp:17"), Some(3));
+    assert_eq!(version_of("timestamp:17\tfile:a.yaml"), Some(Version::timestamp(17)));
+    assert_eq!(version_of("serial=3 timestamp:17"), Some(Version::serial(3)));
     assert_eq!(version_of("release 2"), None);
     assert_eq!(version_of("serial=-1"), None);
     assert_eq!(version_of("serial=99999999999999999999999"), None);
+}
+
+#[test]
+fn a_signature_may_name_the_nodes_it_is_for() {
+    let trust = Trust { keys: vec![test_key::key(7)], require: true };
+    let m = b"apiVersion: v1\n";
+    for (comment, node, ok) in [
+        ("serial=3 node=gw-17", "gw-17", true),
+        ("serial=3 node=gw-17", "gw-18", false),
+        ("serial=3 node=gw-16,GW-17", "gw-17", true),
+        ("node=gw-1 serial=3 node=gw-2", "gw-2", true),
+        ("serial=3", "anything", true),
+    ] {
+        let got = trust.check(m, Some(&test_key::sign(7, m, comment)), "m.minisig", node);
+        assert_eq!(got.is_ok(), ok, "{comment} on {node}: {got:?}");
+        if !ok {
+            let e = got.unwrap_err();
+            assert_eq!(e, "m.minisig: signed for node gw-17, not for this node (gw-18)");
+        }
+    }
+    // The binding is inside the trusted comment: changing it breaks the global signature.
+    let sig = String::from_utf8(test_key::sign(7, m, "serial=3 node=gw-17")).unwrap();
+    let moved = sig.replace("node=gw-17", "node=gw-18");
+    assert!(trust.check(m, Some(moved.as_bytes()), "m.minisig", "gw-18").unwrap_err().contains("altered"));
+    // Unsigned: refused only when required.
+    assert!(trust.check(m, None, "m.minisig", "gw-17").is_err());
+    let lax = Trust { require: false, ..trust };
+    assert_eq!(lax.check(m, None, "m.minisig", "gw-17"), Ok(None));
 }

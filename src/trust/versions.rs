@@ -1,48 +1,159 @@
-//! Anti-rollback: the newest signed version atoll accepted for each pod, kept on disk
-//! (`<root-dir>/trust/versions.json`, root only), so an older signed manifest, replayed by
-//! whoever can write the directory or answer the URL, is refused even after a restart.
+//! Anti-rollback: the newest signed version atoll accepted for each item (a pod, a ConfigMap,
+//! a Secret, the URL's payload as a whole), kept on disk (`<root-dir>/trust/*-versions.json`,
+//! root only), so an older signed payload, replayed by whoever can write the directory or
+//! answer the URL, is refused even after a restart.
+//!
+//! A version is `(scheme, number)`: `serial=N` or minisign's `timestamp:N`, compared only
+//! within a scheme. Serials win over timestamps: an item may move from timestamps to serials
+//! (an explicit version is a fleet's deliberate choice), never back, so an old default-signed
+//! file cannot be replayed over serials, nor freeze them. An unsigned payload is older than any
+//! signed version: an item once signed stays signed. [`Versions::decide`] is the whole
+//! decision for one scan or one poll (pure); a record that cannot be written refuses what would
+//! have raised it (fail closed).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
+
+/// How a signature numbers its versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    /// `serial=N` in the trusted comment.
+    Serial,
+    /// minisign's own `timestamp:N`.
+    Timestamp,
+    /// A number recorded by an atoll that did not record the scheme: compared with either.
+    Unknown,
+}
+
+/// A signed version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Version {
+    pub scheme: Scheme,
+    pub number: u64,
+}
+
+impl Version {
+    pub fn serial(number: u64) -> Version {
+        Version { scheme: Scheme::Serial, number }
+    }
+
+    pub fn timestamp(number: u64) -> Version {
+        Version { scheme: Scheme::Timestamp, number }
+    }
+
+    /// Whether this version may replace `recorded` (is not older).
+    pub fn supersedes(self, recorded: Version) -> bool {
+        match (self.scheme, recorded.scheme) {
+            (Scheme::Timestamp, Scheme::Serial) => false,
+            (Scheme::Serial, Scheme::Timestamp) => true,
+            _ => self.number >= recorded.number,
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.scheme {
+            Scheme::Serial => write!(f, "serial={}", self.number),
+            Scheme::Timestamp => write!(f, "timestamp:{}", self.number),
+            Scheme::Unknown => write!(f, "version {}", self.number),
+        }
+    }
+}
+
+/// Why `version` of `item` may not replace `recorded` (`None`: it may).
+pub fn refusal(item: &str, version: Option<Version>, recorded: Version) -> Option<String> {
+    match version {
+        None => Some(format!("unsigned, but {item} was signed before ({recorded} accepted); it stays signed")),
+        Some(v) if v.supersedes(recorded) => None,
+        Some(v) if v.scheme == Scheme::Timestamp && recorded.scheme == Scheme::Serial => Some(format!(
+            "signed with {v}, but {item} is versioned by serial ({recorded} accepted): a timestamp cannot be compared with it (sign with serial={} or higher)",
+            recorded.number.saturating_add(1)
+        )),
+        Some(v) => Some(format!(
+            "version {v} of {item} is older than {recorded}, accepted before (a replayed manifest is refused)"
+        )),
+    }
+}
+
+/// What one payload defines and the version its signature gives (`None`: unsigned).
+pub struct Claim {
+    pub items: Vec<String>,
+    pub version: Option<Version>,
+}
 
 #[derive(Debug, Default)]
 pub struct Versions {
     path: Option<PathBuf>,
-    newest: BTreeMap<String, u64>,
+    newest: BTreeMap<String, Version>,
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize, Default)]
 struct Record {
+    #[serde(default)]
+    items: BTreeMap<String, Version>,
+    /// Written by atoll before versions had schemes: pods by `namespace/name`.
+    #[serde(default, skip_serializing)]
     pods: BTreeMap<String, u64>,
 }
 
 impl Versions {
     /// The record at `path` (none yet: empty); `None` keeps it in memory only.
     pub fn open(path: Option<PathBuf>) -> Versions {
-        let newest = path.as_deref().and_then(crate::records::read::<Record>).map(|r| r.pods).unwrap_or_default();
+        let record = path.as_deref().and_then(crate::records::read::<Record>).unwrap_or_default();
+        let mut newest = record.items;
+        for (pod, number) in record.pods {
+            newest.entry(format!("pod {pod}")).or_insert(Version { scheme: Scheme::Unknown, number });
+        }
         Versions { path, newest }
     }
 
-    /// Refuses `version` of `pod` when a newer one was accepted before.
-    pub fn check(&self, pod: &str, version: u64) -> Result<(), String> {
-        match self.newest.get(pod) {
-            Some(&seen) if seen > version => Err(format!(
-                "signed version {version} of pod {pod} is older than version {seen} accepted before (a replayed manifest is refused)"
-            )),
-            _ => Ok(()),
-        }
+    /// Why the payload `claim` may not be used now (`None`: it may). Checks a copy that was
+    /// accepted before (kept on disk, the last valid one, the URL's cache) as well as a new one.
+    pub fn check(&self, claim: &Claim) -> Option<String> {
+        claim.items.iter().find_map(|i| refusal(i, claim.version, *self.newest.get(i)?))
     }
 
-    /// Remembers that `version` of `pod` runs (on disk before it is used, when it is new).
-    pub fn accept(&mut self, pod: &str, version: u64) {
-        if self.newest.get(pod).is_some_and(|&seen| seen >= version) {
-            return;
-        }
-        self.newest.insert(pod.to_string(), version);
-        if let Some(path) = &self.path {
-            if let Err(e) = crate::records::write(path, &Record { pods: self.newest.clone() }) {
-                log::warn!("signed manifests: cannot record the accepted versions in {}: {e}", path.display());
+    /// The trust decision for every payload of one scan (or poll) at once: each is refused when
+    /// it is older than what is recorded for any of its items, or than another payload of the
+    /// same scan that defines one of them; the others' versions are recorded (on disk before
+    /// they are used). Returns, per claim, why it is refused. When the record cannot be
+    /// written, every payload that would have raised it is refused too.
+    pub fn decide(&mut self, claims: &[Claim]) -> Vec<Option<String>> {
+        let mut refused: Vec<Option<String>> = claims.iter().map(|c| self.check(c)).collect();
+        let mut raised = self.newest.clone();
+        for (c, _) in claims.iter().zip(&refused).filter(|(_, r)| r.is_none()) {
+            let Some(v) = c.version else { continue };
+            for item in &c.items {
+                if raised.get(item).is_none_or(|r| v.supersedes(*r) && v != *r) {
+                    raised.insert(item.clone(), v);
+                }
             }
+        }
+        if raised != self.newest {
+            if let Err(e) = self.write(&raised) {
+                // Fail closed: nothing that needed the record is taken.
+                for (c, r) in claims.iter().zip(refused.iter_mut()).filter(|(_, r)| r.is_none()) {
+                    if c.items.iter().any(|i| raised.get(i) != self.newest.get(i)) {
+                        *r = Some(format!("cannot record its signed version ({e}); refused until it can be"));
+                    }
+                }
+                return refused;
+            }
+            self.newest = raised;
+        }
+        for (c, r) in claims.iter().zip(refused.iter_mut()).filter(|(_, r)| r.is_none()) {
+            *r = self.check(c);
+        }
+        refused
+    }
+
+    fn write(&self, items: &BTreeMap<String, Version>) -> std::io::Result<()> {
+        match &self.path {
+            Some(path) => crate::records::write(path, &Record { items: items.clone(), pods: BTreeMap::new() }),
+            None => Ok(()),
         }
     }
 }
@@ -51,22 +162,88 @@ impl Versions {
 mod tests {
     use super::*;
 
+    fn claim(items: &[&str], version: Option<Version>) -> Claim {
+        Claim { items: items.iter().map(|s| s.to_string()).collect(), version }
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("atoll-versions-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
     #[test]
     fn an_older_version_is_refused_also_after_a_restart() {
-        let dir = std::env::temp_dir().join(format!("atoll-versions-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("trust").join("versions.json");
+        let d = dir("restart");
+        let path = d.join("trust").join("versions.json");
         let mut v = Versions::open(Some(path.clone()));
-        assert!(v.check("default/web", 5).is_ok());
-        v.accept("default/web", 5);
-        v.accept("default/web", 3); // never lowers
-        assert!(v.check("default/web", 5).is_ok(), "the same version again is fine");
-        assert!(v.check("default/db", 1).is_ok(), "per pod");
+        assert_eq!(v.decide(&[claim(&["pod default/web"], Some(Version::serial(5)))]), [None]);
+        assert_eq!(v.decide(&[claim(&["pod default/web"], Some(Version::serial(5)))]), [None], "the same again");
+        assert_eq!(v.decide(&[claim(&["pod default/db"], Some(Version::serial(1)))]), [None], "per item");
         let again = Versions::open(Some(path.clone()));
-        let e = again.check("default/web", 4).unwrap_err();
-        assert!(e.contains("older than version 5"), "{e}");
+        let e = again.check(&claim(&["pod default/web"], Some(Version::serial(4)))).unwrap();
+        assert!(e.contains("version serial=4 of pod default/web is older than serial=5, accepted"), "{e}");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn serials_and_timestamps_are_compared_only_within_their_scheme() {
+        let mut v = Versions::open(None);
+        let web = |version| claim(&["pod default/web"], version);
+        // Timestamps first (minisign's default), then the fleet moves to serials.
+        assert_eq!(v.decide(&[web(Some(Version::timestamp(1_795_000_000)))]), [None]);
+        assert_eq!(v.decide(&[web(Some(Version::serial(7)))]), [None], "serials replace timestamps");
+        // A replayed default-signed file is refused (it cannot be compared), and does not
+        // freeze the serials: serial=8 still goes.
+        let e = v.decide(&[web(Some(Version::timestamp(1_800_000_000)))]).remove(0).unwrap();
+        assert!(e.contains("versioned by serial (serial=7 accepted)") && e.contains("serial=8 or higher"), "{e}");
+        assert_eq!(v.decide(&[web(Some(Version::serial(8)))]), [None]);
+        // An unsigned version of a signed item is older than any signed one.
+        assert!(v.decide(&[web(None)]).remove(0).unwrap().contains("was signed before (serial=8 accepted)"));
+        assert_eq!(v.decide(&[claim(&["pod default/other"], None)]), [None], "never signed: fine");
+    }
+
+    #[test]
+    fn one_decision_per_scan_refuses_the_older_copy_of_a_newer_payload() {
+        let mut v = Versions::open(None);
+        let web = |n| claim(&["pod default/web", "configmap default/web"], Some(Version::serial(n)));
+        // The current file copied under another name: both version 6, both fine.
+        assert_eq!(v.decide(&[web(6), web(6)]), [None, None]);
+        // The fleet signs 7: the copy still at 6 is refused in the same scan, whatever the order.
+        let got = v.decide(&[web(6), web(7)]);
+        assert!(got[0].as_ref().unwrap().contains("serial=6 of pod default/web is older than serial=7"), "{got:?}");
+        assert_eq!(got[1], None);
+        // A payload is refused whole: one of its items older is enough.
+        let mixed = claim(&["pod default/new", "configmap default/web"], Some(Version::serial(6)));
+        assert!(v.decide(&[mixed]).remove(0).unwrap().contains("configmap default/web"));
+        assert!(v.check(&claim(&["pod default/new"], Some(Version::serial(6)))).is_none(), "nothing was recorded");
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_refuses_what_would_raise_it() {
+        let d = dir("readonly");
+        std::fs::create_dir_all(&d).unwrap();
+        // Where the record should go is a file: the write fails.
+        std::fs::write(d.join("trust"), b"").unwrap();
+        let mut v = Versions::open(Some(d.join("trust").join("versions.json")));
+        let got = v.decide(&[claim(&["pod default/web"], Some(Version::serial(3))), claim(&["pod default/u"], None)]);
+        assert!(got[0].as_ref().unwrap().starts_with("cannot record its signed version"), "{got:?}");
+        assert_eq!(got[1], None, "an unsigned pod needs no record");
+        assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(1)))).is_none(), "nothing recorded");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_record_from_before_schemes_compares_with_either() {
+        let d = dir("legacy");
+        let path = d.join("file-versions.json");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(&path, br#"{"pods":{"default/web":5}}"#).unwrap();
+        let v = Versions::open(Some(path));
+        assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(4)))).is_some());
+        assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(5)))).is_none());
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -22,11 +22,24 @@ pub fn key(dir: &Path, name: &str) -> PublicKey {
 
 /// The signature of `text` by key `name` of `dir`, trusted comment `serial=N`.
 pub fn sign(dir: &Path, text: &str, name: &str, serial: u32) -> Vec<u8> {
-    let file = dir.join(format!("to-sign-{serial}"));
+    sign_with(dir, text, name, Some(&format!("serial={serial}")))
+}
+
+/// The signature of `text` by key `name` of `dir` with the trusted comment `comment`, or
+/// minisign's own (`timestamp:N file:... hashed`) when `None`.
+pub fn sign_with(dir: &Path, text: &str, name: &str, comment: Option<&str>) -> Vec<u8> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let file = dir.join(format!("to-sign-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&file, text).unwrap();
-    let comment = format!("serial={serial}");
-    minisign(dir, &["-S", "-W", "-s", &format!("{name}.key"), "-m", file.to_str().unwrap(), "-t", &comment]);
-    let sig = dir.join(format!("to-sign-{serial}.minisig"));
+    let mut args = vec!["-S", "-W", "-s"];
+    let key = format!("{name}.key");
+    args.extend([key.as_str(), "-m", file.to_str().unwrap()]);
+    if let Some(c) = comment {
+        args.extend(["-t", c]);
+    }
+    minisign(dir, &args);
+    let sig = std::path::PathBuf::from(format!("{}.minisig", file.display()));
     let out = std::fs::read(&sig).unwrap();
     let _ = std::fs::remove_file(file);
     let _ = std::fs::remove_file(sig);
