@@ -92,7 +92,7 @@ fn main() {
             let ((), peak) = peak_during(&root, || match who {
                 "ctr" => sh(&format!("{ctr} --address {socket} -n k8s.io images import {} >/dev/null", file.display())),
                 _ => {
-                    atoll::images::import::import_file(&file, &target, &present, &mut |_, _| {}).expect("import");
+                    atoll::images::import::import_file(&file, &target, &present, None, &mut |_, _| {}).expect("import");
                 }
             });
             let took = start.elapsed();

@@ -37,6 +37,8 @@ const READY_AT_THE_LATEST: Duration = Duration::from_secs(30);
 /// Runs the agent until told to stop (or until `commands` closes).
 pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Result<(), String> {
     let policy = Policy { strict: s.strict };
+    // Private before anything is written below it (pods' Secret volumes among them).
+    crate::root_dir::prepare(&s.root_dir)?;
     let cri = Cri::new(&s.runtime_endpoint).with_request_timeout(s.runtime_request_timeout);
     let (runtime_name, runtime_version) = match cri.version().await {
         Ok(v) => {
@@ -86,8 +88,10 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
         record: s.root_dir.join("image-imports.json"),
         ctr: s.ctr_path.clone(),
         address: s.runtime_endpoint.path().to_path_buf(),
+        high_percent: s.image_gc.high_percent,
     };
-    let _images = crate::images::dir::start(images, node.clone(), cri.clone(), Arc::new(move || control.wake_all()));
+    let wake = Arc::new(move || control.wake_all());
+    let _images = crate::images::dir::start(images, node.clone(), cri.clone(), wake).await;
     // The runtime's pin on the images the pods need, for the box's other collectors.
     let _pins = smol::spawn(crate::images::pins::run(
         node.clone(),
@@ -393,6 +397,15 @@ async fn drain<R: crate::cri::RuntimeService>(
 /// credentials); names the other changes as needing a restart. Running pods are not touched.
 fn reload(old: &Settings, new: &Settings, tuning: &Tuning) {
     tuning.reload(new.crash_loop_back_off, new.image_pull_back_off, new.keyring.clone(), new.runtime_handlers.clone());
+    log::info!("SIGHUP: reloaded back-off limits, runtime classes and registry credentials; running pods untouched");
+    let later = needs_restart(old, new);
+    if !later.is_empty() {
+        log::warn!("SIGHUP: changes to {} take effect after a restart of atoll", later.join(", "));
+    }
+}
+
+/// What changed from `old` to `new` that only a restart of atoll applies.
+fn needs_restart(old: &Settings, new: &Settings) -> Vec<&'static str> {
     let mut later = Vec::new();
     if new.pod_manifest_path != old.pod_manifest_path || new.file_check_frequency != old.file_check_frequency {
         later.push("the manifest directory");
@@ -402,6 +415,11 @@ fn reload(old: &Settings, new: &Settings, tuning: &Tuning) {
         || new.http_check_frequency != old.http_check_frequency
     {
         later.push("the manifest URL");
+    }
+    // Keys and `require` are read by the sources when they start: until the restart, what
+    // runs was checked under the old settings (the log line says so).
+    if new.manifest_trust != old.manifest_trust {
+        later.push("manifestTrust");
     }
     if new.runtime_endpoint.to_string() != old.runtime_endpoint.to_string() {
         later.push("the runtime endpoint");
@@ -423,10 +441,10 @@ fn reload(old: &Settings, new: &Settings, tuning: &Tuning) {
     if new.strict != old.strict || new.log_rotation != old.log_rotation || new.pod_logs_dir != old.pod_logs_dir {
         later.push("strictness, pod logs");
     }
-    log::info!("SIGHUP: reloaded back-off limits, runtime classes and registry credentials; running pods untouched");
-    if !later.is_empty() {
-        log::warn!("SIGHUP: changes to {} take effect after a restart of atoll", later.join(", "));
+    if new.rollback != old.rollback {
+        later.push("rollbackAfter, rollbackMaxRestarts");
     }
+    later
 }
 
 /// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of
@@ -449,4 +467,39 @@ fn memory_total() -> i64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<i64>().ok())
         .map_or(0, |kb| kb.saturating_mul(1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(atoll_yaml: &str) -> Settings {
+        let dir = std::env::temp_dir().join(format!("atoll-agent-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{:x}.yaml", crate::fnv::fnv1a_64(atoll_yaml.as_bytes())));
+        std::fs::write(&file, format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n{atoll_yaml}"))
+            .unwrap();
+        let args = ["run".to_string(), format!("--atoll-config={}", file.display()), "--hostname-override=n".into()];
+        match crate::cli::parse(args.to_vec()).unwrap() {
+            crate::cli::Command::Run(f) => Settings::load(&f).unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_reload_names_a_change_of_manifest_trust_as_needing_a_restart() {
+        let dir = std::env::temp_dir().join(format!("atoll-agent-reload-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("fleet.pub");
+        std::fs::write(&key, "untrusted comment: k\nRWSZQ6c1ilZml5y6wD4PC2h11yUzhxyBXiiDjnUr2taaDCOxlw8edujl\n")
+            .unwrap();
+        let trust = |require| format!("manifestTrust: {{publicKeys: [{}], require: {require}}}\n", key.display());
+        let (none, lax, strict) = (settings(""), settings(&trust(false)), settings(&trust(true)));
+        assert!(needs_restart(&none, &none).is_empty());
+        assert_eq!(needs_restart(&none, &lax), ["manifestTrust"]);
+        assert_eq!(needs_restart(&lax, &strict), ["manifestTrust"], "turning require on");
+        assert_eq!(needs_restart(&strict, &none), ["manifestTrust"]);
+        let back_off = settings("crashLoopBackOff: {maxDelay: 1m}\n");
+        assert!(needs_restart(&none, &back_off).is_empty(), "applied at once");
+    }
 }

@@ -10,7 +10,7 @@
 //! local objects), `objects` (local ConfigMaps and Secrets), `pod` (the Pod model,
 //! validation, safe paths), `cri`; leaves: `parse`, `bounded`,
 //! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `trust`, `base64`, `fnv`, `locks`,
-//! `rfc3339`, `metrics`, `notify`. Lower layers never import higher ones
+//! `rfc3339`, `metrics`, `notify`, `root_dir`. Lower layers never import higher ones
 //! (`tests/architecture.rs` checks it).
 
 pub mod age;
@@ -40,6 +40,7 @@ pub mod probe;
 pub mod records;
 pub mod rfc3339;
 pub mod rollback;
+pub mod root_dir;
 pub mod runtime;
 pub mod source;
 pub mod status;

@@ -275,6 +275,14 @@ fn lower_layers_never_import_higher_ones() {
                 "agent", "cli", "config", "objects", "trust",
             ],
         ),
+        // The state directory's privacy is a leaf: the agent and `atoll doctor` call it.
+        (
+            "root_dir",
+            &[
+                "node", "pod", "cri", "runtime", "probe", "status", "mirror", "api", "source", "images", "handlers",
+                "agent", "cli", "config", "objects", "trust", "rollback",
+            ],
+        ),
         // Signature checking is a leaf: the sources and `atoll validate` call it.
         (
             "trust",

@@ -116,9 +116,10 @@ fn side_loading(tb: &Testbed, name: &str, ctr: PathBuf) -> (Engine<Cri>, common:
         record: root.join("image-imports.json"),
         ctr: Some(ctr),
         address: PathBuf::from(tb.var("ATOLL_TB_SOCKET")),
+        high_percent: 100,
     };
     let wake = std::sync::Arc::new(move || control.wake_all());
-    let task = atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), wake);
+    let task = smol::block_on(atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), wake));
     (engine, env, images, task)
 }
 

@@ -43,14 +43,13 @@ impl fmt::Debug for Identity {
 
 impl Identity {
     /// Reads an identity file as `age-keygen` writes it (comments, then the key); it must be
-    /// a regular file only root can read or write (0600 or tighter, owned by root).
+    /// a regular file only root can read or write (0600 or tighter, owned by root), checked on
+    /// the descriptor that is then read (a file swapped in after a check by path is not).
     pub fn from_file(path: &Path) -> Result<Identity, String> {
         use std::os::unix::fs::MetadataExt;
         let shown = path.display();
-        let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-        if !meta.is_file() {
-            return Err(format!("{shown} is not a regular file"));
-        }
+        let file = crate::bounded::open_regular(path).map_err(|e| format!("{shown}: {e}"))?;
+        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
         if meta.uid() != 0 || meta.mode() & 0o077 != 0 {
             return Err(format!(
                 "{shown} is owned by uid {} with mode {:04o}: a key file must be owned by root with mode 0600",
@@ -58,7 +57,7 @@ impl Identity {
                 meta.mode() & 0o7777
             ));
         }
-        let text = crate::bounded::read_file(path, 64 << 10).map_err(|e| format!("{shown}: {e}"))?;
+        let text = crate::bounded::read_at_most(file, 64 << 10).map_err(|e| format!("{shown}: {e}"))?;
         let text = String::from_utf8_lossy(&text);
         let mut keys = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
         let key = keys.next().ok_or_else(|| format!("{shown}: no AGE-SECRET-KEY-1… line"))?;

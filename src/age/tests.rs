@@ -67,3 +67,25 @@ fn key_files_must_be_roots_alone() {
     assert_eq!(Identity::from_file(&path).unwrap().recipient(), RECIPIENT);
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn a_key_file_is_checked_on_the_descriptor_it_is_read_from() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = std::env::temp_dir().join(format!("atoll-age-key-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let key = d.join("age.key");
+    std::fs::write(&key, format!("# created: test\n{IDENTITY}\n")).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(Identity::from_file(&key).unwrap().recipient(), RECIPIENT);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = Identity::from_file(&key).unwrap_err();
+    assert!(e.contains("mode 0640: a key file must be owned by root with mode 0600"), "{e}");
+    // A link (whoever changes it chooses the key) and a FIFO (it would block) are refused.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&key, d.join("link")).unwrap();
+    assert!(Identity::from_file(&d.join("link")).is_err());
+    rustix::fs::mkfifoat(rustix::fs::CWD, d.join("fifo"), rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+    assert!(Identity::from_file(&d.join("fifo")).unwrap_err().contains("not a regular file"));
+    let _ = std::fs::remove_dir_all(&d);
+}

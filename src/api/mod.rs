@@ -149,7 +149,11 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
     let allowed = match (scope, segments.first().copied()) {
         (_, Some("healthz")) => true,
         (Scope::Healthz, _) => false,
-        (Scope::ReadOnly, _) => req.method == "GET" && matches!(segments[0], "pods" | "events" | "metrics"),
+        // Pods (not the objects they use: Secret key names and sizes stay on the socket),
+        // events and metrics.
+        (Scope::ReadOnly, _) => {
+            req.method == "GET" && matches!(segments, ["pods"] | ["pods", _, _] | ["events"] | ["metrics"])
+        }
         (Scope::Full, _) => true,
     };
     if !allowed {
@@ -216,5 +220,21 @@ mod tests {
         let r =
             smol::block_on(route(&api, &server::parse_head("GET /pods HTTP/1.1").unwrap(), &["pods"], Scope::Healthz));
         assert_eq!(r.status, 403, "the healthz listener serves nothing else");
+    }
+
+    #[test]
+    fn the_read_only_port_serves_pods_events_and_metrics_but_never_objects() {
+        let api = Api::new(crate::node::Node::without_runtime(), None, None);
+        let get = |path: &str, scope| {
+            let req = server::parse_head(&format!("GET {path} HTTP/1.1")).unwrap();
+            let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+            smol::block_on(route(&api, &req, &segments, scope)).status
+        };
+        for path in ["/objects", "/pods/default/web/objects", "/images", "/logs/default/web/c"] {
+            assert_eq!(get(path, Scope::ReadOnly), 403, "{path} on the read-only port");
+        }
+        assert_eq!(get("/pods", Scope::ReadOnly), 200);
+        assert_eq!(get("/pods/default/web", Scope::ReadOnly), 404, "allowed, and not found");
+        assert_eq!(get("/pods/default/web/objects", Scope::Full), 404, "the socket serves it");
     }
 }

@@ -260,6 +260,10 @@ pub fn all(s: &Settings) -> Vec<Check> {
     checks.extend(manifests(s.pod_manifest_path.as_deref()));
     checks.extend(secrets(s));
     checks.extend(writable("state", &s.root_dir));
+    if let Some(problem) = crate::root_dir::problem(&s.root_dir) {
+        let fix = format!("restart atoll, or chown root: {0}; chmod 700 {0}", s.root_dir.display());
+        checks.push(bad(Level::Warn, "state", problem, fix));
+    }
     checks.extend(writable("logs", &s.pod_logs_dir));
     checks.extend(disk("disk", &s.root_dir));
     checks.extend(disk("disk", &s.pod_logs_dir));

@@ -78,6 +78,9 @@ fn import(flags: &Flags, file: &str) -> Result<u8, String> {
     let target = crate::images::import::Target { ctr, address: endpoint.path().to_path_buf() };
     let cri = crate::cri::Cri::new(&endpoint);
     let present = smol::block_on(crate::images::dir::names_present(&cri));
+    // kubelet's default high threshold: an import never fills the image filesystem past it.
+    let high = crate::images::gc::Policy::default().high_percent;
+    let room = smol::block_on(crate::images::gc::disk(&cri)).map(|d| d.room_below(high));
     let terminal = std::io::stderr().is_terminal();
     let mut shown = 0u64;
     let mut progress = |read: u64, total: u64| {
@@ -86,7 +89,7 @@ fn import(flags: &Flags, file: &str) -> Result<u8, String> {
             eprint!("\r{file}: {:.0}% of {:.1} MB", read as f64 * 100.0 / total as f64, total as f64 / 1e6);
         }
     };
-    let done = crate::images::import::import_file(std::path::Path::new(file), &target, &present, &mut progress);
+    let done = crate::images::import::import_file(std::path::Path::new(file), &target, &present, room, &mut progress);
     if terminal {
         eprintln!();
     }

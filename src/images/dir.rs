@@ -10,7 +10,10 @@
 //! content is streamed into the runtime. A remembered image the runtime no longer has (removed
 //! by hand) is imported again. Before anything is imported every waiting file is marked in
 //! `node::imports`, so a pod whose image is not on disk waits (`ImageImporting`) instead of
-//! failing; every worker is woken after each pass.
+//! failing; every worker is woken after each pass. Every look at the directory and every read
+//! runs off the executor, each file opened non-blocking and checked to be a regular file, so a
+//! FIFO or a stuck file system stalls the imports at most. An import that would take the image
+//! filesystem above `imageGCHighThresholdPercent` is refused as it streams (`import`).
 
 use super::import::{self, Target};
 use crate::cri::Cri;
@@ -34,6 +37,8 @@ pub struct DirConfig {
     pub ctr: Option<PathBuf>,
     /// containerd's socket (the CRI endpoint's).
     pub address: PathBuf,
+    /// imageGCHighThresholdPercent: an import stops before the image filesystem is this full.
+    pub high_percent: u8,
 }
 
 /// One file as imported.
@@ -55,8 +60,10 @@ struct Stat {
 #[derive(Default)]
 struct Record {
     files: BTreeMap<String, Seen>,
-    /// Files whose import failed, as they were then: not tried again until they change.
-    failed: BTreeMap<String, Stat>,
+    /// Files whose import failed, as they were then: not tried again until they change; or,
+    /// when the image filesystem had no room for them, until it has more (the collector frees
+    /// some).
+    failed: BTreeMap<String, (Stat, Option<u64>)>,
 }
 
 impl Record {
@@ -94,13 +101,17 @@ impl Record {
 /// Starts importing the directory's tarballs (until the task is dropped; `wake` after each
 /// pass). Before it returns, every file not imported as it is now is marked pending, so no pod
 /// that needs one of its images starts without it.
-pub fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>) -> smol::Task<()> {
-    if let Err(e) = crate::records::private_dir(&cfg.dir) {
-        log::warn!("images: cannot make {}: {e}", cfg.dir.display());
-    }
-    let record =
-        crate::records::read::<serde_json::Value>(&cfg.record).map(|v| Record::from_json(&v)).unwrap_or_default();
-    for (name, stat) in list(&cfg.dir) {
+pub async fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>) -> smol::Task<()> {
+    let (dir, path) = (cfg.dir.clone(), cfg.record.clone());
+    let (record, files) = smol::unblock(move || {
+        if let Err(e) = crate::records::private_dir(&dir) {
+            log::warn!("images: cannot make {}: {e}", dir.display());
+        }
+        let record = crate::records::read::<serde_json::Value>(&path).map(|v| Record::from_json(&v));
+        (record.unwrap_or_default(), list(&dir))
+    })
+    .await;
+    for (name, stat) in files {
         if record.files.get(&name).is_none_or(|seen| seen.stat != stat) {
             node.imports().set(&name, FileState::Pending);
         }
@@ -112,7 +123,8 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
     let mut watch = None;
     loop {
         if watch.is_none() {
-            watch = crate::dirwatch::Watch::new(&cfg.dir).ok();
+            let dir = cfg.dir.clone();
+            watch = smol::unblock(move || crate::dirwatch::Watch::new(&dir).ok()).await;
         }
         if let Some(w) = &mut watch {
             w.scanned();
@@ -120,7 +132,8 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
         let (before, states) = (record.files.clone(), node.imports().all());
         let tried = pass(&cfg, &node, &runtime, &mut record).await;
         if record.files != before {
-            if let Err(e) = crate::records::write(&cfg.record, &record.to_json()) {
+            let (path, json) = (cfg.record.clone(), record.to_json());
+            if let Err(e) = smol::unblock(move || crate::records::write(&path, &json)).await {
                 log::warn!("images: remembering the imports in {}: {e}", cfg.record.display());
             }
         }
@@ -155,15 +168,20 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
 /// One look at the directory: marks what needs importing, then imports it, one file at a time.
 /// Whether any file needed importing.
 async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) -> bool {
-    let files = list(&cfg.dir);
+    let dir = cfg.dir.clone();
+    let files = smol::unblock(move || list(&dir)).await;
     let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
     node.imports().retain(&names);
     record.files.retain(|n, _| names.contains(n));
     record.failed.retain(|n, _| names.contains(n));
+    let room = super::gc::disk(runtime).await.map(|d| d.room_below(cfg.high_percent));
     let mut todo = Vec::new();
     for (name, stat) in &files {
-        if record.failed.get(name) == Some(stat) {
-            continue; // failed as it is: its state says why
+        match record.failed.get(name) {
+            // Failed as it is: its state says why.
+            Some((seen, None)) if seen == stat => continue,
+            Some((seen, Some(then))) if seen == stat && room.is_none_or(|now| now <= *then) => continue,
+            _ => {}
         }
         match record.files.get(name) {
             Some(seen) if seen.stat == *stat && all_present(runtime, &seen.images).await => {
@@ -209,7 +227,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         let started = std::time::Instant::now();
         let t = target.clone();
         let before = names_present(runtime).await;
-        let result = smol::unblock(move || import::import_file(&path, &t, &before, &mut |_, _| {})).await;
+        let result = smol::unblock(move || import::import_file(&path, &t, &before, room, &mut |_, _| {})).await;
         let result = match result {
             Ok(done) => match missing(runtime, &done.images).await {
                 None if done.images.is_empty() => {
@@ -238,8 +256,9 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
             Err(e) => {
                 log::warn!("images: {}: not imported: {e}", path_shown(cfg, &name));
                 crate::metrics::add(&crate::metrics::IMAGE_IMPORTS, &[("result", "failed")], 1.0);
+                let no_room = e.starts_with(import::NO_ROOM);
                 node.imports().set(&name, FileState::Failed(e));
-                record.failed.insert(name, stat);
+                record.failed.insert(name, (stat, room.filter(|_| no_room)));
             }
         }
     }
@@ -271,10 +290,11 @@ pub(super) async fn target(
     Ok(Target { ctr, address: address.to_path_buf() })
 }
 
-/// Every image name the runtime has (what a failed import must leave alone).
+/// Every image name the runtime has, by tag or by digest (what a failed import must leave
+/// alone, what the pins look at).
 pub async fn names_present(runtime: &Cri) -> std::collections::BTreeSet<String> {
     let images = runtime.list_images(None).await.unwrap_or_default();
-    images.into_iter().flat_map(|i| i.repo_tags).collect()
+    images.into_iter().flat_map(|i| i.repo_tags.into_iter().chain(i.repo_digests)).collect()
 }
 
 async fn all_present(runtime: &Cri, images: &[String]) -> bool {

@@ -52,6 +52,14 @@ pub struct Disk {
     pub available: u64,
 }
 
+impl Disk {
+    /// How many bytes may still be written before it is `percent` full.
+    pub fn room_below(&self, percent: u8) -> u64 {
+        let kept_free = self.capacity as u128 * (100 - percent.min(100) as u128) / 100;
+        (self.available as u128).saturating_sub(kept_free) as u64
+    }
+}
+
 /// What to remove, and why.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -201,8 +209,8 @@ async fn inventory(node: &Node, cri: &Cri, usage: &mut Usage) -> Result<Vec<Cand
         if used {
             seen.1 = now;
         }
-        let named = i.repo_tags.iter().find_map(|t| pinned_names.get(&crate::pod::derived::normalized_image(t)));
-        let pinned = named.cloned().or_else(|| i.pinned.then(|| "pinned by the runtime".to_string()));
+        let named = kept_by_name(&i.repo_tags, &i.repo_digests, &pinned_names);
+        let pinned = named.or_else(|| i.pinned.then(|| "pinned by the runtime".to_string()));
         let names = if i.repo_tags.is_empty() { vec![i.id.clone()] } else { i.repo_tags.clone() };
         candidates.push(Candidate {
             id: i.id.clone(),
@@ -215,6 +223,12 @@ async fn inventory(node: &Node, cri: &Cri, usage: &mut Usage) -> Result<Vec<Cand
         });
     }
     Ok(candidates)
+}
+
+/// Why an image named `tags` and `digests` (`name@sha256:...`) must stay, if a name in `kept`
+/// (normalized) is one of them: pods name images by tag or by digest.
+fn kept_by_name(tags: &[String], digests: &[String], kept: &BTreeMap<String, String>) -> Option<String> {
+    tags.iter().chain(digests).find_map(|n| kept.get(&crate::pod::derived::normalized_image(n))).cloned()
 }
 
 /// Images to keep by name, and why: the pods' (running, waiting or backing off), the images
@@ -245,7 +259,7 @@ async fn sandbox_image(cri: &Cri) -> Option<String> {
 }
 
 /// The image filesystem's size and free space (CRI ImageFsInfo gives its mount point).
-async fn disk(cri: &Cri) -> Option<Disk> {
+pub async fn disk(cri: &Cri) -> Option<Disk> {
     let info = cri.image_fs_info().await.ok()?;
     let mount = info.image_filesystems.first()?.fs_id.as_ref()?.mountpoint.clone();
     let st = rustix::fs::statvfs(mount.as_str()).ok()?;

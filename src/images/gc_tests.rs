@@ -84,3 +84,21 @@ fn no_disk_figures_means_no_threshold_collection() {
     let empty = Disk { capacity: 0, available: 0 };
     assert!(plan(&[image("a", 1, 600, 600, now)], Some(empty), Policy::default(), now, false).remove.is_empty());
 }
+
+#[test]
+fn an_image_a_pod_names_by_digest_is_kept_by_that_name() {
+    let kept: BTreeMap<String, String> =
+        [(super::super::pins::runtime_name("busybox:1.36@sha256:abc"), "used by pod default/web".to_string())].into();
+    let tags = vec!["docker.io/library/busybox:1.37".to_string()];
+    let digests = vec!["docker.io/library/busybox@sha256:abc".to_string()];
+    assert_eq!(kept_by_name(&tags, &digests, &kept).as_deref(), Some("used by pod default/web"));
+    assert_eq!(kept_by_name(&tags, &[], &kept), None, "another image of the same name");
+}
+
+#[test]
+fn an_import_may_fill_the_disk_up_to_the_high_threshold_only() {
+    let disk = Disk { capacity: 100 * GB, available: 20 * GB };
+    assert_eq!(disk.room_below(85), 5 * GB);
+    assert_eq!(disk.room_below(75), 0, "already above it");
+    assert_eq!(disk.room_below(100), 20 * GB);
+}

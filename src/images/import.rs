@@ -13,7 +13,11 @@
 //!
 //! A truncated or corrupt archive is found before `ctr` sees the end of its input: `ctr` is
 //! then killed, and since containerd creates images only at the end of the stream, nothing is
-//! left named (blobs written so far are unreferenced, and containerd collects them). Each
+//! left named (blobs written so far are unreferenced, and containerd collects them). So is one
+//! that would take the image filesystem above the collector's high threshold: its plain size
+//! is counted twice as it streams (the content store's copy and the unpacked layers), so a
+//! small compressed file that decompresses to more than fits is stopped at the limit, not when
+//! the disk is full. The file is opened non-blocking and must be a regular file. Each
 //! imported image is labelled `io.cri-containerd.pinned=pinned` (containerd 1.7 and later
 //! keep such images from every collector, kubelet's included) and `atoll.io/imported=<file>`.
 
@@ -25,6 +29,8 @@ use std::process::{Command, Stdio};
 
 /// ctr stopped reading its input (it failed on the stream before atoll did).
 const CTR_GAVE_UP: &str = "ctr stopped reading";
+/// How an import refused for the room left on the image filesystem begins.
+pub const NO_ROOM: &str = "too large for the image filesystem";
 
 /// Where to import: the `ctr` binary and containerd's socket.
 #[derive(Clone, Debug)]
@@ -58,7 +64,7 @@ pub fn find_ctr(configured: Option<&Path>) -> Result<PathBuf, String> {
 /// The file's sha256, read through once (to skip a file already imported under another name
 /// or time).
 pub fn digest_of(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::bounded::open_following(path)?;
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -71,15 +77,29 @@ pub fn digest_of(path: &Path) -> std::io::Result<String> {
 }
 
 /// Streams `path` into the runtime; `progress(read, total)` after each piece of the file.
-/// `present`: the image names the runtime had before, which a failed import leaves alone.
+/// `present`: the image names the runtime had before, which a failed import leaves alone;
+/// `room`: the bytes the image filesystem may still take (`None`: no limit).
 pub fn import_file(
     path: &Path,
     target: &Target,
     present: &BTreeSet<String>,
+    room: Option<u64>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("open: {e}"))?;
+    let file = crate::bounded::open_following(path).map_err(|e| format!("open: {e}"))?;
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // Stored and unpacked: about twice the plain tar (never less than the file itself).
+    let fits = |plain: u64| room.is_none_or(|r| plain.saturating_mul(2) <= r);
+    let too_big = |plain: u64| {
+        format!(
+            "{NO_ROOM}: {} bytes or more once stored and unpacked, and {} bytes are left below imageGCHighThresholdPercent",
+            plain.saturating_mul(2),
+            room.unwrap_or_default()
+        )
+    };
+    if !fits(total) {
+        return Err(too_big(total));
+    }
     let mut input = std::io::BufReader::with_capacity(1 << 16, file);
     let compression = Compression::sniff(input.fill_buf().map_err(|e| format!("read: {e}"))?);
     let read = std::cell::Cell::new(0u64);
@@ -99,10 +119,15 @@ pub fn import_file(
         let mut scan = TarScan::default();
         let mut decoder = compression.decoder(&mut hashing);
         let mut buf = vec![0u8; 1 << 16];
+        let mut plain = 0u64;
         loop {
             let n = decoder.read(&mut buf).map_err(|e| format!("reading the {} archive: {e}", compression.name()))?;
             if n == 0 {
                 break;
+            }
+            plain = plain.saturating_add(n as u64);
+            if !fits(plain) {
+                return Err(too_big(plain));
             }
             scan.feed(&buf[..n])?;
             stdin.write_all(&buf[..n]).map_err(|_| CTR_GAVE_UP.to_string())?;
@@ -139,7 +164,7 @@ pub fn import_file(
         // containerd names the images before it unpacks them: a layer that fails its check
         // leaves names behind. Those that were not there before go.
         for image in images.iter().filter(|i| !present.contains(*i)) {
-            let _ = ctr(target, &["images", "rm", image]);
+            let _ = ctr(target, &["images", "rm", "--", image]);
         }
         return Err(format!("ctr images import failed ({status}): {}", said.trim()));
     }
@@ -155,7 +180,7 @@ pub fn import_file(
 fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
     let file: String = file.chars().filter(|c| c.is_ascii_graphic()).take(200).collect();
     let from = format!("atoll.io/imported={file}");
-    ctr(target, &["images", "label", image, "io.cri-containerd.pinned=pinned", &from])
+    ctr(target, &["images", "label", "--", image, "io.cri-containerd.pinned=pinned", &from])
         .map_err(|e| format!("labelling {image}: {e}"))
 }
 
@@ -164,7 +189,9 @@ fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
     ctr_output(target, args).map(drop)
 }
 
-/// One short `ctr` command in the `k8s.io` namespace: what it printed (at most 1 MiB).
+/// One short `ctr` command in the `k8s.io` namespace: what it printed (at most 1 MiB). Image
+/// names come from archives and manifests: callers put `--` before them, so a name that
+/// starts with `-` is never read as a flag.
 pub fn ctr_output(target: &Target, args: &[&str]) -> Result<String, String> {
     let out = Command::new(&target.ctr)
         .arg("--address")
@@ -215,4 +242,55 @@ impl<R: Read> Read for Hashing<'_, R> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_file_that_decompresses_beyond_the_room_left_is_stopped_at_the_limit() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("atoll-import-bomb-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        // A stand-in for ctr that takes whatever it is given (the real one is in the end-to-end
+        // tests): what reached it is what containerd would have stored.
+        let ctr = d.join("ctr");
+        std::fs::write(&ctr, format!("#!/bin/sh\nexec cat > {}\n", d.join("received").display())).unwrap();
+        std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // 64 MiB of zeros as one tar entry, gzipped to a few dozen KiB.
+        let file = d.join("bomb.tar.gz");
+        let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&file).unwrap(), flate2::Compression::best());
+        let mut header = [0u8; 512];
+        header[..5].copy_from_slice(b"layer");
+        header[100..107].copy_from_slice(b"0000644");
+        header[124..135].copy_from_slice(format!("{:011o}", 64u64 << 20).as_bytes());
+        header[136..147].copy_from_slice(b"00000000000");
+        header[156] = b'0';
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u32 = header.iter().map(|&b| b as u32).sum();
+        header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        gz.write_all(&header).unwrap();
+        for _ in 0..64 {
+            gz.write_all(&[0u8; 1 << 20]).unwrap();
+        }
+        gz.finish().unwrap();
+        assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
+        let target = Target { ctr, address: d.join("containerd.sock") };
+        let room = 16u64 << 20;
+        let e = import_file(&file, &target, &BTreeSet::new(), Some(room), &mut |_, _| {}).unwrap_err();
+        assert!(
+            e.starts_with("too large for the image filesystem") && e.contains("imageGCHighThresholdPercent"),
+            "{e}"
+        );
+        let received = std::fs::metadata(d.join("received")).map(|m| m.len()).unwrap_or(0);
+        assert!(received <= room / 2, "{received} bytes reached the runtime with {room} bytes of room");
+        // A file already larger than the room is refused before it is read.
+        let e = import_file(&file, &target, &BTreeSet::new(), Some(1000), &mut |_, _| {}).unwrap_err();
+        assert!(e.contains("and 1000 bytes are left"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

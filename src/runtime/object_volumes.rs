@@ -47,7 +47,7 @@ fn one(root: &Path, pod: &Pod, v: &Volume, lookup: &dyn Lookup) -> Result<bool, 
     if atomic_writer::is_current(&dir, &files, gid) {
         return Ok(false);
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    poddir::make_volume_dir(&dir, resolve::in_memory(v))?;
     if resolve::in_memory(v) {
         // Secrets live in memory only: no tmpfs, no files.
         poddir::tmpfs(&dir, "mode=0755")?;

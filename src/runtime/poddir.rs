@@ -39,6 +39,30 @@ pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Result<Option<PathBuf>
     Ok(Some(path))
 }
 
+/// Makes a volume's directory (`volume_path`). The plugin directory of a volume that holds
+/// Secrets (`kubernetes.io~secret`, `~projected`) is root's alone (0700), so its tmpfs, which
+/// the container's users must be able to read inside it, is out of other host users' reach
+/// even if the state directory above is opened up.
+pub fn make_volume_dir(dir: &Path, secret: bool) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let plugin = dir.parent().ok_or("a volume directory has a parent")?;
+    let shown = |e: std::io::Error| format!("creating {}: {e}", dir.display());
+    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(plugin).map_err(shown)?;
+    if secret {
+        let m = std::fs::symlink_metadata(plugin).map_err(shown)?;
+        if !m.is_dir() {
+            return Err(format!("{} is not a directory", plugin.display()));
+        }
+        if m.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(plugin, std::fs::Permissions::from_mode(0o700)).map_err(shown)?;
+        }
+    }
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(shown(e)),
+        _ => Ok(()),
+    }
+}
+
 /// `<pod dir>/volume-subpaths/<volume>/<container>/<index>`: where a subPath is bind-mounted
 /// before the runtime mounts it into the container (kubelet's layout).
 pub fn subpath_target(root: &Path, uid: &str, volume: &str, container: &str, index: usize) -> Result<PathBuf, String> {
@@ -218,6 +242,25 @@ mod tests {
     fn mountinfo_escapes_are_read() {
         assert_eq!(unescape_mountinfo(r"/a\040b\134c"), r"/a b\c");
         assert_eq!(unescape_mountinfo(r"/plain\09"), r"/plain\09");
+    }
+
+    #[test]
+    fn a_secret_volume_lives_in_a_directory_only_root_can_enter() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("atoll-poddir-secret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let secret = d.join("volumes/kubernetes.io~secret/db");
+        let config = d.join("volumes/kubernetes.io~configmap/cfg");
+        make_volume_dir(&secret, true).unwrap();
+        make_volume_dir(&config, false).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(secret.parent().unwrap()), 0o700);
+        assert_eq!(mode(config.parent().unwrap()), 0o750);
+        // One from an older atoll, open to all: tightened.
+        std::fs::set_permissions(secret.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        make_volume_dir(&secret, true).unwrap();
+        assert_eq!(mode(secret.parent().unwrap()), 0o700);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
