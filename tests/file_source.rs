@@ -453,3 +453,24 @@ fn configmaps_and_secrets_are_versioned_like_pods() {
     assert_eq!(u.objects.len(), 1);
     assert_eq!(u.objects[0].data["password"], b"rotated");
 }
+
+#[test]
+fn an_old_default_signed_file_neither_runs_over_serials_nor_freezes_them() {
+    let w = Writer::new("schemes");
+    let web = |v: &str| pod_yaml("web", v);
+    // Signed long ago with minisign's default comment (timestamp:N), kept by the attacker.
+    let old = signing::sign_with(&w.keys, &web("old"), "fleet", None);
+    write_signed(&w.keys, &w.dir.join("web.yaml"), &web("7"), "fleet", 7);
+    let bed = w.start(Some(w.trust.clone()));
+    assert_eq!(next(&bed).pods[0].pod.metadata.labels["v"], "7");
+    std::fs::write(w.keys.join("old.minisig"), &old).unwrap();
+    std::fs::rename(w.keys.join("old.minisig"), w.dir.join("web.yaml.minisig")).unwrap();
+    write(&w.dir.join("web.yaml"), &web("old"));
+    let u = until(&bed, |u| errors(u).contains("timestamp"));
+    assert!(errors(&u).contains("versioned by serial (serial=7 accepted)"), "{}", errors(&u));
+    assert_eq!(u.pods[0].pod.metadata.labels["v"], "7", "the old version ran");
+    // The fleet's next serial is still taken.
+    write_signed(&w.keys, &w.dir.join("web.yaml"), &web("8"), "fleet", 8);
+    let u = until(&bed, |u| u.pods.first().is_some_and(|p| p.pod.metadata.labels["v"] == "8"));
+    assert!(u.errors.is_empty(), "{}", errors(&u));
+}

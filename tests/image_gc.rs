@@ -1,9 +1,10 @@
 //! Image garbage collection against the real private containerd (a test bed of its own: the
 //! collector here is set to take every image it may): with kubelet's thresholds set so that the
 //! disk is always "full", the agent removes the image nobody uses, and keeps the one a running
-//! container uses, the one a pod that cannot start needs, the one side-loaded from the images
-//! directory and the runtime's sandbox image. `atoll images` says why each stays; `atoll images
-//! prune --dry-run` then finds nothing more to take.
+//! container uses, the ones pods that cannot start need (by tag, and by digest), the one
+//! side-loaded from the images directory and the runtime's sandbox image; a tarball dropped in
+//! then is refused rather than take the disk further. `atoll images` says why each stays;
+//! `atoll images prune --dry-run` then finds nothing more to take.
 
 mod common;
 
@@ -32,41 +33,65 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     std::fs::create_dir_all(&images).unwrap();
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     let archives = Archives::new(tb, "gc");
-    // Three images of distinct content: side-loaded, needed by a crash-looping pod, unused.
+    // Four images of distinct content: side-loaded, needed by a pod that cannot start, needed
+    // by one by digest, unused.
     let side = format!("atoll.test/side:{run}");
     drop_file(&images, "side.tar", &archives.docker_with_layer(&side, "side\n"));
     let looping = format!("atoll.test/blocked:{run}");
-    let tarball = dir.join("blocked.tar");
-    std::fs::write(&tarball, archives.docker_with_layer(&looping, "blocked\n")).unwrap();
+    let unused = format!("atoll.test/unused:{run}");
     let ctr = tb.var("ATOLL_TB_CTR");
-    sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
-    smol::block_on(tb.cri().pull_image(&tb.pullable, None, None)).expect("pull the unused image");
-    assert!(present(tb, &tb.pullable) && present(tb, &looping));
+    for (image, content) in [(&looping, "blocked\n"), (&unused, "unused\n")] {
+        let tarball = dir.join("import.tar");
+        std::fs::write(&tarball, archives.docker_with_layer(image, content)).unwrap();
+        sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+    }
+    smol::block_on(tb.cri().pull_image(&tb.pullable, None, None)).expect("pull the image named by digest");
+    let by_digest = smol::block_on(tb.cri().image_status(&tb.pullable)).unwrap().unwrap().repo_digests[0].clone();
+    assert!(present(tb, &by_digest) && present(tb, &looping) && present(tb, &unused));
 
     std::fs::write(dir.join("manifests/web.yaml"), pod("web", &tb.busybox, "")).unwrap();
     std::fs::write(dir.join("manifests/sider.yaml"), pod("sider", &side, "")).unwrap();
-    // The image runs as root: the container is never created (CreateContainerConfigError), so
-    // no container uses the image and only the pod keeps it.
-    let blocked = pod("blocked", &looping, "    securityContext: {runAsNonRoot: true}\n");
-    std::fs::write(dir.join("manifests/blocked.yaml"), blocked).unwrap();
+    // The images run as root: the containers are never created (CreateContainerConfigError),
+    // so no container uses the images and only the pods keep them.
+    let blocked = |name: &str, image: &str| pod(name, image, "    securityContext: {runAsNonRoot: true}\n");
+    std::fs::write(dir.join("manifests/blocked.yaml"), blocked("blocked", &looping)).unwrap();
+    std::fs::write(dir.join("manifests/pinned.yaml"), blocked("pinned", &by_digest)).unwrap();
     let atoll_config = dir.join("atoll.yaml");
     std::fs::write(&atoll_config, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nimageGCPeriod: 2s\n")
         .unwrap();
     let bin = Path::new(ctr).parent().unwrap().to_path_buf();
     let path = PathBuf::from(format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()));
+    let config = format!("--atoll-config={}", atoll_config.display());
+    // First with kubelet's thresholds: the side-loaded image is imported (the disk has room).
+    let agent = Agent::start(tb, &dir, "", &[&config], &[("PATH", &path)]);
+    eventually(Duration::from_secs(60), "side.tar imported", || present(tb, &side).then_some(()));
+    drop(agent);
+    // Then with the disk always "full": collection takes what it may, and no import fits.
     let gc = "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n";
-    let agent =
-        Agent::start(tb, &dir, gc, &[&format!("--atoll-config={}", atoll_config.display())], &[("PATH", &path)]);
+    let agent = Agent::start(tb, &dir, gc, &[&config], &[("PATH", &path)]);
     eventually(Duration::from_secs(60), "web running", || {
         agent.pod("web-tb").filter(|p| p["status"]["phase"] == "Running")
     });
-    eventually(Duration::from_secs(60), "the unused image collected", || (!present(tb, &tb.pullable)).then_some(()));
+    eventually(Duration::from_secs(60), "the unused image collected", || (!present(tb, &unused)).then_some(()));
     // A few more collections: what must stay, stays.
     std::thread::sleep(Duration::from_secs(5));
-    for image in [&tb.busybox, &looping, &side, &tb.pause] {
+    for image in [&tb.busybox, &looping, &side, &tb.pause, &by_digest] {
         assert!(present(tb, image), "{image} was taken\n{}", agent.log());
     }
     assert!(agent.log().contains("images: removed"), "{}", agent.log());
+    // An image dropped in now would take the image filesystem further above the threshold: it
+    // is refused as it streams, and nothing of it is named.
+    let late = format!("atoll.test/late:{run}");
+    drop_file(&images, "late.tar", &archives.docker_with_layer(&late, "late\n"));
+    let failed = eventually(Duration::from_secs(60), "late.tar refused", || {
+        let (_, out, _) = agent.cli(&["images", "-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        let files = v["files"].as_array()?.clone();
+        files.into_iter().find(|f| f["file"] == "late.tar" && f["state"] == "Failed")
+    });
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("too large for the image filesystem"), "{failed}");
+    assert!(!present(tb, &late), "a refused import left an image");
 
     let (code, out, err) = agent.cli(&["images", "-o", "json"]);
     assert_eq!(code, 0, "{err}");
@@ -78,9 +103,10 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     };
     assert_eq!(why(&tb.busybox).map(|w| w.0), Some(true), "{v}");
     assert!(why(&looping).is_some_and(|w| !w.0 && w.1.contains("used by pod default/blocked")), "{v}");
+    assert!(why(&tb.pullable).is_some_and(|w| !w.0 && w.1.contains("used by pod default/pinned")), "{v}");
     assert!(why(&side).is_some_and(|w| w.1 == "imported from side.tar"), "{v}");
     assert!(why(&tb.pause).is_some_and(|w| !w.1.is_empty()), "the sandbox image is kept: {v}");
-    assert!(why(&tb.pullable).is_none(), "{v}");
+    assert!(why(&unused).is_none(), "{v}");
     let metrics = {
         use std::io::{Read, Write};
         let mut s = std::os::unix::net::UnixStream::connect(&agent.socket).unwrap();
@@ -93,7 +119,7 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
         "atoll_images{state=\"in_use\"}",
         "atoll_images{state=\"kept\"}",
         "atoll_image_garbage_collected_total{result=\"removed\"}",
-        "atoll_image_imports_total{result=\"imported\"} 1",
+        "atoll_image_imports_total{result=\"failed\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
@@ -119,12 +145,11 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
                 .then_some(())
         });
     }
-    std::fs::remove_file(dir.join("manifests/web.yaml")).unwrap();
-    std::fs::remove_file(dir.join("manifests/blocked.yaml")).unwrap();
-    std::fs::remove_file(dir.join("manifests/sider.yaml")).unwrap();
+    for name in ["web", "blocked", "sider", "pinned"] {
+        std::fs::remove_file(dir.join(format!("manifests/{name}.yaml"))).unwrap();
+    }
     eventually(Duration::from_secs(60), "the pods gone", || {
-        (agent.pod("web-tb").is_none() && agent.pod("blocked-tb").is_none() && agent.pod("sider-tb").is_none())
-            .then_some(())
+        ["web-tb", "blocked-tb", "sider-tb", "pinned-tb"].iter().all(|p| agent.pod(p).is_none()).then_some(())
     });
     // No pod needs it: atoll's pin for the pods comes off; the side-loaded image keeps its own
     // (and so stays through the collections).

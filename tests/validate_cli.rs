@@ -133,3 +133,50 @@ fn references_to_configmaps_and_secrets_are_checked_across_the_files_given() {
     assert!(out.contains("secretRef.name: Secret default/creds not found"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One answer for every request on a fresh port of 127.0.0.1 (status 200, `body`; 404 for
+/// `<path>.minisig`): the URL.
+fn serve_once(body: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/pods", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut line = String::new();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let _ = reader.read_line(&mut line);
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+            }
+            let answer = match line.contains(".minisig") {
+                true => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
+                false => {
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+                }
+            };
+            let _ = (&conn).write_all(answer.as_bytes());
+        }
+    });
+    url
+}
+
+#[test]
+fn an_unsigned_empty_body_is_an_error_when_signatures_are_required() {
+    let dir = std::env::temp_dir().join(format!("atoll-validate-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("fleet.pub");
+    std::fs::write(&key, "untrusted comment: k\nRWSZQ6c1ilZml5y6wD4PC2h11yUzhxyBXiiDjnUr2taaDCOxlw8edujl\n").unwrap();
+    let config = dir.join("atoll.yaml");
+    let trust = format!("manifestTrust: {{publicKeys: [{}], require: true}}\n", key.display());
+    std::fs::write(&config, format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n{trust}")).unwrap();
+    let url = serve_once("\n");
+    let (code, out) = validate(&[&url]);
+    assert_eq!((code, out.trim()), (0, format!("{url}: ok: empty body (no pods)").as_str()), "without trust");
+    let (code, out) = validate(&[&format!("--atoll-config={}", config.display()), &url]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("{url}: error: signature: unsigned: no {url}.minisig")), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

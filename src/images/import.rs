@@ -293,4 +293,20 @@ mod tests {
         assert!(e.contains("and 1000 bytes are left"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
+
+    #[test]
+    fn an_image_name_from_an_archive_is_never_read_as_a_flag_by_ctr() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("atoll-import-args-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let ctr = d.join("ctr");
+        std::fs::write(&ctr, format!("#!/bin/sh\necho \"$@\" >> {}\n", d.join("args").display())).unwrap();
+        std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let target = Target { ctr, address: d.join("containerd.sock") };
+        label(&target, "--address=/elsewhere.sock", "app.tar").unwrap();
+        let args = std::fs::read_to_string(d.join("args")).unwrap();
+        assert!(args.contains("images label -- --address=/elsewhere.sock io.cri-containerd.pinned=pinned"), "{args}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -328,9 +328,16 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
         delivered: false,
     };
     loop {
-        let (c, v) = (client.clone(), poller.validators.clone());
-        let result = smol::unblock(move || c.fetch(&v, signed)).await;
-        if let Some(update) = poller.handle(result) {
+        // The poll, the checks and the disk copy (written and synced) run off the executor.
+        let c = client.clone();
+        let (back, update) = smol::unblock(move || {
+            let result = c.fetch(&poller.validators, signed);
+            let update = poller.handle(result);
+            (poller, update)
+        })
+        .await;
+        poller = back;
+        if let Some(update) = update {
             if tx.send(update).await.is_err() {
                 return;
             }

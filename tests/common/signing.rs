@@ -1,6 +1,8 @@
 //! Signed manifests made with the stock `minisign` CLI (the test bed installs it): key pairs
 //! and signatures with a `serial=N` trusted comment.
 
+#![allow(dead_code)]
+
 use atoll::trust::PublicKey;
 use std::path::Path;
 
