@@ -236,7 +236,7 @@ fn kept_by_name(tags: &[String], digests: &[String], kept: &BTreeMap<String, Str
 async fn pinned_names(node: &Node, cri: &Cri) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for (pod, _) in node.statuses().pods() {
-        for image in super::pins::pod_images(&pod) {
+        for image in super::names::pod_images(&pod) {
             out.insert(image, format!("used by pod {}", pod.key()));
         }
     }

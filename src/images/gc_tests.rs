@@ -88,7 +88,7 @@ fn no_disk_figures_means_no_threshold_collection() {
 #[test]
 fn an_image_a_pod_names_by_digest_is_kept_by_that_name() {
     let kept: BTreeMap<String, String> =
-        [(super::super::pins::runtime_name("busybox:1.36@sha256:abc"), "used by pod default/web".to_string())].into();
+        [(super::super::names::runtime_name("busybox:1.36@sha256:abc"), "used by pod default/web".to_string())].into();
     let tags = vec!["docker.io/library/busybox:1.37".to_string()];
     let digests = vec!["docker.io/library/busybox@sha256:abc".to_string()];
     assert_eq!(kept_by_name(&tags, &digests, &kept).as_deref(), Some("used by pod default/web"));
