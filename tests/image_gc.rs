@@ -64,7 +64,10 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     let config = format!("--atoll-config={}", atoll_config.display());
     // First with kubelet's thresholds: the side-loaded image is imported (the disk has room).
     let agent = Agent::start(tb, &dir, "", &[&config], &[("PATH", &path)]);
-    eventually(Duration::from_secs(60), "side.tar imported", || present(tb, &side).then_some(()));
+    eventually(Duration::from_secs(60), "side.tar imported and remembered", || {
+        let record = std::fs::read_to_string(dir.join("state/image-imports.json")).unwrap_or_default();
+        (present(tb, &side) && record.contains("side.tar")).then_some(())
+    });
     drop(agent);
     // Then with the disk always "full": collection takes what it may, and no import fits.
     let gc = "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n";
