@@ -67,6 +67,9 @@ impl FileSourceConfig {
 
 /// A snapshot as sent: pods, objects, errors.
 type Sent = (Vec<StaticPod>, Vec<Arc<LocalObject>>, Vec<ManifestError>);
+/// Pods by `namespace/name`, with the file each comes from; objects by kind and name.
+type PodsByName = BTreeMap<String, (PathBuf, StaticPod)>;
+type ObjectsByName = BTreeMap<(objects::ObjectKind, String), Arc<LocalObject>>;
 
 /// The running source: remembers what every file last gave.
 struct FileSource {
@@ -155,34 +158,7 @@ impl FileSource {
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
         self.good.retain(|p, _| scan.good.contains_key(p) || scan.errors.contains_key(p));
-        if let Some(kept) = &mut self.kept {
-            for (p, g) in &scan.good {
-                // Neither a Secret nor an encrypted file's plaintext is ever copied to disk.
-                match holds_secret(g) {
-                    true => kept.forget(&absolute(p)),
-                    false => kept.keep(&absolute(p), &g.payload),
-                }
-            }
-            let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
-            for p in broken {
-                let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
-                let stale = self.versions.as_ref().and_then(|v| v.check(&claim(&opened, None)));
-                if let Some(why) = stale {
-                    log::warn!("{}: the kept copy of {} is not used: {why}", self.cfg.label(), p.display());
-                    kept.forget(&absolute(p));
-                    continue;
-                }
-                log::warn!(
-                    "{}: {} is invalid; running its last valid version, kept from before",
-                    self.cfg.label(),
-                    p.display()
-                );
-                self.good.insert(p.clone(), Good { opened, payload });
-            }
-            if scan.path_problem.is_none() {
-                kept.retain(&scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
-            }
-        }
+        self.keep_copies(&scan);
         for (p, e) in &scan.errors {
             let kept = self.good.get(p).is_some_and(|g| !g.opened.manifests.pods.is_empty());
             let suffix = if kept { " (keeping the last valid version of its pod running)" } else { "" };
@@ -191,25 +167,7 @@ impl FileSource {
             }
         }
         self.good.extend(scan.good);
-        // Objects from files: one per name, the lexically last file winning as for pods.
-        let mut objects_by_key: BTreeMap<(objects::ObjectKind, String), (PathBuf, Arc<LocalObject>)> = BTreeMap::new();
-        // Same namespace/name in two files: the lexically last file wins, as kubelet.
-        let mut by_key: BTreeMap<String, (PathBuf, StaticPod)> = BTreeMap::new();
-        for (p, g) in &self.good {
-            for o in &g.opened.manifests.objects {
-                if let Some((prev, _)) = objects_by_key.insert((o.kind, o.key()), (p.clone(), o.clone())) {
-                    let (kind, key) = (o.kind.as_str(), o.key());
-                    let (p, prev) = (p.display(), prev.display());
-                    messages.insert(format!("W{p}: {kind} {key} is also defined in {prev}; using {p}"));
-                }
-            }
-            for sp in &g.opened.manifests.pods {
-                if let Some((prev, _)) = by_key.insert(sp.pod.key(), (p.clone(), sp.clone())) {
-                    let (p, prev) = (p.display(), prev.display());
-                    messages.insert(format!("W{p}: pod {} is also defined in {prev}; using {p}", sp.pod.key()));
-                }
-            }
-        }
+        let (by_key, objects_by_key) = self.by_name(&mut messages);
         for m in messages.difference(&self.reported) {
             let (level, text) = m.split_at(1);
             match level {
@@ -221,7 +179,7 @@ impl FileSource {
         self.reported = messages;
         let owners: BTreeMap<String, PathBuf> = by_key.iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
         let pods: Vec<StaticPod> = by_key.into_values().map(|(_, sp)| sp).collect();
-        let objects: Vec<Arc<LocalObject>> = objects_by_key.into_values().map(|(_, o)| o).collect();
+        let objects: Vec<Arc<LocalObject>> = objects_by_key.into_values().collect();
         let errors: Vec<ManifestError> = scan.errors.into_values().collect();
         // A new error is news even when the pods stay the same (they are kept running).
         if self.last_sent.as_ref().is_some_and(|(p, o, e)| *p == pods && *o == objects && *e == errors) {
@@ -231,6 +189,57 @@ impl FileSource {
         self.owners = owners;
         let payloads = self.good.values().map(|g| g.payload.clone()).collect();
         Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors, payloads })
+    }
+
+    /// Keeps each good file's last valid version on disk (not a Secret's, nor an encrypted
+    /// file's), and brings back from there the kept version of a broken file that has none in
+    /// memory (after a restart), opened again and checked against the version records.
+    fn keep_copies(&mut self, scan: &Scan) {
+        let Some(kept) = &mut self.kept else { return };
+        for (p, g) in &scan.good {
+            match holds_secret(g) {
+                true => kept.forget(&absolute(p)),
+                false => kept.keep(&absolute(p), &g.payload),
+            }
+        }
+        let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
+        for p in broken {
+            let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
+            if let Some(why) = self.versions.as_ref().and_then(|v| v.check(&claim(&opened, None))) {
+                log::warn!("{}: the kept copy of {} is not used: {why}", self.cfg.label(), p.display());
+                kept.forget(&absolute(p));
+                continue;
+            }
+            let label = self.cfg.label();
+            log::warn!("{label}: {} is invalid; running its last valid version, kept from before", p.display());
+            self.good.insert(p.clone(), Good { opened, payload });
+        }
+        if scan.path_problem.is_none() {
+            kept.retain(&scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
+        }
+    }
+
+    /// Every file's pods and objects by name: the lexically last file wins a name two define
+    /// (as kubelet), with a warning naming both.
+    fn by_name(&self, messages: &mut BTreeSet<String>) -> (PodsByName, ObjectsByName) {
+        let mut objects: BTreeMap<(objects::ObjectKind, String), (PathBuf, Arc<LocalObject>)> = BTreeMap::new();
+        let mut pods: BTreeMap<String, (PathBuf, StaticPod)> = BTreeMap::new();
+        for (p, g) in &self.good {
+            for o in &g.opened.manifests.objects {
+                if let Some((prev, _)) = objects.insert((o.kind, o.key()), (p.clone(), o.clone())) {
+                    let (kind, key) = (o.kind.as_str(), o.key());
+                    let (p, prev) = (p.display(), prev.display());
+                    messages.insert(format!("W{p}: {kind} {key} is also defined in {prev}; using {p}"));
+                }
+            }
+            for sp in &g.opened.manifests.pods {
+                if let Some((prev, _)) = pods.insert(sp.pod.key(), (p.clone(), sp.clone())) {
+                    let (p, prev) = (p.display(), prev.display());
+                    messages.insert(format!("W{p}: pod {} is also defined in {prev}; using {p}", sp.pod.key()));
+                }
+            }
+        }
+        (pods, objects.into_iter().map(|(k, (_, o))| (k, o)).collect())
     }
 
     /// The trust decision for the whole scan (with signatures trusted): a file older than a
@@ -251,6 +260,8 @@ impl FileSource {
             let problems = vec![Finding::new("signature", why)];
             scan.errors.insert(file.clone(), ManifestError { origin: file.display().to_string(), problems });
         }
+        // Counted once while they last (a file that goes and comes back is counted again).
+        self.refusals.retain(|(f, _)| scan.errors.contains_key(f));
         let stale: Vec<PathBuf> = self
             .good
             .iter()
