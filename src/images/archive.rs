@@ -310,4 +310,4 @@ fn pax_path(data: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 #[path = "archive_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,22 +1,27 @@
 use super::*;
 use std::io::Read;
 
+/// A ustar header block for an entry `name` of type `kind` holding `size` bytes.
+pub(crate) fn header(name: &str, kind: u8, size: u64) -> [u8; BLOCK] {
+    let mut h = [0u8; BLOCK];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..107].copy_from_slice(b"0000644");
+    h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
+    h[136..147].copy_from_slice(b"00000000000");
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| b as u32).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    h
+}
+
 /// A ustar archive of `entries` (name, type flag, data), ended by two zero blocks.
 fn tar(entries: &[(&str, u8, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
     for (name, kind, data) in entries {
-        let mut h = [0u8; BLOCK];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..107].copy_from_slice(b"0000644");
-        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
-        h[136..147].copy_from_slice(b"00000000000");
-        h[156] = *kind;
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|&b| b as u32).sum();
-        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        out.extend_from_slice(&h);
+        out.extend_from_slice(&header(name, *kind, data.len() as u64));
         out.extend_from_slice(data);
         out.resize(out.len() + padding(data.len() as u64) as usize, 0);
     }

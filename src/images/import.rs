@@ -248,38 +248,36 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_small_file_that_decompresses_beyond_the_room_left_is_stopped_at_the_limit() {
+    /// A stand-in for ctr in `d` that runs `script` (the real one is in the end-to-end tests).
+    fn fake_ctr(d: &Path, script: &str) -> Target {
         use std::os::unix::fs::PermissionsExt;
-        let d = std::env::temp_dir().join(format!("atoll-import-bomb-{}", std::process::id()));
+        let ctr = d.join("ctr");
+        std::fs::write(&ctr, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Target { ctr, address: d.join("containerd.sock") }
+    }
+
+    fn fresh(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("atoll-import-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        // A stand-in for ctr that takes whatever it is given (the real one is in the end-to-end
-        // tests): what reached it is what containerd would have stored.
-        let ctr = d.join("ctr");
-        std::fs::write(&ctr, format!("#!/bin/sh\nexec cat > {}\n", d.join("received").display())).unwrap();
-        std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_small_file_that_decompresses_beyond_the_room_left_is_stopped_at_the_limit() {
+        let d = fresh("bomb");
+        // It takes whatever it is given: what reached it is what containerd would have stored.
+        let target = fake_ctr(&d, &format!("exec cat > {}", d.join("received").display()));
         // 64 MiB of zeros as one tar entry, gzipped to a few dozen KiB.
         let file = d.join("bomb.tar.gz");
         let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&file).unwrap(), flate2::Compression::best());
-        let mut header = [0u8; 512];
-        header[..5].copy_from_slice(b"layer");
-        header[100..107].copy_from_slice(b"0000644");
-        header[124..135].copy_from_slice(format!("{:011o}", 64u64 << 20).as_bytes());
-        header[136..147].copy_from_slice(b"00000000000");
-        header[156] = b'0';
-        header[257..263].copy_from_slice(b"ustar\0");
-        header[263..265].copy_from_slice(b"00");
-        header[148..156].copy_from_slice(b"        ");
-        let sum: u32 = header.iter().map(|&b| b as u32).sum();
-        header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        gz.write_all(&header).unwrap();
+        gz.write_all(&super::super::archive::tests::header("layer", b'0', 64 << 20)).unwrap();
         for _ in 0..64 {
             gz.write_all(&[0u8; 1 << 20]).unwrap();
         }
         gz.finish().unwrap();
         assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
-        let target = Target { ctr, address: d.join("containerd.sock") };
         let room = 16u64 << 20;
         let e = import_file(&file, &target, &BTreeSet::new(), Some(room), &mut |_, _| {}).unwrap_err();
         assert!(
@@ -296,14 +294,8 @@ mod tests {
 
     #[test]
     fn an_image_name_from_an_archive_is_never_read_as_a_flag_by_ctr() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = std::env::temp_dir().join(format!("atoll-import-args-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        let ctr = d.join("ctr");
-        std::fs::write(&ctr, format!("#!/bin/sh\necho \"$@\" >> {}\n", d.join("args").display())).unwrap();
-        std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let target = Target { ctr, address: d.join("containerd.sock") };
+        let d = fresh("args");
+        let target = fake_ctr(&d, &format!("echo \"$@\" >> {}", d.join("args").display()));
         label(&target, "--address=/elsewhere.sock", "app.tar").unwrap();
         let args = std::fs::read_to_string(d.join("args")).unwrap();
         assert!(args.contains("images label -- --address=/elsewhere.sock io.cri-containerd.pinned=pinned"), "{args}");
