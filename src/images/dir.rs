@@ -174,7 +174,13 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
     node.imports().retain(&names);
     record.files.retain(|n, _| names.contains(n));
     record.failed.retain(|n, _| names.contains(n));
-    let room = super::gc::disk(runtime).await.map(|d| d.room_below(cfg.high_percent));
+    // The image filesystem is looked at only when a file refused for room waits to be tried
+    // again, and before each import (one import takes room from the next).
+    let waiting_for_room = files.iter().any(|(n, st)| matches!(record.failed.get(n), Some((s, Some(_))) if s == st));
+    let room = match waiting_for_room {
+        true => room_left(cfg, runtime).await,
+        false => None,
+    };
     let mut todo = Vec::new();
     for (name, stat) in &files {
         match record.failed.get(name) {
@@ -227,6 +233,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         let started = std::time::Instant::now();
         let t = target.clone();
         let before = names_present(runtime).await;
+        let room = room_left(cfg, runtime).await;
         let result = smol::unblock(move || import::import_file(&path, &t, &before, room, &mut |_, _| {})).await;
         let result = match result {
             Ok(done) => match missing(runtime, &done.images).await {
@@ -263,6 +270,12 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         }
     }
     true
+}
+
+/// The bytes the image filesystem may still take below imageGCHighThresholdPercent (`None`:
+/// not known).
+async fn room_left(cfg: &DirConfig, runtime: &Cri) -> Option<u64> {
+    super::gc::disk(runtime).await.map(|d| d.room_below(cfg.high_percent))
 }
 
 fn path_shown(cfg: &DirConfig, name: &str) -> String {
