@@ -127,11 +127,11 @@ fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manife
     };
     match client.fetch(&Default::default(), intake.trust.is_some()) {
         Ok(http::Fetched::Body { bytes, signature, .. }) => {
-            let empty = bytes.iter().all(u8::is_ascii_whitespace);
-            match intake.open(&Payload { origin: Origin::Url(url.to_string()), bytes, signature }) {
+            let payload = Payload { origin: Origin::Url(url.to_string()), bytes, signature };
+            match intake.open(&payload) {
                 Ok(opened) => {
                     let signed = signed_by(&opened);
-                    if empty {
+                    if payload.blank() {
                         println!("{shown}: ok: empty body (no pods){signed}");
                     }
                     for sp in &opened.manifests.pods {

@@ -127,9 +127,9 @@ pub fn read_cache(path: &Path, url: &str) -> Option<CacheRecord> {
 struct Poller {
     cfg: HttpSourceConfig,
     cache: Option<PathBuf>,
-    /// The body (and signature) of the last 200, good or bad: a bad payload served again is not
-    /// re-parsed.
-    last_body: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The last 200 (body and signature), good or bad: a bad payload served again is not
+    /// re-parsed. Shared with the snapshot that delivered it.
+    last_body: Option<Arc<Payload>>,
     /// With signatures trusted: the newest version accepted for the payload and its items.
     versions: Option<Versions>,
     validators: Validators,
@@ -158,17 +158,15 @@ impl Poller {
             }
             Ok(Fetched::Body { bytes, etag, last_modified, signature }) => {
                 self.failures = 0;
-                let seen = (bytes, signature);
-                if self.last_body.as_ref() == Some(&seen) {
+                let payload = Arc::new(Payload { origin: Origin::Url(self.cfg.url.clone()), bytes, signature });
+                if self.last_body.as_ref() == Some(&payload) {
                     return None;
                 }
-                self.last_body = Some(seen.clone());
-                let (bytes, signature) = seen;
+                self.last_body = Some(payload.clone());
                 let validators = Validators { etag, last_modified };
-                let payload = Payload { origin: Origin::Url(self.cfg.url.clone()), bytes, signature };
                 match self.take(&payload) {
                     Ok(update) => {
-                        match payload.bytes.iter().all(u8::is_ascii_whitespace) {
+                        match payload.blank() {
                             true => {
                                 log::warn!("URL source: {} returned an empty body; removing its pods", self.shown())
                             }
@@ -192,7 +190,7 @@ impl Poller {
                         // Nothing served yet (a captive portal's page at boot, say): the last
                         // good payload from disk, as when the URL cannot be reached.
                         let cached = self.serve_cached();
-                        self.last_body = Some((payload.bytes, payload.signature));
+                        self.last_body = Some(payload);
                         cached
                     }
                 }
@@ -216,7 +214,7 @@ impl Poller {
     /// A new payload as a snapshot: opened (its signature first), then the one trust decision
     /// for it (refused whole when older than what was accepted for it or any of its items; its
     /// version recorded before it is used, or refused when that cannot be written).
-    fn take(&mut self, payload: &Payload) -> Result<Update, pod::ManifestError> {
+    fn take(&mut self, payload: &Arc<Payload>) -> Result<Update, pod::ManifestError> {
         let opened = self.cfg.intake.open(payload)?;
         let claim = claim(&opened, Some(self.payload_item()));
         if let Some(versions) = &mut self.versions {
@@ -230,7 +228,7 @@ impl Poller {
             log::warn!("URL source: {}: {w}", self.shown());
         }
         let m = opened.manifests;
-        let payloads = vec![Arc::new(payload.clone())];
+        let payloads = vec![payload.clone()];
         Ok(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
     }
 
@@ -265,11 +263,11 @@ impl Poller {
                 r
             }
         };
-        let payload = Payload {
+        let payload = Arc::new(Payload {
             origin: Origin::Url(self.cfg.url.clone()),
             bytes: record.body.into_bytes(),
             signature: record.signature.map(String::into_bytes),
-        };
+        });
         let opened = self.cfg.intake.open(&payload).map_err(|e| e.to_string());
         let refused = opened.as_ref().ok().and_then(|o| {
             let claim = claim(o, Some(self.payload_item()));
@@ -292,8 +290,8 @@ impl Poller {
         self.validators = record.validators;
         self.delivered = true;
         let m = opened.manifests;
-        let payloads = vec![Arc::new(payload.clone())];
-        self.last_body = Some((payload.bytes, payload.signature));
+        self.last_body = Some(payload.clone());
+        let payloads = vec![payload];
         Some(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
     }
 }

@@ -30,6 +30,11 @@ impl Payload {
         }
     }
 
+    /// Whether it holds nothing but white space (from the URL: no pods, kubelet's rule).
+    pub fn blank(&self) -> bool {
+        self.bytes.iter().all(u8::is_ascii_whitespace)
+    }
+
     /// Whether it is an age-encrypted file (decrypted in memory, never kept in plain text).
     pub fn encrypted(&self) -> bool {
         matches!(&self.origin, Origin::File(p) if p.to_string_lossy().ends_with(crate::age::SUFFIX))
@@ -94,7 +99,8 @@ impl Intake {
         };
         let shape = match p.origin {
             Origin::File(_) => Shape::SinglePod,
-            Origin::Url(_) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            // A URL's body is never decrypted: `bytes` are the payload's own.
+            Origin::Url(_) if p.blank() => {
                 return Ok(Opened { manifests: Manifests::default(), signed });
             }
             Origin::Url(_) => Shape::PodOrList,
