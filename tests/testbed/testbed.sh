@@ -15,6 +15,10 @@
 # Only one test bed runs at a time on a machine: `run` waits for /run/atoll-testbed.lock.
 # Set ATOLL_TESTBED_KEEP=1 to keep DIR (logs, configs) after teardown for debugging.
 #
+# The runtime's root (content store and snapshots: the image filesystem kubelet and atoll
+# measure) is a tmpfs of its own, ATOLL_TESTBED_IMAGEFS_SIZE (256m) large, so thresholds such as
+# imageGCHighThresholdPercent mean the same on every machine, whatever its own disk holds.
+#
 # ATOLL_CONTAINERD picks the runtime: 1.6 (Debian 12's, the default), 1.7 (Debian 13's) or 2.1
 # (Debian unstable's). A version the system does not have is fetched once as Debian's .deb
 # from the mirror this machine's apt already uses, through a private apt configuration (the
@@ -23,6 +27,7 @@
 set -euo pipefail
 
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils minisign age)
+IMAGEFS_SIZE=${ATOLL_TESTBED_IMAGEFS_SIZE:-256m}
 PAUSE_IMAGE="registry.k8s.io/pause:3.10"
 BUSYBOX_IMAGE="docker.io/library/busybox:1.36"
 BRIDGE="atoll-tb0"
@@ -215,6 +220,7 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 
 write_configs() {
   mkdir -p "$DIR/cni/conf" "$DIR/cni/ipam" "$DIR/root" "$DIR/state" "$DIR/runc" "$DIR/opt" "$DIR/registry" "$DIR/logs"
+  mountpoint -q "$DIR/root" || mount -t tmpfs -o "size=$IMAGEFS_SIZE,mode=0700" atoll-testbed-imagefs "$DIR/root"
   cat >"$DIR/cni/conf/10-atoll-testbed.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
