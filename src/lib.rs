@@ -4,14 +4,25 @@
 //! `runtime` (one worker per pod) → the runtime through `cri`; workers and `probe`s → `status`
 //! → the node's status store → `api` (local API) and `mirror` (API server).
 //!
-//! From the top down: `cli` (commands; `atoll run` calls `agent`, the one runner) and `config`;
-//! `agent`; `api`, `mirror`, `source`, `images`, `runtime`, `probe`; `status`, `handlers` (probe and hook
-//! actions); `node` (node-wide state: runtime client, facts, statuses, events, heartbeat,
-//! local objects), `objects` (local ConfigMaps and Secrets), `pod` (the Pod model,
-//! validation, safe paths), `cri`; leaves: `parse`, `bounded`,
-//! `deadline`, `dirwatch`, `records`, `http1`, `tls`, `trust`, `base64`, `fnv`, `locks`,
-//! `rfc3339`, `metrics`, `notify`, `root_dir`. Lower layers never import higher ones
-//! (`tests/architecture.rs` checks it).
+//! The rooms stand on floors. A room imports only rooms on floors below its own, never one
+//! beside it or above it (`tests/architecture.rs` reads this list and checks every import of
+//! every file against it; a new room must be given a floor here). From the top:
+//!
+//! 1. `cli`: the commands; `atoll run` calls the agent.
+//! 2. `agent`: the one runner, which builds every part from the settings.
+//! 3. `config`: the flag table, the config files, and `Settings` made of each part's options.
+//! 4. `api`: the local API, healthz and the read-only port.
+//! 5. `mirror` `rollback`: the API server side; the health-gated rollback stage over the sources.
+//! 6. `source` `images` `runtime` `probe`: manifest sources; side-loading and image GC; the
+//!    engine, workers and kuberuntime's acts; the probers.
+//! 7. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
+//! 8. `node`: node-wide state with narrow handles (runtime client, facts, statuses, events, objects).
+//! 9. `objects` `cri` `trust` `age`: local ConfigMaps and Secrets; the CRI client; signatures
+//!    and versions; age decryption.
+//! 10. `records` `metrics`: small JSON records on disk; counters and histograms.
+//! 11. `pod`: the Pod model, its validation and safe paths.
+//! 12. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
+//!     `rfc3339` `notify` `root_dir`: leaves, which import nothing of atoll.
 
 pub mod age;
 pub mod agent;

@@ -1,8 +1,6 @@
-//! The house's rules, checked on the source: no import cycle between files of `src/`, and the
-//! layer rules — the engine (`runtime/`) imports neither the mirror, the local API, the probes,
-//! the sources nor the image importer (which imports none of them either); the status does not import the probes; the mirror does not import the
-//! local API or the sources; the bottom (`node/`, `pod/`, `cri/` and the leaf files) imports
-//! nothing above it. Imports are read as text (`crate::`, `super::`, and a parent's uses of its
+//! The house's rules, checked on the source: no import cycle between files of `src/`; every
+//! import points down the floors `lib.rs` lists (a room imports only rooms on floors below its
+//! own); no file over 650 lines. Imports are read as text (`crate::`, `super::`, and a parent's uses of its
 //! own child modules), each resolved to the file that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -236,74 +234,67 @@ fn no_file_of_src_imports_itself_in_a_circle() {
     }
 }
 
+/// The floors `lib.rs` documents, from the top: each a list of rooms (top-level modules).
+fn floors() -> Vec<Vec<String>> {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let mut floors: Vec<Vec<String>> = Vec::new();
+    for line in lib.lines().map_while(|l| l.strip_prefix("//!")) {
+        let line = line.trim_start();
+        let numbered = line.split_once(". ").filter(|(n, _)| n.parse::<u32>().is_ok());
+        let text = match numbered {
+            Some((_, rest)) => {
+                floors.push(Vec::new());
+                rest
+            }
+            // A floor's list may go on to the next line, before its description.
+            None if line.starts_with('`') && !floors.is_empty() => line,
+            None => continue,
+        };
+        let names = text.split(':').next().unwrap_or("");
+        let floor = floors.last_mut().unwrap();
+        floor.extend(names.split('`').skip(1).step_by(2).map(String::from));
+    }
+    floors
+}
+
 #[test]
-fn lower_layers_never_import_higher_ones() {
+fn every_import_points_down_the_floors_lib_rs_lists() {
     let mods = modules(&src());
     let graph = imports(&mods);
+    let floors = floors();
+    assert!(floors.len() >= 10, "lib.rs lists its floors: {floors:?}");
+    let floor_of = |room: &str| floors.iter().position(|f| f.iter().any(|r| r == room));
     let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
-    let rules: &[(&str, &[&str])] = &[
-        ("runtime", &["mirror", "api", "probe", "source", "agent", "cli", "config", "images"]),
-        ("status", &["probe", "runtime", "mirror", "api", "source", "agent", "cli"]),
-        ("mirror", &["api", "source", "runtime", "probe", "agent", "cli"]),
-        ("probe", &["runtime", "mirror", "api", "source", "agent", "cli"]),
-        ("source", &["runtime", "probe", "mirror", "api", "agent", "cli", "images"]),
-        ("images", &["runtime", "probe", "mirror", "api", "source", "agent", "cli", "config"]),
-        ("handlers", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "node"]),
-        ("node", &["runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "handlers", "config"]),
-        (
-            "pod",
-            &[
-                "node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config",
-                "objects",
-            ],
-        ),
-        // Local ConfigMaps and Secrets: above the Pod model, below the node and the sources.
-        (
-            "objects",
-            &[
-                "node", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli", "cri", "config",
-                "images",
-            ],
-        ),
-        ("cri", &["node", "pod", "runtime", "probe", "status", "mirror", "api", "source", "agent", "cli"]),
-        ("rollback", &["runtime", "probe", "mirror", "api", "agent", "cli", "config", "images"]),
-        // Decryption of age files is a leaf too.
-        (
-            "age",
-            &[
-                "node", "pod", "cri", "runtime", "probe", "status", "mirror", "api", "source", "images", "handlers",
-                "agent", "cli", "config", "objects", "trust",
-            ],
-        ),
-        // The state directory's privacy is a leaf: the agent and `atoll doctor` call it.
-        (
-            "root_dir",
-            &[
-                "node", "pod", "cri", "runtime", "probe", "status", "mirror", "api", "source", "images", "handlers",
-                "agent", "cli", "config", "objects", "trust", "rollback",
-            ],
-        ),
-        // Signature checking is a leaf: the sources and `atoll validate` call it.
-        (
-            "trust",
-            &[
-                "node", "pod", "cri", "runtime", "probe", "status", "mirror", "api", "source", "images", "handlers",
-                "agent", "cli", "config",
-            ],
-        ),
-    ];
+    // Every room has a floor, and only one.
+    let rooms: BTreeSet<String> = mods.keys().map(|m| top(m)).filter(|r| !r.is_empty()).collect();
+    for room in &rooms {
+        let on: Vec<usize> = (0..floors.len()).filter(|i| floors[*i].contains(room)).collect();
+        assert_eq!(on.len(), 1, "room {room} is on floors {on:?} of lib.rs's list: {floors:?}");
+    }
     let mut broken = Vec::new();
     for (from, targets) in &graph {
-        for (layer, forbidden) in rules {
-            if top(from) != *layer {
-                continue;
-            }
-            for t in targets.iter().filter(|t| forbidden.contains(&top(t).as_str())) {
-                broken.push(format!("{from} imports {t}"));
+        let (a, Some(fa)) = (top(from), floor_of(&top(from))) else { continue };
+        // lib.rs only declares the rooms (and a test file's `super::super` may name it).
+        for t in targets.iter().filter(|t| !t.is_empty() && top(t) != a) {
+            let ft = floor_of(&top(t)).unwrap_or(0);
+            if ft <= fa {
+                let how = if ft == fa { "beside it" } else { "above it" };
+                broken.push(format!("{from} (floor {}) imports {t}, {how} (floor {})", fa + 1, ft + 1));
             }
         }
     }
-    assert!(broken.is_empty(), "imports against the layers:\n{}", broken.join("\n"));
+    assert!(broken.is_empty(), "imports that do not point down:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_floor_rule_catches_an_arrow_up_or_sideways() {
+    // The rule the test above applies, on a made-up house: it must see both kinds of arrow.
+    let floors = floors();
+    let at = |room: &str| floors.iter().position(|f| f.iter().any(|r| r == room)).unwrap();
+    assert!(at("config") > at("cli"), "cli above config: config importing cli would be caught");
+    assert_eq!(at("runtime"), at("probe"), "the engine and the probers are peers");
+    assert_eq!(at("source"), at("images"));
+    assert!(at("node") > at("runtime") && at("pod") > at("node") && at("parse") > at("pod"));
 }
 
 #[test]

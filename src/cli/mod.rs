@@ -3,22 +3,21 @@
 //!
 //! Flags are `--name=value` or `--name value`; boolean flags may stand alone (`--strict`) or
 //! take `=true`/`=false`; `--` ends the flags. Every command answers `--help` and `-h` with its
-//! own usage (flags from the one table in `flags`, arguments, an example). Every usage error is
+//! own usage (flags from the one table in `config::flags`, arguments, an example). Every usage error is
 //! a [`UsageError`] naming the flag or argument (exit 2); nothing here panics or exits.
 //! `local_api` holds the commands that talk to a running agent, `validate` and `doctor` the
 //! ones that read manifests and the machine.
 
 pub mod describe;
 pub mod doctor;
-pub mod flags;
 pub mod images;
 pub mod local_api;
 pub mod render;
 pub mod run;
 pub mod validate;
 
-pub use flags::{Flag, Flags};
-use flags::{Group, Kind, TABLE};
+pub use crate::config::flags::{self, Flag, Flags};
+use crate::config::flags::{Group, Kind, TABLE};
 use std::fmt;
 
 /// What the user asked for.

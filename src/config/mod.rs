@@ -5,13 +5,14 @@
 
 pub mod atoll;
 mod file;
+pub mod flags;
 pub mod kubelet;
 
 pub use crate::duration::parse_duration;
 pub use atoll::AtollConfiguration;
 pub use kubelet::KubeletConfiguration;
 
-use crate::cli::{Flag, Flags};
+pub use flags::{Flag, Flags};
 use std::time::Duration;
 
 /// The agent's settings: a flag wins over the `--config` file (a kubelet
@@ -337,7 +338,7 @@ pub fn hostname() -> String {
 }
 
 #[cfg(test)]
-mod settings_tests {
+mod tests {
     use super::*;
     use crate::cli::{parse, Command};
 
