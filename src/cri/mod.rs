@@ -5,6 +5,7 @@
 //! - `grpc`: the gRPC transport, unary and server-streaming (HTTP/2, framing, deadlines,
 //!   reconnects).
 //! - `client`: [`Cri`], one typed async method per RPC atoll uses.
+//! - `ids`: the runtime's IDs as logs show them ([`ids::short`], safe on any ID).
 //! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
 //! - `features`: what a runtime can do that CRI cannot be asked, by its version.
 //! - `service`: [`RuntimeService`], the calls the engine makes, as a trait (so it can run
@@ -16,6 +17,7 @@ pub mod api;
 pub mod client;
 pub mod features;
 pub mod grpc;
+pub mod ids;
 pub mod service;
 pub mod status;
 

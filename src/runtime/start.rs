@@ -13,6 +13,7 @@ use super::errors::SyncError;
 use super::plan::{Kill, SpecRef, Start};
 use super::{images, poddir, sandbox, stop};
 use crate::cri::api::PodSandboxConfig;
+use crate::cri::ids::short;
 use crate::cri::RuntimeService;
 use crate::handlers::{self, Target};
 use crate::node::observed::{Wait, WaitReason, Waits};
@@ -235,9 +236,4 @@ async fn volume_images<R: RuntimeService>(
 fn wait<R>(cx: &Context<R>, pod: &Pod, c: &Container, waits: &mut Waits, reason: WaitReason, message: String) {
     cx.node.events().record(pod, true, "Failed", &format!("container {}: {reason}: {message}", c.name));
     waits.insert(c.name.clone(), Wait { reason, message });
-}
-
-/// The first 13 characters of a runtime ID, as logs show them.
-pub fn short(id: &str) -> &str {
-    &id[..id.len().min(13)]
 }
