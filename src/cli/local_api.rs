@@ -136,9 +136,8 @@ fn pods(flags: &Flags) -> Result<u8, String> {
     print!("{}", table(&rows));
     // Versions run again by health-gated rollback say so under the table.
     for p in &items {
-        let message = str_of(p, &["status", "message"]);
-        if message.starts_with("rolled back from ") {
-            println!("{}: {message}", str_of(p, &["metadata", "name"]));
+        if !str_of(p, &["metadata", "annotations", crate::pod::rollback_policy::ROLLED_BACK_FROM]).is_empty() {
+            println!("{}: {}", str_of(p, &["metadata", "name"]), str_of(p, &["status", "message"]));
         }
     }
     Ok(0)

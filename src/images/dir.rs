@@ -207,7 +207,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         Err(e) => {
             log::warn!("images: cannot import {} file(s) from {}: {e}", todo.len(), cfg.dir.display());
             for (name, _) in &todo {
-                node.imports().set(name, FileState::Failed(e.clone()));
+                node.imports().set(name, FileState::Failed(e.to_string()));
             }
             return true;
         }
@@ -238,10 +238,10 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         let result = match result {
             Ok(done) => match missing(runtime, &done.images).await {
                 None if done.images.is_empty() => {
-                    Err("the archive names no image (an OCI archive needs io.containerd.image.name or a whole reference as its ref name)".to_string())
+                    Err("the archive names no image (an OCI archive needs io.containerd.image.name or a whole reference as its ref name)".into())
                 }
                 None => Ok(done),
-                Some(image) => Err(format!("the runtime has no image {image:?} after the import")),
+                Some(image) => Err(format!("the runtime has no image {image:?} after the import").into()),
             },
             Err(e) => Err(e),
         };
@@ -263,8 +263,8 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
             Err(e) => {
                 log::warn!("images: {}: not imported: {e}", path_shown(cfg, &name));
                 crate::metrics::add(&crate::metrics::IMAGE_IMPORTS, &[("result", "failed")], 1.0);
-                let no_room = e.starts_with(import::NO_ROOM);
-                node.imports().set(&name, FileState::Failed(e));
+                let no_room = matches!(e, import::ImportError::NoRoom { .. });
+                node.imports().set(&name, FileState::Failed(e.to_string()));
                 record.failed.insert(name, (stat, room.filter(|_| no_room)));
             }
         }
@@ -286,20 +286,38 @@ fn imported(seen: &Seen) -> FileState {
     FileState::Imported { digest: seen.digest.clone(), images: seen.images.clone() }
 }
 
+/// Why nothing can be imported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoTarget {
+    /// The runtime does not answer (yet).
+    NotAnswering(String),
+    /// The runtime is not containerd, or it has no `ctr`: so for as long as atoll runs.
+    Unsupported(String),
+}
+
+impl std::fmt::Display for NoTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoTarget::NotAnswering(e) => write!(f, "the runtime does not answer: {e}"),
+            NoTarget::Unsupported(e) => f.write_str(e),
+        }
+    }
+}
+
 /// Where to import to, or why nothing can be: the runtime must be containerd, with its `ctr`.
 pub(super) async fn target(
     ctr: Option<&std::path::Path>,
     address: &std::path::Path,
     runtime: &Cri,
-) -> Result<Target, String> {
-    let v = runtime.version().await.map_err(|e| format!("the runtime does not answer: {e}"))?;
+) -> Result<Target, NoTarget> {
+    let v = runtime.version().await.map_err(|e| NoTarget::NotAnswering(e.to_string()))?;
     if v.runtime_name != "containerd" {
-        return Err(format!(
+        return Err(NoTarget::Unsupported(format!(
             "the runtime is {} {}: atoll imports image tarballs into containerd only",
             v.runtime_name, v.runtime_version
-        ));
+        )));
     }
-    let ctr = import::find_ctr(ctr)?;
+    let ctr = import::find_ctr(ctr).map_err(NoTarget::Unsupported)?;
     Ok(Target { ctr, address: address.to_path_buf() })
 }
 

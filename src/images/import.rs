@@ -27,10 +27,44 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// ctr stopped reading its input (it failed on the stream before atoll did).
-const CTR_GAVE_UP: &str = "ctr stopped reading";
-/// How an import refused for the room left on the image filesystem begins.
-pub const NO_ROOM: &str = "too large for the image filesystem";
+/// Why an import did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportError {
+    /// The file would take more than the image filesystem may still take below
+    /// imageGCHighThresholdPercent: tried again when the room changes.
+    NoRoom {
+        needed: u64,
+        room: u64,
+    },
+    /// ctr stopped reading its input: it failed on the stream before atoll did.
+    CtrGaveUp,
+    Failed(String),
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImportError::NoRoom { needed, room } => write!(
+                f,
+                "too large for the image filesystem: {needed} bytes or more once stored and unpacked, and {room} bytes are left below imageGCHighThresholdPercent"
+            ),
+            ImportError::CtrGaveUp => f.write_str("ctr stopped reading"),
+            ImportError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for ImportError {
+    fn from(e: String) -> Self {
+        ImportError::Failed(e)
+    }
+}
+
+impl From<&str> for ImportError {
+    fn from(e: &str) -> Self {
+        ImportError::Failed(e.to_string())
+    }
+}
 
 /// Where to import: the `ctr` binary and containerd's socket.
 #[derive(Clone, Debug)]
@@ -85,18 +119,12 @@ pub fn import_file(
     present: &BTreeSet<String>,
     room: Option<u64>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Imported, String> {
+) -> Result<Imported, ImportError> {
     let file = crate::bounded::open_following(path).map_err(|e| format!("open: {e}"))?;
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     // Stored and unpacked: about twice the plain tar (never less than the file itself).
     let fits = |plain: u64| room.is_none_or(|r| plain.saturating_mul(2) <= r);
-    let too_big = |plain: u64| {
-        format!(
-            "{NO_ROOM}: {} bytes or more once stored and unpacked, and {} bytes are left below imageGCHighThresholdPercent",
-            plain.saturating_mul(2),
-            room.unwrap_or_default()
-        )
-    };
+    let too_big = |plain: u64| ImportError::NoRoom { needed: plain.saturating_mul(2), room: room.unwrap_or_default() };
     if !fits(total) {
         return Err(too_big(total));
     }
@@ -130,25 +158,25 @@ pub fn import_file(
                 return Err(too_big(plain));
             }
             scan.feed(&buf[..n])?;
-            stdin.write_all(&buf[..n]).map_err(|_| CTR_GAVE_UP.to_string())?;
+            stdin.write_all(&buf[..n]).map_err(|_| ImportError::CtrGaveUp)?;
             progress(read.get(), total);
         }
         drop(decoder);
         // Only a whole, well-formed archive reaches the end of ctr's input.
         let contents = scan.finish()?;
         drop(stdin);
-        Ok::<_, String>(contents)
+        Ok::<_, ImportError>(contents)
     })();
     let contents = match streamed {
         Ok(c) => c,
         Err(e) => {
             let _ = child.kill();
             let status = child.wait();
-            if e == CTR_GAVE_UP {
+            if e == ImportError::CtrGaveUp {
                 // ctr refused the stream first: its words say why.
                 let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
                 let status = status.map(|s| s.to_string()).unwrap_or_default();
-                return Err(format!("ctr images import failed ({status}): {}", said.trim()));
+                return Err(format!("ctr images import failed ({status}): {}", said.trim()).into());
             }
             return Err(e);
         }
@@ -166,7 +194,7 @@ pub fn import_file(
         for image in images.iter().filter(|i| !present.contains(*i)) {
             let _ = ctr(target, &["images", "rm", "--", image]);
         }
-        return Err(format!("ctr images import failed ({status}): {}", said.trim()));
+        return Err(format!("ctr images import failed ({status}): {}", said.trim()).into());
     }
     let digest = format!("sha256:{}", hex(hashing.ctx.finish().as_ref()));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -280,15 +308,13 @@ mod tests {
         assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
         let room = 16u64 << 20;
         let e = import_file(&file, &target, &BTreeSet::new(), Some(room), &mut |_, _| {}).unwrap_err();
-        assert!(
-            e.starts_with("too large for the image filesystem") && e.contains("imageGCHighThresholdPercent"),
-            "{e}"
-        );
+        assert!(matches!(e, ImportError::NoRoom { room: r, .. } if r == room), "{e}");
+        assert!(e.to_string().starts_with("too large for the image filesystem: "), "{e}");
         let received = std::fs::metadata(d.join("received")).map(|m| m.len()).unwrap_or(0);
         assert!(received <= room / 2, "{received} bytes reached the runtime with {room} bytes of room");
         // A file already larger than the room is refused before it is read.
         let e = import_file(&file, &target, &BTreeSet::new(), Some(1000), &mut |_, _| {}).unwrap_err();
-        assert!(e.contains("and 1000 bytes are left"), "{e}");
+        assert!(e.to_string().contains("and 1000 bytes are left below imageGCHighThresholdPercent"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -33,7 +33,7 @@ pub async fn run(
         if found.is_none() {
             match super::dir::target(ctr.as_deref(), &address, &cri).await {
                 Ok(t) => found = Some(t),
-                Err(e) if e.contains("does not answer") => continue,
+                Err(super::dir::NoTarget::NotAnswering(_)) => continue,
                 Err(e) => {
                     log::info!("images: the runtime's pin on the pods' images is not kept: {e}");
                     return;

@@ -22,19 +22,33 @@ pub struct Policy {
 /// The default restarts allowed in the window.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 
+/// An annotation whose value is wrong: which one, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadAnnotation {
+    pub annotation: &'static str,
+    pub problem: String,
+}
+
+impl std::fmt::Display for BadAnnotation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.annotation, self.problem)
+    }
+}
+
 /// `pod`'s policy: its annotations over the config's default; `None`: off.
-pub fn policy(pod: &Pod, default: Option<Policy>) -> Result<Option<Policy>, String> {
+pub fn policy(pod: &Pod, default: Option<Policy>) -> Result<Option<Policy>, BadAnnotation> {
     let a = &pod.metadata.annotations;
+    let bad = |annotation, problem| BadAnnotation { annotation, problem };
     let window = match a.get(AFTER) {
-        Some(v) => Some(crate::duration::parse_duration(v).map_err(|e| format!("{AFTER}: {e}"))?),
+        Some(v) => Some(crate::duration::parse_duration(v).map_err(|e| bad(AFTER, e.to_string()))?),
         None => default.map(|d| d.window),
     };
     let Some(window) = window else { return Ok(None) };
     if window < Duration::from_secs(1) || window > Duration::from_secs(24 * 3600) {
-        return Err(format!("{AFTER}: {window:?} is not between 1s and 24h"));
+        return Err(bad(AFTER, format!("{window:?} is not between 1s and 24h")));
     }
     let max_restarts = match a.get(MAX_RESTARTS) {
-        Some(v) => v.trim().parse::<u32>().map_err(|_| format!("{MAX_RESTARTS}: {v:?} is not a whole number"))?,
+        Some(v) => v.trim().parse::<u32>().map_err(|_| bad(MAX_RESTARTS, format!("{v:?} is not a whole number")))?,
         None => default.map_or(DEFAULT_MAX_RESTARTS, |d| d.max_restarts),
     };
     Ok(Some(Policy { window, max_restarts }))
@@ -55,8 +69,8 @@ mod tests {
         pod.metadata.annotations.insert(MAX_RESTARTS.into(), "0".into());
         assert_eq!(policy(&pod, Some(d)).unwrap().unwrap().max_restarts, 0);
         pod.metadata.annotations.insert(AFTER.into(), "soon".into());
-        assert!(policy(&pod, None).unwrap_err().starts_with("atoll.io/rollback-after"));
+        assert_eq!(policy(&pod, None).unwrap_err().annotation, "atoll.io/rollback-after");
         pod.metadata.annotations.insert(AFTER.into(), "1000h".into());
-        assert!(policy(&pod, None).unwrap_err().contains("not between"));
+        assert!(policy(&pod, None).unwrap_err().problem.contains("not between"));
     }
 }

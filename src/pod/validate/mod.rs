@@ -57,8 +57,7 @@ impl Validator {
             self.err(super::order::FIELD, e);
         }
         if let Err(e) = super::rollback_policy::policy(pod, None) {
-            let (annotation, problem) = e.split_once(": ").unwrap_or(("", e.as_str()));
-            self.err(format!("metadata.annotations[{annotation}]"), problem);
+            self.err(format!("metadata.annotations[{}]", e.annotation), e.problem);
         }
         self.spec(&pod.spec);
         self.static_restrictions(&pod.spec);
