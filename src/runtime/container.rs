@@ -7,10 +7,10 @@
 //! over pod). A pure function; the worker prepares the files.
 
 use super::plan::container_hash;
-use super::poddir::volume_path;
 use super::sandbox::{
     namespace_options, ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
 };
+use super::volumes::poddir::volume_path;
 use crate::cri::api::{
     Capability, ContainerConfig, ContainerMetadata, ImageSpec, Int64Value, KeyValue, LinuxContainerConfig,
     LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,

@@ -64,7 +64,7 @@ impl<R: RuntimeService> Engine<R> {
         let pleg = Pleg::new();
         let cx = Arc::new(Context { node, runtime, tuning, config, prober, pleg, runtime_version: Default::default() });
         let (done_tx, done_rx) = smol::channel::unbounded();
-        let pleg = super::relist::spawn(&cx);
+        let pleg = super::pleg::relist::spawn(&cx);
         Engine {
             cx,
             workers: HashMap::new(),

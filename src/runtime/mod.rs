@@ -1,44 +1,57 @@
 //! The pod engine: turns the desired set of pods into sandboxes and containers and keeps them
-//! so, through any [`RuntimeService`](crate::cri::RuntimeService).
+//! so, through any [`RuntimeService`](crate::cri::RuntimeService) (the CRI client, or `fake` in
+//! unit tests). Four trades, as in kubelet:
 //!
-//! - `engine`: one worker per pod UID, adoption of what the runtime runs, orphans, the relist;
-//! - `worker`: one pod's loop; `sync`: one sync (observe, `plan`, act); `plan`: the decision,
-//!   a pure function of desired and observed state;
-//! - acting: `observe` (reading the runtime), `start` (containers, with `images`, `container`
-//!   configs and `poddir` files), `stop` (preStop, kills, teardown), `sandbox` configs,
-//!   `orphan` (pods nobody wants, stopped from their annotations), `subpath`, `termination`,
-//!   `logs` (rotation);
-//! - settings: `tuning` (back-off, credentials, runtime classes), `backoff`, `credentials`;
-//!   `errors`: what a sync returns; `fake`: a runtime for unit tests.
+//! - **the loop**: `engine` (one worker per pod UID, adoption, orphans), `worker` (one pod's
+//!   loop), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
+//!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
+//! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
+//!   CRI configs), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
+//!   rebuilt from their labels), `images` and `prepull` (pulls), `credentials`, `logs`
+//!   (rotation); `tuning` and `backoff` (what SIGHUP may change); `errors` (what a sync returns);
+//! - **`pleg/`**: detects that the runtime changed (events, process exits, the relist) and wakes
+//!   the worker of the pod it concerns;
+//! - **`volumes/`**: the pod's directory and everything mounted or written below it.
+//!
+//! | kubelet                                   | atoll                                   |
+//! |-------------------------------------------|-----------------------------------------|
+//! | `syncLoopIteration`, `podWorkers`         | `engine` (the agent's loop feeds it)    |
+//! | `podWorkerLoop`, `SyncPod`                | `worker`, `sync`                        |
+//! | `computePodActions`                       | `plan::plan`                            |
+//! | kuberuntime `startContainer`, `killPod`   | `start`, `stop`                         |
+//! | `generatePodSandboxConfig`, `generateContainerConfig` | `sandbox`, `container`      |
+//! | `restoreSpecsFromContainerLabels`         | `orphan`                                |
+//! | PLEG (generic and evented)                | `pleg/` (relist, events, process exits) |
+//! | image manager, pull back-off              | `images`, `backoff`                     |
+//! | credential provider keyring               | `credentials`                           |
+//! | volume manager, atomic writer, subpath    | `volumes/`                              |
+//! | container log manager                     | `logs`                                  |
+//! | status manager                            | `crate::status` (a worker publishes to the node's store) |
+//! | prober manager                            | `crate::probe` (results reach workers through the node) |
+//! | image GC, side-loading                    | `crate::images`                         |
 
-pub mod atomic_writer;
 pub mod backoff;
 pub mod container;
 pub mod context;
 pub mod credentials;
 pub mod engine;
 pub mod errors;
-pub mod exits;
 #[cfg(test)]
 mod fake;
 pub mod images;
 pub mod inbox;
 pub mod logs;
-pub mod object_volumes;
 pub mod observe;
 pub mod orphan;
 pub mod plan;
 pub mod pleg;
-pub mod poddir;
 pub mod prepull;
-pub mod relist;
 pub mod sandbox;
 pub mod start;
 pub mod stop;
-pub mod subpath;
 pub mod sync;
-pub mod termination;
 pub mod tuning;
+pub mod volumes;
 pub mod worker;
 
 pub use engine::{Control, Engine};

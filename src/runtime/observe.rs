@@ -49,8 +49,11 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, S
         };
         let state = state_of(st.state);
         let ann = |k: &str| st.annotations.get(k).cloned().unwrap_or_default();
-        let message =
-            if state == ContainerState::Exited { super::termination::message(&st) } else { st.message.clone() };
+        let message = if state == ContainerState::Exited {
+            super::volumes::termination::message(&st)
+        } else {
+            st.message.clone()
+        };
         obs.containers.push(ContainerObs {
             id: c.id,
             name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),

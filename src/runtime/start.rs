@@ -11,7 +11,8 @@ use super::container::{container_config, InstanceContext};
 use super::context::Context;
 use super::errors::SyncError;
 use super::plan::{Kill, SpecRef, Start};
-use super::{images, poddir, sandbox, stop};
+use super::volumes::poddir;
+use super::{images, sandbox, stop};
 use crate::cri::api::PodSandboxConfig;
 use crate::cri::ids::short;
 use crate::cri::RuntimeService;
@@ -181,7 +182,7 @@ pub async fn start_containers<R: RuntimeService>(
 
 /// kubelet's message for the first object volume of `pod` that cannot be set up, if any.
 fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<String> {
-    use super::object_volumes::{set_up, Outcome};
+    use super::volumes::object_volumes::{set_up, Outcome};
     set_up(&cx.node.facts().root_dir, pod, cx.node.objects()).into_iter().find_map(|(volume, outcome)| match outcome {
         Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
         Outcome::Current(_) => None,
@@ -205,7 +206,7 @@ async fn configurable<R: RuntimeService>(
         let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else { continue };
         let Some(volume) = poddir::volume_path(root, uid, v)? else { continue };
         let target = poddir::subpath_target(root, uid, &v.name, &c.name, i)?;
-        let mounted = super::subpath::mount(&volume, sub, &target)
+        let mounted = super::volumes::subpath::mount(&volume, sub, &target)
             .map_err(|e| format!("volumeMounts[{i}] ({}): {e}", m.mount_path))?;
         out.insert(i, mounted);
     }

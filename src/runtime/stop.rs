@@ -6,7 +6,8 @@
 use super::context::Context;
 use super::errors::SyncError;
 use super::plan::Kill;
-use super::{poddir, sandbox};
+use super::sandbox;
+use super::volumes::poddir;
 use crate::cri::RuntimeService;
 use crate::handlers::{self, Target};
 use crate::node::observed::Observed;

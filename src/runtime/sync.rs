@@ -174,7 +174,7 @@ async fn act<R: RuntimeService>(
 /// A running pod's ConfigMap and Secret volumes follow their objects (kubelet updates
 /// mounts without a subPath in place); an object that went leaves the last files.
 fn refresh_object_volumes<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) {
-    use super::object_volumes::{any, set_up, Outcome};
+    use super::volumes::object_volumes::{any, set_up, Outcome};
     if !any(pod) || !obs.sandboxes.iter().any(|s| s.ready) {
         return;
     }

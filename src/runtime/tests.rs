@@ -279,7 +279,8 @@ fn without_runtime_events_process_exits_are_watched() {
     let rt = FakeRuntime::default().with_image(IMAGE);
     let mut e = engine(&root, &rt);
     let control = e.control();
-    let expected = if super::exits::supported() { super::pleg::Signal::Exits } else { super::pleg::Signal::Relist };
+    let expected =
+        if super::pleg::exits::supported() { super::pleg::Signal::Exits } else { super::pleg::Signal::Relist };
     run_until(&mut e, "the fallback chosen", || control.runtime_signal() == expected);
 }
 

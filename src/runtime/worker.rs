@@ -95,7 +95,7 @@ pub async fn run<R: RuntimeService>(
         };
         if let Some(obs) = obs {
             if cx.pleg.watch_exits() {
-                super::exits::watch(&cx.pleg.exits, &cx.runtime, &uid, &obs);
+                super::pleg::exits::watch(&cx.pleg.exits, &cx.runtime, &uid, &obs);
             }
             let logs = obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty());
             cx.pleg.set_logs(&uid, logs.map(|c| c.log_path.clone().into()).collect());

@@ -1,10 +1,10 @@
 //! The PLEG's two tasks (see `pleg`): the relist, and the runtime's event stream.
 
-use super::context::Context;
-use super::pleg::{Pleg, Signal, RELIST_FALLBACK};
-use super::sandbox::LABEL_POD_UID;
+use super::{Pleg, Signal, RELIST_FALLBACK};
 use crate::cri::api::ContainerEventResponse;
 use crate::cri::{Code, EventStream, RuntimeService};
+use crate::runtime::context::Context;
+use crate::runtime::sandbox::LABEL_POD_UID;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

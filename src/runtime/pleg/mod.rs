@@ -18,7 +18,10 @@
 //!
 //! A worker's wake-ups coalesce: however many arrive while it syncs, it syncs once more.
 
-use super::inbox::Inbox;
+pub mod exits;
+pub mod relist;
+
+use crate::runtime::inbox::Inbox;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,7 +60,7 @@ pub struct Pleg {
     /// The log files of each pod's running containers.
     logs: Mutex<HashMap<String, Vec<std::path::PathBuf>>>,
     pub(super) relist_now: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
-    pub(super) exits: Arc<super::exits::Exits>,
+    pub(super) exits: Arc<exits::Exits>,
 }
 
 impl Pleg {
@@ -77,7 +80,7 @@ impl Pleg {
                 evented: Mutex::new(HashMap::new()),
                 logs: Mutex::new(HashMap::new()),
                 relist_now: smol::channel::bounded(1),
-                exits: super::exits::Exits::new(wake),
+                exits: exits::Exits::new(wake),
             }
         })
     }
@@ -158,7 +161,7 @@ impl Pleg {
     /// The first of `changed` (pods a relist found changed, all of it while events were open)
     /// that no event announced since `since`, unless process exits are watched already.
     pub(super) fn missed(&self, changed: &[String], since: Instant) -> Option<String> {
-        if self.watch_exits() || !super::exits::supported() {
+        if self.watch_exits() || !exits::supported() {
             return None;
         }
         let evented = crate::locks::lock(&self.evented);
