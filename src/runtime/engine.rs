@@ -19,11 +19,11 @@
 use super::context::Context;
 use super::inbox::{Inbox, Msg};
 use super::observe::managed;
-use super::pleg::Pleg;
 use super::sandbox::{LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID};
 use super::stop::grace_of;
 use super::tuning::{EngineConfig, Tuning};
 use super::worker;
+use super::workers::Workers;
 use crate::cri::api::PodSandboxFilter;
 use crate::cri::RuntimeService;
 use crate::node::probing::Prober;
@@ -32,9 +32,10 @@ use crate::pod::{Change, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// A live worker (or an orphan's removal) in the engine's ledger: the name it holds, and its
+/// task. Its inbox is in the registry ([`Workers`]).
 struct Handle {
     key: String,
-    tx: smol::channel::Sender<Msg>,
     _task: smol::Task<()>,
 }
 
@@ -61,8 +62,18 @@ impl<R: RuntimeService> Engine<R> {
         config: EngineConfig,
         prober: Arc<dyn Prober>,
     ) -> Engine<R> {
-        let pleg = Pleg::new();
-        let cx = Arc::new(Context { node, runtime, tuning, config, prober, pleg, runtime_version: Default::default() });
+        let workers = Workers::new();
+        let pleg = super::pleg::Pleg::new(workers.clone());
+        let cx = Arc::new(Context {
+            node,
+            runtime,
+            tuning,
+            config,
+            prober,
+            workers,
+            pleg,
+            runtime_version: Default::default(),
+        });
         let (done_tx, done_rx) = smol::channel::unbounded();
         let pleg = super::pleg::relist::spawn(&cx);
         Engine {
@@ -79,7 +90,7 @@ impl<R: RuntimeService> Engine<R> {
 
     /// A handle for readers that must act through a pod's worker (the local API's restart).
     pub fn control(&self) -> Control {
-        Control { pleg: self.cx.pleg.clone() }
+        Control { workers: self.cx.workers.clone(), pleg: self.cx.pleg.clone() }
     }
 
     /// The engine's reloadable settings.
@@ -147,8 +158,9 @@ impl<R: RuntimeService> Engine<R> {
         match change {
             Change::Add(sp) => self.add(sp),
             Change::Update(sp) => {
-                if let Some(h) = self.workers.get(&sp.uid) {
-                    let _ = h.tx.try_send(Msg::Update(Box::new(sp)));
+                let uid = sp.uid.clone();
+                if self.workers.contains_key(&uid) {
+                    self.cx.workers.send(&uid, Msg::Update(Box::new(sp)));
                 } else if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
                     for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
                         *p = sp.clone();
@@ -160,9 +172,9 @@ impl<R: RuntimeService> Engine<R> {
                     q.retain(|p| p.uid != sp.uid);
                 }
                 self.retired(&sp.pod.key(), &sp.uid);
-                if let Some(h) = self.workers.get(&sp.uid) {
+                if self.workers.contains_key(&sp.uid) {
                     log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
-                    let _ = h.tx.try_send(Msg::Terminate(grace_of(&sp.pod)));
+                    self.cx.workers.send(&sp.uid, Msg::Terminate(grace_of(&sp.pod)));
                 }
             }
         }
@@ -193,14 +205,14 @@ impl<R: RuntimeService> Engine<R> {
             worker::run(cx, sp, rx, woken).await;
             let _ = done.send(finished).await;
         });
-        self.cx.pleg.register(&uid, Inbox { tx: tx.clone(), wake });
-        self.workers.insert(uid, Handle { key, tx, _task: task });
+        self.cx.workers.register(&uid, Inbox { tx, wake });
+        self.workers.insert(uid, Handle { key, _task: task });
     }
 
     /// Pulls `new`'s images while `old` runs, then terminates `old` (`new` waits in
     /// `pending` for it to finish). A newer replacement's pull replaces this one.
     fn prepull(&mut self, old: StaticPod, new: &StaticPod) {
-        let Some(tx) = self.workers.get(&old.uid).map(|h| h.tx.clone()) else { return };
+        let Some(tx) = self.cx.workers.inbox(&old.uid).map(|i| i.tx) else { return };
         let (cx, key, new) = (self.cx.clone(), new.pod.key(), new.pod.clone());
         let task = smol::spawn(async move {
             super::prepull::run(&cx, &old.pod, &new).await;
@@ -221,7 +233,8 @@ impl<R: RuntimeService> Engine<R> {
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
-        self.cx.pleg.unregister(uid);
+        self.cx.workers.unregister(uid);
+        self.cx.pleg.forget(uid);
         let Some(h) = self.workers.remove(uid) else { return };
         self.retired(&h.key, uid);
         if let Some(mut q) = self.pending.remove(&h.key) {
@@ -257,21 +270,21 @@ impl<R: RuntimeService> Engine<R> {
     fn remove_found(&mut self, uid: String) {
         let Some(key) = self.found.remove(&uid) else { return };
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
-        let (tx, _rx) = smol::channel::bounded(1);
         let task = smol::spawn(async move {
             if let Err(e) = super::orphan::remove(&cx, &finished).await {
                 log::warn!("pod {finished}: removing it: {e}");
             }
             let _ = done.send(finished).await;
         });
-        self.workers.insert(uid, Handle { key, tx, _task: task });
+        self.workers.insert(uid, Handle { key, _task: task });
     }
 }
 
 /// Reaches a pod's worker from outside the engine.
 #[derive(Clone)]
 pub struct Control {
-    pleg: Arc<Pleg>,
+    workers: Arc<Workers>,
+    pleg: Arc<super::pleg::Pleg>,
 }
 
 impl Control {
@@ -282,14 +295,14 @@ impl Control {
 
     /// Wakes every worker (images arrived: a pod waiting for one looks again).
     pub fn wake_all(&self) {
-        self.pleg.wake_all();
+        self.workers.wake_all();
     }
 
     /// Stops the pod's running containers through its worker (preStop hooks run, as for any
     /// kill); they come back per restartPolicy. The stopped containers' names, or `None` when
     /// no worker runs the pod.
     pub async fn restart(&self, uid: &str) -> Option<Vec<String>> {
-        let inbox = self.pleg.inbox(uid)?;
+        let inbox = self.workers.inbox(uid)?;
         let (tx, rx) = smol::channel::bounded(1);
         inbox.tx.send(Msg::Restart(tx)).await.ok()?;
         rx.recv().await.ok()

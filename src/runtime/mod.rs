@@ -3,7 +3,7 @@
 //! unit tests). Four trades, as in kubelet:
 //!
 //! - **the loop**: `engine` (one worker per pod UID, adoption, orphans), `worker` (one pod's
-//!   loop), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
+//!   loop), `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
 //!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
 //! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
 //!   CRI configs), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
@@ -53,6 +53,7 @@ pub mod sync;
 pub mod tuning;
 pub mod volumes;
 pub mod worker;
+pub mod workers;
 
 pub use engine::{Control, Engine};
 pub use tuning::{EngineConfig, Tuning};

@@ -52,13 +52,15 @@ fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
 
 fn context_with(root: &std::path::Path, rt: &FakeRuntime, config: EngineConfig) -> Context<FakeRuntime> {
     let s = Duration::from_secs(1);
+    let workers = super::workers::Workers::new();
     Context {
         node: node(root),
         runtime: rt.clone(),
         tuning: Arc::new(Tuning::new((s, s * 4), (s, s * 4), Default::default(), Default::default())),
         config,
         prober: Arc::new(NoProbes),
-        pleg: super::pleg::Pleg::new(),
+        workers: workers.clone(),
+        pleg: super::pleg::Pleg::new(workers),
         runtime_version: Default::default(),
     }
 }

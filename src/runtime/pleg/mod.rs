@@ -21,7 +21,7 @@
 pub mod exits;
 pub mod relist;
 
-use crate::runtime::inbox::Inbox;
+use crate::runtime::workers::Workers;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,10 +45,10 @@ pub enum Signal {
     EventsAndExits,
 }
 
-/// The workers' inboxes and which signal is live; shared by the engine, its workers and the
-/// PLEG's tasks.
+/// Which signal is live, and what the PLEG keeps per pod; shared by the engine, its workers
+/// and the PLEG's tasks. It wakes workers through the engine's registry.
 pub struct Pleg {
-    pub(super) inboxes: Mutex<HashMap<String, Inbox>>,
+    workers: Arc<Workers>,
     /// Since when the event stream has been open.
     events: Mutex<Option<Instant>>,
     /// Process exits are watched.
@@ -64,33 +64,27 @@ pub struct Pleg {
 }
 
 impl Pleg {
-    pub fn new() -> Arc<Pleg> {
-        Arc::new_cyclic(|me: &std::sync::Weak<Pleg>| {
-            let me = me.clone();
-            let wake = Box::new(move |uid: &str| {
-                if let Some(pleg) = me.upgrade() {
-                    pleg.wake(uid);
-                }
-            });
-            Pleg {
-                inboxes: Mutex::new(HashMap::new()),
-                events: Mutex::new(None),
-                watch_exits: AtomicBool::new(false),
-                announced: AtomicBool::new(false),
-                evented: Mutex::new(HashMap::new()),
-                logs: Mutex::new(HashMap::new()),
-                relist_now: smol::channel::bounded(1),
-                exits: exits::Exits::new(wake),
+    pub fn new(workers: Arc<Workers>) -> Arc<Pleg> {
+        let weak = Arc::downgrade(&workers);
+        let wake = Box::new(move |uid: &str| {
+            if let Some(workers) = weak.upgrade() {
+                workers.wake(uid);
             }
+        });
+        Arc::new(Pleg {
+            workers,
+            events: Mutex::new(None),
+            watch_exits: AtomicBool::new(false),
+            announced: AtomicBool::new(false),
+            evented: Mutex::new(HashMap::new()),
+            logs: Mutex::new(HashMap::new()),
+            relist_now: smol::channel::bounded(1),
+            exits: exits::Exits::new(wake),
         })
     }
 
-    pub fn register(&self, uid: &str, inbox: Inbox) {
-        crate::locks::lock(&self.inboxes).insert(uid.to_string(), inbox);
-    }
-
-    pub fn unregister(&self, uid: &str) {
-        crate::locks::lock(&self.inboxes).remove(uid);
+    /// Forgets what it kept about pod `uid` (its worker ended).
+    pub fn forget(&self, uid: &str) {
         crate::locks::lock(&self.evented).remove(uid);
         crate::locks::lock(&self.logs).remove(uid);
     }
@@ -100,21 +94,14 @@ impl Pleg {
         crate::locks::lock(&self.logs).insert(uid.to_string(), logs);
     }
 
-    pub fn inbox(&self, uid: &str) -> Option<Inbox> {
-        crate::locks::lock(&self.inboxes).get(uid).cloned()
-    }
-
     /// Wakes the worker of pod `uid`, if there is one; wake-ups coalesce.
     pub fn wake(&self, uid: &str) {
-        if let Some(inbox) = crate::locks::lock(&self.inboxes).get(uid) {
-            let _ = inbox.wake.try_send(());
-        }
+        self.workers.wake(uid);
     }
 
-    pub(super) fn wake_all(&self) {
-        for inbox in crate::locks::lock(&self.inboxes).values() {
-            let _ = inbox.wake.try_send(());
-        }
+    /// The pods with a live worker, which a relist looks at.
+    pub(super) fn watched(&self) -> Vec<String> {
+        self.workers.uids()
     }
 
     pub fn signal(&self) -> Signal {
@@ -172,26 +159,7 @@ impl Pleg {
     pub(super) fn start_watching_exits(&self) {
         if !self.watch_exits.swap(true, Ordering::AcqRel) {
             let _ = self.relist_now.0.try_send(());
-            self.wake_all();
+            self.workers.wake_all();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wake_ups_coalesce_and_unknown_pods_are_ignored() {
-        let pleg = Pleg::new();
-        let (tx, _rx) = smol::channel::bounded(8);
-        let (wake, woken) = smol::channel::bounded(1);
-        pleg.register("u1", Inbox { tx, wake });
-        pleg.wake("u1");
-        pleg.wake("u1");
-        pleg.wake("nobody");
-        assert_eq!(woken.len(), 1);
-        pleg.unregister("u1");
-        assert!(pleg.inbox("u1").is_none());
     }
 }

@@ -56,7 +56,7 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
             _ => continue, // the runtime is away; workers notice on their own
         };
         let now = fingerprints(&sandboxes, &containers);
-        let uids: Vec<String> = crate::locks::lock(&pleg.inboxes).keys().cloned().collect();
+        let uids: Vec<String> = pleg.watched();
         let changed: Vec<String> = match &last {
             Some(last) => uids.into_iter().filter(|uid| now.get(uid) != last.get(uid)).collect(),
             None => uids,
