@@ -4,7 +4,8 @@
 //! labels and annotations atoll wrote when it created the containers: the pod's name and UID,
 //! its termination grace period, each container's preStop hook and ports. Then the pod is
 //! stopped the way its worker would have stopped it (preStop within the grace, then
-//! StopContainer with what is left) and removed with its directories.
+//! StopContainer with what is left) and removed with its directories, by the worker's own
+//! teardown (`stop::teardown`).
 
 use super::container::{ANNOTATION_GRACE, ANNOTATION_PORTS, ANNOTATION_PRE_STOP};
 use super::context::Context;
@@ -12,8 +13,7 @@ use super::errors::SyncError;
 use super::observe::observe;
 use super::plan::Kill;
 use super::sandbox::{LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE};
-use super::stop::{stop_containers, MIN_GRACE};
-use super::volumes::poddir;
+use super::stop::{teardown, MIN_GRACE};
 use crate::cri::api::ContainerStatus;
 use crate::cri::RuntimeService;
 use crate::node::observed::ContainerState;
@@ -80,22 +80,9 @@ pub async fn remove<R: RuntimeService>(cx: &Context<R>, uid: &str) -> Result<(),
             grace: None,
         })
         .collect();
-    stop_containers(cx, &pod, &obs, &kills, grace).await;
-    for s in &obs.sandboxes {
-        let _ = cx.runtime.stop_pod_sandbox(&s.id).await;
-    }
-    for c in &obs.containers {
-        let _ = cx.runtime.remove_container(&c.id).await;
-    }
-    for s in &obs.sandboxes {
-        cx.runtime.remove_pod_sandbox(&s.id).await.map_err(SyncError::runtime("RemovePodSandbox"))?;
-    }
-    if let Ok(logs) = super::sandbox::log_directory(cx.node.facts(), &pod) {
-        let _ = std::fs::remove_dir_all(logs);
-    }
-    // The UID comes from a runtime label: a path only if it is a safe name.
-    let dir = poddir::pod_dir(&cx.node.facts().root_dir, uid).map_err(SyncError::Host)?;
-    poddir::remove(&dir).map_err(SyncError::Host)
+    // The same teardown as a worker's. The UID comes from a runtime label: the pod's
+    // directory is a path only if it is a safe name (`poddir::pod_dir` checks).
+    teardown(cx, &pod, &obs, &kills, grace).await
 }
 
 #[cfg(test)]

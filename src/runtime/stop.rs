@@ -1,7 +1,8 @@
 //! Stopping and removing, with kubelet's rules: a container's preStop hook runs first, within
 //! the grace period, and StopContainer gets what is left of it (at least 2 s); a pod's
 //! containers are stopped in parallel, then its sandboxes; a deleted pod's containers,
-//! sandboxes, logs and directories are removed.
+//! sandboxes, logs and directories are removed ([`teardown`], for a worker's pod and an
+//! orphan alike).
 
 use super::context::Context;
 use super::errors::SyncError;
@@ -84,6 +85,20 @@ pub async fn stop_pod<R: RuntimeService>(
         }
     }
     Ok(())
+}
+
+/// The one teardown of a pod that goes (its worker's, and an orphan's): the kills (preStop
+/// first), its sandboxes stopped, then everything removed. A runtime error other than
+/// NotFound stops it; the caller tries again or reports it.
+pub async fn teardown<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    obs: &Observed,
+    kills: &[Kill],
+    grace: Duration,
+) -> Result<(), SyncError> {
+    stop_pod(cx, pod, obs, kills, grace).await?;
+    remove_pod(cx, pod, obs).await
 }
 
 /// Removes a deleted pod's containers, sandboxes, logs and directories. Removing a sandbox

@@ -53,8 +53,7 @@ pub async fn sync<R: RuntimeService>(
     };
     match mode {
         Mode::Terminate(grace) => {
-            stop::stop_pod(cx, pod, &obs, &decided.kill, grace).await?;
-            stop::remove_pod(cx, pod, &obs).await?;
+            stop::teardown(cx, pod, &obs, &decided.kill, grace).await?;
             return Ok((Synced::Removed, obs));
         }
         Mode::Stop => {
