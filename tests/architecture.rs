@@ -6,26 +6,66 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Module path (`runtime::worker`, `` for lib.rs) → file, for every file of src/ but main.rs.
+/// Module path (`runtime::worker`, `` for lib.rs) → file, for every file of src/ but main.rs
+/// and the files compiled for unit tests only (whose imports are the tests', not the house's).
 fn modules(root: &Path) -> BTreeMap<String, PathBuf> {
-    let mut out = BTreeMap::new();
+    let mut files = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-                continue;
+            } else if p.extension().and_then(|x| x.to_str()) == Some("rs") && !p.ends_with("main.rs") {
+                files.push(p);
             }
-            if p.extension().and_then(|x| x.to_str()) != Some("rs") || p.ends_with("main.rs") {
-                continue;
+        }
+    }
+    let test_only: BTreeSet<PathBuf> = files.iter().flat_map(|f| test_only_children(f)).collect();
+    let mut out = BTreeMap::new();
+    for p in files {
+        if test_only.iter().any(|t| p == *t || t.extension().is_none() && p.starts_with(t)) {
+            continue;
+        }
+        let rel = p.strip_prefix(root).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+            parts.pop();
+        }
+        out.insert(parts.join("::"), p);
+    }
+    out
+}
+
+/// The files (or module directories) `file` declares as `#[cfg(test)] mod name;`, with or
+/// without a `#[path]`.
+fn test_only_children(file: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let dir = file.parent().unwrap();
+    // A file's children live in a directory named after it, a mod.rs's beside it.
+    let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+    let children = if stem == "mod" || stem == "lib" { dir.to_path_buf() } else { dir.join(&stem) };
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        if *line != "#[cfg(test)]" {
+            continue;
+        }
+        let mut next = n + 1;
+        let mut path_attr = None;
+        if let Some(p) = lines.get(next).and_then(|l| l.strip_prefix("#[path = \"")) {
+            path_attr = p.strip_suffix("\"]").map(String::from);
+            next += 1;
+        }
+        let Some(decl) = lines.get(next) else { continue };
+        let decl = decl.trim_start_matches("pub(crate) ").trim_start_matches("pub ");
+        let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) else { continue };
+        match path_attr {
+            Some(p) => out.push(dir.join(p)),
+            None => {
+                out.push(children.join(format!("{name}.rs")));
+                out.push(children.join(name));
             }
-            let rel = p.strip_prefix(root).unwrap().with_extension("");
-            let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
-            if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
-                parts.pop();
-            }
-            out.insert(parts.join("::"), p);
         }
     }
     out

@@ -30,19 +30,19 @@ fn bad(level: Level, name: &'static str, detail: impl Into<String>, fix: impl In
 
 /// The runtime: reachable, its version, and its own readiness conditions.
 pub fn runtime(s: &Settings) -> Vec<Check> {
-    let cri = crate::cri::Cri::new(&s.runtime_endpoint).with_request_timeout(Duration::from_secs(5));
+    let cri = crate::cri::Cri::new(&s.runtime.endpoint).with_request_timeout(Duration::from_secs(5));
     smol::block_on(async {
         match cri.version().await {
             Err(e) => vec![bad(
                 Level::Fail,
                 "runtime",
-                format!("cannot reach the container runtime at {}: {e}", s.runtime_endpoint),
+                format!("cannot reach the container runtime at {}: {e}", s.runtime.endpoint),
                 "start it (systemctl start containerd) or point --container-runtime-endpoint / containerRuntimeEndpoint at its socket",
             )],
             Ok(v) => {
                 let mut checks = vec![ok(
                     "runtime",
-                    format!("{} {} (CRI {}) at {}", v.runtime_name, v.runtime_version, v.runtime_api_version, s.runtime_endpoint),
+                    format!("{} {} (CRI {}) at {}", v.runtime_name, v.runtime_version, v.runtime_api_version, s.runtime.endpoint),
                 )];
                 if let Ok(st) = cri.status(false).await {
                     for c in st.status.map(|s| s.conditions).unwrap_or_default() {
@@ -257,19 +257,19 @@ pub fn all(s: &Settings) -> Vec<Check> {
             &[Path::new("/opt/cni/bin"), Path::new("/usr/lib/cni"), Path::new("/usr/libexec/cni")],
         ));
     }
-    checks.extend(manifests(s.pod_manifest_path.as_deref()));
+    checks.extend(manifests(s.sources.manifest_path.as_deref()));
     checks.extend(secrets(s));
-    checks.extend(writable("state", &s.root_dir));
-    if let Some(problem) = crate::root_dir::problem(&s.root_dir) {
-        let fix = format!("restart atoll, or chown root: {0}; chmod 700 {0}", s.root_dir.display());
+    checks.extend(writable("state", &s.node.root_dir));
+    if let Some(problem) = crate::root_dir::problem(&s.node.root_dir) {
+        let fix = format!("restart atoll, or chown root: {0}; chmod 700 {0}", s.node.root_dir.display());
         checks.push(bad(Level::Warn, "state", problem, fix));
     }
-    checks.extend(writable("logs", &s.pod_logs_dir));
-    checks.extend(disk("disk", &s.root_dir));
-    checks.extend(disk("disk", &s.pod_logs_dir));
+    checks.extend(writable("logs", &s.node.pod_logs_dir));
+    checks.extend(disk("disk", &s.node.root_dir));
+    checks.extend(disk("disk", &s.node.pod_logs_dir));
     checks.extend(clock(SystemTime::now()));
-    if let Some(k) = &s.kubeconfig {
-        checks.push(api_server(k, &s.node_name));
+    if let Some(k) = &s.mirror.kubeconfig {
+        checks.push(api_server(k, &s.node.name));
     }
     checks
 }
@@ -277,7 +277,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
 /// Where Secrets live: `secretsDir` root's alone, and no Secret manifest others may read.
 pub fn secrets(s: &Settings) -> Vec<Check> {
     let mut out = Vec::new();
-    if let Some(dir) = &s.secrets_dir {
+    if let Some(dir) = &s.sources.secrets_dir {
         out.push(match crate::source::scan::private_dir_problem(dir) {
             None => ok("secrets", format!("{} is root's alone (0700)", dir.display())),
             Some(problem) => {
@@ -285,11 +285,11 @@ pub fn secrets(s: &Settings) -> Vec<Check> {
             }
         });
     }
-    let mut dirs: Vec<&Path> = s.pod_manifest_path.iter().map(|p| p.as_path()).collect();
-    dirs.extend(s.secrets_dir.as_deref());
+    let mut dirs: Vec<&Path> = s.sources.manifest_path.iter().map(|p| p.as_path()).collect();
+    dirs.extend(s.sources.secrets_dir.as_deref());
     for dir in dirs {
         // Encrypted files may be readable: they are not opened here (no key, no trust).
-        let intake = crate::source::payload::Intake { node: s.node_name.clone(), ..Default::default() };
+        let intake = crate::source::payload::Intake { node: s.node.name.clone(), ..Default::default() };
         let scan = crate::source::scan::scan(dir, &intake);
         for (file, good) in &scan.good {
             use std::os::unix::fs::PermissionsExt;

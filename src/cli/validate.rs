@@ -16,9 +16,9 @@ use std::sync::Arc;
 /// Returns whether everything was valid.
 pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     let s = Settings::load(flags)?;
-    let policy = Policy { strict: s.strict };
+    let policy = Policy { strict: s.sources.strict };
     let intake =
-        Intake { trust: s.manifest_trust.clone(), key: s.decryption.clone(), node: s.node_name.clone(), policy };
+        Intake { trust: s.sources.trust.clone(), key: s.sources.decryption.clone(), node: s.node.name.clone(), policy };
     let mut all_ok = true;
     // Start ordering is checked across everything given: (pod as written, its dependencies, file).
     let mut ordered: Vec<(String, Vec<String>, String)> = Vec::new();
@@ -115,9 +115,9 @@ fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manife
     let shown = http::redact_url(url);
     let client = match http::Client::new(
         url,
-        s.manifest_url_headers.clone(),
+        s.sources.url.headers.clone(),
         http::DEFAULT_TIMEOUT,
-        s.manifest_url_ca_file.as_deref(),
+        s.sources.url.ca_file.as_deref(),
     ) {
         Ok(c) => c,
         Err(e) => {

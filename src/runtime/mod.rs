@@ -56,7 +56,7 @@ pub mod worker;
 pub mod workers;
 
 pub use engine::{Control, Engine};
-pub use tuning::{EngineConfig, Tuning};
+pub use tuning::{EngineConfig, Tuning, TuningConfig};
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@
 use super::context::Context;
 use super::fake::FakeRuntime;
 use super::sync::{sync, Mode, Synced};
-use super::{Engine, EngineConfig, Tuning};
+use super::{Engine, EngineConfig, Tuning, TuningConfig};
 use crate::cri::api::ContainerState as Cri;
 use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
 use crate::node::probing::NoProbes;
@@ -56,7 +56,7 @@ fn context_with(root: &std::path::Path, rt: &FakeRuntime, config: EngineConfig) 
     Context {
         node: node(root),
         runtime: rt.clone(),
-        tuning: Arc::new(Tuning::new((s, s * 4), (s, s * 4), Default::default(), Default::default())),
+        tuning: Arc::new(Tuning::new(&TuningConfig::back_off((s, s * 4)))),
         config,
         prober: Arc::new(NoProbes),
         workers: workers.clone(),
@@ -471,7 +471,7 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     let node = cx.node.clone();
     let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
     let ms = Duration::from_millis(100);
-    e.tuning().reload((ms, ms * 4), (ms, ms * 4), Default::default(), Default::default());
+    e.tuning().reload(&TuningConfig::back_off((ms, ms * 4)));
     let old = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
     e.apply(Change::Add(old.clone()));
     run_until(&mut e, "the old version running", || running(&rt) == ["c"]);

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime};
 
 /// Settings fixed for the engine's life.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
     /// How often a worker syncs when nothing wakes it: never unless set (kubelet's
     /// `syncFrequency`, given explicitly). The PLEG wakes a worker on every change of its pod
@@ -54,29 +54,60 @@ pub struct Tuning {
 /// Back-off limits: (initial delay, cap).
 pub type Limits = (Duration, Duration);
 
-impl Default for Tuning {
+/// The settings [`Tuning`] is made from, and which SIGHUP may replace.
+#[derive(Clone, Debug)]
+pub struct TuningConfig {
+    /// CrashLoopBackOff and ImagePullBackOff.
+    pub crash_loop_back_off: Limits,
+    pub image_pull_back_off: Limits,
+    pub keyring: Keyring,
+    /// runtimeClassName → CRI runtime handler.
+    pub runtime_handlers: BTreeMap<String, String>,
+}
+
+impl Default for TuningConfig {
     fn default() -> Self {
         let kubelet = (super::backoff::DEFAULT_INITIAL, super::backoff::DEFAULT_MAX);
-        Tuning::new(kubelet, kubelet, Keyring::default(), BTreeMap::new())
+        TuningConfig {
+            crash_loop_back_off: kubelet,
+            image_pull_back_off: kubelet,
+            keyring: Keyring::default(),
+            runtime_handlers: BTreeMap::new(),
+        }
+    }
+}
+
+impl TuningConfig {
+    /// Both back-offs `limits`, nothing else.
+    pub fn back_off(limits: Limits) -> TuningConfig {
+        TuningConfig { crash_loop_back_off: limits, image_pull_back_off: limits, ..Default::default() }
+    }
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning::new(&TuningConfig::default())
     }
 }
 
 impl Tuning {
-    pub fn new(crash: Limits, image: Limits, keyring: Keyring, classes: BTreeMap<String, String>) -> Tuning {
+    pub fn new(c: &TuningConfig) -> Tuning {
+        let (crash, image) = (c.crash_loop_back_off, c.image_pull_back_off);
         Tuning {
             crash: Mutex::new(Backoff::new(crash.0, crash.1)),
             image: Mutex::new(Backoff::new(image.0, image.1)),
-            keyring: Mutex::new(keyring),
-            classes: RwLock::new(classes),
+            keyring: Mutex::new(c.keyring.clone()),
+            classes: RwLock::new(c.runtime_handlers.clone()),
         }
     }
 
     /// Takes new settings; back-off state so far is kept under the new limits.
-    pub fn reload(&self, crash: Limits, image: Limits, keyring: Keyring, classes: BTreeMap<String, String>) {
+    pub fn reload(&self, c: &TuningConfig) {
+        let (crash, image) = (c.crash_loop_back_off, c.image_pull_back_off);
         self.crash_backoff().set_limits(crash.0, crash.1);
         self.image_backoff().set_limits(image.0, image.1);
-        *crate::locks::lock(&self.keyring) = keyring;
-        *crate::locks::write(&self.classes) = classes;
+        *crate::locks::lock(&self.keyring) = c.keyring.clone();
+        *crate::locks::write(&self.classes) = c.runtime_handlers.clone();
     }
 
     pub fn crash_backoff(&self) -> MutexGuard<'_, Backoff> {
@@ -130,7 +161,8 @@ mod tests {
         let tuning = Tuning::default();
         assert_eq!(tuning.runtime_handler("gvisor"), None);
         let s = Duration::from_secs(1);
-        tuning.reload((s, s * 4), (s, s * 2), Keyring::default(), BTreeMap::from([("gvisor".into(), "runsc".into())]));
+        let classes = BTreeMap::from([("gvisor".into(), "runsc".into())]);
+        tuning.reload(&TuningConfig { runtime_handlers: classes, ..TuningConfig::back_off((s, s * 4)) });
         assert_eq!(tuning.runtime_handler("gvisor").as_deref(), Some("runsc"));
     }
 }

@@ -272,12 +272,7 @@ pub fn engine_env(
     let s = Duration::from_secs(1);
     EngineEnv {
         node: atoll::node::Node::new(tb.cri(), facts),
-        tuning: std::sync::Arc::new(atoll::runtime::Tuning::new(
-            (s, s * 4),
-            (s, s * 4),
-            Default::default(),
-            Default::default(),
-        )),
+        tuning: std::sync::Arc::new(atoll::runtime::Tuning::new(&atoll::runtime::TuningConfig::back_off((s, s * 4)))),
         config: atoll::runtime::EngineConfig { resync: Some(resync), log_rotation, ..Default::default() },
     }
 }

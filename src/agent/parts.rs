@@ -1,0 +1,185 @@
+//! The parts the agent starts, each from its own settings: the node's facts, the manifest
+//! sources, the images directory with the pins and the collector, the mirror, and the
+//! listeners. Each returns what the agent keeps (tasks it must hold, handles it talks to).
+
+use crate::config::Settings;
+use crate::cri::Cri;
+use crate::node::{Facts, Node};
+use crate::pod::Policy;
+use crate::source::{self, file, http, SourceId};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The node's facts from the settings and the machine.
+pub fn facts(s: &Settings, runtime_name: String) -> Facts {
+    let n = &s.node;
+    Facts {
+        name: n.name.clone(),
+        root_dir: n.root_dir.clone(),
+        pod_logs_dir: n.pod_logs_dir.clone(),
+        host_ip: n.ip.clone().or_else(detect_node_ip).unwrap_or_default(),
+        cpu_millis: std::thread::available_parallelism().map_or(1000, |c| c.get() as i64 * 1000),
+        memory_bytes: memory_total(),
+        runtime_name,
+        cluster_dns: n.cluster_dns.clone(),
+        cluster_domain: n.cluster_domain.clone(),
+        host_resolv_conf: if n.resolv_conf.is_empty() {
+            String::new()
+        } else {
+            let text = crate::bounded::read_file(std::path::Path::new(&n.resolv_conf), 1 << 20).unwrap_or_default();
+            String::from_utf8_lossy(&text).into_owned()
+        },
+    }
+}
+
+/// The configured manifest sources, each a task sending snapshots to `tx`.
+pub fn sources(s: &Settings, tx: &smol::channel::Sender<source::Update>) -> (Vec<SourceId>, Vec<smol::Task<()>>) {
+    let (src, root) = (&s.sources, &s.node.root_dir);
+    let mut ids = Vec::new();
+    let mut tasks = Vec::new();
+    // The manifest directory, and Secrets apart from the pods (never copied to disk, not
+    // signed by the fleet but each box's own, read only while root's alone).
+    let dirs = [(&src.manifest_path, false), (&src.secrets_dir, true)];
+    for (path, secrets) in dirs.into_iter().filter_map(|(p, secrets)| Some((p.as_ref()?, secrets))) {
+        let fleet = !secrets; // the manifest directory: fleet-signed, its last valid files kept
+        let mut intake = intake(s);
+        intake.trust = intake.trust.filter(|_| fleet);
+        let cfg = file::FileSourceConfig {
+            path: path.clone(),
+            check_frequency: src.file_check_frequency,
+            intake,
+            kept_dir: fleet.then(|| root.join("sources").join("files")),
+            versions: fleet.then(|| root.join("trust").join("file-versions.json")),
+            secrets,
+        };
+        ids.push(if secrets { SourceId::Secrets } else { SourceId::File });
+        tasks.push(smol::spawn(file::run(cfg, tx.clone())));
+    }
+    if let Some(address) = &src.url.url {
+        ids.push(SourceId::Http);
+        let cfg = http::HttpSourceConfig {
+            url: address.clone(),
+            headers: src.url.headers.clone(),
+            check_frequency: src.url.check_frequency,
+            timeout: http::DEFAULT_TIMEOUT,
+            ca_file: src.url.ca_file.clone(),
+            cache_dir: Some(root.join("sources")),
+            intake: intake(s),
+            versions: Some(root.join("trust").join("url-versions.json")),
+        };
+        tasks.push(smol::spawn(http::run(cfg, tx.clone())));
+    }
+    (ids, tasks)
+}
+
+/// How the sources (and the rollback stage) open payloads: the trusted keys, the decryption
+/// identity, the node, strictness.
+pub fn intake(s: &Settings) -> source::payload::Intake {
+    source::payload::Intake {
+        trust: s.sources.trust.clone(),
+        key: s.sources.decryption.clone(),
+        node: s.node.name.clone(),
+        policy: Policy { strict: s.sources.strict },
+    }
+}
+
+/// The images directory (marked pending before any pod starts, imported in the background),
+/// the runtime's pins on the pods' images, and kubelet's image collection. `wake` wakes every
+/// worker when an import brings images.
+pub async fn images(
+    s: &Settings,
+    node: &Arc<Node>,
+    cri: &Cri,
+    wake: Arc<dyn Fn() + Send + Sync>,
+) -> (Arc<crate::images::gc::Collector>, Vec<smol::Task<()>>) {
+    let dir = crate::images::dir::DirConfig {
+        dir: s.images.dir.clone(),
+        record: s.node.root_dir.join("image-imports.json"),
+        ctr: s.images.ctr_path.clone(),
+        address: s.runtime.endpoint.path().to_path_buf(),
+        high_percent: s.images.gc.high_percent,
+    };
+    let mut tasks = vec![crate::images::dir::start(dir, node.clone(), cri.clone(), wake).await];
+    // The runtime's pin on the images the pods need, for the box's other collectors.
+    tasks.push(smol::spawn(crate::images::pins::run(
+        node.clone(),
+        cri.clone(),
+        s.images.ctr_path.clone(),
+        s.runtime.endpoint.path().to_path_buf(),
+        s.images.gc_period.min(Duration::from_secs(60)),
+    )));
+    // kubelet's image garbage collection, which never takes a pinned image.
+    let collector = Arc::new(crate::images::gc::Collector::new(s.images.gc, s.images.gc_period));
+    let (c, node, cri) = (collector.clone(), node.clone(), cri.clone());
+    tasks.push(smol::spawn(async move { c.run(&node, &cri).await }));
+    (collector, tasks)
+}
+
+/// The mirror, when a kubeconfig is given.
+pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option<Arc<crate::mirror::MirrorState>> {
+    let m = &s.mirror;
+    let kubeconfig = m.kubeconfig.clone()?;
+    let state = Arc::new(crate::mirror::MirrorState::default());
+    let read_only_port = s.listeners.read_only.as_deref().and_then(|a| a.rsplit(':').next()?.parse().ok());
+    let opts = crate::mirror::Options {
+        kubeconfig,
+        node: s.node.name.clone(),
+        node_labels: m.node_labels.clone(),
+        taints: m.taints.clone(),
+        max_pods: m.max_pods,
+        status_update_frequency: m.status_update_frequency,
+        status_report_frequency: m.status_report_frequency,
+        lease_duration_seconds: m.lease_duration_seconds,
+        runtime_version,
+        endpoint_port: read_only_port.unwrap_or(0),
+        root_dir: s.node.root_dir.clone(),
+    };
+    crate::mirror::start(opts, node.clone(), state.clone());
+    Some(state)
+}
+
+/// The local API's socket, healthz and the read-only port, each a task.
+pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<smol::Task<()>>, String> {
+    use crate::api::Scope;
+    let l = &s.listeners;
+    let mut servers = Vec::new();
+    if let Some(path) = &l.api_socket {
+        let listener = crate::api::bind_socket(path)?;
+        log::info!("local API on {}", path.display());
+        servers.push(smol::spawn(crate::api::serve_unix(api.clone(), listener)));
+    }
+    for (addr, scope) in [(&l.healthz, Scope::Healthz), (&l.read_only, Scope::ReadOnly)] {
+        let Some(addr) = addr else { continue };
+        match smol::net::TcpListener::bind(addr.as_str()).await {
+            Ok(listener) => {
+                let what = if scope == Scope::Healthz { "healthz" } else { "read-only API" };
+                log::info!("{what} on http://{addr}");
+                servers.push(smol::spawn(crate::api::serve_tcp(api.clone(), listener, scope)));
+            }
+            Err(e) => log::warn!("cannot listen on {addr} ({scope:?}): {e}"),
+        }
+    }
+    Ok(servers)
+}
+
+/// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of
+/// its default route too): the source address the kernel picks for a route lookup. Connecting
+/// a UDP socket sends nothing. None on a box with no route, where hostNetwork pods' status
+/// shows no IP and their probes go to 127.0.0.1.
+fn detect_node_ip() -> Option<String> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?; // TEST-NET-1: a route lookup only
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_unspecified() && !ip.is_loopback()).then(|| ip.to_string())
+}
+
+/// MemTotal from /proc/meminfo, in bytes (0 if unknown).
+fn memory_total() -> i64 {
+    let text = crate::bounded::read_file(std::path::Path::new("/proc/meminfo"), 1 << 20).unwrap_or_default();
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<i64>().ok())
+        .map_or(0, |kb| kb.saturating_mul(1024))
+}

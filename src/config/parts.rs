@@ -1,0 +1,397 @@
+//! Each part's settings, as [`Settings`](super::Settings) holds them, and the small checked
+//! function that builds each from the flags, the KubeletConfiguration and the
+//! AtollConfiguration ([`Inputs`]). A value that is wrong is an error naming the flag or the
+//! file and field; a part only ever gets valid settings.
+
+use super::atoll::AtollConfiguration;
+use super::flags::{Flag, Flags};
+use super::kubelet::KubeletConfiguration;
+use crate::cri::Endpoint;
+use crate::duration::parse_duration;
+use crate::runtime::logs::Rotation;
+use crate::runtime::{EngineConfig, TuningConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+pub const DEFAULT_ROOT_DIR: &str = "/var/lib/atoll";
+pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+
+/// What the settings are made from: the flags over the kubelet file over atoll's own file.
+pub struct Inputs<'a> {
+    pub flags: &'a Flags,
+    pub kubelet: &'a KubeletConfiguration,
+    pub own: &'a AtollConfiguration,
+    /// How atoll's own file is named in errors.
+    pub own_shown: &'a str,
+}
+
+impl Inputs<'_> {
+    /// A duration from `flag`, else the kubelet file's `field`, else `default`; never zero.
+    fn duration(
+        &self,
+        flag: Flag,
+        field: &str,
+        from_config: &Option<String>,
+        default: Duration,
+    ) -> Result<Duration, String> {
+        let (raw, whence) = match (self.flags.get(flag), from_config) {
+            (Some(v), _) => (v.to_string(), format!("flag --{}", flag.name())),
+            (None, Some(v)) => (v.clone(), format!("config field {field}")),
+            (None, None) => return Ok(default),
+        };
+        let d = parse_duration(&raw).map_err(|e| format!("{whence}: {e}"))?;
+        if d.is_zero() {
+            return Err(format!("{whence}: must be more than zero"));
+        }
+        Ok(d)
+    }
+
+    /// A string from `flag`, else from a config file.
+    fn text(&self, flag: Flag, from_config: &Option<String>) -> Option<String> {
+        self.flags.get(flag).map(String::from).or_else(|| from_config.clone())
+    }
+}
+
+/// The node's identity and the host facts pods see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSettings {
+    pub name: String,
+    /// `--node-ip`; else the address of the default route.
+    pub ip: Option<String>,
+    /// `--root-dir` (over `stateDir`): atoll's state.
+    pub root_dir: PathBuf,
+    pub pod_logs_dir: PathBuf,
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    /// The resolver configuration pods with dnsPolicy Default inherit ("" for none).
+    pub resolv_conf: String,
+}
+
+pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
+    let name = i.flags.get(Flag::HostnameOverride).map_or_else(hostname, String::from);
+    let name = crate::pod::identity::node_name(&name);
+    crate::pod::validate::dns1123_subdomain(&name).map_err(|e| format!("node name {name:?} {e}"))?;
+    let root_dir = i
+        .flags
+        .get(Flag::RootDir)
+        .map(String::from)
+        .or(i.own.state_dir.clone().filter(|d| !d.is_empty()))
+        .unwrap_or_else(|| DEFAULT_ROOT_DIR.into());
+    let cfg = i.kubelet;
+    Ok(NodeSettings {
+        name,
+        ip: i.flags.get(Flag::NodeIp).map(String::from),
+        root_dir: root_dir.into(),
+        pod_logs_dir: cfg.pod_logs_dir.clone().unwrap_or_else(|| "/var/log/pods".into()).into(),
+        cluster_dns: cfg.cluster_dns.clone().unwrap_or_default(),
+        cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
+        resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
+    })
+}
+
+/// The manifest URL (`staticPodURL`) and how it is fetched (`atoll validate` fetches a URL
+/// it is given the same way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UrlSettings {
+    pub url: Option<String>,
+    /// `--manifest-url-header` (over `staticPodURLHeader`): sent to the URL's origin only.
+    pub headers: Vec<(String, String)>,
+    pub ca_file: Option<PathBuf>,
+    pub check_frequency: Duration,
+}
+
+/// Where pods come from, and how their payloads are trusted.
+#[derive(Clone, Debug)]
+pub struct SourceSettings {
+    /// `staticPodPath`, trailing separators stripped as kubelet does.
+    pub manifest_path: Option<PathBuf>,
+    pub file_check_frequency: Duration,
+    pub url: UrlSettings,
+    /// `secretsDir`: Secrets and ConfigMaps apart from the pods (root-owned, 0700).
+    pub secrets_dir: Option<PathBuf>,
+    /// `manifestTrust`: the keys that sign manifests, and whether a signature is required.
+    pub trust: Option<crate::trust::Trust>,
+    /// `decryptionKeyFile`: the identity `.age` manifests are decrypted with.
+    pub decryption: Option<Arc<crate::age::Identity>>,
+    /// `--strict`: manifest fields atoll does not implement are errors.
+    pub strict: bool,
+}
+
+impl PartialEq for SourceSettings {
+    fn eq(&self, o: &Self) -> bool {
+        let recipient = |s: &Self| s.decryption.as_ref().map(|k| k.recipient());
+        self.manifest_path == o.manifest_path
+            && self.file_check_frequency == o.file_check_frequency
+            && self.url == o.url
+            && self.secrets_dir == o.secrets_dir
+            && self.trust == o.trust
+            && recipient(self) == recipient(o)
+            && self.strict == o.strict
+    }
+}
+
+pub fn sources(i: &Inputs) -> Result<SourceSettings, String> {
+    let (cfg, own, shown) = (i.kubelet, i.own, i.own_shown);
+    let check = |flag, field, value: &Option<String>| i.duration(flag, field, value, DEFAULT_CHECK_FREQUENCY);
+    let url = UrlSettings {
+        url: i.text(Flag::ManifestUrl, &cfg.static_pod_url).filter(|u| !u.is_empty()),
+        headers: url_headers(i)?,
+        ca_file: i.flags.get(Flag::ManifestUrlCaFile).map(Into::into),
+        check_frequency: check(Flag::HttpCheckFrequency, "httpCheckFrequency", &cfg.http_check_frequency)?,
+    };
+    Ok(SourceSettings {
+        manifest_path: i.text(Flag::PodManifestPath, &cfg.static_pod_path).filter(|p| !p.is_empty()).map(|p| {
+            let t = p.trim_end_matches('/');
+            if t.is_empty() {
+                "/".into()
+            } else {
+                t.into()
+            }
+        }),
+        file_check_frequency: check(Flag::FileCheckFrequency, "fileCheckFrequency", &cfg.file_check_frequency)?,
+        url,
+        secrets_dir: own.secrets_dir.as_ref().filter(|d| !d.is_empty()).map(PathBuf::from),
+        trust: own.manifest_trust(shown)?,
+        decryption: own.decryption(shown)?,
+        strict: match i.flags.get(Flag::Strict) {
+            Some(v) => v == "true",
+            None => own.strict.unwrap_or(false),
+        },
+    })
+}
+
+/// `--manifest-url-header` flags, or when none is given, `staticPodURLHeader`.
+fn url_headers(i: &Inputs) -> Result<Vec<(String, String)>, String> {
+    let mut headers = Vec::new();
+    let flags = i.flags.all(Flag::ManifestUrlHeader);
+    if flags.is_empty() {
+        for (name, values) in i.kubelet.static_pod_url_header.iter().flatten() {
+            for v in values {
+                let parsed = crate::source::http::parse_header_flag(&format!("{name}:{v}"))
+                    .map_err(|e| format!("config field staticPodURLHeader: {e}"))?;
+                headers.extend(parsed);
+            }
+        }
+    }
+    for v in flags {
+        headers
+            .extend(crate::source::http::parse_header_flag(v).map_err(|e| format!("flag --manifest-url-header: {e}"))?);
+    }
+    Ok(headers)
+}
+
+/// The container runtime and the engine's settings.
+#[derive(Clone, Debug)]
+pub struct RuntimeSettings {
+    pub endpoint: Endpoint,
+    pub request_timeout: Duration,
+    /// Fixed for the engine's life.
+    pub engine: EngineConfig,
+    /// What SIGHUP applies under running pods.
+    pub tuning: TuningConfig,
+}
+
+pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings, String> {
+    let (cfg, own, shown) = (i.kubelet, i.own, i.own_shown);
+    for (class, handler) in &own.runtime_classes {
+        if crate::pod::validate::dns1123_subdomain(class).is_err() || handler.is_empty() {
+            return Err(format!(
+                "config {shown}: runtimeClasses.{class}: needs a DNS subdomain name and a non-empty handler"
+            ));
+        }
+    }
+    let endpoint = i
+        .text(Flag::ContainerRuntimeEndpoint, &cfg.container_runtime_endpoint)
+        .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
+    let sync = i.duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?;
+    Ok(RuntimeSettings {
+        endpoint: Endpoint::parse(&endpoint)?,
+        request_timeout: i.duration(
+            Flag::RuntimeRequestTimeout,
+            "runtimeRequestTimeout",
+            &cfg.runtime_request_timeout,
+            crate::cri::client::DEFAULT_REQUEST_TIMEOUT,
+        )?,
+        engine: EngineConfig {
+            // How often a pod whose runtime state did not change is synced anyway: never
+            // unless given (and not zero).
+            resync: Some(sync).filter(|d| !d.is_zero()),
+            relist: own.relist_period(shown)?,
+            log_rotation: log_rotation(cfg)?,
+            strict_image_pull_policy: own.strict_image_pull_policy.unwrap_or(false),
+        },
+        tuning: TuningConfig {
+            crash_loop_back_off: AtollConfiguration::back_off(shown, "crashLoopBackOff", &own.crash_loop_back_off)?,
+            image_pull_back_off: AtollConfiguration::back_off(shown, "imagePullBackOff", &own.image_pull_back_off)?,
+            keyring: own.keyring(shown, root_dir)?,
+            runtime_handlers: own.runtime_classes.clone(),
+        },
+    })
+}
+
+/// containerLogMaxSize, containerLogMaxFiles.
+fn log_rotation(cfg: &KubeletConfiguration) -> Result<Rotation, String> {
+    let max_size = match cfg.container_log_max_size {
+        Some(q) if q.value() > 0 => q.value() as u64,
+        Some(q) => return Err(format!("config field containerLogMaxSize: {q} must be positive")),
+        None => crate::runtime::logs::DEFAULT_MAX_SIZE,
+    };
+    let max_files = match cfg.container_log_max_files {
+        Some(n) if n >= 2 => n as usize,
+        Some(n) => return Err(format!("config field containerLogMaxFiles: {n} must be at least 2")),
+        None => crate::runtime::logs::DEFAULT_MAX_FILES,
+    };
+    Ok(Rotation { max_size, max_files })
+}
+
+/// Side-loading and image garbage collection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageSettings {
+    /// `imagesDir`: image tarballs imported into the runtime (default `<root-dir>/images`).
+    pub dir: PathBuf,
+    /// `ctrPath`: containerd's `ctr`, when not the first on PATH.
+    pub ctr_path: Option<PathBuf>,
+    /// imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge,
+    /// imageMaximumGCAge.
+    pub gc: crate::images::gc::Policy,
+    /// atoll's `imageGCPeriod` (kubelet's fixed 5 minutes by default).
+    pub gc_period: Duration,
+}
+
+pub fn images(i: &Inputs, root_dir: &std::path::Path) -> Result<ImageSettings, String> {
+    Ok(ImageSettings {
+        dir: i.own.images_dir.as_ref().map_or_else(|| root_dir.join("images"), PathBuf::from),
+        ctr_path: i.own.ctr_path.as_ref().map(PathBuf::from),
+        gc: i.kubelet.image_gc()?,
+        gc_period: i.own.image_gc_period(i.own_shown)?,
+    })
+}
+
+/// Where atoll listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listeners {
+    /// The local API's socket, if any.
+    pub api_socket: Option<PathBuf>,
+    /// `healthzBindAddress:healthzPort` (none when the port is 0).
+    pub healthz: Option<String>,
+    /// The read-only API on loopback (`readOnlyPort`; none when 0, kubelet's default).
+    pub read_only: Option<String>,
+}
+
+pub fn listeners(i: &Inputs) -> Result<Listeners, String> {
+    let cfg = i.kubelet;
+    let port = cfg.healthz_port.unwrap_or(10248);
+    if !(0..=65535).contains(&port) {
+        return Err(format!("config field healthzPort: {port} is not a port number"));
+    }
+    let addr = cfg.healthz_bind_address.clone().unwrap_or_else(|| "127.0.0.1".into());
+    Ok(Listeners {
+        api_socket: match i.text(Flag::ApiSocket, &i.own.api_socket) {
+            None => Some(crate::api::DEFAULT_SOCKET.into()),
+            Some(p) if p.is_empty() || p == "none" => None,
+            Some(p) => Some(p.into()),
+        },
+        healthz: (port > 0).then(|| {
+            if addr.contains(':') {
+                format!("[{addr}]:{port}")
+            } else {
+                format!("{addr}:{port}")
+            }
+        }),
+        read_only: match cfg.read_only_port.unwrap_or(0) {
+            0 => None,
+            p if (1..=65535).contains(&p) => Some(format!("127.0.0.1:{p}")),
+            p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
+        },
+    })
+}
+
+/// The API server side: the node object, its lease and the mirror pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorSettings {
+    /// Mirror to the API server this kubeconfig names (`--kubeconfig`, or `kubeconfig` in the
+    /// AtollConfiguration); none: no mirror.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--node-labels` (over `nodeLabels` of the AtollConfiguration).
+    pub node_labels: BTreeMap<String, String>,
+    /// registerWithTaints, as API taint objects.
+    pub taints: Vec<serde_json::Value>,
+    /// maxPods (the node's `pods` capacity).
+    pub max_pods: i64,
+    pub status_update_frequency: Duration,
+    pub status_report_frequency: Duration,
+    pub lease_duration_seconds: u32,
+}
+
+pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
+    let cfg = i.kubelet;
+    let mut taints = Vec::new();
+    for (n, t) in cfg.register_with_taints.iter().flatten().enumerate() {
+        if t.key.is_empty() || !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
+            return Err(format!(
+                "config field registerWithTaints[{n}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        taints.push(serde_json::to_value(t).unwrap_or_default());
+    }
+    Ok(MirrorSettings {
+        kubeconfig: i.text(Flag::Kubeconfig, &i.own.kubeconfig).filter(|k| !k.is_empty()).map(Into::into),
+        node_labels: match i.flags.get(Flag::NodeLabels) {
+            Some(v) => parse_labels(v).map_err(|e| format!("flag --node-labels: {e}"))?,
+            None => {
+                for (k, v) in &i.own.node_labels {
+                    check_label(k, v).map_err(|e| format!("config {}: nodeLabels.{k}: {e}", i.own_shown))?;
+                }
+                i.own.node_labels.clone()
+            }
+        },
+        taints,
+        max_pods: match cfg.max_pods {
+            None => 110,
+            Some(n) if n > 0 => n,
+            Some(n) => return Err(format!("config field maxPods: {n} must be positive")),
+        },
+        status_update_frequency: i.duration(
+            Flag::NodeStatusUpdateFrequency,
+            "nodeStatusUpdateFrequency",
+            &cfg.node_status_update_frequency,
+            Duration::from_secs(10),
+        )?,
+        status_report_frequency: i.duration(
+            Flag::NodeStatusReportFrequency,
+            "nodeStatusReportFrequency",
+            &cfg.node_status_report_frequency,
+            Duration::from_secs(300),
+        )?,
+        lease_duration_seconds: match cfg.node_lease_duration_seconds {
+            None => 40,
+            Some(n) if (1..=3600).contains(&n) => n as u32,
+            Some(n) => return Err(format!("config field nodeLeaseDurationSeconds: {n} must be 1 to 3600")),
+        },
+    })
+}
+
+/// `--node-labels`: `key=value,key=value`.
+fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
+        check_label(k, v).map_err(|e| format!("{k}: {e}"))?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+/// A node label, by the rules of pod labels.
+fn check_label(key: &str, value: &str) -> Result<(), String> {
+    crate::pod::validate::qualified_name(key)?;
+    crate::pod::validate::label_value(value)
+}
+
+/// The machine's host name (kubelet's default node name).
+pub fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
