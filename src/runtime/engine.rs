@@ -1,16 +1,15 @@
 //! The engine: one worker per pod UID, fed by the desired set's changes and woken by the
-//! PLEG (`pleg`).
+//! PLEG (`pleg`). What to do with each change is the ledger's decision (`ledger`, pure and
+//! tested: one worker per name, replacements pulled before the swap, pods found in the runtime
+//! adopted, replaced or removed); the engine carries its acts out: it spawns workers, pulls
+//! and orphan removals, and reaches workers through the registry (`workers`).
 //!
-//! Adds start a worker, updates go to it, removes terminate it. A pod whose `namespace/name`
-//! is still held by a terminating older UID waits until that worker has finished (kubelet's
-//! static pod rule: never two of the same name). A replacement (a remove and an add of the
-//! same name in one batch, [`Engine::apply_all`]) first pulls the new version's images while
-//! the old version runs (`prepull`), and only then terminates the old one. At start the engine
-//! learns which pods the runtime already runs ([`Engine::adopt`]): a desired pod whose name is held there by another
-//! UID (the manifest changed while atoll was down) waits until that orphan has been stopped
-//! with its own grace period and preStop hook, so two copies never share hostPath data. Once
-//! every source has spoken, the other pods atoll created that nobody wants any more are
-//! stopped and removed the same way; nothing atoll did not create is ever touched.
+//! At start the engine learns which pods the runtime already runs ([`Engine::adopt`]): a
+//! desired pod whose name is held there by another UID (the manifest changed while atoll was
+//! down) waits until that orphan has been stopped with its own grace period and preStop hook,
+//! so two copies never share hostPath data. Once every source has spoken, the other pods atoll
+//! created that nobody wants any more are stopped and removed the same way; nothing atoll did
+//! not create is ever touched.
 //!
 //! The engine runs against any [`RuntimeService`]: the CRI client in the agent, a fake in
 //! unit tests. Its owner passes finished workers back ([`Engine::finished`],
@@ -18,9 +17,9 @@
 
 use super::context::Context;
 use super::inbox::{Inbox, Msg};
+use super::ledger::{Act, Ledger};
 use super::observe::managed;
 use super::sandbox::{LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID};
-use super::stop::grace_of;
 use super::tuning::{EngineConfig, Tuning};
 use super::worker;
 use super::workers::Workers;
@@ -32,24 +31,14 @@ use crate::pod::{Change, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// A live worker (or an orphan's removal) in the engine's ledger: the name it holds, and its
-/// task. Its inbox is in the registry ([`Workers`]).
-struct Handle {
-    key: String,
-    _task: smol::Task<()>,
-}
-
 pub struct Engine<R: RuntimeService> {
     cx: Arc<Context<R>>,
-    workers: HashMap<String, Handle>,
+    ledger: Ledger,
+    /// Each live worker's (or orphan removal's) task, by UID.
+    tasks: HashMap<String, smol::Task<()>>,
+    /// Each replacement's pull, by `namespace/name` (dropping it cancels it).
+    pulls: HashMap<String, smol::Task<()>>,
     _pleg: Vec<smol::Task<()>>,
-    /// Pods waiting for an older UID of the same name to finish, by `namespace/name`.
-    pending: HashMap<String, Vec<StaticPod>>,
-    /// Old versions kept running while their replacement's images are pulled, by
-    /// `namespace/name`, with the pull once the replacement is known (dropping it cancels it).
-    retiring: HashMap<String, (StaticPod, Option<smol::Task<()>>)>,
-    /// Pods the runtime ran when atoll started and no worker has taken over: UID → name.
-    found: HashMap<String, String>,
     done_tx: smol::channel::Sender<String>,
     done_rx: smol::channel::Receiver<String>,
 }
@@ -78,11 +67,10 @@ impl<R: RuntimeService> Engine<R> {
         let pleg = super::pleg::relist::spawn(&cx);
         Engine {
             cx,
-            workers: HashMap::new(),
+            ledger: Ledger::default(),
+            tasks: HashMap::new(),
+            pulls: HashMap::new(),
             _pleg: pleg,
-            pending: HashMap::new(),
-            retiring: HashMap::new(),
-            found: HashMap::new(),
             done_tx,
             done_rx,
         }
@@ -110,11 +98,8 @@ impl<R: RuntimeService> Engine<R> {
         };
         for s in sandboxes.iter().filter(|s| managed(&s.annotations)) {
             let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
-            let uid = label(LABEL_POD_UID);
-            if !self.workers.contains_key(&uid) {
-                let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME));
-                self.found.entry(uid).or_insert(key);
-            }
+            let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME));
+            self.ledger.found(label(LABEL_POD_UID), key);
         }
     }
 
@@ -125,127 +110,29 @@ impl<R: RuntimeService> Engine<R> {
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
     pub fn running(&self) -> HashSet<String> {
-        self.workers.keys().cloned().collect()
+        self.ledger.running().into_iter().collect()
     }
 
     /// Applies one batch of changes (the merger's, for one snapshot). A pod removed and added
     /// again under the same name (its manifest changed) is a replacement: the old version keeps
     /// running until the new one's images are on the node.
     pub fn apply_all(&mut self, changes: Vec<Change>) {
-        let added: HashSet<String> = changes
-            .iter()
-            .filter_map(|c| match c {
-                Change::Add(sp) => Some(sp.pod.key()),
-                _ => None,
-            })
-            .collect();
-        for change in changes {
-            match change {
-                Change::Remove(sp) if added.contains(&sp.pod.key()) && self.workers.contains_key(&sp.uid) => {
-                    log::info!(
-                        "pod {} ({}): a new version arrived; it is stopped once the new version's images are on the node",
-                        sp.pod.key(),
-                        sp.uid
-                    );
-                    self.retiring.insert(sp.pod.key(), (sp, None));
-                }
-                other => self.apply(other),
-            }
-        }
+        let acts = self.ledger.apply_all(changes);
+        self.act(acts);
     }
 
     pub fn apply(&mut self, change: Change) {
-        match change {
-            Change::Add(sp) => self.add(sp),
-            Change::Update(sp) => {
-                let uid = sp.uid.clone();
-                if self.workers.contains_key(&uid) {
-                    self.cx.workers.send(&uid, Msg::Update(Box::new(sp)));
-                } else if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
-                    for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
-                        *p = sp.clone();
-                    }
-                }
-            }
-            Change::Remove(sp) => {
-                if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
-                    q.retain(|p| p.uid != sp.uid);
-                }
-                self.retired(&sp.pod.key(), &sp.uid);
-                if self.workers.contains_key(&sp.uid) {
-                    log::info!("pod {} ({}): removed from the manifests; terminating", sp.pod.key(), sp.uid);
-                    self.cx.workers.send(&sp.uid, Msg::Terminate(grace_of(&sp.pod)));
-                }
-            }
-        }
-    }
-
-    fn add(&mut self, sp: StaticPod) {
-        let key = sp.pod.key();
-        self.found.remove(&sp.uid); // adopted by its worker
-        let older: Vec<String> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
-        for uid in older {
-            log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
-            self.remove_found(uid);
-        }
-        if self.workers.values().any(|h| h.key == key) {
-            log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
-            if let Some(old) = self.retiring.get(&key).map(|(old, _)| old.clone()) {
-                self.prepull(old, &sp);
-            }
-            self.pending.entry(key).or_default().push(sp);
-            return;
-        }
-        let (tx, rx) = smol::channel::bounded(8);
-        let (wake, woken) = smol::channel::bounded(1);
-        let uid = sp.uid.clone();
-        let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
-        log::info!("pod {key} ({uid}): starting a worker");
-        let task = smol::spawn(async move {
-            worker::run(cx, sp, rx, woken).await;
-            let _ = done.send(finished).await;
-        });
-        self.cx.workers.register(&uid, Inbox { tx, wake });
-        self.workers.insert(uid, Handle { key, _task: task });
-    }
-
-    /// Pulls `new`'s images while `old` runs, then terminates `old` (`new` waits in
-    /// `pending` for it to finish). A newer replacement's pull replaces this one.
-    fn prepull(&mut self, old: StaticPod, new: &StaticPod) {
-        let Some(tx) = self.cx.workers.inbox(&old.uid).map(|i| i.tx) else { return };
-        let (cx, key, new) = (self.cx.clone(), new.pod.key(), new.pod.clone());
-        let task = smol::spawn(async move {
-            super::prepull::run(&cx, &old.pod, &new).await;
-            log::info!("pod {} ({}): the new version's images are on the node; terminating", old.pod.key(), old.uid);
-            let _ = tx.send(Msg::Terminate(grace_of(&old.pod))).await;
-        });
-        if let Some(entry) = self.retiring.get_mut(&key) {
-            entry.1 = Some(task);
-        }
-    }
-
-    /// The old version `uid` of `key` retires no more (removed, or ended): its pull is dropped.
-    fn retired(&mut self, key: &str, uid: &str) {
-        if self.retiring.get(key).is_some_and(|(old, _)| old.uid == uid) {
-            self.retiring.remove(key);
-        }
+        let acts = self.ledger.apply(change);
+        self.act(acts);
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
     pub fn worker_done(&mut self, uid: &str) {
         self.cx.workers.unregister(uid);
         self.cx.pleg.forget(uid);
-        let Some(h) = self.workers.remove(uid) else { return };
-        self.retired(&h.key, uid);
-        if let Some(mut q) = self.pending.remove(&h.key) {
-            if !q.is_empty() {
-                let next = q.remove(0);
-                if !q.is_empty() {
-                    self.pending.insert(h.key.clone(), q);
-                }
-                self.add(next);
-            }
-        }
+        self.tasks.remove(uid);
+        let acts = self.ledger.worker_done(uid);
+        self.act(acts);
     }
 
     /// Stops and removes, in the background, the pods atoll created that are no longer
@@ -253,22 +140,65 @@ impl<R: RuntimeService> Engine<R> {
     /// until it is gone, like a terminating worker.
     pub async fn remove_orphans(&mut self, desired: &HashSet<String>) {
         self.adopt().await;
-        let mut orphans: Vec<String> = self
-            .found
-            .keys()
-            .filter(|uid| !desired.contains(*uid) && !self.workers.contains_key(*uid))
-            .cloned()
-            .collect();
-        orphans.sort();
-        for uid in orphans {
-            log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
-            self.remove_found(uid);
+        let acts = self.ledger.orphans(desired);
+        self.act(acts);
+    }
+
+    /// Carries the ledger's decisions out.
+    fn act(&mut self, acts: Vec<Act>) {
+        for act in acts {
+            match act {
+                Act::Start(sp) => self.start(sp),
+                Act::Update(sp) => {
+                    let uid = sp.uid.clone();
+                    self.cx.workers.send(&uid, Msg::Update(Box::new(sp)));
+                }
+                Act::Terminate { uid, grace } => {
+                    self.cx.workers.send(&uid, Msg::Terminate(grace));
+                }
+                Act::Prepull { old, new } => self.prepull(old, new),
+                Act::DropPrepull { key } => {
+                    self.pulls.remove(&key);
+                    self.cx.workers.unwatch(&key);
+                }
+                Act::RemoveFound { uid } => self.remove_found(uid),
+            }
         }
+    }
+
+    fn start(&mut self, sp: StaticPod) {
+        let (tx, rx) = smol::channel::bounded(8);
+        let (wake, woken) = smol::channel::bounded(1);
+        let uid = sp.uid.clone();
+        let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
+        log::info!("pod {} ({uid}): starting a worker", sp.pod.key());
+        let task = smol::spawn(async move {
+            worker::run(cx, sp, rx, woken).await;
+            let _ = done.send(finished).await;
+        });
+        self.cx.workers.register(&uid, Inbox { tx, wake });
+        self.tasks.insert(uid, task);
+    }
+
+    /// Pulls `new`'s images while `old` runs, then terminates `old` (`new` waits in the
+    /// ledger for it to finish). A newer replacement's pull replaces this one. The pull looks
+    /// again whenever every worker is woken (an import brought images, objects changed), as a
+    /// waiting container does.
+    fn prepull(&mut self, old: StaticPod, new: StaticPod) {
+        let Some(tx) = self.cx.workers.inbox(&old.uid).map(|i| i.tx) else { return };
+        let key = new.pod.key();
+        let woken = self.cx.workers.watch(&key);
+        let cx = self.cx.clone();
+        let task = smol::spawn(async move {
+            super::prepull::run(&cx, &old.pod, &new.pod, woken).await;
+            log::info!("pod {} ({}): the new version's images are on the node; terminating", old.pod.key(), old.uid);
+            let _ = tx.send(Msg::Terminate(super::stop::grace_of(&old.pod))).await;
+        });
+        self.pulls.insert(key, task);
     }
 
     /// Stops and removes a pod found in the runtime, as a task that holds its name meanwhile.
     fn remove_found(&mut self, uid: String) {
-        let Some(key) = self.found.remove(&uid) else { return };
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         let task = smol::spawn(async move {
             if let Err(e) = super::orphan::remove(&cx, &finished).await {
@@ -276,7 +206,7 @@ impl<R: RuntimeService> Engine<R> {
             }
             let _ = done.send(finished).await;
         });
-        self.workers.insert(uid, Handle { key, _task: task });
+        self.tasks.insert(uid, task);
     }
 }
 

@@ -86,6 +86,11 @@ impl FakeRuntime {
         self
     }
 
+    /// An image arrives without a pull (imported from a tarball).
+    pub fn import(&self, image: &str) {
+        self.state().images.insert(image.to_string());
+    }
+
     /// A runtime that sends container events (containerd 1.7 and later).
     pub fn with_events(self) -> FakeRuntime {
         self.state().events = Some(Vec::new());

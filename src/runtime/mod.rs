@@ -2,7 +2,8 @@
 //! so, through any [`RuntimeService`](crate::cri::RuntimeService) (the CRI client, or `fake` in
 //! unit tests). Four trades, as in kubelet:
 //!
-//! - **the loop**: `engine` (one worker per pod UID, adoption, orphans), `worker` (one pod's
+//! - **the loop**: `engine` (one worker per pod UID), `ledger` (its pure decisions: one
+//!   worker per name, replacements, adoption, orphans), `worker` (one pod's
 //!   loop), `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
 //!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
 //! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
@@ -15,7 +16,7 @@
 //!
 //! | kubelet                                   | atoll                                   |
 //! |-------------------------------------------|-----------------------------------------|
-//! | `syncLoopIteration`, `podWorkers`         | `engine` (the agent's loop feeds it)    |
+//! | `syncLoopIteration`, `podWorkers`         | `engine`, `ledger`, `workers` (the agent's loop feeds them) |
 //! | `podWorkerLoop`, `SyncPod`                | `worker`, `sync`                        |
 //! | `computePodActions`                       | `plan::plan`                            |
 //! | kuberuntime `startContainer`, `killPod`   | `start`, `stop`                         |
@@ -40,6 +41,7 @@ pub mod errors;
 mod fake;
 pub mod images;
 pub mod inbox;
+pub mod ledger;
 pub mod logs;
 pub mod observe;
 pub mod orphan;

@@ -2,8 +2,9 @@
 //! the old version keeps running, and only then is the old version stopped (the new one starts
 //! once it is gone: kubelet's stop-then-start order for one pod stays, so host ports and
 //! hostPath data are never shared). A pull that fails leaves the old version running, with an
-//! event on it saying why, and is tried again after the image's back-off. The engine starts
-//! this for a replacement (`Engine::apply_all`).
+//! event on it saying why, and is tried again after the image's back-off, or as soon as an
+//! import may have brought the image. The engine starts this for a replacement, as its
+//! ledger decides.
 
 use super::context::Context;
 use super::images::ensure_image;
@@ -27,8 +28,10 @@ pub fn images(pod: &Pod) -> Vec<(String, Option<String>)> {
 /// Gets every image `new` needs onto the node as its containers will (pull policy,
 /// credentials, back-off, the offline rule); returns when they are there, or when nothing
 /// more can be fetched ahead (an image with policy Never that is missing: the new version
-/// reports it itself). While a pull fails, `old` carries a warning event saying why.
-pub async fn run<R: RuntimeService>(cx: &Context<R>, old: &Pod, new: &Pod) {
+/// reports it itself). While a pull fails, `old` carries a warning event saying why. Between
+/// tries it waits out the image's back-off, or less when `woken` says images may have arrived
+/// (an import from the images directory): a waiting container's rule.
+pub async fn run<R: RuntimeService>(cx: &Context<R>, old: &Pod, new: &Pod, woken: smol::channel::Receiver<()>) {
     let facts = cx.node.facts();
     let Ok(config) = super::sandbox::sandbox_config(new, 0, facts) else { return };
     let mut last = String::new();
@@ -47,7 +50,16 @@ pub async fn run<R: RuntimeService>(cx: &Context<R>, old: &Pod, new: &Pod) {
                         cx.node.events().record(old, true, "UpdateWaitingForImage", &message);
                         last = message;
                     }
-                    smol::Timer::after(w.retry_in.max(Duration::from_millis(100))).await;
+                    let retry_in = w.retry_in.max(Duration::from_millis(100));
+                    smol::future::or(
+                        async {
+                            smol::Timer::after(retry_in).await;
+                        },
+                        async {
+                            let _ = woken.recv().await;
+                        },
+                    )
+                    .await;
                 }
             }
         }

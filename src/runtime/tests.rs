@@ -505,6 +505,35 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
 }
 
 #[test]
+fn a_replacement_waiting_out_its_pull_back_off_swaps_as_soon_as_an_import_brings_its_image() {
+    let root = dir("prepull-import");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
+    // A back-off far longer than the test: only the wake-up can end the wait.
+    let hour = Duration::from_secs(3600);
+    e.tuning().reload(&TuningConfig::back_off((hour, hour)));
+    let old = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
+    e.apply(Change::Add(old.clone()));
+    run_until(&mut e, "the old version running", || running(&rt) == ["c"]);
+    let image = "registry.example/app:2";
+    rt.unpullable(image);
+    let new = static_pod(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {image}}}\n"
+    ));
+    rt.forget_calls();
+    e.apply_all(vec![Change::Remove(old), Change::Add(new)]);
+    run_until(&mut e, "the pull failed once", || rt.count("PullImage") == 1);
+    // The image is imported from the images directory, which wakes every worker.
+    rt.import(image);
+    e.control().wake_all();
+    run_until(&mut e, "the new version running", || {
+        running(&rt) == ["c"] && rt.calls().iter().any(|c| c.starts_with("StartContainer"))
+    });
+    assert_eq!(rt.count("PullImage"), 1, "no second pull: {:?}", rt.calls());
+}
+
+#[test]
 fn a_pod_that_depends_on_another_creates_its_sandbox_only_once_that_one_is_ready() {
     let root = dir("order");
     let rt = FakeRuntime::default().with_image(IMAGE);

@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Default)]
 pub struct Workers {
     inboxes: Mutex<HashMap<String, Inbox>>,
+    /// Others that wait as a worker does (a replacement's pull, by pod name): woken with
+    /// every worker.
+    watchers: Mutex<HashMap<String, smol::channel::Sender<()>>>,
 }
 
 impl Workers {
@@ -48,11 +51,27 @@ impl Workers {
         }
     }
 
-    /// Wakes every worker (images arrived, objects changed: a waiting pod looks again).
+    /// Wakes every worker, and every watcher (images arrived, objects changed: whatever
+    /// waits for them looks again).
     pub fn wake_all(&self) {
         for inbox in crate::locks::lock(&self.inboxes).values() {
             let _ = inbox.wake.try_send(());
         }
+        for watcher in crate::locks::lock(&self.watchers).values() {
+            let _ = watcher.try_send(());
+        }
+    }
+
+    /// A wake-up for `id` that comes with every [`Workers::wake_all`] (coalescing), replacing
+    /// any earlier watcher of `id`.
+    pub(super) fn watch(&self, id: &str) -> smol::channel::Receiver<()> {
+        let (tx, rx) = smol::channel::bounded(1);
+        crate::locks::lock(&self.watchers).insert(id.to_string(), tx);
+        rx
+    }
+
+    pub(super) fn unwatch(&self, id: &str) {
+        crate::locks::lock(&self.watchers).remove(id);
     }
 }
 
@@ -76,5 +95,14 @@ mod tests {
         assert_eq!(workers.uids(), ["u1"]);
         workers.unregister("u1");
         assert!(workers.inbox("u1").is_none() && workers.uids().is_empty());
+        // A watcher is woken with everyone, once however often, and no more once unwatched.
+        let watcher = workers.watch("default/web");
+        workers.wake_all();
+        workers.wake_all();
+        assert_eq!(watcher.len(), 1);
+        let _ = watcher.try_recv();
+        workers.unwatch("default/web");
+        workers.wake_all();
+        assert!(watcher.try_recv().is_err());
     }
 }

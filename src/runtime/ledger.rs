@@ -1,0 +1,186 @@
+//! The engine's ledger of pod workers by name, as a pure state machine (kubelet keeps and tests
+//! the same maps in `pod_workers.go`: `startedStaticPodsByFullname`,
+//! `waitingToStartStaticPodsByFullname`). Never two workers for one `namespace/name`: a new
+//! UID waits in `pending` until the old one has finished. A replacement (a remove and an add of
+//! the same name in one batch) keeps the old version `retiring` while the new one's images are
+//! pulled, and terminates it only then. Pods the runtime ran when atoll started that no worker
+//! took over are `found`: stopped before a new UID of their name starts, or as orphans once
+//! every source has spoken. Each call returns what the engine must do ([`Act`]); the engine
+//! spawns and sends, the ledger decides.
+
+use crate::pod::{Change, StaticPod};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// What the engine does for the ledger.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Act {
+    /// Start a worker for this pod.
+    Start(StaticPod),
+    /// Hand a new version (same UID) to its worker.
+    Update(StaticPod),
+    /// Tell the worker of `uid` to stop its pod within `grace` and end.
+    Terminate { uid: String, grace: Duration },
+    /// Pull `new`'s images while `old` runs, then terminate `old` (replacing any pull under
+    /// way for the name).
+    Prepull { old: StaticPod, new: StaticPod },
+    /// Drop the pull for this name (its old version retires no more).
+    DropPrepull { key: String },
+    /// Stop and remove a pod found in the runtime that nobody wants; it holds its name until
+    /// its removal finishes like a worker.
+    RemoveFound { uid: String },
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Live workers (and orphans being removed): UID → `namespace/name`.
+    live: BTreeMap<String, String>,
+    /// New UIDs waiting for the old one of their name to finish, in order.
+    pending: BTreeMap<String, Vec<StaticPod>>,
+    /// Old versions kept running while their replacement's images are pulled.
+    retiring: BTreeMap<String, StaticPod>,
+    /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
+    found: BTreeMap<String, String>,
+}
+
+impl Ledger {
+    /// A pod of atoll's the runtime runs (adoption, at start and before orphans go).
+    pub fn found(&mut self, uid: String, key: String) {
+        if !self.live.contains_key(&uid) {
+            self.found.entry(uid).or_insert(key);
+        }
+    }
+
+    /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
+    pub fn running(&self) -> BTreeSet<String> {
+        self.live.keys().cloned().collect()
+    }
+
+    /// One batch of changes (the merger's, for one snapshot). A pod removed and added again
+    /// under the same name is a replacement: the old version keeps running until the new
+    /// one's images are on the node.
+    pub fn apply_all(&mut self, changes: Vec<Change>) -> Vec<Act> {
+        let added: BTreeSet<String> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Add(sp) => Some(sp.pod.key()),
+                _ => None,
+            })
+            .collect();
+        let mut acts = Vec::new();
+        for change in changes {
+            match change {
+                Change::Remove(sp) if added.contains(&sp.pod.key()) && self.live.contains_key(&sp.uid) => {
+                    log::info!(
+                        "pod {} ({}): a new version arrived; it is stopped once the new version's images are on the node",
+                        sp.pod.key(),
+                        sp.uid
+                    );
+                    self.retiring.insert(sp.pod.key(), sp);
+                }
+                other => acts.extend(self.apply(other)),
+            }
+        }
+        acts
+    }
+
+    pub fn apply(&mut self, change: Change) -> Vec<Act> {
+        match change {
+            Change::Add(sp) => self.add(sp),
+            Change::Update(sp) => {
+                if self.live.contains_key(&sp.uid) {
+                    return vec![Act::Update(sp)];
+                }
+                if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
+                    for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
+                        *p = sp.clone();
+                    }
+                }
+                Vec::new()
+            }
+            Change::Remove(sp) => {
+                let key = sp.pod.key();
+                if let Some(q) = self.pending.get_mut(&key) {
+                    q.retain(|p| p.uid != sp.uid);
+                }
+                let mut acts = self.retired(&key, &sp.uid);
+                if self.live.contains_key(&sp.uid) {
+                    log::info!("pod {key} ({}): removed from the manifests; terminating", sp.uid);
+                    acts.push(Act::Terminate { uid: sp.uid.clone(), grace: super::stop::grace_of(&sp.pod) });
+                }
+                acts
+            }
+        }
+    }
+
+    fn add(&mut self, sp: StaticPod) -> Vec<Act> {
+        let key = sp.pod.key();
+        let mut acts = Vec::new();
+        self.found.remove(&sp.uid); // adopted by its worker
+        let older: Vec<String> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
+        for uid in older {
+            log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
+            acts.extend(self.remove_found(uid));
+        }
+        if self.live.values().any(|k| *k == key) {
+            log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
+            if let Some(old) = self.retiring.get(&key) {
+                acts.push(Act::Prepull { old: old.clone(), new: sp.clone() });
+            }
+            self.pending.entry(key).or_default().push(sp);
+            return acts;
+        }
+        self.live.insert(sp.uid.clone(), key);
+        acts.push(Act::Start(sp));
+        acts
+    }
+
+    /// The old version `uid` of `key` retires no more (removed, or ended): its pull goes.
+    fn retired(&mut self, key: &str, uid: &str) -> Vec<Act> {
+        if self.retiring.get(key).is_some_and(|old| old.uid == uid) {
+            self.retiring.remove(key);
+            return vec![Act::DropPrepull { key: key.to_string() }];
+        }
+        Vec::new()
+    }
+
+    /// A worker (or an orphan's removal) has ended: the next version of its name starts, if
+    /// one waits.
+    pub fn worker_done(&mut self, uid: &str) -> Vec<Act> {
+        let Some(key) = self.live.remove(uid) else { return Vec::new() };
+        let mut acts = self.retired(&key, uid);
+        if let Some(mut q) = self.pending.remove(&key) {
+            if !q.is_empty() {
+                let next = q.remove(0);
+                if !q.is_empty() {
+                    self.pending.insert(key, q);
+                }
+                acts.extend(self.add(next));
+            }
+        }
+        acts
+    }
+
+    /// The pods found in the runtime that are not `desired` and have no worker: each is
+    /// removed (run once every source has delivered its first snapshot).
+    pub fn orphans(&mut self, desired: &std::collections::HashSet<String>) -> Vec<Act> {
+        let orphans: Vec<String> =
+            self.found.keys().filter(|uid| !desired.contains(*uid) && !self.live.contains_key(*uid)).cloned().collect();
+        let mut acts = Vec::new();
+        for uid in orphans {
+            log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
+            acts.extend(self.remove_found(uid));
+        }
+        acts
+    }
+
+    fn remove_found(&mut self, uid: String) -> Vec<Act> {
+        let Some(key) = self.found.remove(&uid) else { return Vec::new() };
+        self.live.insert(uid.clone(), key);
+        vec![Act::RemoveFound { uid }]
+    }
+}
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;
