@@ -12,13 +12,12 @@ pub enum SyncError {
     Runtime { call: &'static str, status: Status },
     /// RunPodSandbox failed (kubelet's FailedCreatePodSandBox).
     CreateSandbox(Status),
-    /// The pod's config could not be built (a runtime class that is not configured, a name
-    /// that cannot be a directory).
+    /// The pod's config could not be built (a name that cannot be a directory).
     Config(String),
     /// Something on the host could not be prepared or removed (a directory, a volume, a file).
     Host(String),
     /// The pod cannot run on this node as it is: it fails, with this reason and message.
-    Refused { reason: &'static str, message: String },
+    Refused(super::lifecycle::Failure),
 }
 
 impl SyncError {
@@ -35,7 +34,7 @@ impl fmt::Display for SyncError {
             SyncError::CreateSandbox(status) => write!(f, "FailedCreatePodSandBox: {status}"),
             SyncError::Config(e) => write!(f, "{e}"),
             SyncError::Host(e) => write!(f, "{e}"),
-            SyncError::Refused { reason, message } => write!(f, "{reason}: {message}"),
+            SyncError::Refused(failure) => write!(f, "{}: {}", failure.reason, failure.message),
         }
     }
 }

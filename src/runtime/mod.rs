@@ -4,7 +4,8 @@
 //!
 //! - **the loop**: `engine` (one worker per pod UID), `ledger` (its pure decisions: one
 //!   worker per name, replacements, adoption, orphans), `worker` (one pod's
-//!   loop), `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
+//!   loop), `lifecycle` (its pure verdicts: runtime class, activeDeadlineSeconds, Failed),
+//!   `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
 //!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
 //! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
 //!   CRI configs), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
@@ -42,6 +43,7 @@ mod fake;
 pub mod images;
 pub mod inbox;
 pub mod ledger;
+pub mod lifecycle;
 pub mod logs;
 pub mod observe;
 pub mod orphan;

@@ -7,6 +7,7 @@
 
 use super::context::Context;
 use super::errors::SyncError;
+use super::lifecycle;
 use super::observe::observe;
 use super::plan::{self, Plan};
 use super::start::{start_containers, Images, Sandbox};
@@ -116,14 +117,9 @@ async fn act<R: RuntimeService>(
     // PullImage and CreateContainer all get it.
     let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
     let (sandbox_config, handler) = if p.create_sandbox.is_some() || !p.start.is_empty() {
-        let handler = match &pod.spec.runtime_class_name {
-            None => String::new(),
-            Some(class) => cx.tuning.runtime_handler(class).ok_or_else(|| {
-                SyncError::Config(format!(
-                    "RuntimeClass {class:?} is not configured on this node (atoll's runtime class table)"
-                ))
-            })?,
-        };
+        // The worker's own rule: a class taken out of the table by a reload fails the pod.
+        let handler =
+            lifecycle::runtime_handler(pod, |class| cx.tuning.runtime_handler(class)).map_err(SyncError::Refused)?;
         (sandbox::sandbox_config(pod, attempt, cx.node.facts()).map_err(SyncError::Config)?, handler)
     } else {
         Default::default()
@@ -226,13 +222,13 @@ async fn runnable_here<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Result<
     if crate::cri::features::mounts_image_volumes(&name, &version) {
         return Ok(());
     }
-    Err(SyncError::Refused {
+    Err(SyncError::Refused(lifecycle::Failure {
         reason: "ImageVolumesNotSupported",
         message: format!(
             "volume {:?} is an image volume, which {name} {version} cannot mount (containerd 2.1 or CRI-O 1.31 and later can)",
             v.name
         ),
-    })
+    }))
 }
 
 /// The images of the containers about to start, looked at (and pulled per policy) in order.

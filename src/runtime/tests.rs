@@ -213,13 +213,13 @@ fn a_restarted_engine_adopts_what_runs_and_creates_nothing() {
 }
 
 #[test]
-fn a_runtime_class_that_is_not_configured_is_a_config_error() {
+fn a_runtime_class_that_is_not_configured_fails_the_pod() {
     let root = dir("class");
     let rt = FakeRuntime::default().with_image(IMAGE);
     let cx = context(&root, &rt);
     let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  runtimeClassName: gvisor\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
     let e = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new())).unwrap_err();
-    assert!(matches!(&e, super::errors::SyncError::Config(m) if m.contains("RuntimeClass \"gvisor\"")), "{e}");
+    assert!(matches!(&e, super::errors::SyncError::Refused(f) if f.message.contains("RuntimeClass \"gvisor\"")), "{e}");
     assert_eq!(rt.count("RunPodSandbox"), 0);
 }
 
@@ -389,7 +389,7 @@ fn an_image_volume_the_runtime_cannot_mount_fails_the_pod_before_anything_runs()
     let sp = static_pod(WITH_IMAGE_VOLUME);
     let e = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new())).unwrap_err();
     let text = e.to_string();
-    assert!(matches!(e, super::errors::SyncError::Refused { reason: "ImageVolumesNotSupported", .. }), "{text}");
+    assert!(matches!(&e, super::errors::SyncError::Refused(f) if f.reason == "ImageVolumesNotSupported"), "{text}");
     assert!(text.contains("\"tools\"") && text.contains("containerd 1.7.24"), "{text}");
     assert_eq!(rt.count("RunPodSandbox"), 0);
     assert_eq!(rt.count("PullImage"), 0);

@@ -14,6 +14,7 @@
 use super::context::Context;
 use super::errors::SyncError;
 use super::inbox::Msg;
+use super::lifecycle::{self, Deadline, Failure};
 use super::plan::Kill;
 use super::stop::{grace_of, stop_containers};
 use super::sync::{sync, Mode, Synced};
@@ -29,12 +30,6 @@ const QUIET: Duration = Duration::from_secs(24 * 3600);
 /// The next try after a sync failed (kubelet's pod workers' back-off period).
 const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
 
-/// Why the pod failed for good, for its status.
-struct Failure {
-    reason: &'static str,
-    message: String,
-}
-
 /// Runs the worker of `sp` until it is terminated and cleaned up.
 /// `woken` carries the PLEG's wake-ups (at most one pending: they coalesce).
 pub async fn run<R: RuntimeService>(
@@ -48,15 +43,10 @@ pub async fn run<R: RuntimeService>(
     let node = cx.node.clone();
     let mut mode = Mode::Run;
     let mut failure: Option<Failure> = None;
-    if let Some(class) = &sp.pod.spec.runtime_class_name {
-        if cx.tuning.runtime_handler(class).is_none() {
-            let message = format!(
-                "RuntimeClass {class:?} is not configured on this node (add it to runtimeClasses in atoll's config)"
-            );
-            node.events().record(&sp.pod, true, "Failed", &message);
-            failure = Some(Failure { reason: "RuntimeClassNotFound", message });
-            mode = Mode::Stop;
-        }
+    if let Err(f) = lifecycle::runtime_handler(&sp.pod, |class| cx.tuning.runtime_handler(class)) {
+        node.events().record(&sp.pod, true, "Failed", &f.message);
+        failure = Some(f);
+        mode = Mode::Stop;
     }
     let mut last_error = String::new();
     let mut waits = Waits::new();
@@ -78,9 +68,9 @@ pub async fn run<R: RuntimeService>(
                 last_error.clear();
                 (retry.unwrap_or(resync).min(resync), Some(obs))
             }
-            Err(SyncError::Refused { reason, message }) => {
-                node.events().record(&sp.pod, true, "Failed", &message);
-                failure = Some(Failure { reason, message });
+            Err(SyncError::Refused(f)) => {
+                node.events().record(&sp.pod, true, "Failed", &f.message);
+                failure = Some(f);
                 mode = Mode::Stop;
                 continue;
             }
@@ -100,19 +90,18 @@ pub async fn run<R: RuntimeService>(
             let logs = obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty());
             cx.pleg.set_logs(&uid, logs.map(|c| c.log_path.clone().into()).collect());
             probes.update(&sp.pod, &obs, &pod_ip(&cx, &sp.pod, &obs), matches!(mode, Mode::Terminate(_)));
-            let start = started(&obs, first_seen);
-            if let (Mode::Run, Some(limit)) = (mode, sp.pod.spec.active_deadline_seconds) {
-                let limit = crate::deadline::secs(limit);
-                let active = SystemTime::now().duration_since(start).unwrap_or_default();
-                if active >= limit {
-                    let text = format!("active longer than activeDeadlineSeconds ({limit:?}); stopping it");
-                    node.events().record(&sp.pod, true, "DeadlineExceeded", &text);
-                    let message = "Pod was active on the node longer than the specified deadline".into();
-                    failure = Some(Failure { reason: "DeadlineExceeded", message });
-                    mode = Mode::Stop;
-                    continue;
+            let start = lifecycle::started(&obs, first_seen);
+            if mode == Mode::Run {
+                match lifecycle::active_deadline(&sp.pod, start, SystemTime::now()) {
+                    Deadline::None => {}
+                    Deadline::Left(left) => wait = wait.min(left),
+                    Deadline::Passed { event, failure: f } => {
+                        node.events().record(&sp.pod, true, "DeadlineExceeded", &event);
+                        failure = Some(f);
+                        mode = Mode::Stop;
+                        continue;
+                    }
                 }
-                wait = wait.min(limit - active);
             }
             let ctx = crate::status::Context {
                 runtime_name: node.facts().runtime_name.clone(),
@@ -123,9 +112,7 @@ pub async fn run<R: RuntimeService>(
             };
             let mut status = crate::status::compute(&sp.pod, &obs, &ctx);
             if let (Mode::Stop, Some(f)) = (mode, &failure) {
-                status.phase = "Failed".into();
-                status.reason = Some(f.reason.into());
-                status.message = Some(f.message.clone());
+                lifecycle::show_failure(&mut status, f);
             }
             if status.phase != last_phase {
                 log::info!("pod {key}: phase {}", status.phase);
@@ -194,16 +181,6 @@ async fn restart<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Vec<String> {
         .collect();
     stop_containers(cx, pod, &obs, &kills, grace_of(pod)).await;
     kills.into_iter().map(|k| k.name).collect()
-}
-
-/// When the pod started: when its first sandbox did (so a restart of atoll does not reset
-/// activeDeadlineSeconds), or when this worker first saw it.
-fn started(obs: &Observed, first_seen: SystemTime) -> SystemTime {
-    obs.sandboxes
-        .iter()
-        .filter_map(|s| u64::try_from(s.created_at).ok().filter(|t| *t > 0))
-        .min()
-        .map_or(first_seen, |ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns))
 }
 
 /// The pod's IP as its status shows it: the newest ready sandbox's, the node's for hostNetwork.
