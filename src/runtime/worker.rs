@@ -34,97 +34,171 @@ const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
 /// `woken` carries the PLEG's wake-ups (at most one pending: they coalesce).
 pub async fn run<R: RuntimeService>(
     cx: Arc<Context<R>>,
-    mut sp: StaticPod,
+    sp: StaticPod,
     rx: smol::channel::Receiver<Msg>,
     woken: smol::channel::Receiver<()>,
 ) {
-    let uid = sp.uid.clone();
-    let key = sp.pod.key();
-    let node = cx.node.clone();
-    let mut mode = Mode::Run;
-    let mut failure: Option<Failure> = None;
-    if let Err(f) = lifecycle::runtime_handler(&sp.pod, |class| cx.tuning.runtime_handler(class)) {
-        node.events().record(&sp.pod, true, "Failed", &f.message);
-        failure = Some(f);
-        mode = Mode::Stop;
-    }
-    let mut last_error = String::new();
-    let mut waits = Waits::new();
-    let first_seen = SystemTime::now();
-    let mut last_phase = String::new();
-    let mut probes = cx.prober.start(&sp.pod);
-    node.statuses().set_pod(&uid, &sp.pod);
+    let mut w = Worker::new(cx, sp);
     loop {
-        let resync = cx.config.resync.unwrap_or(QUIET);
         // Boxed: the sync's state lives on the heap only while it runs, so a quiet worker holds
         // a small future (inline, it made each worker about 30 KB).
-        let (mut wait, obs) = match Box::pin(sync(&cx, &sp.pod, mode, &probes.verdicts(), &mut waits)).await {
+        let wait = match Box::pin(w.sync()).await {
+            Step::Removed => return,
+            Step::Again => continue,
+            Step::Wait(wait) => wait,
+        };
+        // Woken: sync now (any wake-up that came meanwhile is part of this one).
+        if let Some(msg) = w.next_message(&rx, &woken, wait).await {
+            w.handle(msg, rx.is_closed()).await;
+        }
+    }
+}
+
+/// How a sync ended for the worker's loop.
+enum Step {
+    /// The pod is gone: the worker ends.
+    Removed,
+    /// Sync again at once (the pod just failed for good: it is stopped).
+    Again,
+    /// Wait this long for something to happen.
+    Wait(Duration),
+}
+
+/// One pod's worker and what it remembers between syncs.
+struct Worker<R> {
+    cx: Arc<Context<R>>,
+    sp: StaticPod,
+    mode: Mode,
+    /// Why the pod failed for good, once it has.
+    failure: Option<Failure>,
+    waits: Waits,
+    probes: Box<dyn crate::node::probing::PodProbes>,
+    first_seen: SystemTime,
+    last_phase: String,
+    last_error: String,
+}
+
+impl<R: RuntimeService> Worker<R> {
+    fn new(cx: Arc<Context<R>>, sp: StaticPod) -> Worker<R> {
+        let probes = cx.prober.start(&sp.pod);
+        cx.node.statuses().set_pod(&sp.uid, &sp.pod);
+        let mut w = Worker {
+            cx,
+            sp,
+            mode: Mode::Run,
+            failure: None,
+            waits: Waits::new(),
+            probes,
+            first_seen: SystemTime::now(),
+            last_phase: String::new(),
+            last_error: String::new(),
+        };
+        if let Err(f) = lifecycle::runtime_handler(&w.sp.pod, |class| w.cx.tuning.runtime_handler(class)) {
+            w.fail("Failed", f.message.clone(), f);
+        }
+        w
+    }
+
+    /// The pod failed for good: an event, and from now on it is kept stopped.
+    fn fail(&mut self, reason: &str, event: String, failure: Failure) {
+        self.cx.node.events().record(&self.sp.pod, true, reason, &event);
+        self.failure = Some(failure);
+        self.mode = Mode::Stop;
+    }
+
+    /// One sync, and what follows from what it saw: the PLEG's and the probes' views, the
+    /// deadline, the status.
+    async fn sync(&mut self) -> Step {
+        let (uid, key) = (self.sp.uid.clone(), self.sp.pod.key());
+        let resync = self.cx.config.resync.unwrap_or(QUIET);
+        let verdicts = self.probes.verdicts();
+        let (wait, obs) = match sync(&self.cx, &self.sp.pod, self.mode, &verdicts, &mut self.waits).await {
             Ok((Synced::Removed, _)) => {
-                node.statuses().remove(&uid);
+                self.cx.node.statuses().remove(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
-                return;
+                return Step::Removed;
             }
             Ok((Synced::Again(retry), obs)) => {
-                last_error.clear();
-                (retry.unwrap_or(resync).min(resync), Some(obs))
+                self.last_error.clear();
+                (retry.unwrap_or(resync).min(resync), obs)
             }
             Err(SyncError::Refused(f)) => {
-                node.events().record(&sp.pod, true, "Failed", &f.message);
-                failure = Some(f);
-                mode = Mode::Stop;
-                continue;
+                self.fail("Failed", f.message.clone(), f);
+                return Step::Again;
             }
             Err(e) => {
                 let e = e.to_string();
-                if e != last_error {
+                if e != self.last_error {
                     log::warn!("pod {key}: sync failed: {e}");
-                    last_error = e;
+                    self.last_error = e;
                 }
-                (SYNC_ERROR_RETRY.min(resync), None)
+                return Step::Wait(SYNC_ERROR_RETRY.min(resync));
             }
         };
-        if let Some(obs) = obs {
-            if cx.pleg.watch_exits() {
-                super::pleg::exits::watch(&cx.pleg.exits, &cx.runtime, &uid, &obs);
-            }
-            let logs = obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty());
-            cx.pleg.set_logs(&uid, logs.map(|c| c.log_path.clone().into()).collect());
-            probes.update(&sp.pod, &obs, &pod_ip(&cx, &sp.pod, &obs), matches!(mode, Mode::Terminate(_)));
-            let start = lifecycle::started(&obs, first_seen);
-            if mode == Mode::Run {
-                match lifecycle::active_deadline(&sp.pod, start, SystemTime::now()) {
-                    Deadline::None => {}
-                    Deadline::Left(left) => wait = wait.min(left),
-                    Deadline::Passed { event, failure: f } => {
-                        node.events().record(&sp.pod, true, "DeadlineExceeded", &event);
-                        failure = Some(f);
-                        mode = Mode::Stop;
-                        continue;
-                    }
+        self.observed(&obs);
+        let start = lifecycle::started(&obs, self.first_seen);
+        let mut wait = wait;
+        if self.mode == Mode::Run {
+            match lifecycle::active_deadline(&self.sp.pod, start, SystemTime::now()) {
+                Deadline::None => {}
+                Deadline::Left(left) => wait = wait.min(left),
+                Deadline::Passed { event, failure } => {
+                    self.fail("DeadlineExceeded", event, failure);
+                    return Step::Again;
                 }
             }
-            let ctx = crate::status::Context {
-                runtime_name: node.facts().runtime_name.clone(),
-                host_ip: node.facts().host_ip.clone(),
-                waiting: waits.clone(),
-                start_time: Some(start),
-                probes: probes.view(),
-            };
-            let mut status = crate::status::compute(&sp.pod, &obs, &ctx);
-            if let (Mode::Stop, Some(f)) = (mode, &failure) {
-                lifecycle::show_failure(&mut status, f);
-            }
-            if status.phase != last_phase {
-                log::info!("pod {key}: phase {}", status.phase);
-                last_phase = status.phase.clone();
-            }
-            node.statuses().set(&uid, status);
         }
-        let msg = smol::future::or(
+        self.publish(&obs, start);
+        Step::Wait(wait)
+    }
+
+    /// What the runtime shows goes to the PLEG (processes to watch, logs to rotate) and the
+    /// probes.
+    fn observed(&mut self, obs: &Observed) {
+        let (cx, uid) = (&self.cx, &self.sp.uid);
+        if cx.pleg.watch_exits() {
+            super::pleg::exits::watch(&cx.pleg.exits, &cx.runtime, uid, obs);
+        }
+        let logs = obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty());
+        cx.pleg.set_logs(uid, logs.map(|c| c.log_path.clone().into()).collect());
+        let ip = pod_ip(cx, &self.sp.pod, obs);
+        self.probes.update(&self.sp.pod, obs, &ip, matches!(self.mode, Mode::Terminate(_)));
+    }
+
+    /// The pod's status, to the node's store.
+    fn publish(&mut self, obs: &Observed, start: SystemTime) {
+        let node = &self.cx.node;
+        let ctx = crate::status::Context {
+            runtime_name: node.facts().runtime_name.clone(),
+            host_ip: node.facts().host_ip.clone(),
+            waiting: self.waits.clone(),
+            start_time: Some(start),
+            probes: self.probes.view(),
+        };
+        let mut status = crate::status::compute(&self.sp.pod, obs, &ctx);
+        if let (Mode::Stop, Some(f)) = (self.mode, &self.failure) {
+            lifecycle::show_failure(&mut status, f);
+        }
+        if status.phase != self.last_phase {
+            log::info!("pod {}: phase {}", self.sp.pod.key(), status.phase);
+            self.last_phase = status.phase.clone();
+        }
+        node.statuses().set(&self.sp.uid, status);
+    }
+
+    /// Waits for a message (`Some(None)`: the engine went away, or `wait` passed), or a
+    /// wake-up from the PLEG or the probes (`None`).
+    async fn next_message(
+        &self,
+        rx: &smol::channel::Receiver<Msg>,
+        woken: &smol::channel::Receiver<()>,
+        wait: Duration,
+    ) -> Option<Option<Msg>> {
+        smol::future::or(
             async { Some(rx.recv().await.ok()) },
             smol::future::or(
                 async {
-                    smol::future::or(probes.changed(), async {
+                    smol::future::or(self.probes.changed(), async {
                         if woken.recv().await.is_err() {
                             std::future::pending::<()>().await; // the PLEG is gone
                         }
@@ -138,27 +212,30 @@ pub async fn run<R: RuntimeService>(
                 },
             ),
         )
-        .await;
-        // Woken: sync now (any wake-up that came meanwhile is part of this one).
-        let Some(msg) = msg else { continue };
+        .await
+    }
+
+    async fn handle(&mut self, msg: Option<Msg>, engine_gone: bool) {
         match msg {
             Some(Msg::Update(new)) => {
                 // Same UID, other containers (an explicit metadata.uid kept across an edit):
                 // the probes follow the new spec, as the containers do.
-                let containers_changed = new.pod.spec.containers != sp.pod.spec.containers
-                    || new.pod.spec.init_containers != sp.pod.spec.init_containers;
-                sp = *new;
+                let containers_changed = new.pod.spec.containers != self.sp.pod.spec.containers
+                    || new.pod.spec.init_containers != self.sp.pod.spec.init_containers;
+                self.sp = *new;
                 if containers_changed {
-                    probes = cx.prober.start(&sp.pod);
+                    self.probes = self.cx.prober.start(&self.sp.pod);
                 }
-                node.statuses().set_pod(&uid, &sp.pod);
+                self.cx.node.statuses().set_pod(&self.sp.uid, &self.sp.pod);
             }
             Some(Msg::Restart(reply)) => {
-                let stopped = Box::pin(restart(&cx, &sp.pod)).await;
+                let stopped = Box::pin(restart(&self.cx, &self.sp.pod)).await;
                 let _ = reply.send(stopped).await;
             }
-            Some(Msg::Terminate(grace)) => mode = Mode::Terminate(grace),
-            None if rx.is_closed() && !matches!(mode, Mode::Terminate(_)) => mode = Mode::Terminate(grace_of(&sp.pod)),
+            Some(Msg::Terminate(grace)) => self.mode = Mode::Terminate(grace),
+            None if engine_gone && !matches!(self.mode, Mode::Terminate(_)) => {
+                self.mode = Mode::Terminate(grace_of(&self.sp.pod));
+            }
             None => {}
         }
     }
