@@ -8,7 +8,8 @@
 //! startedness for the pod's status (`view`). A published change wakes the worker. The
 //! actions themselves (exec, httpGet, tcpSocket, grpc) are `handlers`'.
 //!
-//! Each tick, as kubelet's probe worker: nothing before the container has an ID; a new ID
+//! Each tick, as kubelet's probe worker (the decision is `progress`'s, a pure state machine;
+//! the task here keeps the clock, runs the attempts and publishes): nothing before the container has an ID; a new ID
 //! resets the result (readiness Failure, liveness Success, startup Unknown) and lifts the hold;
 //! a held probe (after a liveness or startup failure, until the container is replaced) does
 //! nothing; a container that is not running reads Failure; a deleted pod's liveness and startup
@@ -19,89 +20,19 @@
 //! delayed by a random part of its period, so a box with many pods does not probe them all at
 //! once after a reboot.
 
+mod progress;
+
+pub use progress::{Kind, ProbeResult, Target, Timing};
+
 use crate::handlers;
 use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, ProbeView};
 use crate::node::probing::Prober;
 use crate::node::Node;
-use crate::pod::types::{Container, Pod, Probe};
+use crate::pod::types::{Container, Pod};
+use progress::{jitter, next_tick, Progress, Then};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Startup,
-    Liveness,
-    Readiness,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Startup => "Startup",
-            Kind::Liveness => "Liveness",
-            Kind::Readiness => "Readiness",
-        }
-    }
-
-    fn initial(self) -> ProbeResult {
-        match self {
-            Kind::Startup => ProbeResult::Unknown,
-            Kind::Liveness => ProbeResult::Success,
-            Kind::Readiness => ProbeResult::Failure,
-        }
-    }
-
-    fn of(self, c: &Container) -> Option<&Probe> {
-        match self {
-            Kind::Startup => c.startup_probe.as_deref(),
-            Kind::Liveness => c.liveness_probe.as_deref(),
-            Kind::Readiness => c.readiness_probe.as_deref(),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProbeResult {
-    Unknown,
-    Success,
-    Failure,
-}
-
-/// A probe's timing, with kubelet's defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timing {
-    pub initial_delay: Duration,
-    pub period: Duration,
-    pub success_threshold: u32,
-    pub failure_threshold: u32,
-}
-
-impl Timing {
-    /// Validation keeps the fields within int32; the conversions saturate all the same.
-    pub fn of(p: &Probe) -> Timing {
-        let secs = |v: Option<i64>, default: i64| crate::deadline::secs(v.filter(|s| *s > 0).unwrap_or(default));
-        let count = |v: Option<i64>, default: u32| {
-            v.filter(|n| *n > 0).map_or(default, |n| u32::try_from(n).unwrap_or(u32::MAX))
-        };
-        Timing {
-            initial_delay: crate::deadline::secs(p.initial_delay_seconds.unwrap_or(0)),
-            period: secs(p.period_seconds, 10),
-            success_threshold: count(p.success_threshold, 1),
-            failure_threshold: count(p.failure_threshold, 3),
-        }
-    }
-}
-
-/// What the runtime shows of one container, as the probes need it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Target {
-    pub container_id: String,
-    pub running: bool,
-    /// Exited, and the pod's restartPolicy is Never: it will not come back.
-    pub finished_for_good: bool,
-    pub started_at: Option<SystemTime>,
-}
 
 #[derive(Default)]
 struct State {
@@ -297,14 +228,6 @@ struct Task {
     wake: smol::channel::Sender<()>,
 }
 
-/// The task's memory between ticks.
-struct Progress {
-    container_id: String,
-    on_hold: bool,
-    last: ProbeResult,
-    run: u32,
-}
-
 enum Step {
     Continue,
     Stop,
@@ -316,7 +239,7 @@ impl Task {
         if self.node.started().elapsed() < period {
             smol::Timer::after(jitter(&self.pod.metadata.uid, &self.container.name, self.kind, period)).await;
         }
-        let mut progress = Progress { container_id: String::new(), on_hold: false, last: self.kind.initial(), run: 0 };
+        let mut progress = Progress::new(self.kind, self.timing);
         let mut next = Instant::now();
         loop {
             let late = Instant::now().saturating_duration_since(next);
@@ -357,6 +280,7 @@ impl Task {
         }
     }
 
+    /// One tick: what the pod's worker last saw, the decision ([`Progress`]), and the attempt.
     async fn tick(&self, p: &mut Progress) -> Step {
         let (target, pod_ip, deleting, started) = {
             let st = self.lock();
@@ -366,159 +290,76 @@ impl Task {
                     == Some(&(t.container_id.clone(), ProbeResult::Success));
             (t, st.pod_ip.clone(), st.deleting, started)
         };
-        if target.container_id.is_empty() {
-            return Step::Continue;
+        let (publish, then) = p.before(&target, deleting, started, SystemTime::now());
+        for result in publish {
+            self.publish(p.container_id(), result);
         }
-        if target.container_id != p.container_id {
-            p.container_id = target.container_id.clone();
-            p.on_hold = false;
-            p.last = self.kind.initial();
-            p.run = 0;
-            self.publish(&p.container_id, p.last);
+        match then {
+            Then::Wait => return Step::Continue,
+            Then::Stop => return Step::Stop,
+            Then::Attempt => {}
         }
-        if p.on_hold {
-            return Step::Continue;
-        }
-        if !target.running {
-            p.last = ProbeResult::Failure;
-            p.run = 0;
-            self.publish(&p.container_id, ProbeResult::Failure);
-            return if target.finished_for_good { Step::Stop } else { Step::Continue };
-        }
-        if deleting && self.kind != Kind::Readiness {
-            self.publish(&p.container_id, ProbeResult::Success);
-            return Step::Stop;
-        }
-        let since_start = target.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
-        if since_start < self.timing.initial_delay {
-            return Step::Continue;
-        }
-        match self.kind {
-            Kind::Startup if started => return Step::Continue,
-            Kind::Liveness | Kind::Readiness if !started => return Step::Continue,
-            _ => {}
-        }
-        let at = handlers::Target { container_id: &target.container_id, pod_ip: &pod_ip };
-        let began = Instant::now();
-        // Boxed: an attempt's state (sockets, TLS, buffers) exists only while it runs, so an
-        // idle probe task stays small.
-        let Some(probe) = self.kind.of(&self.container) else { return Step::Stop };
-        let attempt = Box::pin(handlers::attempt(self.node.runtime(), &self.container, probe, &at)).await;
-        {
-            let mut st = self.lock();
-            let took = began.elapsed();
-            let result = match &attempt {
-                handlers::Attempt::Success | handlers::Attempt::Warning(_) => "successful",
-                handlers::Attempt::Failure(_) => "failed",
-                handlers::Attempt::Error(_) => "unknown",
-            };
-            let probe_type = self.kind.name();
-            crate::metrics::add(&crate::metrics::PROBES, &[("probe_type", probe_type), ("result", result)], 1.0);
-            crate::metrics::add(&crate::metrics::PROBE_SECONDS, &[("probe_type", probe_type)], took.as_secs_f64());
-            let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
-            s.busy += took;
-            match &attempt {
-                handlers::Attempt::Success | handlers::Attempt::Warning(_) => s.successes += 1,
-                handlers::Attempt::Failure(_) => s.failures += 1,
-                handlers::Attempt::Error(_) => s.errors += 1,
-            }
-        }
-        let outcome = match &attempt {
-            handlers::Attempt::Success => ProbeResult::Success,
-            handlers::Attempt::Warning(w) => {
-                let message = format!("{} probe warning: container {}: {w}", self.kind.name(), self.container.name);
-                self.node.events().record(&self.pod, true, "ProbeWarning", &message);
-                ProbeResult::Success
-            }
-            handlers::Attempt::Failure(why) => {
-                let message = format!("{} probe failed: container {}: {why}", self.kind.name(), self.container.name);
-                self.node.events().record(&self.pod, true, "Unhealthy", &message);
-                ProbeResult::Failure
-            }
-            handlers::Attempt::Error(e) => {
-                log::debug!(
-                    "pod {}: {} probe of {} errored: {e}",
-                    self.pod.key(),
-                    self.kind.name(),
-                    self.container.name
-                );
-                return Step::Continue;
-            }
-        };
-        if outcome == p.last {
-            p.run = p.run.saturating_add(1);
-        } else {
-            p.last = outcome;
-            p.run = 1;
-        }
-        let threshold = match outcome {
-            ProbeResult::Failure => self.timing.failure_threshold,
-            _ => self.timing.success_threshold,
-        };
-        if p.run < threshold {
-            return Step::Continue;
-        }
-        self.publish(&p.container_id, outcome);
-        if outcome == ProbeResult::Failure && self.kind != Kind::Readiness {
-            // Hold until the container is replaced: no probe of a container being killed.
-            p.on_hold = true;
-            p.run = 0;
+        let Some(outcome) = self.attempt(&target.container_id, &pod_ip).await else { return Step::Continue };
+        if let Some(result) = p.after(outcome) {
+            self.publish(p.container_id(), result);
         }
         Step::Continue
     }
-}
 
-/// The tick after `last` on a fixed schedule of `period`: `last + period`, or if that has
-/// passed, the next multiple of `period` after `now`. `None` past the clock's range.
-fn next_tick(last: Instant, now: Instant, period: Duration) -> Option<Instant> {
-    let next = last.checked_add(period)?;
-    if next >= now {
-        return Some(next);
+    /// Runs the probe once, counts it, and says what it found (`None`: an error, which is not
+    /// counted towards the thresholds).
+    async fn attempt(&self, container_id: &str, pod_ip: &str) -> Option<ProbeResult> {
+        let at = handlers::Target { container_id, pod_ip };
+        let began = Instant::now();
+        let probe = self.kind.of(&self.container)?;
+        // Boxed: an attempt's state (sockets, TLS, buffers) exists only while it runs, so an
+        // idle probe task stays small.
+        let attempt = Box::pin(handlers::attempt(self.node.runtime(), &self.container, probe, &at)).await;
+        self.count(&attempt, began.elapsed());
+        let (kind, name) = (self.kind.name(), &self.container.name);
+        match &attempt {
+            handlers::Attempt::Success => Some(ProbeResult::Success),
+            handlers::Attempt::Warning(w) => {
+                let message = format!("{kind} probe warning: container {name}: {w}");
+                self.node.events().record(&self.pod, true, "ProbeWarning", &message);
+                Some(ProbeResult::Success)
+            }
+            handlers::Attempt::Failure(why) => {
+                let message = format!("{kind} probe failed: container {name}: {why}");
+                self.node.events().record(&self.pod, true, "Unhealthy", &message);
+                Some(ProbeResult::Failure)
+            }
+            handlers::Attempt::Error(e) => {
+                log::debug!("pod {}: {kind} probe of {name} errored: {e}", self.pod.key());
+                None
+            }
+        }
     }
-    let behind = (now - next).as_nanos() % period.as_nanos().max(1);
-    now.checked_add(period)?.checked_sub(Duration::from_nanos(u64::try_from(behind).unwrap_or(0)))
-}
 
-/// A start delay in [0, period), spread by pod, container and kind (FNV-1a).
-fn jitter(pod: &str, container: &str, kind: Kind, period: Duration) -> Duration {
-    let mut h = crate::fnv::fnv1a_64(pod.as_bytes());
-    for part in [container.as_bytes(), kind.name().as_bytes(), &std::process::id().to_le_bytes()] {
-        h = crate::fnv::add_64(h, part);
+    /// An attempt in the metrics and the probe's counters.
+    fn count(&self, attempt: &handlers::Attempt, took: Duration) {
+        let result = match attempt {
+            handlers::Attempt::Success | handlers::Attempt::Warning(_) => "successful",
+            handlers::Attempt::Failure(_) => "failed",
+            handlers::Attempt::Error(_) => "unknown",
+        };
+        let probe_type = self.kind.name();
+        crate::metrics::add(&crate::metrics::PROBES, &[("probe_type", probe_type), ("result", result)], 1.0);
+        crate::metrics::add(&crate::metrics::PROBE_SECONDS, &[("probe_type", probe_type)], took.as_secs_f64());
+        let mut st = self.lock();
+        let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
+        s.busy += took;
+        match attempt {
+            handlers::Attempt::Success | handlers::Attempt::Warning(_) => s.successes += 1,
+            handlers::Attempt::Failure(_) => s.failures += 1,
+            handlers::Attempt::Error(_) => s.errors += 1,
+        }
     }
-    // In u128: a period of more than 2^64 ns must not truncate to a zero divisor.
-    let nanos = u128::from(h) % period.as_nanos().max(1);
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timing_has_kubelets_defaults() {
-        let t = Timing::of(&Probe::default());
-        assert_eq!(
-            t,
-            Timing {
-                initial_delay: Duration::ZERO,
-                period: Duration::from_secs(10),
-                success_threshold: 1,
-                failure_threshold: 3
-            }
-        );
-        let p = Probe {
-            initial_delay_seconds: Some(5),
-            period_seconds: Some(1),
-            success_threshold: Some(2),
-            failure_threshold: Some(1),
-            ..Default::default()
-        };
-        let t = Timing::of(&p);
-        assert_eq!(
-            (t.initial_delay, t.period, t.success_threshold, t.failure_threshold),
-            (Duration::from_secs(5), Duration::from_secs(1), 2, 1)
-        );
-    }
 
     fn running(name: &str, id: &str, started_at: SystemTime) -> Observed {
         Observed {
@@ -582,29 +423,5 @@ mod tests {
         // The deleted pod's liveness reads Success and stops.
         probes.update(&pod, &running("c", "id2", SystemTime::now()), "127.0.0.1", true);
         wait("liveness success on deletion", Duration::from_secs(4), &|| probes.verdicts().liveness_failed.is_empty());
-    }
-
-    #[test]
-    fn huge_periods_neither_divide_by_zero_nor_overflow() {
-        // 2^55 s: as u64 nanoseconds this truncated to a zero divisor.
-        let period = Duration::from_secs(1 << 55);
-        assert!(jitter("p", "c", Kind::Liveness, period) < period);
-        let p = Probe { period_seconds: Some(i64::MAX), initial_delay_seconds: Some(i64::MAX), ..Default::default() };
-        let t = Timing::of(&p);
-        assert_eq!(t.period, Duration::from_secs(i64::MAX as u64));
-        let now = Instant::now();
-        assert_eq!(next_tick(now, now, t.period), None);
-        assert_eq!(next_tick(now, now, Duration::from_secs(1)), Some(now + Duration::from_secs(1)));
-        let late = now + Duration::from_millis(2500);
-        assert_eq!(next_tick(now, late, Duration::from_secs(1)), Some(now + Duration::from_secs(3)));
-    }
-
-    #[test]
-    fn jitter_stays_within_the_period_and_spreads() {
-        let period = Duration::from_secs(10);
-        let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period)).collect();
-        assert!(all.iter().all(|d| *d < period));
-        let distinct: std::collections::HashSet<_> = all.iter().map(|d| d.as_secs()).collect();
-        assert!(distinct.len() >= 5, "{all:?}");
     }
 }
