@@ -14,6 +14,7 @@
 //! pod at the next rescan. The last valid version is kept on disk too (`kept`), so this holds
 //! across a restart of atoll. Out: an [`Update`] after every scan whose result changed.
 
+use super::last_wins::{last_wins, news, Level, Note};
 use super::payload::{claim, Intake};
 use super::scan::{absolute, private_dir_problem, refuse_pods, scan_with, Good, Memo, Scan};
 use super::{SourceId, Update};
@@ -79,7 +80,7 @@ struct FileSource {
     good: BTreeMap<PathBuf, Good>,
     kept: Option<super::kept::Kept>,
     /// What was last logged, so a rescan repeats nothing.
-    reported: BTreeSet<String>,
+    reported: BTreeSet<Note>,
     last_sent: Option<Sent>,
     /// What each file loaded to, by its bytes.
     memo: Memo,
@@ -144,16 +145,16 @@ impl FileSource {
             let source = self.cfg.id().to_string();
             crate::metrics::add(&crate::metrics::SOURCE_ERRORS, &[("source", &source)], errors as f64);
         }
-        let mut messages = BTreeSet::new();
+        let mut notes = BTreeSet::new();
         if let Some(p) = &scan.path_problem {
-            messages.insert(format!("W{}: {p}; no file pods until that changes", self.cfg.path.display()));
+            notes.insert(Note::about(Level::Warn, &self.cfg.path, format!("{p}; no file pods until that changes")));
         }
         for (p, why) in &scan.skipped {
-            messages.insert(format!("I{}: {why}", p.display()));
+            notes.insert(Note::about(Level::Info, p, why));
         }
         for (p, g) in &scan.good {
             for w in &g.opened.manifests.warnings {
-                messages.insert(format!("W{}: {w}", p.display()));
+                notes.insert(Note::about(Level::Warn, p, w));
             }
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
@@ -163,20 +164,20 @@ impl FileSource {
             let kept = self.good.get(p).is_some_and(|g| !g.opened.manifests.pods.is_empty());
             let suffix = if kept { " (keeping the last valid version of its pod running)" } else { "" };
             for line in e.to_string().lines() {
-                messages.insert(format!("E{line}{suffix}"));
+                notes.insert(Note::new(Level::Error, format!("{line}{suffix}")));
             }
         }
         self.good.extend(scan.good);
-        let (by_key, objects_by_key) = self.by_name(&mut messages);
-        for m in messages.difference(&self.reported) {
-            let (level, text) = m.split_at(1);
-            match level {
-                "E" => log::error!("{}: {text}", self.cfg.label()),
-                "W" => log::warn!("{}: {text}", self.cfg.label()),
-                _ => log::info!("{}: {text}", self.cfg.label()),
+        let (by_key, objects_by_key) = self.by_name(&mut notes);
+        for n in news(&notes, &self.reported) {
+            let (label, text) = (self.cfg.label(), &n.text);
+            match n.level {
+                Level::Error => log::error!("{label}: {text}"),
+                Level::Warn => log::warn!("{label}: {text}"),
+                Level::Info => log::info!("{label}: {text}"),
             }
         }
-        self.reported = messages;
+        self.reported = notes;
         let owners: BTreeMap<String, PathBuf> = by_key.iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
         let pods: Vec<StaticPod> = by_key.into_values().map(|(_, sp)| sp).collect();
         let objects: Vec<Arc<LocalObject>> = objects_by_key.into_values().collect();
@@ -221,24 +222,19 @@ impl FileSource {
 
     /// Every file's pods and objects by name: the lexically last file wins a name two define
     /// (as kubelet), with a warning naming both.
-    fn by_name(&self, messages: &mut BTreeSet<String>) -> (PodsByName, ObjectsByName) {
-        let mut objects: BTreeMap<(objects::ObjectKind, String), (PathBuf, Arc<LocalObject>)> = BTreeMap::new();
-        let mut pods: BTreeMap<String, (PathBuf, StaticPod)> = BTreeMap::new();
-        for (p, g) in &self.good {
-            for o in &g.opened.manifests.objects {
-                if let Some((prev, _)) = objects.insert((o.kind, o.key()), (p.clone(), o.clone())) {
-                    let (kind, key) = (o.kind.as_str(), o.key());
-                    let (p, prev) = (p.display(), prev.display());
-                    messages.insert(format!("W{p}: {kind} {key} is also defined in {prev}; using {p}"));
-                }
-            }
-            for sp in &g.opened.manifests.pods {
-                if let Some((prev, _)) = pods.insert(sp.pod.key(), (p.clone(), sp.clone())) {
-                    let (p, prev) = (p.display(), prev.display());
-                    messages.insert(format!("W{p}: pod {} is also defined in {prev}; using {p}", sp.pod.key()));
-                }
-            }
-        }
+    fn by_name(&self, notes: &mut BTreeSet<Note>) -> (PodsByName, ObjectsByName) {
+        let files = || self.good.iter().map(|(p, g)| (p, &g.opened.manifests));
+        let objects = files().flat_map(|(p, m)| {
+            m.objects
+                .iter()
+                .map(|o| (p.clone(), (o.kind, o.key()), format!("{} {}", o.kind.as_str(), o.key()), o.clone()))
+        });
+        let pods = files().flat_map(|(p, m)| {
+            m.pods.iter().map(|sp| (p.clone(), sp.pod.key(), format!("pod {}", sp.pod.key()), sp.clone()))
+        });
+        let (objects, object_notes) = last_wins(objects);
+        let (pods, pod_notes) = last_wins(pods);
+        notes.extend(object_notes.into_iter().chain(pod_notes));
         (pods, objects.into_iter().map(|(k, (_, o))| (k, o)).collect())
     }
 

@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod file;
 pub mod http;
 pub mod kept;
+pub mod last_wins;
 pub mod merge;
 pub mod payload;
 pub mod scan;
