@@ -17,12 +17,14 @@
 //! plain text is never written.
 
 pub mod judge;
+pub mod record;
 
 use crate::node::Node;
 use crate::pod::{Origin, StaticPod};
 use crate::source::payload::{Intake, Payload};
 use crate::source::{SourceId, Update};
-use judge::{Policy, Seen, Verdict};
+use judge::Policy;
+use record::{Admitted, Record, TrialStep, Version};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,60 +34,6 @@ pub use crate::pod::rollback_policy::ROLLED_BACK_FROM;
 
 /// How often trials are looked at while any runs.
 pub const CHECK: Duration = Duration::from_secs(1);
-
-/// One pod's memory, by `namespace/name`.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Record {
-    key: String,
-    /// The last version that passed (or was running when its pod came under a policy).
-    good: Option<Version>,
-    trial: Option<Trial>,
-    /// The version rolled back from, and why; forgotten when the source changes again.
-    bad: Option<(String, String)>,
-}
-
-impl Record {
-    fn empty(key: &str) -> Record {
-        Record { key: key.to_string(), ..Default::default() }
-    }
-}
-
-/// A version of a pod: its UID and the payload it came from.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Version {
-    uid: String,
-    /// The manifest file; none: the URL configured (a URL may hold credentials: not kept).
-    file: Option<PathBuf>,
-    /// The payload's bytes in base64, as read (an encrypted file's stay encrypted).
-    body: String,
-    signature: Option<String>,
-}
-
-impl Version {
-    fn new(uid: &str, payload: &Payload) -> Version {
-        Version {
-            uid: uid.to_string(),
-            file: match &payload.origin {
-                Origin::File(p) => Some(p.clone()),
-                Origin::Url(_) => None,
-            },
-            body: crate::base64::encode(&payload.bytes),
-            signature: payload.signature.as_deref().map(|s| String::from_utf8_lossy(s).into_owned()),
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Trial {
-    version: Version,
-    /// When the new version's worker began (seconds since the epoch, wall clock, so a
-    /// restart or a reboot counts); 0 until then: an update waits for its images, and perhaps
-    /// for the old version's grace period, before its window opens.
-    since: u64,
-    policy: Policy,
-    /// The restarts its containers had when the trial began.
-    restarts_before: u32,
-}
 
 pub struct Rollback {
     dir: Option<PathBuf>,
@@ -141,43 +89,28 @@ impl Rollback {
                     None
                 }
             };
-            let mut r = self.record(&key);
-            if r.bad.as_ref().is_some_and(|(uid, _)| *uid != sp.uid) {
-                r.bad = None; // the source changed again: the new content gets its chance
-            }
+            let r = self.record(&key);
             // A bad version is replaced by the good one (opened again only then).
-            let rolled_back = match (&r.bad, &r.good) {
-                (Some((uid, why)), Some(good)) if *uid == sp.uid => {
-                    self.reopen(good, &key).map(|good| (good, format!("{uid}: {why}")))
-                }
-                _ => None,
+            let good = record::rollback_to(&r, &sp.uid).and_then(|(v, from)| Some((self.reopen(v, &key)?, from)));
+            let new_trial = |policy| {
+                let payload = payloads.iter().find(|p| p.origin == sp.origin)?;
+                let restarts_before = node.statuses().get(&sp.uid).map_or(0, |s| s.restarts());
+                Some(record::Trial { version: Version::new(&sp.uid, payload), since: 0, policy, restarts_before })
             };
-            match (rolled_back, &r.good) {
-                (Some((good, from)), _) => {
+            let (r, admitted) = record::admit(r, &sp.uid, policy, good.is_some(), new_trial);
+            match (admitted, good) {
+                (Admitted::RolledBack, Some((good, from))) => {
                     *sp = good;
                     Arc::make_mut(&mut sp.pod).metadata.annotations.insert(ROLLED_BACK_FROM.into(), from);
                 }
-                _ if policy.is_none() => r = Record::empty(&key),
-                // Back to the good version (a trial of another one, if any, is over).
-                _ if r.good.as_ref().is_some_and(|g| g.uid == sp.uid) => r.trial = None,
-                _ if r.trial.as_ref().is_some_and(|t| t.version.uid == sp.uid) => {}
-                // Rolled back from, but the good version cannot run again (see `reopen`): the
-                // source's version runs, with no new trial that could only end the same way.
-                _ if r.bad.as_ref().is_some_and(|(uid, _)| *uid == sp.uid) => {}
-                (_, Some(_)) => {
+                (Admitted::OnTrial, _) => {
                     log::info!("pod {key} ({}): a new version, on trial for {:?}", sp.uid, policy.map(|p| p.window));
-                    let payload = payloads.iter().find(|p| p.origin == sp.origin);
-                    r.trial = policy.zip(payload).map(|(policy, payload)| Trial {
-                        version: Version::new(&sp.uid, payload),
-                        since: 0,
-                        policy,
-                        restarts_before: node.statuses().get(&sp.uid).map_or(0, |s| s.restarts()),
-                    });
                 }
-                (_, None) => {
-                    // The first version: the good one once it is Ready (`check`).
+                // The first version: the good one once it is Ready (`check`).
+                (Admitted::First, _) => {
                     self.unknown.insert(key.clone());
                 }
+                _ => {}
             }
             self.store(r);
         }
@@ -201,42 +134,24 @@ impl Rollback {
             .collect();
         let keys: Vec<String> = self.records.keys().cloned().collect();
         for key in keys {
-            let mut r = self.records[&key].clone();
-            match r.trial.clone() {
-                Some(mut t) => {
-                    let Some((ready, restarts)) = statuses.get(&t.version.uid).map(|s| (s.1, s.2)) else { continue };
-                    if t.since == 0 {
-                        t.since = unix(now); // its worker runs: the window opens
-                        r.trial = Some(t);
-                        self.store(r);
-                        continue;
-                    }
-                    let elapsed = Duration::from_secs(unix(now).saturating_sub(t.since));
-                    let seen = Seen { ready, restarts: restarts.saturating_sub(t.restarts_before) };
-                    match judge::judge(t.policy, elapsed, seen) {
-                        Verdict::OnTrial => continue,
-                        Verdict::Keep => {
-                            log::info!("pod {key} ({}): passed its trial; it is the version to keep", t.version.uid);
-                            r.good = Some(t.version);
-                            r.trial = None;
-                        }
-                        Verdict::RollBack(why) => {
-                            let message = format!("rolled back from {}: {why}", t.version.uid);
-                            if let Some((pod, _, _)) = statuses.get(&t.version.uid) {
-                                node.events().record(pod, true, "RolledBack", &message);
-                            } else {
-                                log::warn!("pod {key}: {message}");
-                            }
-                            crate::metrics::add(&crate::metrics::ROLLBACKS, &[], 1.0);
-                            r.bad = Some((t.version.uid, why));
-                            r.trial = None;
-                            again.extend(
-                                self.raw.values().filter(|u| u.pods.iter().any(|p| p.pod.key() == key)).cloned(),
-                            );
-                        }
-                    }
+            let mut r = self.record(&key);
+            let uid = r.trial.as_ref().map(|t| t.version.uid.clone()).unwrap_or_default();
+            let seen = statuses.get(&uid).map(|s| (s.1, s.2));
+            match record::advance_trial(&mut r, seen, unix(now)) {
+                TrialStep::Nothing => continue,
+                TrialStep::Opened => {}
+                TrialStep::Kept { uid } => {
+                    log::info!("pod {key} ({uid}): passed its trial; it is the version to keep");
                 }
-                None => continue,
+                TrialStep::RolledBack { uid, why } => {
+                    let message = format!("rolled back from {uid}: {why}");
+                    match statuses.get(&uid) {
+                        Some((pod, _, _)) => node.events().record(pod, true, "RolledBack", &message),
+                        None => log::warn!("pod {key}: {message}"),
+                    }
+                    crate::metrics::add(&crate::metrics::ROLLBACKS, &[], 1.0);
+                    again.extend(self.raw.values().filter(|u| u.pods.iter().any(|p| p.pod.key() == key)).cloned());
+                }
             }
             self.store(r);
         }
@@ -296,7 +211,7 @@ impl Rollback {
         if self.records.get(&r.key) == Some(&r) {
             return;
         }
-        let empty = r.good.is_none() && r.trial.is_none() && r.bad.is_none();
+        let empty = r.is_empty();
         if let Some(dir) = &self.dir {
             let path = crate::records::path_for(dir, "pod", &r.key);
             let written = if empty {
