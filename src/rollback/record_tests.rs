@@ -23,12 +23,14 @@ fn record(good: Option<&str>, trial_of: Option<&str>, bad: Option<&str>) -> Reco
     }
 }
 
+/// (record, uid in the snapshot, policy, the good version opens, what comes, the record after)
+type Case = (Record, &'static str, Option<Policy>, bool, Admitted, Record);
+
 #[test]
 fn a_snapshot_rolls_back_keeps_or_puts_a_version_on_trial() {
     let new_trial = |uid: &'static str| move |p: Policy| Some(Trial { policy: p, ..trial(uid, 0) });
     let none = |_: Policy| -> Option<Trial> { None };
-    // (record, uid in the snapshot, policy, the good version opens, what comes, the record after)
-    let cases: Vec<(Record, &str, Option<Policy>, bool, Admitted, Record)> = vec![
+    let cases: Vec<Case> = vec![
         // The bad version again: the good one runs in its place.
         (
             record(Some("v1"), None, Some("v2")),
