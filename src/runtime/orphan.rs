@@ -73,12 +73,7 @@ pub async fn remove<R: RuntimeService>(cx: &Context<R>, uid: &str) -> Result<(),
     let (pod, grace) = restore(uid, &statuses);
     let kills: Vec<Kill> = live
         .iter()
-        .map(|c| Kill {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            message: format!("Stopping container {}: its pod is no longer in any manifest", c.name),
-            grace: None,
-        })
+        .map(|c| Kill::new(c, format!("Stopping container {}: its pod is no longer in any manifest", c.name)))
         .collect();
     // The same teardown as a worker's. The UID comes from a runtime label: the pod's
     // directory is a path only if it is a safe name (`poddir::pod_dir` checks).

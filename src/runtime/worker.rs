@@ -249,12 +249,7 @@ async fn restart<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Vec<String> {
         .containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
-        .map(|c| Kill {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            message: format!("Stopping container {} (atoll restart)", c.name),
-            grace: None,
-        })
+        .map(|c| Kill::new(c, format!("Stopping container {} (atoll restart)", c.name)))
         .collect();
     stop_containers(cx, pod, &obs, &kills, grace_of(pod)).await;
     kills.into_iter().map(|k| k.name).collect()

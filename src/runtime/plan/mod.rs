@@ -40,6 +40,13 @@ pub struct Kill {
     pub grace: Option<std::time::Duration>,
 }
 
+impl Kill {
+    /// Stop instance `o`, with the pod's grace period.
+    pub fn new(o: &ContainerObs, message: String) -> Kill {
+        Kill { id: o.id.clone(), name: o.name.clone(), message, grace: None }
+    }
+}
+
 /// Start a new instance of a container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Start {
@@ -149,182 +156,193 @@ pub fn plan(
     now: SystemTime,
     deleting: bool,
 ) -> Plan {
-    let mut p = Plan::default();
+    let pl = Planner { pod, obs, probes, backoff, now };
     if deleting {
-        p.kill_pod = true;
-        p.kill = running_or_unknown(obs, "Stopping container");
-        return p;
+        return pl.stop_pod();
     }
     let host_network = pod.spec.host_network;
-    let newest = obs.sandboxes.first();
-    let max_attempt = obs.sandboxes.iter().map(|s| s.attempt).max();
     let ready = obs.sandboxes.iter().filter(|s| s.ready).count();
-    let sandbox_changed = match newest {
-        None => true,
-        Some(s) => ready > 1 || !s.ready || s.host_network != host_network || (!host_network && s.ip.is_empty()),
-    };
+    match obs.sandboxes.first() {
+        Some(s) if ready <= 1 && s.ready && s.host_network == host_network && (host_network || !s.ip.is_empty()) => {
+            pl.in_sandbox(s)
+        }
+        newest => pl.new_sandbox(newest.is_some()),
+    }
+}
 
-    if sandbox_changed {
-        let attempt = max_attempt.map_or(0, |a| a + 1);
+/// What one decision looks at.
+struct Planner<'a> {
+    pod: &'a Pod,
+    obs: &'a Observed,
+    probes: &'a ProbeVerdicts,
+    backoff: &'a Backoff,
+    now: SystemTime,
+}
+
+impl Planner<'_> {
+    /// Stop every container and sandbox of the pod, and start nothing.
+    fn stop_pod(&self) -> Plan {
+        Plan { kill_pod: true, kill: running_or_unknown(self.obs, "Stopping container"), ..Plan::default() }
+    }
+
+    /// The sandbox is gone, not ready, or not what the pod needs: a new one, and every
+    /// container runs again in it (except OnFailure ones that succeeded). `had_one`: an old
+    /// sandbox is there to stop.
+    fn new_sandbox(&self, had_one: bool) -> Plan {
+        let (pod, obs) = (self.pod, self.obs);
+        let attempt = obs.sandboxes.iter().map(|s| s.attempt).max().map_or(0, |a| a + 1);
         // A Never pod whose sandbox went away after it ran is finished, not restarted.
         if restart_policy(pod) == "Never" && attempt != 0 && !obs.containers.is_empty() {
-            p.kill_pod = true;
-            p.kill = running_or_unknown(obs, "Stopping container");
-            return p;
+            return self.stop_pod();
         }
-        let initialised = initialised(pod, obs);
-        // In a new sandbox every container runs again, except OnFailure ones that succeeded.
         let succeeded =
             |c: &Container| obs.newest(&c.name).is_some_and(|o| o.state == ContainerState::Exited && o.exit_code == 0);
-        let to_start: Vec<usize> = pod
-            .spec
-            .containers
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !(restart_policy(pod) == "OnFailure" && succeeded(c)))
-            .map(|(i, _)| i)
+        let to_start: Vec<usize> = (0..pod.spec.containers.len())
+            .filter(|i| !(restart_policy(pod) == "OnFailure" && succeeded(&pod.spec.containers[*i])))
             .collect();
-        if to_start.is_empty() && initialised && newest.is_some() {
+        if to_start.is_empty() && initialised(pod, obs) && had_one {
             // Nothing left to run (OnFailure/Never pods that finished): only clean up.
-            p.kill_pod = true;
-            p.kill = running_or_unknown(obs, "Stopping container");
-            return p;
+            return self.stop_pod();
         }
-        p.kill_pod = newest.is_some();
-        p.kill = running_or_unknown(obs, "Stopping container");
-        p.create_sandbox = Some(attempt);
-        p.purge_init = newest.is_some();
+        let mut p = Plan {
+            kill_pod: had_one,
+            kill: running_or_unknown(obs, "Stopping container"),
+            create_sandbox: Some(attempt),
+            purge_init: had_one,
+            ..Plan::default()
+        };
         if !pod.spec.init_containers.is_empty() {
-            push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(0));
+            self.start(&mut p, SpecRef::Init(0));
         } else {
             for i in to_start {
-                push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
+                self.start(&mut p, SpecRef::Regular(i));
             }
         }
-        return p;
+        p
     }
 
-    let sandbox = newest.expect("a sandbox exists when it has not changed");
-    p.sandbox_id = Some(sandbox.id.clone());
-
-    // Containers whose state is unknown are stopped before anything replaces them.
-    for c in pod.spec.init_containers.iter().chain(pod.spec.containers.iter()) {
-        if let Some(o) = obs.newest(&c.name) {
-            if o.state == ContainerState::Unknown {
-                p.kill.push(Kill {
-                    id: o.id.clone(),
-                    name: c.name.clone(),
-                    message: format!("Container {} is in an unknown state", c.name),
-                    grace: None,
-                });
+    /// The sandbox stays: containers in an unknown state are stopped, then the init
+    /// containers in order (or the sidecars alongside), then the regular containers.
+    fn in_sandbox(&self, sandbox: &SandboxObs) -> Plan {
+        let (pod, obs) = (self.pod, self.obs);
+        let mut p = Plan { sandbox_id: Some(sandbox.id.clone()), ..Plan::default() };
+        // Containers whose state is unknown are stopped before anything replaces them.
+        for c in pod.spec.init_containers.iter().chain(pod.spec.containers.iter()) {
+            if let Some(o) = obs.newest(&c.name).filter(|o| o.state == ContainerState::Unknown) {
+                p.kill.push(Kill::new(o, format!("Container {} is in an unknown state", c.name)));
             }
         }
+        if !initialised(pod, obs) {
+            if self.init_containers(&mut p) {
+                return p;
+            }
+        } else {
+            self.sidecars(&mut p);
+        }
+        let keep = self.regular(&mut p);
+        if initialised(pod, obs) && keep == 0 && p.start.is_empty() && p.waiting.is_empty() {
+            // Everything has finished for good: release the sandbox (and stop sidecars).
+            self.stop_all(&mut p);
+        }
+        p
     }
 
-    // Init containers, strictly in order.
-    if !initialised(pod, obs) {
+    /// Stop every container and the sandbox instead of what `p` planned.
+    fn stop_all(&self, p: &mut Plan) {
+        p.kill_pod = true;
+        p.kill = running_or_unknown(self.obs, "Stopping container");
+        p.start.clear();
+    }
+
+    /// Init containers, strictly in order; true when the plan is complete (the next one starts
+    /// or runs, or the pod failed).
+    fn init_containers(&self, p: &mut Plan) -> bool {
+        let (pod, obs) = (self.pod, self.obs);
         for (i, c) in pod.spec.init_containers.iter().enumerate() {
             let o = obs.newest(&c.name);
             let sidecar = is_sidecar(c);
-            match o.map(|o| o.state) {
-                Some(ContainerState::Running) if sidecar => {
-                    if let Some(k) = probe_kill(c, o.expect("running"), probes) {
+            match o {
+                Some(o) if o.state == ContainerState::Running && sidecar => {
+                    if let Some(k) = probe_kill(c, o, self.probes) {
                         p.kill.push(k);
-                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
-                        return p;
+                        self.start(p, SpecRef::Init(i));
+                        return true;
                     }
-                    continue; // a started sidecar lets the next init container run
+                    // A started sidecar lets the next init container run.
                 }
-                Some(ContainerState::Running) => return p, // wait for it to finish
-                Some(ContainerState::Exited) if !sidecar && o.is_some_and(|o| o.exit_code == 0) => continue,
-                Some(ContainerState::Exited) if !sidecar && restart_policy(pod) == "Never" => {
+                Some(o) if o.state == ContainerState::Running => return true, // wait for it to finish
+                Some(o) if o.state == ContainerState::Exited && !sidecar && o.exit_code == 0 => {}
+                Some(o) if o.state == ContainerState::Exited && !sidecar && restart_policy(pod) == "Never" => {
                     // A failed init container of a Never pod fails the pod.
-                    p.kill_pod = true;
-                    p.kill = running_or_unknown(obs, "Stopping container");
-                    return p;
+                    self.stop_all(p);
+                    return true;
                 }
-                Some(ContainerState::Created) => {
-                    p.kill.push(Kill {
-                        id: o.expect("created").id.clone(),
-                        name: c.name.clone(),
-                        message: format!("Container {} was created but never started", c.name),
-                        grace: None,
-                    });
-                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
-                    return p;
+                Some(o) if o.state == ContainerState::Created => {
+                    p.kill.push(Kill::new(o, format!("Container {} was created but never started", c.name)));
+                    self.start(p, SpecRef::Init(i));
+                    return true;
                 }
                 _ => {
-                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
-                    return p;
+                    self.start(p, SpecRef::Init(i));
+                    return true;
                 }
             }
         }
-    } else {
-        // Sidecars keep running alongside the regular containers.
-        for (i, c) in pod.spec.init_containers.iter().enumerate().filter(|(_, c)| is_sidecar(c)) {
-            match obs.newest(&c.name) {
+        false
+    }
+
+    /// Sidecars keep running alongside the regular containers.
+    fn sidecars(&self, p: &mut Plan) {
+        for (i, c) in self.pod.spec.init_containers.iter().enumerate().filter(|(_, c)| is_sidecar(c)) {
+            match self.obs.newest(&c.name) {
                 Some(o) if o.state == ContainerState::Running => {
-                    if let Some(k) = probe_kill(c, o, probes) {
+                    if let Some(k) = probe_kill(c, o, self.probes) {
                         p.kill.push(k);
-                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i));
+                        self.start(p, SpecRef::Init(i));
                     }
                 }
-                _ => push_start(&mut p, pod, obs, backoff, now, SpecRef::Init(i)),
+                _ => self.start(p, SpecRef::Init(i)),
             }
         }
     }
 
-    // Regular containers, in spec order.
-    let mut keep = 0;
-    for (i, c) in pod.spec.containers.iter().enumerate() {
-        let o = obs.newest(&c.name);
-        match o {
-            Some(o) if o.state == ContainerState::Running => {
-                let changed = !o.hash.is_empty() && o.hash != container_hash(c);
-                if changed {
-                    p.kill.push(Kill {
-                        id: o.id.clone(),
-                        name: c.name.clone(),
-                        message: format!("Container {} definition changed, will be restarted", c.name),
-                        grace: None,
-                    });
-                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
-                } else if let Some(k) = probe_kill(c, o, probes) {
-                    let restart = restart_policy(pod) != "Never";
-                    p.kill.push(Kill {
-                        message: if restart { format!("{}, will be restarted", k.message) } else { k.message },
-                        ..k
-                    });
-                    if restart {
-                        push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
+    /// Regular containers, in spec order; returns how many keep running as they are.
+    fn regular(&self, p: &mut Plan) -> usize {
+        let mut keep = 0;
+        for (i, c) in self.pod.spec.containers.iter().enumerate() {
+            let o = self.obs.newest(&c.name);
+            match o {
+                Some(o) if o.state == ContainerState::Running => {
+                    if !o.hash.is_empty() && o.hash != container_hash(c) {
+                        p.kill
+                            .push(Kill::new(o, format!("Container {} definition changed, will be restarted", c.name)));
+                        self.start(p, SpecRef::Regular(i));
+                    } else if let Some(k) = probe_kill(c, o, self.probes) {
+                        let restart = restart_policy(self.pod) != "Never";
+                        let message = if restart { format!("{}, will be restarted", k.message) } else { k.message };
+                        p.kill.push(Kill { message, ..k });
+                        if restart {
+                            self.start(p, SpecRef::Regular(i));
+                        }
+                    } else {
+                        keep += 1;
                     }
-                } else {
-                    keep += 1;
                 }
-            }
-            Some(o) if o.state == ContainerState::Created => {
-                p.kill.push(Kill {
-                    id: o.id.clone(),
-                    name: c.name.clone(),
-                    message: format!("Container {} was created but never started", c.name),
-                    grace: None,
-                });
-                push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
-            }
-            _ => {
-                if should_restart(pod, o) {
-                    push_start(&mut p, pod, obs, backoff, now, SpecRef::Regular(i));
+                Some(o) if o.state == ContainerState::Created => {
+                    p.kill.push(Kill::new(o, format!("Container {} was created but never started", c.name)));
+                    self.start(p, SpecRef::Regular(i));
                 }
+                _ if should_restart(self.pod, o) => self.start(p, SpecRef::Regular(i)),
+                _ => {}
             }
         }
+        keep
     }
-    if initialised(pod, obs) && keep == 0 && p.start.is_empty() && p.waiting.is_empty() {
-        // Everything has finished for good: release the sandbox (and stop sidecars).
-        p.kill_pod = true;
-        p.kill = running_or_unknown(obs, "Stopping container");
-        p.start.clear();
+
+    /// Adds a start for `which`, or a CrashLoopBackOff wait if its back-off has not run out.
+    fn start(&self, p: &mut Plan, which: SpecRef) {
+        push_start(p, self.pod, self.obs, self.backoff, self.now, which);
     }
-    p
 }
 
 /// Whether the pod's init containers are done: all non-sidecar ones exited 0 and every
@@ -345,30 +363,21 @@ fn probe_kill(c: &Container, o: &ContainerObs, probes: &ProbeVerdicts) -> Option
     let grace = |probe: &Option<Box<crate::pod::types::Probe>>| {
         probe.as_ref().and_then(|p| p.termination_grace_period_seconds).map(crate::deadline::secs)
     };
-    if probes.liveness_failed.contains(&o.id) {
-        return Some(Kill {
-            id: o.id.clone(),
-            name: c.name.clone(),
-            message: format!("Container {} failed liveness probe", c.name),
-            grace: grace(&c.liveness_probe),
-        });
-    }
-    if probes.startup_failed.contains(&o.id) {
-        return Some(Kill {
-            id: o.id.clone(),
-            name: c.name.clone(),
-            message: format!("Container {} failed startup probe", c.name),
-            grace: grace(&c.startup_probe),
-        });
-    }
-    None
+    let (what, probe) = if probes.liveness_failed.contains(&o.id) {
+        ("liveness", &c.liveness_probe)
+    } else if probes.startup_failed.contains(&o.id) {
+        ("startup", &c.startup_probe)
+    } else {
+        return None;
+    };
+    Some(Kill { grace: grace(probe), ..Kill::new(o, format!("Container {} failed {what} probe", c.name)) })
 }
 
 fn running_or_unknown(obs: &Observed, message: &str) -> Vec<Kill> {
     obs.containers
         .iter()
         .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Unknown | ContainerState::Created))
-        .map(|c| Kill { id: c.id.clone(), name: c.name.clone(), message: format!("{message} {}", c.name), grace: None })
+        .map(|c| Kill::new(c, format!("{message} {}", c.name)))
         .collect()
 }
 
