@@ -53,131 +53,199 @@ pub async fn start_containers<R: RuntimeService>(
     waits: &mut Waits,
     mut images: Images,
 ) -> Result<Started, SyncError> {
+    let Some(files) = pod_files(cx, pod, starts, sb, waits)? else { return Ok(Started::default()) };
+    let mut started = Started::default();
+    for start in starts {
+        match start_one(cx, pod, start, sb, waits, &mut images, &files).await? {
+            Outcome::Started => started.any = true,
+            Outcome::Blocked(retry) => {
+                started.retry = retry.into_iter().chain(started.retry).min();
+                if matches!(start.which, SpecRef::Init(_)) {
+                    break;
+                }
+            }
+            Outcome::Failed => {}
+        }
+    }
+    Ok(started)
+}
+
+/// How one container's start went.
+enum Outcome {
+    Started,
+    /// It cannot start yet (its image, a config check): an init container stops the rest.
+    /// When to look again, if on a timer.
+    Blocked(Option<Duration>),
+    /// Its config, CreateContainer or StartContainer failed: the others go on.
+    Failed,
+}
+
+/// What the pod's containers share on the host.
+struct PodFiles {
+    pod_dir: PathBuf,
+    /// The objects the environment reads, as they are now.
+    objects: crate::objects::resolve::Snapshot,
+    hosts_file: Option<PathBuf>,
+}
+
+/// The pod's directory and volumes, its ConfigMap, Secret and projected volumes (a missing
+/// object keeps the containers creating, as kubelet's FailedMount does: `None`), the hosts
+/// file.
+fn pod_files<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    starts: &[Start],
+    sb: &Sandbox<'_>,
+    waits: &mut Waits,
+) -> Result<Option<PodFiles>, SyncError> {
     let root = &cx.node.facts().root_dir;
     let pod_dir = poddir::pod_dir(root, &pod.metadata.uid).map_err(SyncError::Host)?;
     poddir::prepare_volumes(pod, root).map_err(SyncError::Host)?;
-    // ConfigMap, Secret and projected volumes: a missing object keeps the containers
-    // creating, as kubelet's FailedMount does.
     if let Some(message) = object_volumes_failed(cx, pod) {
-        let first = starts.first().map(|s| s.container(pod).name.clone()).unwrap_or_default();
-        if waits.get(&first).is_none_or(|w| w.message != message) {
-            cx.node.events().record(pod, true, "FailedMount", &message);
-        }
-        for start in starts {
-            let wait = Wait { reason: WaitReason::ContainerCreating, message: message.clone() };
-            waits.insert(start.container(pod).name.clone(), wait);
-        }
-        return Ok(Started::default());
+        let names = starts.iter().map(|s| s.container(pod).name.as_str());
+        wait_all(cx, pod, waits, names, ("FailedMount", true), WaitReason::ContainerCreating, &message);
+        return Ok(None);
     }
-    // The objects the environment reads, as they are now.
     let objects = crate::objects::resolve::snapshot(pod, cx.node.objects());
     let hosts_file = if pod.spec.host_network || !sb.ip.is_empty() {
-        let hosts = poddir::write_hosts(pod, &pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?;
-        Some(hosts)
+        Some(poddir::write_hosts(pod, &pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?)
     } else {
         None
     };
-    let mut retry: Option<Duration> = None;
-    let mut any = false;
-    for start in starts {
-        let c = start.container(pod);
-        let found = match images.remove(&c.name) {
-            Some(found) => found,
-            None => images::ensure(cx, pod, c, sb.config).await,
-        };
-        // The image volumes it mounts are pulled as its image is, with their own policies.
-        let found = match found {
-            Ok(r) => volume_images(cx, pod, c, sb.config).await.map(|v| (r, v)),
-            Err(w) => Err(w),
-        };
-        let (image_ref, image_volumes) = match found {
-            Ok(r) => r,
-            Err(w) => {
-                let event = if w.wait.reason == WaitReason::ImagePullBackOff { "BackOff" } else { "Failed" };
-                let text = format!("container {}: {}: {}", c.name, w.wait.reason, w.wait.message);
-                cx.node.events().record(pod, true, event, &text);
-                retry = Some(retry.map_or(w.retry_in, |r| r.min(w.retry_in)));
-                waits.insert(c.name.clone(), w.wait);
-                if matches!(start.which, SpecRef::Init(_)) {
-                    break;
-                }
-                continue;
-            }
-        };
-        let subpaths = match configurable(cx, pod, c, &image_ref).await {
-            Ok(m) => m,
-            Err(e) => {
-                wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
-                if matches!(start.which, SpecRef::Init(_)) {
-                    break;
-                }
-                continue;
-            }
-        };
-        let log_dir = Path::new(&sb.config.log_directory).join(&c.name);
-        std::fs::create_dir_all(&log_dir)
-            .map_err(|e| SyncError::Host(format!("creating {}: {e}", log_dir.display())))?;
-        let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
-            Some(_) => {
-                Some(poddir::termination_log_file(&pod_dir, &c.name, start.restart_count).map_err(SyncError::Host)?)
-            }
-            None => None,
-        };
-        let facts = cx.node.facts();
-        let ctx = InstanceContext {
-            root_dir: facts.root_dir.clone(),
-            pod_ip: sb.ip.to_string(),
-            host_ip: facts.host_ip.clone(),
-            node_cpu_millis: facts.cpu_millis,
-            node_memory_bytes: facts.memory_bytes,
-            termination_log,
-            hosts_file: hosts_file.clone(),
-            subpaths,
-            image_volumes,
-            objects: objects.clone(),
-        };
-        let config = match container_config(pod, c, start.restart_count, &image_ref, &ctx) {
-            Ok(config) => config,
-            Err(e) => {
-                wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
-                continue;
-            }
-        };
-        if let Some((key, event)) = &start.backoff {
-            cx.tuning.crash_backoff().advance(key, *event, SystemTime::now());
+    Ok(Some(PodFiles { pod_dir, objects, hosts_file }))
+}
+
+/// One container: its image (and its image volumes'), the config checks, the config,
+/// CreateContainer, StartContainer, postStart.
+async fn start_one<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    start: &Start,
+    sb: &Sandbox<'_>,
+    waits: &mut Waits,
+    images: &mut Images,
+    files: &PodFiles,
+) -> Result<Outcome, SyncError> {
+    let c = start.container(pod);
+    let found = match images.remove(&c.name) {
+        Some(found) => found,
+        None => images::ensure(cx, pod, c, sb.config).await,
+    };
+    // The image volumes it mounts are pulled as its image is, with their own policies.
+    let found = match found {
+        Ok(r) => volume_images(cx, pod, c, sb.config).await.map(|v| (r, v)),
+        Err(w) => Err(w),
+    };
+    let (image_ref, image_volumes) = match found {
+        Ok(r) => r,
+        Err(w) => {
+            let event = if w.wait.reason == WaitReason::ImagePullBackOff { "BackOff" } else { "Failed" };
+            let text = format!("container {}: {}: {}", c.name, w.wait.reason, w.wait.message);
+            cx.node.events().record(pod, true, event, &text);
+            waits.insert(c.name.clone(), w.wait);
+            return Ok(Outcome::Blocked(Some(w.retry_in)));
         }
-        let id = match cx.runtime.create_container(sb.id, config, sb.config.clone()).await {
-            Ok(id) => id,
-            Err(e) => {
-                wait(cx, pod, c, waits, WaitReason::CreateContainerError, e.to_string());
-                continue;
-            }
-        };
-        cx.node.events().record(pod, false, "Created", &format!("Created container {} ({})", c.name, short(&id)));
-        if let Err(e) = cx.runtime.start_container(&id).await {
-            wait(cx, pod, c, waits, WaitReason::RunContainerError, e.to_string());
-            continue;
+    };
+    let subpaths = match configurable(cx, pod, c, &image_ref).await {
+        Ok(m) => m,
+        Err(e) => {
+            wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
+            return Ok(Outcome::Blocked(None));
         }
-        waits.remove(&c.name);
-        any = true;
-        if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
-            let at = Target { container_id: &id, pod_ip: sb.ip };
-            if let Err(e) = handlers::lifecycle(&cx.runtime, c, hook, &at, Some(POST_START_LIMIT)).await {
-                cx.node.events().record(pod, true, "FailedPostStartHook", &format!("container {}: {e}", c.name));
-                let kill = Kill {
-                    id: id.clone(),
-                    name: c.name.clone(),
-                    message: format!("Container {} failed its postStart hook", c.name),
-                    grace: None,
-                };
-                stop::stop_container(cx, pod, &kill, sb.ip, stop::grace_of(pod)).await;
-                waits.insert(c.name.clone(), Wait { reason: WaitReason::PostStartHookError, message: e });
-            }
+    };
+    let log_dir = Path::new(&sb.config.log_directory).join(&c.name);
+    std::fs::create_dir_all(&log_dir).map_err(|e| SyncError::Host(format!("creating {}: {e}", log_dir.display())))?;
+    let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
+        Some(_) => {
+            Some(poddir::termination_log_file(&files.pod_dir, &c.name, start.restart_count).map_err(SyncError::Host)?)
         }
-        let text = format!("Started container {} (restart {})", c.name, start.restart_count);
-        cx.node.events().record(pod, false, "Started", &text);
+        None => None,
+    };
+    let facts = cx.node.facts();
+    let ctx = InstanceContext {
+        root_dir: facts.root_dir.clone(),
+        pod_ip: sb.ip.to_string(),
+        host_ip: facts.host_ip.clone(),
+        node_cpu_millis: facts.cpu_millis,
+        node_memory_bytes: facts.memory_bytes,
+        termination_log,
+        hosts_file: files.hosts_file.clone(),
+        subpaths,
+        image_volumes,
+        objects: files.objects.clone(),
+    };
+    let config = match container_config(pod, c, start.restart_count, &image_ref, &ctx) {
+        Ok(config) => config,
+        Err(e) => {
+            wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
+            return Ok(Outcome::Failed);
+        }
+    };
+    if let Some((key, event)) = &start.backoff {
+        cx.tuning.crash_backoff().advance(key, *event, SystemTime::now());
     }
-    Ok(Started { retry, any })
+    let id = match cx.runtime.create_container(sb.id, config, sb.config.clone()).await {
+        Ok(id) => id,
+        Err(e) => {
+            wait(cx, pod, c, waits, WaitReason::CreateContainerError, e.to_string());
+            return Ok(Outcome::Failed);
+        }
+    };
+    cx.node.events().record(pod, false, "Created", &format!("Created container {} ({})", c.name, short(&id)));
+    if let Err(e) = cx.runtime.start_container(&id).await {
+        wait(cx, pod, c, waits, WaitReason::RunContainerError, e.to_string());
+        return Ok(Outcome::Failed);
+    }
+    waits.remove(&c.name);
+    post_start(cx, pod, c, &id, sb.ip, waits).await;
+    let text = format!("Started container {} (restart {})", c.name, start.restart_count);
+    cx.node.events().record(pod, false, "Started", &text);
+    Ok(Outcome::Started)
+}
+
+/// The container's postStart hook, if any: a failure kills the container, which then
+/// restarts per policy.
+async fn post_start<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    c: &Container,
+    id: &str,
+    ip: &str,
+    waits: &mut Waits,
+) {
+    let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else { return };
+    let at = Target { container_id: id, pod_ip: ip };
+    if let Err(e) = handlers::lifecycle(&cx.runtime, c, hook, &at, Some(POST_START_LIMIT)).await {
+        cx.node.events().record(pod, true, "FailedPostStartHook", &format!("container {}: {e}", c.name));
+        let kill = Kill {
+            id: id.to_string(),
+            name: c.name.clone(),
+            message: format!("Container {} failed its postStart hook", c.name),
+            grace: None,
+        };
+        stop::stop_container(cx, pod, &kill, ip, stop::grace_of(pod)).await;
+        waits.insert(c.name.clone(), Wait { reason: WaitReason::PostStartHookError, message: e });
+    }
+}
+
+/// The containers `names` all wait for the same reason: each gets the wait, and the pod one
+/// event (`(reason, warning)`), only when the message is new (kubelet repeats neither).
+pub fn wait_all<'a, R>(
+    cx: &Context<R>,
+    pod: &Pod,
+    waits: &mut Waits,
+    names: impl Iterator<Item = &'a str> + Clone,
+    event: (&str, bool),
+    reason: WaitReason,
+    message: &str,
+) {
+    let first = names.clone().next();
+    if first.is_some_and(|n| waits.get(n).is_none_or(|w| w.message != message)) {
+        cx.node.events().record(pod, event.1, event.0, message);
+    }
+    for name in names {
+        waits.insert(name.to_string(), Wait { reason, message: message.to_string() });
+    }
 }
 
 /// kubelet's message for the first object volume of `pod` that cannot be set up, if any.

@@ -10,11 +10,11 @@ use super::errors::SyncError;
 use super::lifecycle;
 use super::observe::observe;
 use super::plan::{self, Plan};
-use super::start::{start_containers, Images, Sandbox};
+use super::start::{start_containers, wait_all, Images, Sandbox};
 use super::{sandbox, stop};
 use crate::cri::ids::short;
 use crate::cri::RuntimeService;
-use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, Wait, WaitReason, Waits};
+use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, WaitReason, Waits};
 use crate::pod::types::Pod;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -100,13 +100,9 @@ async fn act<R: RuntimeService>(
     }
     if p.create_sandbox.is_some() && !obs.sandboxes.iter().any(|s| s.ready) {
         if let Some(message) = dependency_wait(cx, pod) {
-            let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
-            if containers.clone().next().is_some_and(|c| waits.get(&c.name).is_none_or(|w| w.message != message)) {
-                cx.node.events().record(pod, false, "WaitingForDependency", &message);
-            }
-            for c in containers {
-                waits.insert(c.name.clone(), Wait { reason: WaitReason::DependencyNotReady, message: message.clone() });
-            }
+            let names = pod.spec.init_containers.iter().chain(&pod.spec.containers).map(|c| c.name.as_str());
+            let event = ("WaitingForDependency", false);
+            wait_all(cx, pod, waits, names, event, WaitReason::DependencyNotReady, &message);
             return Ok(Synced::Again(Some(DEPENDENCY_RECHECK)));
         }
     }
