@@ -150,18 +150,21 @@ async fn gone<R: AsyncRead + Unpin>(r: &mut R) {
     }
 }
 
-pub async fn serve<R, W>(
-    api: &Api,
-    req: &Request,
-    path: (&str, &str, &str),
-    reader: &mut R,
-    out: &mut W,
-) -> Result<(), Response>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let (ns, name, container) = path;
+/// What a logs request asks for, checked against the pod's status.
+struct Wanted {
+    pod: crate::pod::types::Pod,
+    /// The instance's container ID (empty for a previous one).
+    container_id: String,
+    /// The instance's log files, oldest first.
+    files: Vec<std::path::PathBuf>,
+    /// Where to begin: (file index, byte offset).
+    from: (usize, u64),
+    follow: bool,
+}
+
+/// The container of pod `ns/name` and the instance `?previous` names, its files and where
+/// `?tail` begins; a request that names nothing there gets kubelet's error.
+fn wanted(api: &Api, req: &Request, (ns, name, container): (&str, &str, &str)) -> Result<Wanted, Response> {
     let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
     let status = api.node.statuses().get(&pod.metadata.uid);
     let cs = status
@@ -207,20 +210,43 @@ where
         },
         _ => (0, 0),
     };
+    Ok(Wanted { pod, container_id: cs.container_id, files, from, follow })
+}
+
+pub async fn serve<R, W>(
+    api: &Api,
+    req: &Request,
+    path: (&str, &str, &str),
+    reader: &mut R,
+    out: &mut W,
+) -> Result<(), Response>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let w = wanted(api, req, path)?;
     if server::start_stream(out, "text/plain; charset=utf-8").await.is_err() {
         return Ok(());
     }
-    let Some(mut offset) = stream_files(out, &files, from).await else { return Ok(()) };
-    if !follow {
-        return Ok(());
+    let Some(offset) = stream_files(out, &w.files, w.from).await else { return Ok(()) };
+    if w.follow {
+        follow(api, &w, path.2, offset, reader, out).await;
     }
-    // Follow the live file: new whole lines as they come, a rotation (the file replaced)
-    // followed from its start, the end when this instance of the container has stopped or the
-    // client has gone.
-    let live = files.last().cloned().unwrap_or_default();
+    Ok(())
+}
+
+/// Follows the live file: new whole lines as they come, a rotation (the file replaced)
+/// followed from its start, the end when this instance of the container has stopped or the
+/// client has gone.
+async fn follow<R, W>(api: &Api, w: &Wanted, container: &str, mut offset: u64, reader: &mut R, out: &mut W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let live = w.files.last().cloned().unwrap_or_default();
     let meta = std::fs::metadata(&live).ok();
     let mut inode = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino).unwrap_or(0);
-    if from.0 >= files.len() {
+    if w.from.0 >= w.files.len() {
         offset = meta.as_ref().map(|m| m.len()).unwrap_or(0);
     }
     let mut partial: Vec<u8> = Vec::new();
@@ -238,7 +264,7 @@ where
         })
         .await
         {
-            return Ok(());
+            return;
         }
         let meta = std::fs::metadata(&live).ok();
         let now_inode = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino).unwrap_or(0);
@@ -256,18 +282,18 @@ where
             offset += buf.len() as u64;
             partial.extend_from_slice(&buf);
             if !send_lines(out, &mut partial).await {
-                return Ok(());
+                return;
             }
             continue;
         }
         if last_round {
-            return Ok(());
+            return;
         }
-        let still_running = api.node.statuses().get(&pod.metadata.uid).is_some_and(|s| {
+        let still_running = api.node.statuses().get(&w.pod.metadata.uid).is_some_and(|s| {
             s.container_statuses
                 .iter()
                 .chain(&s.init_container_statuses)
-                .any(|c| c.name == container && c.container_id == cs.container_id && c.state.running.is_some())
+                .any(|c| c.name == container && c.container_id == w.container_id && c.state.running.is_some())
         });
         if !still_running {
             // One more look: the runtime may flush the last lines just after the exit.
