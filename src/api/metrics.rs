@@ -24,16 +24,30 @@ fn process_usage() -> (f64, f64) {
     (rss, cpu)
 }
 
+/// The node's pods as `(pod, its status if any)`.
+type Pods = Vec<(std::sync::Arc<crate::pod::types::Pod>, Option<crate::pod::status::PodStatus>)>;
+
 pub async fn metrics(api: &Api) -> String {
-    use crate::metrics::{header, sample};
     let mut out = String::new();
     let pods = api.node.statuses().pods();
-    header(&mut out, "atoll_pods", "gauge", "Pods by phase.");
+    pods_and_containers(&mut out, &pods);
+    agent(&mut out, api);
+    crate::metrics::render_registry(&mut out);
+    container_usage(&mut out, api, &pods).await;
+    images(&mut out, api).await;
+    process(&mut out, api);
+    out
+}
+
+/// Pods by phase; containers by state, with each one's restarts and readiness.
+fn pods_and_containers(out: &mut String, pods: &Pods) {
+    use crate::metrics::{header, sample};
+    header(out, "atoll_pods", "gauge", "Pods by phase.");
     for phase in ["Pending", "Running", "Succeeded", "Failed", "Unknown"] {
         let n = pods.iter().filter(|(_, s)| s.as_ref().map_or("Pending", |s| s.phase.as_str()) == phase).count();
-        sample(&mut out, "atoll_pods", &[("phase", phase)], n as f64);
+        sample(out, "atoll_pods", &[("phase", phase)], n as f64);
     }
-    header(&mut out, "atoll_containers", "gauge", "Containers by state.");
+    header(out, "atoll_containers", "gauge", "Containers by state.");
     let all: Vec<(&crate::pod::types::Pod, &crate::pod::status::ContainerStatus)> = pods
         .iter()
         .filter_map(|(p, s)| s.as_ref().map(|s| (&**p, s)))
@@ -48,114 +62,114 @@ pub async fn metrics(api: &Api) -> String {
                 _ => c.state.terminated.is_some(),
             })
             .count();
-        sample(&mut out, "atoll_containers", &[("state", state)], n as f64);
+        sample(out, "atoll_containers", &[("state", state)], n as f64);
     }
-    header(&mut out, "atoll_container_restarts", "gauge", "Each container's restartCount.");
-    for (p, c) in &all {
-        let labels = [
-            ("namespace", p.metadata.namespace.as_str()),
-            ("pod", p.metadata.name.as_str()),
-            ("container", c.name.as_str()),
-        ];
-        sample(&mut out, "atoll_container_restarts", &labels, c.restart_count as f64);
+    type Value = fn(&crate::pod::status::ContainerStatus) -> f64;
+    let per_container: [(&str, &str, Value); 2] = [
+        ("atoll_container_restarts", "Each container's restartCount.", |c| c.restart_count as f64),
+        ("atoll_container_ready", "Whether each container is ready (1) or not (0).", |c| f64::from(u8::from(c.ready))),
+    ];
+    for (name, help, value) in per_container {
+        header(out, name, "gauge", help);
+        for (p, c) in &all {
+            let labels = [
+                ("namespace", p.metadata.namespace.as_str()),
+                ("pod", p.metadata.name.as_str()),
+                ("container", c.name.as_str()),
+            ];
+            sample(out, name, &labels, value(c));
+        }
     }
-    header(&mut out, "atoll_container_ready", "gauge", "Whether each container is ready (1) or not (0).");
-    for (p, c) in &all {
-        let labels = [
-            ("namespace", p.metadata.namespace.as_str()),
-            ("pod", p.metadata.name.as_str()),
-            ("container", c.name.as_str()),
-        ];
-        sample(&mut out, "atoll_container_ready", &labels, if c.ready { 1.0 } else { 0.0 });
-    }
-    header(&mut out, "atoll_api_connections", "gauge", "Local API connections being served.");
-    sample(&mut out, "atoll_api_connections", &[], api.open_connections() as f64);
-    header(&mut out, "atoll_events_total", "counter", "Lifecycle events recorded.");
-    sample(&mut out, "atoll_events_total", &[], api.node.events().total() as f64);
+}
+
+/// The agent's own gauges: API connections, events, whether the runtime answers.
+fn agent(out: &mut String, api: &Api) {
+    use crate::metrics::{header, sample};
+    header(out, "atoll_api_connections", "gauge", "Local API connections being served.");
+    sample(out, "atoll_api_connections", &[], api.open_connections() as f64);
+    header(out, "atoll_events_total", "counter", "Lifecycle events recorded.");
+    sample(out, "atoll_events_total", &[], api.node.events().total() as f64);
     let runtime_up = api.node.heartbeat().runtime_up();
-    header(&mut out, "atoll_runtime_up", "gauge", "Whether the container runtime answered the last relist.");
-    sample(&mut out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });
-    crate::metrics::render_registry(&mut out);
-    // Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's.
-    if let Ok(Ok(stats)) = smol::future::or(async { Ok(api.node.runtime().list_container_stats(None).await) }, async {
+    header(out, "atoll_runtime_up", "gauge", "Whether the container runtime answered the last relist.");
+    sample(out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });
+}
+
+/// Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's.
+async fn container_usage(out: &mut String, api: &Api, pods: &Pods) {
+    use crate::metrics::{header, sample};
+    let listed = smol::future::or(async { Ok(api.node.runtime().list_container_stats(None).await) }, async {
         smol::Timer::after(Duration::from_secs(5)).await;
         Err(())
-    })
-    .await
-    {
-        let by_uid: std::collections::HashMap<&str, &crate::pod::types::Pod> =
-            pods.iter().map(|(p, _)| (p.metadata.uid.as_str(), &**p)).collect();
-        let mut cpu = String::new();
-        let mut mem = String::new();
-        for st in &stats {
-            let Some(attrs) = &st.attributes else { continue };
-            let Some(pod) =
-                attrs.labels.get(crate::runtime::sandbox::LABEL_POD_UID).and_then(|u| by_uid.get(u.as_str()))
-            else {
-                continue;
-            };
-            let name = attrs.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
-            let labels = [
-                ("namespace", pod.metadata.namespace.as_str()),
-                ("pod", pod.metadata.name.as_str()),
-                ("container", name),
-            ];
-            if let Some(c) = st.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds.as_ref()) {
-                sample(&mut cpu, "container_cpu_usage_seconds_total", &labels, c.value as f64 / 1e9);
-            }
-            if let Some(m) = st.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()) {
-                sample(&mut mem, "container_memory_working_set_bytes", &labels, m.value as f64);
-            }
+    });
+    let Ok(Ok(stats)) = listed.await else { return };
+    let by_uid: std::collections::HashMap<&str, &crate::pod::types::Pod> =
+        pods.iter().map(|(p, _)| (p.metadata.uid.as_str(), &**p)).collect();
+    let mut cpu = String::new();
+    let mut mem = String::new();
+    for st in &stats {
+        let Some(attrs) = &st.attributes else { continue };
+        let Some(pod) = attrs.labels.get(crate::runtime::sandbox::LABEL_POD_UID).and_then(|u| by_uid.get(u.as_str()))
+        else {
+            continue;
+        };
+        let name = attrs.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
+        let labels =
+            [("namespace", pod.metadata.namespace.as_str()), ("pod", pod.metadata.name.as_str()), ("container", name)];
+        if let Some(c) = st.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds.as_ref()) {
+            sample(&mut cpu, "container_cpu_usage_seconds_total", &labels, c.value as f64 / 1e9);
         }
-        header(
-            &mut out,
-            "container_cpu_usage_seconds_total",
-            "counter",
-            "Cumulative CPU time of each container (from CRI).",
-        );
-        out.push_str(&cpu);
-        header(&mut out, "container_memory_working_set_bytes", "gauge", "Working set of each container (from CRI).");
-        out.push_str(&mem);
-    }
-    // The runtime's images by state: in use by a container, kept (pinned, needed by a pod,
-    // side-loaded), or collectable.
-    if let Some(collector) = api.images.get() {
-        let listed =
-            smol::future::or(async { Some(collector.inventory(&api.node, api.node.runtime()).await) }, async {
-                smol::Timer::after(Duration::from_secs(5)).await;
-                None
-            });
-        if let Some(Ok(images)) = listed.await {
-            let mut by_state: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
-            for i in &images {
-                let state = if i.in_use {
-                    "in_use"
-                } else if i.pinned.is_some() {
-                    "kept"
-                } else {
-                    "unused"
-                };
-                let e = by_state.entry(state).or_default();
-                e.0 += 1.0;
-                e.1 += i.size as f64;
-            }
-            header(&mut out, "atoll_images", "gauge", "The runtime's images by state (in_use, kept, unused).");
-            for (state, (n, _)) in &by_state {
-                sample(&mut out, "atoll_images", &[("state", state)], *n);
-            }
-            header(&mut out, "atoll_image_bytes", "gauge", "Bytes of the runtime's images by state.");
-            for (state, (_, bytes)) in &by_state {
-                sample(&mut out, "atoll_image_bytes", &[("state", state)], *bytes);
-            }
+        if let Some(m) = st.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()) {
+            sample(&mut mem, "container_memory_working_set_bytes", &labels, m.value as f64);
         }
     }
+    header(out, "container_cpu_usage_seconds_total", "counter", "Cumulative CPU time of each container (from CRI).");
+    out.push_str(&cpu);
+    header(out, "container_memory_working_set_bytes", "gauge", "Working set of each container (from CRI).");
+    out.push_str(&mem);
+}
+
+/// The runtime's images by state: in use by a container, kept (pinned, needed by a pod,
+/// side-loaded), or collectable.
+async fn images(out: &mut String, api: &Api) {
+    use crate::metrics::{header, sample};
+    let Some(collector) = api.images.get() else { return };
+    let listed = smol::future::or(async { Some(collector.inventory(&api.node, api.node.runtime()).await) }, async {
+        smol::Timer::after(Duration::from_secs(5)).await;
+        None
+    });
+    let Some(Ok(images)) = listed.await else { return };
+    let mut by_state: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
+    for i in &images {
+        let state = if i.in_use {
+            "in_use"
+        } else if i.pinned.is_some() {
+            "kept"
+        } else {
+            "unused"
+        };
+        let e = by_state.entry(state).or_default();
+        e.0 += 1.0;
+        e.1 += i.size as f64;
+    }
+    header(out, "atoll_images", "gauge", "The runtime's images by state (in_use, kept, unused).");
+    for (state, (n, _)) in &by_state {
+        sample(out, "atoll_images", &[("state", state)], *n);
+    }
+    header(out, "atoll_image_bytes", "gauge", "Bytes of the runtime's images by state.");
+    for (state, (_, bytes)) in &by_state {
+        sample(out, "atoll_image_bytes", &[("state", state)], *bytes);
+    }
+}
+
+/// The agent's process: resident memory, CPU time, start time.
+fn process(out: &mut String, api: &Api) {
+    use crate::metrics::{header, sample};
     let (rss, cpu) = process_usage();
-    header(&mut out, "process_resident_memory_bytes", "gauge", "The agent's resident memory.");
-    sample(&mut out, "process_resident_memory_bytes", &[], rss);
-    header(&mut out, "process_cpu_seconds_total", "counter", "The agent's CPU time (user and system).");
-    sample(&mut out, "process_cpu_seconds_total", &[], cpu);
-    header(&mut out, "process_start_time_seconds", "gauge", "When the agent started (Unix time).");
+    header(out, "process_resident_memory_bytes", "gauge", "The agent's resident memory.");
+    sample(out, "process_resident_memory_bytes", &[], rss);
+    header(out, "process_cpu_seconds_total", "counter", "The agent's CPU time (user and system).");
+    sample(out, "process_cpu_seconds_total", &[], cpu);
+    header(out, "process_start_time_seconds", "gauge", "When the agent started (Unix time).");
     let start = api.started_at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-    sample(&mut out, "process_start_time_seconds", &[], start as f64);
-    out
+    sample(out, "process_start_time_seconds", &[], start as f64);
 }
