@@ -3,6 +3,7 @@
 //! them. The shared vocabulary below the engine, the probes and the status (kubelet keeps it in
 //! `pkg/kubelet/container`), so none of them imports another for it.
 
+use crate::cri::ids::ContainerId;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -31,7 +32,7 @@ pub enum ContainerState {
 /// A container instance as the runtime reports it (atoll's labels and annotations decoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerObs {
-    pub id: String,
+    pub id: ContainerId,
     pub name: String,
     pub sandbox_id: String,
     pub restart_count: u32,
@@ -97,16 +98,16 @@ impl Observed {
 /// Failed probes that call for a restart, by container id.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeVerdicts {
-    pub liveness_failed: Vec<String>,
-    pub startup_failed: Vec<String>,
+    pub liveness_failed: Vec<ContainerId>,
+    pub startup_failed: Vec<ContainerId>,
 }
 
 /// Readiness and startedness from the probes, by container ID; a missing entry means "no
 /// result yet".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProbeView {
-    pub ready: HashMap<String, bool>,
-    pub started: HashMap<String, bool>,
+    pub ready: HashMap<ContainerId, bool>,
+    pub started: HashMap<ContainerId, bool>,
 }
 
 /// Why a container that should run is not running, in kubelet's words (its status's

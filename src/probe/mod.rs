@@ -40,7 +40,7 @@ struct State {
     pod_ip: String,
     deleting: bool,
     /// Published results by (container, kind): for which container ID, and what.
-    results: HashMap<(String, Kind), (String, ProbeResult)>,
+    results: HashMap<(String, Kind), (crate::cri::ids::ContainerId, ProbeResult)>,
     /// Counters by (container, kind), for metrics and benchmarks.
     stats: HashMap<(String, Kind), Stats>,
 }
@@ -266,11 +266,11 @@ impl Task {
         crate::locks::lock(&self.state)
     }
 
-    fn publish(&self, id: &str, outcome: ProbeResult) {
+    fn publish(&self, id: &crate::cri::ids::ContainerId, outcome: ProbeResult) {
         let key = (self.container.name.clone(), self.kind);
         let changed = {
             let mut st = self.lock();
-            let new = (id.to_string(), outcome);
+            let new = (id.clone(), outcome);
             let changed = st.results.get(&key) != Some(&new);
             st.results.insert(key, new);
             changed

@@ -75,7 +75,7 @@ impl Timing {
 /// What the runtime shows of one container, as the probes need it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Target {
-    pub container_id: String,
+    pub container_id: crate::cri::ids::ContainerId,
     pub running: bool,
     /// Exited, and the pod's restartPolicy is Never: it will not come back.
     pub finished_for_good: bool,
@@ -98,7 +98,7 @@ pub enum Then {
 pub struct Progress {
     kind: Kind,
     timing: Timing,
-    container_id: String,
+    container_id: crate::cri::ids::ContainerId,
     /// After a liveness or startup failure, until the container is replaced.
     on_hold: bool,
     last: ProbeResult,
@@ -108,11 +108,11 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(kind: Kind, timing: Timing) -> Progress {
-        Progress { kind, timing, container_id: String::new(), on_hold: false, last: kind.initial(), run: 0 }
+        Progress { kind, timing, container_id: Default::default(), on_hold: false, last: kind.initial(), run: 0 }
     }
 
     /// The container the probe follows (empty before it has one).
-    pub fn container_id(&self) -> &str {
+    pub fn container_id(&self) -> &crate::cri::ids::ContainerId {
         &self.container_id
     }
 

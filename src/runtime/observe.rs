@@ -55,7 +55,7 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, S
             st.message.clone()
         };
         obs.containers.push(ContainerObs {
-            id: c.id,
+            id: c.id.into(),
             name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
             sandbox_id: c.pod_sandbox_id,
             restart_count: ann("io.kubernetes.container.restartCount").parse().unwrap_or(0),

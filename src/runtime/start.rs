@@ -218,7 +218,7 @@ async fn post_start<R: RuntimeService>(
     if let Err(e) = handlers::lifecycle(&cx.runtime, c, hook, &at, Some(POST_START_LIMIT)).await {
         cx.node.events().record(pod, true, "FailedPostStartHook", &format!("container {}: {e}", c.name));
         let kill = Kill {
-            id: id.to_string(),
+            id: id.into(),
             name: c.name.clone(),
             message: format!("Container {} failed its postStart hook", c.name),
             grace: None,

@@ -31,7 +31,7 @@ impl SpecRef {
 /// Stop one container instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kill {
-    pub id: String,
+    pub id: crate::cri::ids::ContainerId,
     pub name: String,
     /// kubelet's reason: `Killing` event text, e.g. "Container c failed liveness probe".
     pub message: String,

@@ -23,7 +23,7 @@ fn sandbox(id: &str, attempt: u32, ready: bool) -> SandboxObs {
 fn ctr(pod: &Pod, name: &str, state: ContainerState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
     let spec = pod.spec.init_containers.iter().chain(pod.spec.containers.iter()).find(|c| c.name == name).unwrap();
     ContainerObs {
-        id: format!("{name}-{created}"),
+        id: format!("{name}-{created}").into(),
         name: name.into(),
         sandbox_id: "s1".into(),
         restart_count: restarts,

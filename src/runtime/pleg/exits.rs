@@ -60,7 +60,7 @@ pub fn watch<R: RuntimeService>(exits: &Arc<Exits>, rt: &R, uid: &str, obs: &Obs
         .iter()
         .filter(|s| s.ready)
         .map(|s| (s.id.clone(), true))
-        .chain(obs.containers.iter().filter(|c| c.state == ContainerState::Running).map(|c| (c.id.clone(), false)))
+        .chain(obs.containers.iter().filter(|c| c.state == ContainerState::Running).map(|c| (c.id.to_string(), false)))
         .collect();
     let mut watched = crate::locks::lock(&exits.watched);
     // What could not be watched is looked at again once it is no longer running.
