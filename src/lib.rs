@@ -22,7 +22,7 @@
 //! 10. `records` `metrics`: small JSON records on disk; counters and histograms.
 //! 11. `pod`: the Pod model, its validation and safe paths.
 //! 12. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
-//!     `rfc3339` `notify` `root_dir`: leaves, which import nothing of atoll.
+//!     `rfc3339` `notify` `root_dir` `short_id`: leaves, which import nothing of atoll.
 
 pub mod age;
 pub mod agent;
@@ -53,6 +53,7 @@ pub mod rfc3339;
 pub mod rollback;
 pub mod root_dir;
 pub mod runtime;
+pub mod short_id;
 pub mod source;
 pub mod status;
 pub mod tls;

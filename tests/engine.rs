@@ -563,7 +563,7 @@ fn a_memory_empty_dir_is_a_sized_tmpfs_unmounted_with_the_pod() {
         std::fs::read_to_string(&log).ok().filter(|t| t.contains("/scratch"))
     });
     assert!(line.contains("tmpfs /scratch tmpfs") && line.contains("size=16384k"), "{line}");
-    let pod_dir = sh.node.facts().root_dir.join("pods").join(&uid);
+    let pod_dir = sh.node.facts().root_dir.join("pods").join(uid.as_str());
     assert!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(pod_dir.to_str().unwrap()));
     remove(&mut engine, tb, sp);
     assert!(

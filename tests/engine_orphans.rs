@@ -27,7 +27,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
     let origin = Origin::File(format!("/manifests/{name}.yaml").into());
     let sp = pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "tb", Policy::default()).unwrap().pods.remove(0);
     let uid = sp.uid.clone();
-    let selector = HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.clone())]);
+    let selector = HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.to_string())]);
     let cri = tb.cri();
     {
         let mut engine = sh.engine();
@@ -137,7 +137,7 @@ fn a_pod_replaced_while_atoll_was_down_stops_with_its_hook_before_the_new_one_st
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines, ["v1-start", "v1-prestop", "v1-term", "v1-exit", "v2-start"], "{text}");
     assert!(started.elapsed() >= Duration::from_secs(3), "preStop (2 s) and the trap (1 s) had their time");
-    let sel = HashMap::from([("io.kubernetes.pod.uid".to_string(), old.uid.clone())]);
+    let sel = HashMap::from([("io.kubernetes.pod.uid".to_string(), old.uid.to_string())]);
     assert!(smol::block_on(
         tb.cri().list_pod_sandbox(Some(PodSandboxFilter { label_selector: sel, ..Default::default() }))
     )

@@ -100,7 +100,7 @@ fn names(u: &Update) -> Vec<String> {
 }
 
 fn uid_of(u: &Update, name: &str) -> String {
-    u.pods.iter().find(|p| p.pod.metadata.name == name).map(|p| p.uid.clone()).unwrap_or_default()
+    u.pods.iter().find(|p| p.pod.metadata.name == name).map(|p| p.uid.to_string()).unwrap_or_default()
 }
 
 fn write(path: &Path, text: &str) {

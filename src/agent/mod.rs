@@ -19,7 +19,7 @@ pub mod readiness;
 use crate::config::Settings;
 use crate::cri::Cri;
 use crate::node::Node;
-use crate::pod::Change;
+use crate::pod::{Change, PodUid};
 use crate::runtime::{Engine, Tuning};
 use crate::source::{self, merge};
 use readiness::{Milestone, Readiness};
@@ -46,7 +46,7 @@ pub async fn run(s: Settings, commands: smol::channel::Receiver<Command>) -> Res
 /// What wakes the agent's loop.
 enum Event {
     Source(source::Update),
-    Done(String),
+    Done(PodUid),
     Command(Command),
     Tick,
 }
@@ -67,7 +67,7 @@ pub struct Agent {
     mirror: Option<Arc<crate::mirror::MirrorState>>,
     notifier: crate::notify::Notifier,
     updates: smol::channel::Receiver<source::Update>,
-    finished: smol::channel::Receiver<String>,
+    finished: smol::channel::Receiver<PodUid>,
     readiness: Readiness,
     /// The mirror has not yet been told of the latest desired pods.
     mirror_stale: bool,
@@ -172,7 +172,7 @@ impl Agent {
         for milestone in self.readiness.advance(self.merger.all_sources_seen(), Instant::now()) {
             match milestone {
                 Milestone::FirstSync { notify } => {
-                    let desired: HashSet<String> = self.merger.desired().map(|p| p.uid.clone()).collect();
+                    let desired: HashSet<PodUid> = self.merger.desired().map(|p| p.uid.clone()).collect();
                     self.engine.remove_orphans(&desired).await;
                     log::info!("first full sync done: {} pod(s) desired", desired.len());
                     if notify {
@@ -297,7 +297,7 @@ impl Agent {
 async fn drain<R: crate::cri::RuntimeService>(
     engine: &mut Engine<R>,
     merger: &merge::Merger,
-    finished: &smol::channel::Receiver<String>,
+    finished: &smol::channel::Receiver<PodUid>,
 ) {
     let pods: Vec<_> = merger.desired().cloned().collect();
     let longest = pods.iter().map(|p| crate::runtime::stop::grace_of(&p.pod)).max().unwrap_or_default();

@@ -1,8 +1,7 @@
-//! The runtime's IDs (sandboxes, containers, images) as atoll shows them. The runtime chooses
-//! them: nothing here assumes their length or that they are ASCII.
+//! The runtime's IDs as atoll keeps and shows them. The runtime chooses them: nothing here
+//! assumes their length or that they are ASCII.
 
-/// A container's ID, as the runtime chose it. Only the runtime makes them: atoll never
-/// builds one from anything else.
+/// A container's ID, as the runtime answered it (CreateContainer, ListContainers).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ContainerId(String);
 
@@ -55,33 +54,34 @@ impl PartialEq<str> for ContainerId {
     }
 }
 
+impl PartialEq<&str> for ContainerId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<ContainerId> for String {
+    fn eq(&self, other: &ContainerId) -> bool {
+        *self == other.0
+    }
+}
+
 impl PartialEq<String> for ContainerId {
     fn eq(&self, other: &String) -> bool {
         &self.0 == other
     }
 }
 
-/// The first 13 characters of a runtime ID, as `crictl` and the logs show them. A multibyte
-/// character is never cut.
-pub fn short(id: &str) -> &str {
-    match id.char_indices().nth(13) {
-        Some((end, _)) => &id[..end],
-        None => id,
-    }
-}
+pub use crate::short_id::short;
 
 #[cfg(test)]
 mod tests {
-    use super::{short, ContainerId};
+    use super::ContainerId;
 
     #[test]
-    fn a_short_id_is_thirteen_characters_whatever_the_runtime_sent() {
-        assert_eq!(short("29d4a5cf7109f1c2e3"), "29d4a5cf7109f");
-        assert_eq!(short("abc"), "abc");
-        assert_eq!(short(""), "");
-        // Byte 13 falls inside a character here: slicing by bytes would panic.
-        assert_eq!(short("aaaaaaaaaaaaé-tail"), "aaaaaaaaaaaaé");
-        assert_eq!(short("ééééééééééééééé"), "ééééééééééééé");
-        assert_eq!(ContainerId::from("aaaaaaaaaaaaé-tail").short(), "aaaaaaaaaaaaé");
+    fn a_container_id_is_shown_short_and_compared_as_text() {
+        let id = ContainerId::from("aaaaaaaaaaaaé-tail");
+        assert_eq!(id.short(), "aaaaaaaaaaaaé");
+        assert!(id == "aaaaaaaaaaaaé-tail" && id.as_str().len() == 19);
     }
 }

@@ -5,7 +5,7 @@
 //! - `grpc`: the gRPC transport, unary and server-streaming (HTTP/2, framing, deadlines,
 //!   reconnects).
 //! - `client`: [`Cri`], one typed async method per RPC atoll uses.
-//! - `ids`: the runtime's IDs as logs show them ([`ids::short`], safe on any ID).
+//! - `ids`: [`ids::ContainerId`], and how logs show a runtime's ID ([`ids::short`], safe on any).
 //! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
 //! - `features`: what a runtime can do that CRI cannot be asked, by its version.
 //! - `service`: [`RuntimeService`], the calls the engine makes, as a trait (so it can run

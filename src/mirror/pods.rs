@@ -125,7 +125,7 @@ struct Pods<'a> {
     /// By mirror UID: the status last written.
     sent: HashMap<String, Value>,
     /// By static pod UID.
-    refused: HashMap<String, Refused>,
+    refused: HashMap<crate::pod::PodUid, Refused>,
     backoff: Retry,
 }
 
@@ -258,7 +258,7 @@ impl Pods<'_> {
                     );
                     return Ok(());
                 }
-                Some(h) if h == sp.uid && !m["metadata"]["deletionTimestamp"].is_string() => {
+                Some(h) if sp.uid == *h && !m["metadata"]["deletionTimestamp"].is_string() => {
                     return self.sync_status(sp, m);
                 }
                 Some(_) => {

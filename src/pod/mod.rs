@@ -37,7 +37,7 @@ pub mod validate;
 
 pub use decode::Shape;
 pub use finding::{Finding, ManifestError};
-pub use identity::{Origin, StaticPod};
+pub use identity::{Origin, PodUid, StaticPod};
 pub use load::{load, Loaded, Policy};
 pub use types::Pod;
 

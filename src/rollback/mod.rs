@@ -176,7 +176,7 @@ impl Rollback {
     /// The payload the pod `uid` of a source's last snapshot came from.
     fn payload_of(&self, uid: &str) -> Option<Arc<Payload>> {
         self.raw.values().find_map(|u| {
-            let sp = u.pods.iter().find(|p| p.uid == uid)?;
+            let sp = u.pods.iter().find(|p| p.uid == *uid)?;
             u.payloads.iter().find(|p| p.origin == sp.origin).cloned()
         })
     }

@@ -76,7 +76,7 @@ fn a_crashing_update_is_rolled_back_and_stays_so_across_a_restart() {
     assert_eq!(back.uid, v1.uid, "v1 runs again");
     assert_eq!(back.pod.spec.containers[0].image, "app:1");
     let why = &back.pod.metadata.annotations[ROLLED_BACK_FROM];
-    assert!(why.starts_with(&v2.uid) && why.contains("restarted 3 times within 60s"), "{why}");
+    assert!(why.starts_with(v2.uid.as_str()) && why.contains("restarted 3 times within 60s"), "{why}");
     assert!(node.events().all().iter().any(|e| e.reason == "RolledBack"));
 
     // The source still says v2: v1 it is, also for a restarted agent.

@@ -27,7 +27,7 @@ use crate::cri::api::PodSandboxFilter;
 use crate::cri::RuntimeService;
 use crate::node::probing::Prober;
 use crate::node::Node;
-use crate::pod::{Change, StaticPod};
+use crate::pod::{Change, PodUid, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -35,12 +35,12 @@ pub struct Engine<R: RuntimeService> {
     cx: Arc<Context<R>>,
     ledger: Ledger,
     /// Each live worker's (or orphan removal's) task, by UID.
-    tasks: HashMap<String, smol::Task<()>>,
+    tasks: HashMap<PodUid, smol::Task<()>>,
     /// Each replacement's pull, by `namespace/name` (dropping it cancels it).
     pulls: HashMap<String, smol::Task<()>>,
     _pleg: Vec<smol::Task<()>>,
-    done_tx: smol::channel::Sender<String>,
-    done_rx: smol::channel::Receiver<String>,
+    done_tx: smol::channel::Sender<PodUid>,
+    done_rx: smol::channel::Receiver<PodUid>,
 }
 
 impl<R: RuntimeService> Engine<R> {
@@ -99,17 +99,17 @@ impl<R: RuntimeService> Engine<R> {
         for s in sandboxes.iter().filter(|s| managed(&s.annotations)) {
             let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
             let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME));
-            self.ledger.found(label(LABEL_POD_UID), key);
+            self.ledger.found(label(LABEL_POD_UID).into(), key);
         }
     }
 
     /// A receiver of finished workers' UIDs; pass each to [`Engine::worker_done`].
-    pub fn finished(&self) -> smol::channel::Receiver<String> {
+    pub fn finished(&self) -> smol::channel::Receiver<PodUid> {
         self.done_rx.clone()
     }
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
-    pub fn running(&self) -> HashSet<String> {
+    pub fn running(&self) -> HashSet<PodUid> {
         self.ledger.running().into_iter().collect()
     }
 
@@ -127,7 +127,7 @@ impl<R: RuntimeService> Engine<R> {
     }
 
     /// Called when a worker has ended: starts the next version of its pod, if one waits.
-    pub fn worker_done(&mut self, uid: &str) {
+    pub fn worker_done(&mut self, uid: &PodUid) {
         self.cx.workers.unregister(uid);
         self.cx.pleg.forget(uid);
         self.tasks.remove(uid);
@@ -138,7 +138,7 @@ impl<R: RuntimeService> Engine<R> {
     /// Stops and removes, in the background, the pods atoll created that are no longer
     /// desired (run once every source has delivered its first snapshot). Each holds its name
     /// until it is gone, like a terminating worker.
-    pub async fn remove_orphans(&mut self, desired: &HashSet<String>) {
+    pub async fn remove_orphans(&mut self, desired: &HashSet<PodUid>) {
         self.adopt().await;
         let acts = self.ledger.orphans(desired);
         self.act(acts);
@@ -198,7 +198,7 @@ impl<R: RuntimeService> Engine<R> {
     }
 
     /// Stops and removes a pod found in the runtime, as a task that holds its name meanwhile.
-    fn remove_found(&mut self, uid: String) {
+    fn remove_found(&mut self, uid: PodUid) {
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         let task = smol::spawn(async move {
             if let Err(e) = super::orphan::remove(&cx, &finished).await {

@@ -8,7 +8,7 @@
 //! every source has spoken. Each call returns what the engine must do ([`Act`]); the engine
 //! spawns and sends, the ledger decides.
 
-use crate::pod::{Change, StaticPod};
+use crate::pod::{Change, PodUid, StaticPod};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ pub enum Act {
     /// Hand a new version (same UID) to its worker.
     Update(StaticPod),
     /// Tell the worker of `uid` to stop its pod within `grace` and end.
-    Terminate { uid: String, grace: Duration },
+    Terminate { uid: PodUid, grace: Duration },
     /// Pull `new`'s images while `old` runs, then terminate `old` (replacing any pull under
     /// way for the name).
     Prepull { old: StaticPod, new: StaticPod },
@@ -28,31 +28,31 @@ pub enum Act {
     DropPrepull { key: String },
     /// Stop and remove a pod found in the runtime that nobody wants; it holds its name until
     /// its removal finishes like a worker.
-    RemoveFound { uid: String },
+    RemoveFound { uid: PodUid },
 }
 
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Live workers (and orphans being removed): UID → `namespace/name`.
-    live: BTreeMap<String, String>,
+    live: BTreeMap<PodUid, String>,
     /// New UIDs waiting for the old one of their name to finish, in order.
     pending: BTreeMap<String, Vec<StaticPod>>,
     /// Old versions kept running while their replacement's images are pulled.
     retiring: BTreeMap<String, StaticPod>,
     /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
-    found: BTreeMap<String, String>,
+    found: BTreeMap<PodUid, String>,
 }
 
 impl Ledger {
     /// A pod of atoll's the runtime runs (adoption, at start and before orphans go).
-    pub fn found(&mut self, uid: String, key: String) {
+    pub fn found(&mut self, uid: PodUid, key: String) {
         if !self.live.contains_key(&uid) {
             self.found.entry(uid).or_insert(key);
         }
     }
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
-    pub fn running(&self) -> BTreeSet<String> {
+    pub fn running(&self) -> BTreeSet<PodUid> {
         self.live.keys().cloned().collect()
     }
 
@@ -117,7 +117,7 @@ impl Ledger {
         let key = sp.pod.key();
         let mut acts = Vec::new();
         self.found.remove(&sp.uid); // adopted by its worker
-        let older: Vec<String> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
+        let older: Vec<PodUid> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
         for uid in older {
             log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
             acts.extend(self.remove_found(uid));
@@ -136,8 +136,8 @@ impl Ledger {
     }
 
     /// The old version `uid` of `key` retires no more (removed, or ended): its pull goes.
-    fn retired(&mut self, key: &str, uid: &str) -> Vec<Act> {
-        if self.retiring.get(key).is_some_and(|old| old.uid == uid) {
+    fn retired(&mut self, key: &str, uid: &PodUid) -> Vec<Act> {
+        if self.retiring.get(key).is_some_and(|old| old.uid == *uid) {
             self.retiring.remove(key);
             return vec![Act::DropPrepull { key: key.to_string() }];
         }
@@ -146,7 +146,7 @@ impl Ledger {
 
     /// A worker (or an orphan's removal) has ended: the next version of its name starts, if
     /// one waits.
-    pub fn worker_done(&mut self, uid: &str) -> Vec<Act> {
+    pub fn worker_done(&mut self, uid: &PodUid) -> Vec<Act> {
         let Some(key) = self.live.remove(uid) else { return Vec::new() };
         let mut acts = self.retired(&key, uid);
         if let Some(mut q) = self.pending.remove(&key) {
@@ -163,8 +163,8 @@ impl Ledger {
 
     /// The pods found in the runtime that are not `desired` and have no worker: each is
     /// removed (run once every source has delivered its first snapshot).
-    pub fn orphans(&mut self, desired: &std::collections::HashSet<String>) -> Vec<Act> {
-        let orphans: Vec<String> =
+    pub fn orphans(&mut self, desired: &std::collections::HashSet<PodUid>) -> Vec<Act> {
+        let orphans: Vec<PodUid> =
             self.found.keys().filter(|uid| !desired.contains(*uid) && !self.live.contains_key(*uid)).cloned().collect();
         let mut acts = Vec::new();
         for uid in orphans {
@@ -174,7 +174,7 @@ impl Ledger {
         acts
     }
 
-    fn remove_found(&mut self, uid: String) -> Vec<Act> {
+    fn remove_found(&mut self, uid: PodUid) -> Vec<Act> {
         let Some(key) = self.found.remove(&uid) else { return Vec::new() };
         self.live.insert(uid.clone(), key);
         vec![Act::RemoveFound { uid }]

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::pod::types::Pod;
-use crate::pod::Origin;
+use crate::pod::{Origin, PodUid};
 use std::collections::HashSet;
 
 /// A pod `name` in the default namespace, with `uid` and a 30 s grace period.
@@ -11,7 +11,7 @@ fn pod(name: &str, uid: &str) -> StaticPod {
     p.metadata.name = name.to_string();
     p.metadata.namespace = "default".to_string();
     p.metadata.uid = uid.to_string();
-    StaticPod { pod: std::sync::Arc::new(p), uid: uid.to_string(), origin: Origin::File("/m/x.yaml".into()) }
+    StaticPod { pod: std::sync::Arc::new(p), uid: uid.into(), origin: Origin::File("/m/x.yaml".into()) }
 }
 
 fn terminate(uid: &str) -> Act {
@@ -26,10 +26,10 @@ fn adds_updates_and_removes_reach_one_worker_per_uid() {
     assert_eq!(l.apply(Change::Add(b.clone())), [Act::Start(b.clone())]);
     assert_eq!(l.apply(Change::Update(a.clone())), [Act::Update(a.clone())]);
     assert_eq!(l.apply(Change::Remove(a.clone())), [terminate("u1")]);
-    assert_eq!(l.running(), ["u1".to_string(), "u2".to_string()].into(), "stopping still holds it");
-    assert_eq!(l.worker_done("u1"), []);
-    assert_eq!(l.running(), ["u2".to_string()].into());
-    assert_eq!(l.worker_done("nobody"), [], "an unknown UID changes nothing");
+    assert_eq!(l.running(), ["u1".into(), "u2".into()].into(), "stopping still holds it");
+    assert_eq!(l.worker_done(&"u1".into()), []);
+    assert_eq!(l.running(), ["u2".into()].into());
+    assert_eq!(l.worker_done(&"nobody".into()), [], "an unknown UID changes nothing");
 }
 
 #[test]
@@ -45,11 +45,11 @@ fn a_new_uid_of_a_name_waits_for_the_old_one_to_finish() {
     let mut v2b = v2.clone();
     std::sync::Arc::make_mut(&mut v2b.pod).metadata.labels.insert("v".into(), "b".into());
     assert_eq!(l.apply(Change::Update(v2b.clone())), []);
-    assert_eq!(l.worker_done("u1"), [Act::Start(v2b)]);
+    assert_eq!(l.worker_done(&"u1".into()), [Act::Start(v2b)]);
     // The third waits for the second; removing it from the queue means it never starts.
     assert_eq!(l.apply(Change::Remove(v3)), []);
     assert_eq!(l.apply(Change::Remove(v2.clone())), [terminate("u2")]);
-    assert_eq!(l.worker_done("u2"), []);
+    assert_eq!(l.worker_done(&"u2".into()), []);
     assert!(l.running().is_empty());
 }
 
@@ -65,7 +65,7 @@ fn a_replacement_keeps_the_old_version_until_its_pull_and_a_removal_drops_the_pu
     let acts = l.apply_all(vec![Change::Remove(v2.clone()), Change::Add(v3.clone())]);
     assert_eq!(acts, [Act::Prepull { old: v1.clone(), new: v3.clone() }]);
     // The pull ends by terminating u1 (the engine's task does): then u3 starts.
-    assert_eq!(l.worker_done("u1"), [Act::DropPrepull { key: "default/web".into() }, Act::Start(v3.clone())]);
+    assert_eq!(l.worker_done(&"u1".into()), [Act::DropPrepull { key: "default/web".into() }, Act::Start(v3.clone())]);
     // Removing the old version outright drops its pull.
     let (w1, w2) = (pod("api", "w1"), pod("api", "w2"));
     l.apply(Change::Add(w1.clone()));
@@ -86,9 +86,9 @@ fn pods_found_in_the_runtime_are_adopted_replaced_or_removed_as_orphans() {
     // Replaced while atoll was down: the old UID is stopped first, the new one waits.
     let db = pod("db", "r2");
     assert_eq!(l.apply(Change::Add(db.clone())), [Act::RemoveFound { uid: "r1".into() }]);
-    assert_eq!(l.worker_done("r1"), [Act::Start(db)]);
+    assert_eq!(l.worker_done(&"r1".into()), [Act::Start(db)]);
     // Once every source has spoken, the rest go.
-    let desired: HashSet<String> = ["u1".into(), "r2".into()].into();
+    let desired: HashSet<PodUid> = ["u1".into(), "r2".into()].into();
     assert_eq!(l.orphans(&desired), [Act::RemoveFound { uid: "o1".into() }]);
     assert_eq!(l.orphans(&desired), [], "once");
     // A found UID that already has a worker is not found again.

@@ -121,7 +121,7 @@ fn a_new_pod_gets_a_sandbox_then_its_init_then_its_containers() {
     assert_eq!(running(&rt), ["app", "side"]);
     assert_eq!(rt.count("RunPodSandbox"), 1, "one sandbox");
     assert_eq!(rt.count("PullImage"), 0, "the image is present (IfNotPresent)");
-    assert!(root.join("state/pods").join(&sp.uid).join("etc-hosts").exists(), "the managed hosts file");
+    assert!(root.join("state/pods").join(sp.uid.as_str()).join("etc-hosts").exists(), "the managed hosts file");
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn teardown_runs_pre_stop_then_stops_and_removes_everything() {
     assert!(at(&format!("ExecSync {app}")) < at(&format!("StopContainer {app}")), "preStop before the stop: {calls:?}");
     assert!(first("StopContainer") < first("StopPodSandbox") && first("StopPodSandbox") < first("RemovePodSandbox"));
     assert!(rt.containers().is_empty() && rt.sandboxes().is_empty());
-    assert!(!root.join("state/pods").join(&sp.uid).exists(), "the pod's directory is gone");
+    assert!(!root.join("state/pods").join(sp.uid.as_str()).exists(), "the pod's directory is gone");
 }
 
 #[test]

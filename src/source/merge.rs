@@ -8,14 +8,14 @@
 
 use super::{SourceId, Update};
 use crate::pod::identity::ANNOTATION_SEEN;
-use crate::pod::{Change, StaticPod};
+use crate::pod::{Change, PodUid, StaticPod};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 /// The desired set of pods across all sources.
 #[derive(Debug, Default)]
 pub struct Merger {
-    by_source: BTreeMap<SourceId, BTreeMap<String, StaticPod>>,
+    by_source: BTreeMap<SourceId, BTreeMap<PodUid, StaticPod>>,
     expected: BTreeSet<SourceId>,
 }
 
@@ -28,7 +28,7 @@ impl Merger {
     /// Applies a source's snapshot; returns the changes it makes.
     pub fn apply(&mut self, update: Update, now: SystemTime) -> Vec<Change> {
         let old = self.by_source.remove(&update.source).unwrap_or_default();
-        let mut new: BTreeMap<String, StaticPod> = BTreeMap::new();
+        let mut new: BTreeMap<PodUid, StaticPod> = BTreeMap::new();
         let (mut removes, mut adds, mut updates) = (Vec::new(), Vec::new(), Vec::new());
         for mut sp in update.pods {
             match old.get(&sp.uid) {
