@@ -5,7 +5,7 @@
 //! (runtime client, facts, status store, events, heartbeat), the engine with the prober, the
 //! images directory and collector, the mirror when a kubeconfig is given, the local API and
 //! healthz listeners, the manifest sources. Then [`Agent::serve`] waits for the next event and
-//! hands it to a short handler: a source's snapshot ([`Agent::on_source`]: its local objects to
+//! hands it to a short handler: a source's snapshot (`on_source`: its local objects to
 //! the node's store, its pods through the rollback stage and the merge to the engine), a
 //! finished worker, a tick (rollback trials, the watchdog, the ready deadline), a command
 //! ([`Command::Reload`] applies what can change under running pods; [`Command::Stop`] ends

@@ -1,6 +1,6 @@
 //! `atoll run` as a process: logging at `--v`'s level, the settings from flags and files,
 //! the signals turned into the agent's commands (SIGTERM and SIGINT stop it, SIGHUP re-reads
-//! the settings and hands them over), then [`agent::run`](crate::agent::run).
+//! the settings and hands them over), then [`crate::agent::run`].
 
 use super::{Flag, Flags};
 use crate::agent::{self, Command};

@@ -1,11 +1,14 @@
 //! The Pod model: what a manifest means to atoll.
 //!
-//! `types` (serde types for v1 Pod), `status` (the v1 PodStatus types), `quantity` (exact
-//! resource quantities), `decode` (bytes → pods, unknown fields reported by path), `defaults`
-//! (API-server defaulting), `validate` (kubelet's checks and the static-pod restrictions),
-//! `identity` (static pod name, UID and annotations), `finding` (what is wrong, by field).
-//! [`load`] runs them in kubelet's order. `paths` is the one way a name becomes a path, and
-//! `derived` holds what follows from a spec (QoS class, `$(VAR)` expansion, named ports).
+//! `types` (serde types for v1 Pod; `refs` the parts that name local ConfigMaps and Secrets),
+//! `status` (the v1 PodStatus types), `quantity` (exact resource quantities), `decode` (bytes
+//! → pods, unknown fields reported by path; `fields`: the unimplemented fields that are
+//! errors), `defaults` (API-server defaulting), `validate` (kubelet's checks and the
+//! static-pod restrictions), `identity` (static pod name, [`PodUid`] and annotations),
+//! `finding` (what is wrong, by field). `load` runs them in kubelet's order ([`load()`]).
+//! `paths` is the one way a name becomes a path; `derived` holds what follows from a spec
+//! (QoS class, `$(VAR)` expansion, named ports); `references` lists every object a pod names;
+//! `order` and `rollback_policy` read atoll's start-ordering and rollback annotations.
 //! Nothing here does I/O: sources hand in bytes and get back pods or errors naming the field.
 
 /// A v1 API struct: camelCase fields, comparable, serialisable back to the same JSON.

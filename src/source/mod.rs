@@ -5,6 +5,9 @@
 //! full snapshots as [`Update`]s; `merge` turns snapshots into add/update/remove changes keyed
 //! by UID. A source never waits on another, and a bad manifest only ever affects its own pods.
 //! `payload` is how anything a source reads (or kept, or cached) is opened: signature first.
+//! The file source's parts: `scan` (reading the directory), `kept` (last valid copies on disk),
+//! `last_wins` (its notes and kubelet's last-file-wins rule, pure); the URL source's: `fetch`
+//! (the HTTP client, bounded).
 
 pub mod fetch;
 pub mod file;

@@ -5,7 +5,7 @@
 //! swapped in after the listing is refused, not waited on), then opened as a payload
 //! (`payload::Intake`: the signature first, decryption of `*.age` files in memory).
 //! `atoll validate` and `atoll doctor` call [`scan`]; the running source (`file`) rescans
-//! through [`scan_with`] with a memo, so only changed files are parsed again, and off the
+//! through `scan_with` with a memo, so only changed files are parsed again, and off the
 //! executor. Also here: what makes a `secretsDir` private enough to read.
 
 use super::payload::{Intake, Opened, Payload};
