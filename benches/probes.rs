@@ -121,7 +121,7 @@ spec:
             )
             .unwrap();
             let pod = (*loaded.pods[0].pod).clone();
-            let probes = PodProbes::start(&node, &pod);
+            let probes = PodProbes::start(&node, node.runtime(), &pod);
             (pod, probes)
         })
         .collect();

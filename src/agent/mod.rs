@@ -105,7 +105,7 @@ impl Agent {
         log::info!("node {}: running pods from {} source(s)", s.node.name, sources.len());
         let tuning = Arc::new(Tuning::new(&s.runtime.tuning));
         // The PLEG wakes workers on any runtime change; the relist is its safety net.
-        let prober = crate::probe::Manager::new(node.clone());
+        let prober = crate::probe::Manager::new(node.clone(), cri.clone());
         let mut engine = Engine::new(node.clone(), cri.clone(), tuning, s.runtime.engine, prober);
         let control = engine.control();
         let (collector, image_tasks) = parts::images(&s, &node, &cri, Arc::new(move || control.wake_all())).await;

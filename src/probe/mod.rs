@@ -1,8 +1,9 @@
 //! Liveness, readiness and startup probes with kubelet's semantics (pkg/kubelet/prober).
 //!
 //! A pod worker owns one `PodProbes` (through the narrow `node::probing` traits, started by the
-//! [`Manager`] the agent gives the engine): a task per (container, probe kind) on smol's
-//! executor, each a timer and, while it probes, a socket or a CRI call; never a thread. After
+//! [`Manager`] the agent gives the engine, on the engine's own runtime): a task per (container,
+//! probe kind) on smol's executor, each a timer and, while it probes, a socket or a CRI call
+//! through that runtime; never a thread. After
 //! each sync the worker tells the probes what the runtime shows (`update`); the probes publish
 //! results, which the worker reads as restart verdicts (`verdicts`) and as readiness and
 //! startedness for the pod's status (`view`). A published change wakes the worker. The
@@ -24,6 +25,7 @@ mod progress;
 
 pub use progress::{Kind, ProbeResult, Target, Timing};
 
+use crate::cri::RuntimeService;
 use crate::handlers;
 use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, ProbeView};
 use crate::node::probing::Prober;
@@ -70,19 +72,21 @@ pub struct PodProbes {
 }
 
 /// Starts each pod's probes on the node.
-pub struct Manager {
+pub struct Manager<R> {
     node: Arc<Node>,
+    /// The runtime the engine runs the pods on: exec probes go through it.
+    runtime: R,
 }
 
-impl Manager {
-    pub fn new(node: Arc<Node>) -> Arc<Manager> {
-        Arc::new(Manager { node })
+impl<R: RuntimeService> Manager<R> {
+    pub fn new(node: Arc<Node>, runtime: R) -> Arc<Manager<R>> {
+        Arc::new(Manager { node, runtime })
     }
 }
 
-impl Prober for Manager {
+impl<R: RuntimeService> Prober for Manager<R> {
     fn start(&self, pod: &Pod) -> Box<dyn crate::node::probing::PodProbes> {
-        Box::new(PodProbes::start(&self.node, pod))
+        Box::new(PodProbes::start(&self.node, &self.runtime, pod))
     }
 }
 
@@ -103,7 +107,7 @@ impl crate::node::probing::PodProbes for PodProbes {
 
 impl PodProbes {
     /// Starts a task per probe of the pod's regular and sidecar containers.
-    pub fn start(node: &Arc<Node>, pod: &Pod) -> PodProbes {
+    pub fn start<R: RuntimeService>(node: &Arc<Node>, runtime: &R, pod: &Pod) -> PodProbes {
         let state = Arc::new(Mutex::new(State::default()));
         let (tx, rx) = smol::channel::bounded(1);
         let mut kinds = Vec::new();
@@ -122,6 +126,7 @@ impl PodProbes {
                 kinds.push((c.name.clone(), kind));
                 let task = Task {
                     node: node.clone(),
+                    runtime: runtime.clone(),
                     pod: pod_arc.clone(),
                     container: shared_c.clone(),
                     kind,
@@ -217,8 +222,9 @@ impl PodProbes {
     }
 }
 
-struct Task {
+struct Task<R> {
     node: Arc<Node>,
+    runtime: R,
     pod: Arc<Pod>,
     container: Arc<Container>,
     kind: Kind,
@@ -233,7 +239,7 @@ enum Step {
     Stop,
 }
 
-impl Task {
+impl<R: RuntimeService> Task<R> {
     async fn run(self) {
         let period = self.timing.period;
         if self.node.started().elapsed() < period {
@@ -314,7 +320,7 @@ impl Task {
         let probe = self.kind.of(&self.container)?;
         // Boxed: an attempt's state (sockets, TLS, buffers) exists only while it runs, so an
         // idle probe task stays small.
-        let attempt = Box::pin(handlers::attempt(self.node.runtime(), &self.container, probe, &at)).await;
+        let attempt = Box::pin(handlers::attempt(&self.runtime, &self.container, probe, &at)).await;
         self.count(&attempt, began.elapsed());
         let (kind, name) = (self.kind.name(), &self.container.name);
         match &attempt {
@@ -380,7 +386,8 @@ mod tests {
             "livenessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"failureThreshold":2}}}}]}}}}"#
         ))
         .unwrap();
-        let probes = smol::block_on(async { PodProbes::start(&Node::without_runtime(), &pod) });
+        let node = Node::without_runtime();
+        let probes = smol::block_on(async { PodProbes::start(&node, node.runtime(), &pod) });
         let started = SystemTime::now();
         let t0 = Instant::now();
         probes.update(&pod, &running("c", "id1", started), "127.0.0.1", false);

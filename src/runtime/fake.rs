@@ -56,6 +56,8 @@ struct State {
     events_stolen: bool,
     /// What Version reports (as containerd).
     version: String,
+    /// The exit code every ExecSync reports (0 unless set).
+    exec_exit: i32,
 }
 
 #[derive(Clone, Default)]
@@ -84,6 +86,11 @@ impl FakeRuntime {
     pub fn with_image(self, image: &str) -> FakeRuntime {
         self.state().images.insert(image.to_string());
         self
+    }
+
+    /// Every command run in a container from now on exits with `code`.
+    pub fn exec_exits(&self, code: i32) {
+        self.state().exec_exit = code;
     }
 
     /// An image arrives without a pull (imported from a tarball).
@@ -456,7 +463,9 @@ impl RuntimeService for FakeRuntime {
         self.call_on("ExecSync", &req.container_id)?;
         let st = self.state();
         match st.containers.get(&req.container_id) {
-            Some(c) if c.state == ContainerState::ContainerRunning => Ok(ExecSyncResponse::default()),
+            Some(c) if c.state == ContainerState::ContainerRunning => {
+                Ok(ExecSyncResponse { exit_code: st.exec_exit, ..Default::default() })
+            }
             _ => Err(not_found("running container", &req.container_id)),
         }
     }

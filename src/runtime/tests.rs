@@ -286,6 +286,26 @@ fn without_runtime_events_process_exits_are_watched() {
     run_until(&mut e, "the fallback chosen", || control.runtime_signal() == expected);
 }
 
+#[test]
+fn the_probes_run_on_the_engines_own_runtime() {
+    // The probe manager the agent builds, on the runtime the engine uses (here the fake): an
+    // exec liveness probe that starts failing restarts the container.
+    let root = dir("probes-on-fake");
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let cx = context(&root, &rt);
+    let prober = crate::probe::Manager::new(cx.node.clone(), rt.clone());
+    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, prober);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    livenessProbe: {exec: {command: [\"true\"]}, periodSeconds: 1, failureThreshold: 1}\n");
+    e.apply(Change::Add(sp.clone()));
+    run_until(&mut e, "running and probed", || running(&rt) == ["c"] && rt.count("ExecSync") >= 1);
+    assert_eq!(rt.count("StopContainer"), 0, "a passing probe kills nothing");
+    rt.exec_exits(1);
+    run_until(&mut e, "killed for its liveness probe", || rt.count("StopContainer") >= 1);
+    run_until(&mut e, "started again", || rt.count("StartContainer") >= 2);
+    e.apply(Change::Remove(sp));
+    run_until(&mut e, "the pod removed", || rt.sandboxes().is_empty());
+}
+
 /// Passes finished workers back to the engine until `done` holds (or 10 s pass).
 fn run_until(engine: &mut Engine<FakeRuntime>, what: &str, done: impl Fn() -> bool) {
     let finished = engine.finished();

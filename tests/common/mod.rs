@@ -240,7 +240,7 @@ impl EngineEnv {
             self.node.runtime().clone(),
             self.tuning.clone(),
             self.config,
-            atoll::probe::Manager::new(self.node.clone()),
+            atoll::probe::Manager::new(self.node.clone(), self.node.runtime().clone()),
         )
     }
 
