@@ -25,26 +25,6 @@ pub async fn read_head<S: AsyncRead + Unpin>(s: &mut S, limit: usize) -> Result<
     }
 }
 
-/// [`read_head`] for a blocking reader (the CLI's request to the local API).
-pub fn read_head_blocking<R: std::io::Read>(r: &mut R, limit: usize) -> Result<(String, Vec<u8>), String> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
-    loop {
-        if let Some(end) = head_end(&buf) {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            return Ok((head, buf[end + 4..].to_vec()));
-        }
-        if buf.len() > limit {
-            return Err("message head too large".into());
-        }
-        let n = r.read(&mut chunk).map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("connection closed before a complete message head".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// Where the head in `buf` ends (the index of its `\r\n\r\n`), if it has.
 pub fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n")
@@ -85,7 +65,9 @@ mod tests {
         let long = vec![b'x'; 5000];
         assert_eq!(smol::block_on(read_head(&mut &long[..], 1024)).unwrap_err(), "message head too large");
         assert!(smol::block_on(read_head(&mut &b"HTTP/1.1 200 OK\r\n"[..], 1024)).is_err());
-        let (head, rest) = read_head_blocking(&mut &raw[..], 1024).unwrap();
+        // A blocking reader (the CLI's socket) is read the same way.
+        let mut blocking = smol::io::AssertAsync::new(std::io::Cursor::new(raw.to_vec()));
+        let (head, rest) = smol::block_on(read_head(&mut blocking, 1024)).unwrap();
         assert_eq!((status(&head), rest.as_slice()), (Ok(302), &b"ok"[..]));
     }
 }
