@@ -78,13 +78,17 @@ pub async fn stop_pod<R: RuntimeService>(
 ) -> Result<(), SyncError> {
     stop_containers(cx, pod, obs, kills, grace).await;
     for s in &obs.sandboxes {
-        if let Err(e) = cx.runtime.stop_pod_sandbox(&s.id).await {
-            if !e.is_not_found() {
-                return Err(SyncError::runtime("StopPodSandbox")(e));
-            }
-        }
+        gone_is_fine("StopPodSandbox", cx.runtime.stop_pod_sandbox(&s.id).await)?;
     }
     Ok(())
+}
+
+/// A stop or removal whose object is already gone did what it was asked.
+fn gone_is_fine(call: &'static str, r: Result<(), crate::cri::Status>) -> Result<(), SyncError> {
+    match r {
+        Err(e) if !e.is_not_found() => Err(SyncError::runtime(call)(e)),
+        _ => Ok(()),
+    }
 }
 
 /// The one teardown of a pod that goes (its worker's, and an orphan's): the kills (preStop
@@ -106,18 +110,10 @@ pub async fn teardown<R: RuntimeService>(
 /// sandbox is not among the pod's.
 pub async fn remove_pod<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) -> Result<(), SyncError> {
     for c in obs.containers.iter().filter(|c| !obs.sandboxes.iter().any(|s| s.id == c.sandbox_id)) {
-        if let Err(e) = cx.runtime.remove_container(&c.id).await {
-            if !e.is_not_found() {
-                return Err(SyncError::runtime("RemoveContainer")(e));
-            }
-        }
+        gone_is_fine("RemoveContainer", cx.runtime.remove_container(&c.id).await)?;
     }
     for s in &obs.sandboxes {
-        if let Err(e) = cx.runtime.remove_pod_sandbox(&s.id).await {
-            if !e.is_not_found() {
-                return Err(SyncError::runtime("RemovePodSandbox")(e));
-            }
-        }
+        gone_is_fine("RemovePodSandbox", cx.runtime.remove_pod_sandbox(&s.id).await)?;
     }
     if let Ok(logs) = sandbox::log_directory(cx.node.facts(), pod) {
         let _ = std::fs::remove_dir_all(logs);

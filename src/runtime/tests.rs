@@ -483,25 +483,37 @@ fn offline_the_strict_policy_an_absent_image_and_a_registrys_answer_still_fail_t
     assert!(running(&rt).is_empty());
 }
 
-#[test]
-fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
-    let root = dir("prepull");
-    let rt = FakeRuntime::default().with_image(IMAGE);
-    let cx = context(&root, &rt);
+/// An engine running version 1 of pod web, replaced (in one batch) by a version whose image
+/// `registry.example/app:2` no registry serves, with both back-offs at `back_off`. Returns
+/// the engine and the new version; calls before the replacement are forgotten.
+fn replaced_with_an_unpullable_image(
+    name: &str,
+    rt: &FakeRuntime,
+    back_off: Duration,
+) -> (Engine<FakeRuntime>, Arc<Node>, StaticPod) {
+    let root = dir(name);
+    let cx = context(&root, rt);
     let node = cx.node.clone();
     let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
-    let ms = Duration::from_millis(100);
-    e.tuning().reload(&TuningConfig::back_off((ms, ms * 4)));
+    e.tuning().reload(&TuningConfig::back_off((back_off, back_off * 4)));
     let old = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
     e.apply(Change::Add(old.clone()));
-    run_until(&mut e, "the old version running", || running(&rt) == ["c"]);
-    let image = "registry.example/app:2";
-    rt.unpullable(image);
+    run_until(&mut e, "the old version running", || running(rt) == ["c"]);
+    rt.unpullable(NEW_IMAGE);
     let new = static_pod(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {image}}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {NEW_IMAGE}}}\n"
     ));
     rt.forget_calls();
-    e.apply_all(vec![Change::Remove(old.clone()), Change::Add(new.clone())]);
+    e.apply_all(vec![Change::Remove(old), Change::Add(new.clone())]);
+    (e, node, new)
+}
+
+const NEW_IMAGE: &str = "registry.example/app:2";
+
+#[test]
+fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
+    let rt = FakeRuntime::default().with_image(IMAGE);
+    let (mut e, node, new) = replaced_with_an_unpullable_image("prepull", &rt, Duration::from_millis(100));
     // The pull keeps failing: the old version runs on, and says why.
     std::thread::sleep(Duration::from_millis(800));
     let calls = rt.calls();
@@ -509,9 +521,12 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     assert!(!calls.iter().any(|c| c.starts_with("Stop")), "the old version was stopped: {calls:?}");
     assert_eq!(running(&rt), ["c"]);
     let events = node.events().all();
-    assert!(events.iter().any(|ev| ev.reason == "UpdateWaitingForImage" && ev.message.contains(image)), "{events:?}");
+    assert!(
+        events.iter().any(|ev| ev.reason == "UpdateWaitingForImage" && ev.message.contains(NEW_IMAGE)),
+        "{events:?}"
+    );
     // The registry answers: pulled, then the old version stops, then the new one starts.
-    rt.pullable(image);
+    rt.pullable(NEW_IMAGE);
     run_until(&mut e, "the new version running", || {
         running(&rt) == ["c"] && rt.calls().iter().any(|c| c.starts_with("StartContainer"))
     });
@@ -526,26 +541,12 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
 
 #[test]
 fn a_replacement_waiting_out_its_pull_back_off_swaps_as_soon_as_an_import_brings_its_image() {
-    let root = dir("prepull-import");
     let rt = FakeRuntime::default().with_image(IMAGE);
-    let cx = context(&root, &rt);
-    let mut e = Engine::new(cx.node, rt.clone(), cx.tuning, cx.config, cx.prober);
     // A back-off far longer than the test: only the wake-up can end the wait.
-    let hour = Duration::from_secs(3600);
-    e.tuning().reload(&TuningConfig::back_off((hour, hour)));
-    let old = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/busybox:1.36}\n");
-    e.apply(Change::Add(old.clone()));
-    run_until(&mut e, "the old version running", || running(&rt) == ["c"]);
-    let image = "registry.example/app:2";
-    rt.unpullable(image);
-    let new = static_pod(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  containers:\n  - {{name: c, image: {image}}}\n"
-    ));
-    rt.forget_calls();
-    e.apply_all(vec![Change::Remove(old), Change::Add(new)]);
+    let (mut e, _, _) = replaced_with_an_unpullable_image("prepull-import", &rt, Duration::from_secs(3600));
     run_until(&mut e, "the pull failed once", || rt.count("PullImage") == 1);
     // The image is imported from the images directory, which wakes every worker.
-    rt.import(image);
+    rt.import(NEW_IMAGE);
     e.control().wake_all();
     run_until(&mut e, "the new version running", || {
         running(&rt) == ["c"] && rt.calls().iter().any(|c| c.starts_with("StartContainer"))
