@@ -1,7 +1,6 @@
-//! How atoll shows a long ID (a runtime's container or sandbox ID, a pod's UID) in logs and
-//! events: its first 13 characters, as `crictl` does. IDs come from outside (the runtime
-//! chooses its own; a manifest may give a UID): nothing here assumes their length or that
-//! they are ASCII.
+//! IDs that come from outside (a runtime's container ID, a pod's UID): how atoll shows one in
+//! logs and events, its first 13 characters as `crictl` does ([`short`]), and the newtype each
+//! kind of ID gets (`text_id!`). Nothing here assumes an ID's length or that it is ASCII.
 
 /// The first 13 characters of `id`; a multibyte character is never cut.
 pub fn short(id: &str) -> &str {
@@ -9,6 +8,84 @@ pub fn short(id: &str) -> &str {
         Some((end, _)) => &id[..end],
         None => id,
     }
+}
+
+/// A newtype over `String` for one kind of ID: shown short ([`short`]), read as `&str`
+/// (`Deref`, `as_str`), compared with strings, looked up in maps by `&str`.
+#[macro_export]
+macro_rules! text_id {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// As logs show it: its first 13 characters (a character is never cut).
+            pub fn short(&self) -> &str {
+                $crate::short_id::short(&self.0)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                $name(id)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                $name(id.to_string())
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// Maps keyed by the ID are looked up with a `&str` (hashed as the string is).
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+    };
 }
 
 #[cfg(test)]

@@ -51,76 +51,10 @@ pub struct StaticPod {
     pub origin: Origin,
 }
 
-/// A static pod's UID: its manifest's `metadata.uid`, or a hash of its content, source and
-/// node (kubelet's). Checked by `paths::check_uid` before it names a directory.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PodUid(String);
-
-impl PodUid {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// As logs show it: its first 13 characters (a character is never cut).
-    pub fn short(&self) -> &str {
-        crate::short_id::short(&self.0)
-    }
-}
-
-impl From<String> for PodUid {
-    fn from(uid: String) -> Self {
-        PodUid(uid)
-    }
-}
-
-impl From<&str> for PodUid {
-    fn from(uid: &str) -> Self {
-        PodUid(uid.to_string())
-    }
-}
-
-impl std::ops::Deref for PodUid {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Maps keyed by UID are looked up with a `&str` (hashed as the string is).
-impl std::borrow::Borrow<str> for PodUid {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for PodUid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl PartialEq<str> for PodUid {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<String> for PodUid {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
-    }
-}
-
-impl PartialEq<&str> for PodUid {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialEq<PodUid> for String {
-    fn eq(&self, other: &PodUid) -> bool {
-        *self == other.0
-    }
+crate::text_id! {
+    /// A static pod's UID: its manifest's `metadata.uid`, or a hash of its content, source and
+    /// node (kubelet's). Checked by `paths::check_uid` before it names a directory.
+    PodUid
 }
 
 /// The node name as kubelet derives it: trimmed and lowercased.
