@@ -110,7 +110,7 @@ impl<R: RuntimeService> Engine<R> {
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
     pub fn running(&self) -> HashSet<PodUid> {
-        self.ledger.running().into_iter().collect()
+        self.ledger.running()
     }
 
     /// Applies one batch of changes (the merger's, for one snapshot). A pod removed and added

@@ -9,7 +9,7 @@
 //! spawns and sends, the ledger decides.
 
 use crate::pod::{Change, PodUid, StaticPod};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// What the engine does for the ledger.
@@ -34,13 +34,13 @@ pub enum Act {
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Live workers (and orphans being removed): UID → `namespace/name`.
-    live: BTreeMap<PodUid, String>,
+    live: HashMap<PodUid, String>,
     /// New UIDs waiting for the old one of their name to finish, in order.
-    pending: BTreeMap<String, Vec<StaticPod>>,
+    pending: HashMap<String, Vec<StaticPod>>,
     /// Old versions kept running while their replacement's images are pulled.
-    retiring: BTreeMap<String, StaticPod>,
+    retiring: HashMap<String, StaticPod>,
     /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
-    found: BTreeMap<PodUid, String>,
+    found: HashMap<PodUid, String>,
 }
 
 impl Ledger {
@@ -52,7 +52,7 @@ impl Ledger {
     }
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
-    pub fn running(&self) -> BTreeSet<PodUid> {
+    pub fn running(&self) -> HashSet<PodUid> {
         self.live.keys().cloned().collect()
     }
 
@@ -60,7 +60,7 @@ impl Ledger {
     /// under the same name is a replacement: the old version keeps running until the new
     /// one's images are on the node.
     pub fn apply_all(&mut self, changes: Vec<Change>) -> Vec<Act> {
-        let added: BTreeSet<String> = changes
+        let added: HashSet<String> = changes
             .iter()
             .filter_map(|c| match c {
                 Change::Add(sp) => Some(sp.pod.key()),
@@ -117,7 +117,9 @@ impl Ledger {
         let key = sp.pod.key();
         let mut acts = Vec::new();
         self.found.remove(&sp.uid); // adopted by its worker
-        let older: Vec<PodUid> = self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
+        let mut older: Vec<PodUid> =
+            self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
+        older.sort();
         for uid in older {
             log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
             acts.extend(self.remove_found(uid));
@@ -164,8 +166,9 @@ impl Ledger {
     /// The pods found in the runtime that are not `desired` and have no worker: each is
     /// removed (run once every source has delivered its first snapshot).
     pub fn orphans(&mut self, desired: &std::collections::HashSet<PodUid>) -> Vec<Act> {
-        let orphans: Vec<PodUid> =
+        let mut orphans: Vec<PodUid> =
             self.found.keys().filter(|uid| !desired.contains(*uid) && !self.live.contains_key(*uid)).cloned().collect();
+        orphans.sort();
         let mut acts = Vec::new();
         for uid in orphans {
             log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
