@@ -51,7 +51,7 @@ enum Event {
     Tick,
 }
 
-/// Whether the loop goes on.
+/// Whether the loop goes on after a command.
 enum Flow {
     Continue,
     Stop,
@@ -148,17 +148,15 @@ impl Agent {
                 self.mirror_stale = false;
                 state.set_desired(self.merger.desired());
             }
-            let flow = match self.next_event(&commands).await {
+            match self.next_event(&commands).await {
                 Event::Source(update) => self.on_source(update),
-                Event::Done(uid) => {
-                    self.engine.worker_done(&uid);
-                    Flow::Continue
-                }
+                Event::Done(uid) => self.engine.worker_done(&uid),
                 Event::Tick => self.on_tick(),
-                Event::Command(command) => self.on_command(command).await,
-            };
-            if let Flow::Stop = flow {
-                break;
+                Event::Command(command) => {
+                    if let Flow::Stop = self.on_command(command).await {
+                        break;
+                    }
+                }
             }
             self.feed_watchdog();
         }
@@ -229,7 +227,7 @@ impl Agent {
 
     /// A source's snapshot. Objects first: a pod that starts now finds the ConfigMaps and
     /// Secrets that came with it; pods already running refresh theirs.
-    fn on_source(&mut self, update: source::Update) -> Flow {
+    fn on_source(&mut self, update: source::Update) {
         let applied = self.node.objects().set(&update.source.to_string(), update.objects.clone());
         let problems: BTreeSet<String> = applied.problems.into_iter().collect();
         for p in problems.difference(&self.object_problems) {
@@ -241,17 +239,15 @@ impl Agent {
         }
         let update = self.rollback.filter(update, &self.node);
         self.apply(update);
-        Flow::Continue
     }
 
     /// The watchdog's ticks come too: trials are looked at only while there are some.
-    fn on_tick(&mut self) -> Flow {
+    fn on_tick(&mut self) {
         if self.rollback.needs_check() {
             for update in self.rollback.check(&self.node, SystemTime::now()) {
                 self.apply(update);
             }
         }
-        Flow::Continue
     }
 
     async fn on_command(&mut self, command: Command) -> Flow {

@@ -120,19 +120,6 @@ pub struct SourceSettings {
     pub strict: bool,
 }
 
-impl PartialEq for SourceSettings {
-    fn eq(&self, o: &Self) -> bool {
-        let recipient = |s: &Self| s.decryption.as_ref().map(|k| k.recipient());
-        self.manifest_path == o.manifest_path
-            && self.file_check_frequency == o.file_check_frequency
-            && self.url == o.url
-            && self.secrets_dir == o.secrets_dir
-            && self.trust == o.trust
-            && recipient(self) == recipient(o)
-            && self.strict == o.strict
-    }
-}
-
 pub fn sources(i: &Inputs) -> Result<SourceSettings, String> {
     let (cfg, own, shown) = (i.kubelet, i.own, i.own_shown);
     let check = |flag, field, value: &Option<String>| i.duration(flag, field, value, DEFAULT_CHECK_FREQUENCY);
