@@ -169,6 +169,7 @@ async fn exec_attempt<R: RuntimeService>(
 ) -> Attempt {
     let cmd = exec_command(c, command);
     let req = ExecSyncRequest { container_id: id.into(), cmd: cmd.clone(), timeout: timeout.as_secs() as i64 };
+    let asked = std::time::Instant::now();
     // The runtime enforces the timeout; the local deadline only guards against a runtime that
     // does not answer (kubelet allows timeout + 2 minutes).
     match cri.exec_sync_with_deadline(req, Some(timeout.saturating_add(Duration::from_secs(120)))).await {
@@ -183,15 +184,18 @@ async fn exec_attempt<R: RuntimeService>(
                 String::from_utf8_lossy(&output).trim()
             ))
         }
-        Err(e) if timed_out(&e) => Attempt::Failure(format!("command {cmd:?} timed out after {timeout:?}")),
+        Err(e) if timed_out(e.code, asked.elapsed(), timeout) => {
+            Attempt::Failure(format!("command {cmd:?} timed out after {timeout:?}"))
+        }
         Err(e) => Attempt::Error(e.to_string()),
     }
 }
 
-/// Whether an ExecSync error is the runtime's timeout (containerd reports it as
-/// DeadlineExceeded, or as Unknown with "timeout ... exceeded").
-fn timed_out(e: &crate::cri::Status) -> bool {
-    e.code == crate::cri::Code::DeadlineExceeded || (e.message.contains("timeout") && e.message.contains("exceeded"))
+/// Whether a failed ExecSync was the runtime enforcing the probe's timeout: the code says so
+/// (kubelet's rule), or the call failed only once the timeout had passed (containerd 1.6 wraps
+/// its timeout as Unknown). Decided by code and clock, never by the message's text.
+fn timed_out(code: crate::cri::Code, elapsed: Duration, timeout: Duration) -> bool {
+    code == crate::cri::Code::DeadlineExceeded || elapsed >= timeout
 }
 
 #[cfg(test)]
@@ -213,6 +217,20 @@ mod tests {
         assert_eq!(timeout_of(&Probe::default()), Duration::from_secs(1));
         let p = Probe { timeout_seconds: Some(5), ..Default::default() };
         assert_eq!(timeout_of(&p), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn an_exec_times_out_by_code_or_by_the_clock() {
+        use crate::cri::Code;
+        let t = Duration::from_secs(1);
+        for (code, elapsed, want) in [
+            (Code::DeadlineExceeded, Duration::ZERO, true),
+            (Code::Unknown, Duration::from_millis(1000), true),
+            (Code::Unknown, Duration::from_millis(999), false),
+            (Code::NotFound, Duration::from_millis(10), false),
+        ] {
+            assert_eq!(timed_out(code, elapsed, t), want, "{code:?} after {elapsed:?}");
+        }
     }
 
     #[test]
