@@ -18,7 +18,7 @@ impl Source {
     pub fn read(&self) -> Result<Vec<u8>, String> {
         match self {
             Source::Data(d) => Ok(d.clone()),
-            Source::File(p) => std::fs::read(p).map_err(|e| format!("{}: {e}", p.display())),
+            Source::File(p) => crate::bounded::read_file(p, MAX_BYTES).map_err(|e| format!("{}: {e}", p.display())),
         }
     }
 }
@@ -105,11 +105,17 @@ fn source(
     }
 }
 
+/// A kubeconfig larger than this is refused (kubectl's are a few KiB; inline certificates
+/// make them tens).
+const MAX_BYTES: usize = 4 << 20;
+
 /// Reads `path` and resolves `context` (the current context when `None`).
 pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, String> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
-    let file: File = serde_saphyr::from_slice(&bytes).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let bytes = crate::bounded::read_file(path, MAX_BYTES).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    // The parser every other document goes through (its budget), then the shape.
+    let doc = crate::parse::document(&bytes).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let file: File = serde_json::from_value(doc.value).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = context.map(String::from).unwrap_or(file.current_context.clone());
     if name.is_empty() {
@@ -241,5 +247,18 @@ contexts:
         let p = write("half-cert", &CONFIG.replace("    client-key-data: a2V5\n", ""));
         assert!(load(&p, None).unwrap_err().contains("needs its key"));
         assert!(load(Path::new("/nonexistent/kubeconfig"), None).unwrap_err().contains("/nonexistent/kubeconfig"));
+    }
+
+    /// A kubeconfig is read as every other document is: bounded, and parsed under the budget.
+    #[test]
+    fn a_huge_or_deep_kubeconfig_is_refused() {
+        let p = write("huge", &format!("{CONFIG}# {}\n", "x".repeat(MAX_BYTES)));
+        let e = load(&p, None).unwrap_err();
+        assert!(e.contains("huge") && e.contains("limit"), "{e}");
+        let deep = format!("{CONFIG}extensions: {}{}\n", "[".repeat(1000), "]".repeat(1000));
+        let e = load(&write("deep", &deep), None).unwrap_err();
+        assert!(e.contains("deep") && e.contains("recursion limit"), "{e}");
+        let token = write("token", &"t".repeat(MAX_BYTES + 1));
+        assert!(Source::File(token).read().unwrap_err().contains("limit"));
     }
 }
