@@ -75,7 +75,8 @@ fn main() {
 
     // Just started, as after a reboot: each probe's first tick is spread over its period.
     let endpoint = atoll::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").expect("an endpoint");
-    let node = Node::new(atoll::cri::Cri::new(&endpoint), Facts { host_ip: "127.0.0.1".into(), ..Default::default() });
+    let runtime = atoll::cri::Cri::new(&endpoint);
+    let node = Node::new(Facts { host_ip: "127.0.0.1".into(), ..Default::default() });
     let yaml = |i: usize| {
         format!(
             "apiVersion: v1
@@ -121,7 +122,7 @@ spec:
             )
             .unwrap();
             let pod = (*loaded.pods[0].pod).clone();
-            let probes = PodProbes::start(&node, node.runtime(), &pod);
+            let probes = PodProbes::start(&node, &runtime, &pod);
             (pod, probes)
         })
         .collect();

@@ -96,7 +96,7 @@ impl Agent {
                 ("containerd".to_string(), "containerd://unknown".to_string())
             }
         };
-        let node = Node::new(cri.clone(), parts::facts(&s, runtime_name));
+        let node = Node::new(parts::facts(&s, runtime_name));
         let (tx, updates) = smol::channel::bounded::<source::Update>(16);
         let (sources, mut tasks) = parts::sources(&s, &tx);
         if sources.is_empty() {
@@ -111,7 +111,7 @@ impl Agent {
         let (collector, image_tasks) = parts::images(&s, &node, &cri, Arc::new(move || control.wake_all())).await;
         tasks.extend(image_tasks);
         let mirror = parts::mirror(&s, &node, runtime_version);
-        let api = crate::api::Api::new(node.clone(), Some(engine.control()), mirror.clone());
+        let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
         let rollback_dir = Some(s.node.root_dir.join("rollback"));

@@ -5,12 +5,13 @@
 
 use super::server::Response;
 use super::view::Api;
+use crate::cri::RuntimeService;
 use crate::node::imports::FileState;
 use serde_json::json;
 
-pub async fn list(api: &Api) -> Response {
+pub async fn list<RT: RuntimeService>(api: &Api<RT>) -> Response {
     let Some(collector) = api.images.get() else { return off() };
-    let images = match collector.inventory(&api.node, api.node.runtime()).await {
+    let images = match collector.inventory(&api.node, &api.runtime).await {
         Ok(i) => i,
         Err(e) => return Response::error(503, "ServiceUnavailable", format!("the runtime: {e}")),
     };
@@ -45,9 +46,9 @@ pub async fn list(api: &Api) -> Response {
     Response::json(200, &json!({ "items": items, "files": files }))
 }
 
-pub async fn prune(api: &Api, dry_run: bool) -> Response {
+pub async fn prune<RT: RuntimeService>(api: &Api<RT>, dry_run: bool) -> Response {
     let Some(collector) = api.images.get() else { return off() };
-    match collector.collect(&api.node, api.node.runtime(), true, dry_run).await {
+    match collector.collect(&api.node, &api.runtime, true, dry_run).await {
         Ok(r) => {
             let removed: Vec<_> = r.removed.iter().map(|(name, why)| json!({"image": name, "reason": why})).collect();
             Response::json(200, &json!({"dryRun": dry_run, "removed": removed, "freed": r.freed, "errors": r.errors}))

@@ -9,6 +9,7 @@ use super::pods::{find_pod, not_found};
 use super::server::WRITE_DEADLINE;
 use super::server::{self, Request, Response};
 use super::view::Api;
+use crate::cri::RuntimeService;
 use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -164,7 +165,11 @@ struct Wanted {
 
 /// The container of pod `ns/name` and the instance `?previous` names, its files and where
 /// `?tail` begins; a request that names nothing there gets kubelet's error.
-fn wanted(api: &Api, req: &Request, (ns, name, container): (&str, &str, &str)) -> Result<Wanted, Response> {
+fn wanted<RT: RuntimeService>(
+    api: &Api<RT>,
+    req: &Request,
+    (ns, name, container): (&str, &str, &str),
+) -> Result<Wanted, Response> {
     let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
     let status = api.node.statuses().get(&pod.metadata.uid);
     let cs = status
@@ -213,8 +218,8 @@ fn wanted(api: &Api, req: &Request, (ns, name, container): (&str, &str, &str)) -
     Ok(Wanted { pod, container_id: cs.container_id, files, from, follow })
 }
 
-pub async fn serve<R, W>(
-    api: &Api,
+pub async fn serve<R, W, RT: RuntimeService>(
+    api: &Api<RT>,
     req: &Request,
     path: (&str, &str, &str),
     reader: &mut R,
@@ -238,8 +243,14 @@ where
 /// Follows the live file: new whole lines as they come, a rotation (the file replaced)
 /// followed from its start, the end when this instance of the container has stopped or the
 /// client has gone.
-async fn follow<R, W>(api: &Api, w: &Wanted, container: &str, mut offset: u64, reader: &mut R, out: &mut W)
-where
+async fn follow<R, W, RT: RuntimeService>(
+    api: &Api<RT>,
+    w: &Wanted,
+    container: &str,
+    mut offset: u64,
+    reader: &mut R,
+    out: &mut W,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {

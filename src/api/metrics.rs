@@ -3,6 +3,7 @@
 //! names), the runtime's images by state, and the process's RSS, CPU and start time.
 
 use super::view::Api;
+use crate::cri::RuntimeService;
 use std::time::{Duration, SystemTime};
 
 /// The process's resident memory and CPU time, from /proc/self.
@@ -27,7 +28,7 @@ fn process_usage() -> (f64, f64) {
 /// The node's pods as `(pod, its status if any)`.
 type Pods = Vec<(std::sync::Arc<crate::pod::types::Pod>, Option<crate::pod::status::PodStatus>)>;
 
-pub async fn metrics(api: &Api) -> String {
+pub async fn metrics<RT: RuntimeService>(api: &Api<RT>) -> String {
     let mut out = String::new();
     let pods = api.node.statuses().pods();
     pods_and_containers(&mut out, &pods);
@@ -83,7 +84,7 @@ fn pods_and_containers(out: &mut String, pods: &Pods) {
 }
 
 /// The agent's own gauges: API connections, events, whether the runtime answers.
-fn agent(out: &mut String, api: &Api) {
+fn agent<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     use crate::metrics::{header, sample};
     header(out, "atoll_api_connections", "gauge", "Local API connections being served.");
     sample(out, "atoll_api_connections", &[], api.open_connections() as f64);
@@ -95,9 +96,9 @@ fn agent(out: &mut String, api: &Api) {
 }
 
 /// Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's.
-async fn container_usage(out: &mut String, api: &Api, pods: &Pods) {
+async fn container_usage<RT: RuntimeService>(out: &mut String, api: &Api<RT>, pods: &Pods) {
     use crate::metrics::{header, sample};
-    let listed = smol::future::or(async { Ok(api.node.runtime().list_container_stats(None).await) }, async {
+    let listed = smol::future::or(async { Ok(api.runtime.list_container_stats().await) }, async {
         smol::Timer::after(Duration::from_secs(5)).await;
         Err(())
     });
@@ -130,10 +131,10 @@ async fn container_usage(out: &mut String, api: &Api, pods: &Pods) {
 
 /// The runtime's images by state: in use by a container, kept (pinned, needed by a pod,
 /// side-loaded), or collectable.
-async fn images(out: &mut String, api: &Api) {
+async fn images<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     use crate::metrics::{header, sample};
     let Some(collector) = api.images.get() else { return };
-    let listed = smol::future::or(async { Some(collector.inventory(&api.node, api.node.runtime()).await) }, async {
+    let listed = smol::future::or(async { Some(collector.inventory(&api.node, &api.runtime).await) }, async {
         smol::Timer::after(Duration::from_secs(5)).await;
         None
     });
@@ -162,7 +163,7 @@ async fn images(out: &mut String, api: &Api) {
 }
 
 /// The agent's process: resident memory, CPU time, start time.
-fn process(out: &mut String, api: &Api) {
+fn process<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     use crate::metrics::{header, sample};
     let (rss, cpu) = process_usage();
     header(out, "process_resident_memory_bytes", "gauge", "The agent's resident memory.");

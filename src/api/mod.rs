@@ -35,6 +35,7 @@ pub mod view;
 
 pub use view::Api;
 
+use crate::cri::RuntimeService;
 use pods::{find_pod, not_found, pod_list, restart};
 use server::{Request, Response, WRITE_DEADLINE};
 use std::path::Path;
@@ -79,7 +80,7 @@ pub fn bind_socket(path: &Path) -> Result<smol::net::unix::UnixListener, String>
 }
 
 /// Serves the unix socket until the task is dropped.
-pub async fn serve_unix(api: Arc<Api>, listener: smol::net::unix::UnixListener) {
+pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::net::unix::UnixListener) {
     let count = Arc::new(AtomicUsize::new(0));
     loop {
         match listener.accept().await {
@@ -96,7 +97,7 @@ pub async fn serve_unix(api: Arc<Api>, listener: smol::net::unix::UnixListener) 
 }
 
 /// Serves a TCP listener with the given scope until the task is dropped.
-pub async fn serve_tcp(api: Arc<Api>, listener: smol::net::TcpListener, scope: Scope) {
+pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::net::TcpListener, scope: Scope) {
     let count = Arc::new(AtomicUsize::new(0));
     loop {
         match listener.accept().await {
@@ -117,7 +118,7 @@ async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
     let _ = crate::deadline::with_deadline(WRITE_DEADLINE, server::write_response(w, r)).await;
 }
 
-async fn handle<S>(api: &Api, count: &AtomicUsize, mut stream: S, scope: Scope)
+async fn handle<S, RT: RuntimeService>(api: &Api<RT>, count: &AtomicUsize, mut stream: S, scope: Scope)
 where
     S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin,
 {
@@ -145,7 +146,7 @@ where
     respond(&mut stream, &response).await;
 }
 
-async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Response {
+async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&str], scope: Scope) -> Response {
     let allowed = match (scope, segments.first().copied()) {
         (_, Some("healthz")) => true,
         (Scope::Healthz, _) => false,
@@ -203,12 +204,13 @@ async fn route(api: &Api, req: &Request, segments: &[&str], scope: Scope) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cri::fake::FakeRuntime;
 
     #[test]
     fn healthz_fails_when_the_relist_stalls() {
         use crate::node::Node;
         use std::time::Instant;
-        let api = Api::new(Node::without_runtime(), None, None);
+        let api = Api::new(Node::sample(), FakeRuntime::default(), None, None);
         api.node.heartbeat().beat(Instant::now(), true, Duration::from_secs(1));
         assert_eq!(api.stalled(), None);
         api.node.heartbeat().beat(Instant::now() - Duration::from_secs(45), true, Duration::from_secs(1));
@@ -224,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_read_only_port_serves_pods_events_and_metrics_but_never_objects() {
-        let api = Api::new(crate::node::Node::without_runtime(), None, None);
+        let api = Api::new(crate::node::Node::sample(), FakeRuntime::default(), None, None);
         let get = |path: &str, scope| {
             let req = server::parse_head(&format!("GET {path} HTTP/1.1")).unwrap();
             let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
@@ -236,5 +238,52 @@ mod tests {
         assert_eq!(get("/pods", Scope::ReadOnly), 200);
         assert_eq!(get("/pods/default/web", Scope::ReadOnly), 404, "allowed, and not found");
         assert_eq!(get("/pods/default/web/objects", Scope::Full), 404, "the socket serves it");
+    }
+
+    /// The API reads images and their use through the runtime the engine uses, so it runs
+    /// against the fake: prune takes only what is neither in use nor the sandbox image.
+    #[test]
+    fn images_and_prune_go_through_the_engines_runtime() {
+        use crate::cri::api::{ContainerConfig, ImageSpec, PodSandboxConfig};
+        let fake = FakeRuntime::default().with_image("app:1").with_image("old:1").with_sandbox_image("pause:3.9");
+        fake.import("pause:3.9");
+        smol::block_on(async {
+            let sandbox = fake.run_pod_sandbox(PodSandboxConfig::default(), "").await.unwrap();
+            let image = Some(ImageSpec { image: "app:1".into(), ..Default::default() });
+            let config = ContainerConfig { image, ..Default::default() };
+            let id = fake.create_container(&sandbox, config, PodSandboxConfig::default()).await.unwrap();
+            fake.start_container(&id).await.unwrap();
+        });
+        let api = Api::new(crate::node::Node::sample(), fake.clone(), None, None);
+        let policy = crate::images::gc::Policy::default();
+        api.set_images(Arc::new(crate::images::gc::Collector::new(policy, Duration::from_secs(300))));
+        let call = |head: &str| {
+            let req = server::parse_head(head).unwrap();
+            let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+            let r = smol::block_on(route(&api, &req, &segments, Scope::Full));
+            (r.status, String::from_utf8_lossy(&r.body).into_owned())
+        };
+        let (status, body) = call("GET /images HTTP/1.1");
+        assert_eq!(status, 200, "{body}");
+        let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let in_use: Vec<&str> = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["inUse"] == true)
+            .filter_map(|i| i["id"].as_str())
+            .collect();
+        assert_eq!(in_use, ["sha256:app:1"], "{body}");
+
+        let (status, body) = call("POST /images/prune?dryRun=true HTTP/1.1");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"old:1\"") && !body.contains("app:1") && !body.contains("pause"), "{body}");
+        assert_eq!(fake.images(), ["app:1", "old:1", "pause:3.9"], "a dry run removes nothing");
+        let (status, body) = call("POST /images/prune HTTP/1.1");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(fake.images(), ["app:1", "pause:3.9"]);
+        let metrics = smol::block_on(metrics::metrics(&api));
+        assert!(metrics.contains("atoll_images{state=\"in_use\"} 1"), "{metrics}");
+        assert!(metrics.contains("container_memory_working_set_bytes"), "{metrics}");
     }
 }

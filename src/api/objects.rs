@@ -4,6 +4,7 @@
 //! never leaves the agent through here.
 
 use super::view::Api;
+use crate::cri::RuntimeService;
 use crate::objects::LocalObject;
 use crate::pod::types::Pod;
 use serde_json::{json, Value};
@@ -14,7 +15,7 @@ fn keys(o: &LocalObject) -> Value {
 }
 
 /// `GET /objects`.
-pub fn list(api: &Api) -> Value {
+pub fn list<RT: RuntimeService>(api: &Api<RT>) -> Value {
     let items: Vec<Value> = api
         .node
         .objects()
@@ -30,7 +31,7 @@ pub fn list(api: &Api) -> Value {
 
 /// `GET /pods/{ns}/{name}/objects`: each object `pod` references, once, with the field paths
 /// that name it and the keys it needs that are missing.
-pub fn of_pod(api: &Api, pod: &Pod) -> Value {
+pub fn of_pod<RT: RuntimeService>(api: &Api<RT>, pod: &Pod) -> Value {
     let mut items: Vec<Value> = Vec::new();
     for r in crate::pod::references::object_refs(pod) {
         let found = api.node.objects().get(r.kind, &pod.metadata.namespace, &r.name);

@@ -4,14 +4,15 @@
 
 use super::server::Response;
 use super::view::Api;
+use crate::cri::RuntimeService;
 
 /// Where the pod's mirror on the API server stands (local API only; never sent anywhere).
 pub const ANNOTATION_MIRROR_STATE: &str = "atoll.io/mirror";
 
 /// A pod as the API shows it: the manifest's object with `status` added, and the state of its
 /// mirror as an annotation when atoll mirrors to an API server.
-pub fn pod_json(
-    api: &Api,
+pub fn pod_json<RT: RuntimeService>(
+    api: &Api<RT>,
     pod: &crate::pod::types::Pod,
     status: Option<&crate::pod::status::PodStatus>,
 ) -> serde_json::Value {
@@ -31,7 +32,7 @@ pub fn pod_json(
     v
 }
 
-pub fn pod_list(api: &Api) -> serde_json::Value {
+pub fn pod_list<RT: RuntimeService>(api: &Api<RT>) -> serde_json::Value {
     let mut pods = api.node.statuses().pods();
     pods.sort_by_key(|p| p.0.key());
     let items: Vec<serde_json::Value> = pods.iter().map(|(p, s)| pod_json(api, p, s.as_ref())).collect();
@@ -39,7 +40,11 @@ pub fn pod_list(api: &Api) -> serde_json::Value {
 }
 
 /// The pod `ns/name`; a static pod may also be named without its node suffix.
-pub fn find_pod(api: &Api, ns: &str, name: &str) -> Option<(serde_json::Value, crate::pod::types::Pod)> {
+pub fn find_pod<RT: RuntimeService>(
+    api: &Api<RT>,
+    ns: &str,
+    name: &str,
+) -> Option<(serde_json::Value, crate::pod::types::Pod)> {
     let pods = api.node.statuses().pods();
     let with_node = format!("{name}-{}", api.node.facts().name);
     let found = pods
@@ -56,7 +61,7 @@ pub fn not_found(ns: &str, name: &str) -> Response {
     Response::error(404, "NotFound", format!("pods \"{name}\" not found in namespace \"{ns}\""))
 }
 
-pub async fn restart(api: &Api, ns: &str, name: &str) -> Response {
+pub async fn restart<RT: RuntimeService>(api: &Api<RT>, ns: &str, name: &str) -> Response {
     let Some((_, pod)) = find_pod(api, ns, name) else { return not_found(ns, name) };
     let Some(control) = &api.control else {
         return Response::error(503, "ServiceUnavailable", "this agent runs no pods");

@@ -1,8 +1,9 @@
-//! What the local API sees of the agent: the node (statuses, events, the heartbeat, the
-//! runtime for container stats), the engine's workers (a restart goes through them), the
+//! What the local API sees of the agent: the node (statuses, events, the heartbeat), the
+//! runtime the engine uses (container stats, images), the engine's workers (a restart goes through them), the
 //! mirror's reports when atoll mirrors to an API server; the image collector; and the count of
 //! connections served.
 
+use crate::cri::{Cri, RuntimeService};
 use crate::mirror::MirrorState;
 use crate::node::Node;
 use crate::runtime::Control;
@@ -15,8 +16,9 @@ pub const MAX_CONNECTIONS: usize = 64;
 
 /// The API's view of the agent: the node, the engine's workers (for a restart), and the
 /// mirror's reports when atoll mirrors to an API server.
-pub struct Api {
+pub struct Api<R = Cri> {
     pub(crate) node: Arc<Node>,
+    pub(crate) runtime: R,
     pub(crate) control: Option<Control>,
     pub(crate) mirror: Option<Arc<MirrorState>>,
     pub(crate) started_at: SystemTime,
@@ -39,10 +41,11 @@ impl Drop for Slot<'_> {
     }
 }
 
-impl Api {
-    pub fn new(node: Arc<Node>, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api> {
+impl<R: RuntimeService> Api<R> {
+    pub fn new(node: Arc<Node>, runtime: R, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api<R>> {
         let images = std::sync::OnceLock::new();
-        Arc::new(Api { node, control, mirror, started_at: SystemTime::now(), images, open: AtomicUsize::new(0) })
+        let started_at = SystemTime::now();
+        Arc::new(Api { node, runtime, control, mirror, started_at, images, open: AtomicUsize::new(0) })
     }
 
     /// Serves `/images` from this collector.

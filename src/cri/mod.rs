@@ -8,13 +8,16 @@
 //! - `ids`: [`ids::ContainerId`], and how logs show a runtime's ID ([`ids::short`], safe on any).
 //! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
 //! - `features`: what a runtime can do that CRI cannot be asked, by its version.
-//! - `service`: [`RuntimeService`], the calls the engine makes, as a trait (so it can run
+//! - `service`: [`RuntimeService`], the calls every part makes, as a trait (so it can run
 //!   against a fake in unit tests).
+//! - `fake` (tests only): a runtime in memory implementing it.
 //!
 //! Nothing here decides anything about pods: the runtime module calls these methods.
 
 pub mod api;
 pub mod client;
+#[cfg(test)]
+pub mod fake;
 pub mod features;
 pub mod grpc;
 pub mod ids;

@@ -1,13 +1,13 @@
-//! [`RuntimeService`]: the CRI calls the pod engine, the lifecycle hooks and log rotation make,
-//! as a trait (kubelet's `internalapi.RuntimeService` and `ImageManagerService`). [`Cri`]
+//! [`RuntimeService`]: the CRI calls the pod engine, the probes, the lifecycle hooks, log
+//! rotation, image garbage collection and the local API make, as a trait (kubelet's `internalapi.RuntimeService` and `ImageManagerService`). [`Cri`]
 //! implements it against a real runtime; the engine's unit tests implement it with a fake
-//! (`runtime::fake`), so a pod's sync, teardown, adoption and orphan handling are tested
+//! (`cri::fake`), so a pod's sync, teardown, adoption and orphan handling are tested
 //! without containerd. Methods and errors are [`Cri`]'s.
 
 use super::api::{
-    AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerFilter, ContainerStatusResponse,
-    ExecSyncRequest, ExecSyncResponse, Image, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse,
-    VersionResponse,
+    AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerFilter, ContainerStats,
+    ContainerStatusResponse, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoResponse, PodSandbox,
+    PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse, StatusResponse, VersionResponse,
 };
 use super::client::{ContainerEvents, Cri};
 use super::status::Status;
@@ -20,6 +20,7 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
     type Events: EventStream;
 
     fn version(&self) -> impl Future<Output = Result<VersionResponse, Status>> + Send;
+    fn status(&self, verbose: bool) -> impl Future<Output = Result<StatusResponse, Status>> + Send;
     fn run_pod_sandbox(
         &self,
         config: PodSandboxConfig,
@@ -70,6 +71,10 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
         auth: Option<AuthConfig>,
         sandbox_config: Option<PodSandboxConfig>,
     ) -> impl Future<Output = Result<String, Status>> + Send;
+    fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, Status>> + Send;
+    fn remove_image(&self, image: &str) -> impl Future<Output = Result<(), Status>> + Send;
+    fn image_fs_info(&self) -> impl Future<Output = Result<ImageFsInfoResponse, Status>> + Send;
+    fn list_container_stats(&self) -> impl Future<Output = Result<Vec<ContainerStats>, Status>> + Send;
 }
 
 /// A stream of container events (GetContainerEvents).
@@ -89,6 +94,9 @@ impl RuntimeService for Cri {
 
     async fn version(&self) -> Result<VersionResponse, Status> {
         Cri::version(self).await
+    }
+    async fn status(&self, verbose: bool) -> Result<StatusResponse, Status> {
+        Cri::status(self, verbose).await
     }
     async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
         Cri::run_pod_sandbox(self, config, runtime_handler).await
@@ -151,5 +159,17 @@ impl RuntimeService for Cri {
         sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, Status> {
         Cri::pull_image(self, image, auth, sandbox_config).await
+    }
+    async fn list_images(&self) -> Result<Vec<Image>, Status> {
+        Cri::list_images(self, None).await
+    }
+    async fn remove_image(&self, image: &str) -> Result<(), Status> {
+        Cri::remove_image(self, image).await
+    }
+    async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, Status> {
+        Cri::image_fs_info(self).await
+    }
+    async fn list_container_stats(&self) -> Result<Vec<ContainerStats>, Status> {
+        Cri::list_container_stats(self, None).await
     }
 }

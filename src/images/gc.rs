@@ -8,7 +8,7 @@
 //! whether running, waiting or backing off), or by the images directory. The decision is
 //! [`plan`], a pure function; [`Collector`] gathers the facts from the runtime and acts.
 
-use crate::cri::Cri;
+use crate::cri::RuntimeService;
 use crate::node::Node;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -144,7 +144,7 @@ impl Collector {
 
     /// Collects every period (kubelet's [`PERIOD`] by default) until the task is dropped (the first after one period, as
     /// kubelet, so that nothing is judged before the pods have started).
-    pub async fn run(&self, node: &Node, cri: &Cri) {
+    pub async fn run<R: RuntimeService>(&self, node: &Node, cri: &R) {
         loop {
             smol::Timer::after(self.period).await;
             if self.policy.high_percent >= 100 && self.policy.max_age.is_none() {
@@ -157,14 +157,20 @@ impl Collector {
     }
 
     /// Every image with what the collector knows of it.
-    pub async fn inventory(&self, node: &Node, cri: &Cri) -> Result<Vec<Candidate>, String> {
+    pub async fn inventory<R: RuntimeService>(&self, node: &Node, cri: &R) -> Result<Vec<Candidate>, String> {
         let mut usage = self.usage.lock().await;
         inventory(node, cri, &mut usage).await
     }
 
     /// Looks at the runtime's images and removes what [`plan`] says (nothing when `dry_run`);
     /// `force`: every image that may go (`atoll images prune`).
-    pub async fn collect(&self, node: &Node, cri: &Cri, force: bool, dry_run: bool) -> Result<Report, String> {
+    pub async fn collect<R: RuntimeService>(
+        &self,
+        node: &Node,
+        cri: &R,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<Report, String> {
         let mut usage = self.usage.lock().await;
         let candidates = inventory(node, cri, &mut usage).await?;
         let decided = plan(&candidates, disk(cri).await, self.policy, SystemTime::now(), force);
@@ -195,9 +201,9 @@ impl Collector {
 }
 
 /// The runtime's images as candidates: in use, pinned and why, first seen and last used.
-async fn inventory(node: &Node, cri: &Cri, usage: &mut Usage) -> Result<Vec<Candidate>, String> {
+async fn inventory<R: RuntimeService>(node: &Node, cri: &R, usage: &mut Usage) -> Result<Vec<Candidate>, String> {
     let now = SystemTime::now();
-    let images = cri.list_images(None).await.map_err(|e| e.to_string())?;
+    let images = cri.list_images().await.map_err(|e| e.to_string())?;
     let containers = cri.list_containers(None).await.map_err(|e| e.to_string())?;
     let in_use: BTreeSet<&str> = containers.iter().map(|c| c.image_ref.as_str()).collect();
     let pinned_names = pinned_names(node, cri).await;
@@ -233,7 +239,7 @@ fn kept_by_name(tags: &[String], digests: &[String], kept: &BTreeMap<String, Str
 
 /// Images to keep by name, and why: the pods' (running, waiting or backing off), the images
 /// directory's, and the runtime's sandbox image.
-async fn pinned_names(node: &Node, cri: &Cri) -> BTreeMap<String, String> {
+async fn pinned_names<R: RuntimeService>(node: &Node, cri: &R) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for (pod, _) in node.statuses().pods() {
         for image in super::names::pod_images(&pod) {
@@ -251,7 +257,7 @@ async fn pinned_names(node: &Node, cri: &Cri) -> BTreeMap<String, String> {
 }
 
 /// The runtime's sandbox (pause) image, from its verbose status (containerd's config).
-async fn sandbox_image(cri: &Cri) -> Option<String> {
+async fn sandbox_image<R: RuntimeService>(cri: &R) -> Option<String> {
     let status = cri.status(true).await.ok()?;
     let config: serde_json::Value = crate::parse::json(status.info.get("config")?.as_bytes()).ok()?;
     let image = config.get("sandboxImage").or_else(|| config.pointer("/pinnedImages/sandbox"))?;
@@ -259,7 +265,7 @@ async fn sandbox_image(cri: &Cri) -> Option<String> {
 }
 
 /// The image filesystem's size and free space (CRI ImageFsInfo gives its mount point).
-pub async fn disk(cri: &Cri) -> Option<Disk> {
+pub async fn disk<R: RuntimeService>(cri: &R) -> Option<Disk> {
     let info = cri.image_fs_info().await.ok()?;
     let mount = info.image_filesystems.first()?.fs_id.as_ref()?.mountpoint.clone();
     let st = rustix::fs::statvfs(mount.as_str()).ok()?;

@@ -2,8 +2,6 @@
 //! nothing that belongs to one of them. A [`Node`] has private fields, one constructor and
 //! narrow handles:
 //!
-//! - [`Node::runtime`]: the CRI client (the engine acts through it; probes exec through it;
-//!   the local API reads container stats);
 //! - [`Node::facts`]: the node's name, addresses, capacity, directories and DNS, fixed at start;
 //! - [`Node::statuses`]: every pod's latest status (written by workers, read by the API and
 //!   the mirror), and [`Node::events`]: the lifecycle events;
@@ -13,8 +11,9 @@
 //!   sets; workers read them when a container starts and to refresh a pod's volumes).
 //!
 //! `observed` is the engine's vocabulary for what the runtime shows, shared with the probes
-//! and the status. The mirror's state, the back-offs and the registry credentials are not
-//! here: they belong to the mirror and the engine.
+//! and the status. The runtime client, the mirror's state, the back-offs and the registry
+//! credentials are not here: the agent hands its one runtime client to each part that calls it
+//! (the engine, probes, image GC, the API), and the rest belong to the mirror and the engine.
 
 pub mod events;
 pub mod heartbeat;
@@ -28,7 +27,6 @@ pub use heartbeat::Heartbeat;
 pub use imports::Imports;
 pub use store::StatusStore;
 
-use crate::cri::Cri;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,8 +56,6 @@ pub struct Facts {
 
 /// The node-wide state every part shares.
 pub struct Node {
-    /// The CRI client.
-    runtime: Cri,
     facts: Facts,
     /// Every pod's latest status.
     statuses: StatusStore,
@@ -73,9 +69,8 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(runtime: Cri, facts: Facts) -> Arc<Node> {
+    pub fn new(facts: Facts) -> Arc<Node> {
         Arc::new(Node {
-            runtime,
             facts,
             statuses: StatusStore::default(),
             events: Events::default(),
@@ -86,10 +81,8 @@ impl Node {
         })
     }
 
-    /// A node whose runtime socket does not exist, started an hour ago: for tests and
-    /// benchmarks of the parts that do not call the runtime.
-    pub fn without_runtime() -> Arc<Node> {
-        let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").expect("a valid endpoint");
+    /// A node started an hour ago, for tests and benchmarks.
+    pub fn sample() -> Arc<Node> {
         let facts = Facts {
             name: "test-node".into(),
             host_ip: "127.0.0.1".into(),
@@ -98,15 +91,11 @@ impl Node {
             runtime_name: "containerd".into(),
             ..Default::default()
         };
-        let mut node = Node::new(Cri::new(&endpoint), facts);
+        let mut node = Node::new(facts);
         if let Some(n) = Arc::get_mut(&mut node) {
             n.started = Instant::now().checked_sub(Duration::from_secs(3600)).unwrap_or(n.started);
         }
         node
-    }
-
-    pub fn runtime(&self) -> &Cri {
-        &self.runtime
     }
 
     pub fn facts(&self) -> &Facts {

@@ -386,8 +386,8 @@ mod tests {
             "livenessProbe":{{"tcpSocket":{{"host":"127.0.0.1","port":{port}}},"periodSeconds":1,"failureThreshold":2}}}}]}}}}"#
         ))
         .unwrap();
-        let node = Node::without_runtime();
-        let probes = smol::block_on(async { PodProbes::start(&node, node.runtime(), &pod) });
+        let node = Node::sample();
+        let probes = smol::block_on(async { PodProbes::start(&node, &crate::cri::fake::FakeRuntime::default(), &pod) });
         let started = SystemTime::now();
         let t0 = Instant::now();
         probes.update(&pod, &running("c", "id1", started), "127.0.0.1", false);

@@ -6,8 +6,7 @@ use crate::pod::status::{ContainerStatus, PodCondition, PodStatus};
 use crate::trust::{test_key, Trust};
 
 fn node() -> Arc<Node> {
-    let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap();
-    Node::new(crate::cri::Cri::new(&endpoint), Facts { name: "n1".into(), ..Default::default() })
+    Node::new(Facts { name: "n1".into(), ..Default::default() })
 }
 
 /// The manifest file of the version of `web` that runs `image`, signed with test key 1.

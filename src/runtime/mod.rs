@@ -1,5 +1,5 @@
 //! The pod engine: turns the desired set of pods into sandboxes and containers and keeps them
-//! so, through any [`RuntimeService`](crate::cri::RuntimeService) (the CRI client, or `fake` in
+//! so, through any [`RuntimeService`](crate::cri::RuntimeService) (the CRI client, or `cri::fake` in
 //! unit tests). Four trades, as in kubelet:
 //!
 //! - **the loop**: `engine` (one worker per pod UID), `ledger` (its pure decisions: one
@@ -38,8 +38,6 @@ pub mod context;
 pub mod credentials;
 pub mod engine;
 pub mod errors;
-#[cfg(test)]
-mod fake;
 pub mod images;
 pub mod inbox;
 pub mod ledger;

@@ -4,10 +4,10 @@
 //! prove the same against containerd; these prove the engine's own decisions, fast.
 
 use super::context::Context;
-use super::fake::FakeRuntime;
 use super::sync::{sync, Mode, Synced};
 use super::{Engine, EngineConfig, Tuning, TuningConfig};
 use crate::cri::api::ContainerState as Cri;
+use crate::cri::fake::FakeRuntime;
 use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
 use crate::node::probing::NoProbes;
 use crate::node::{Facts, Node};
@@ -41,8 +41,7 @@ fn node(root: &std::path::Path) -> Arc<Node> {
         runtime_name: "fake".into(),
         ..Default::default()
     };
-    let endpoint = crate::cri::Endpoint::parse("unix:///nonexistent/atoll.sock").unwrap();
-    Node::new(crate::cri::Cri::new(&endpoint), facts)
+    Node::new(facts)
 }
 
 fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {

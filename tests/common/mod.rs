@@ -228,6 +228,8 @@ pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Opt
 /// bed's log dir), the engine's tuning (back-off 1 s doubling to 4 s) and settings.
 pub struct EngineEnv {
     pub node: std::sync::Arc<atoll::node::Node>,
+    /// The test bed's runtime, the one client every part uses.
+    pub cri: Cri,
     pub tuning: std::sync::Arc<atoll::runtime::Tuning>,
     pub config: atoll::runtime::EngineConfig,
 }
@@ -237,10 +239,10 @@ impl EngineEnv {
     pub fn engine(&self) -> atoll::runtime::Engine<Cri> {
         atoll::runtime::Engine::new(
             self.node.clone(),
-            self.node.runtime().clone(),
+            self.cri.clone(),
             self.tuning.clone(),
             self.config,
-            atoll::probe::Manager::new(self.node.clone(), self.node.runtime().clone()),
+            atoll::probe::Manager::new(self.node.clone(), self.cri.clone()),
         )
     }
 
@@ -271,7 +273,8 @@ pub fn engine_env(
     };
     let s = Duration::from_secs(1);
     EngineEnv {
-        node: atoll::node::Node::new(tb.cri(), facts),
+        node: atoll::node::Node::new(facts),
+        cri: tb.cri(),
         tuning: std::sync::Arc::new(atoll::runtime::Tuning::new(&atoll::runtime::TuningConfig::back_off((s, s * 4)))),
         config: atoll::runtime::EngineConfig { resync: Some(resync), log_rotation, ..Default::default() },
     }
