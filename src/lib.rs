@@ -11,17 +11,18 @@
 //! 1. `cli`: the commands; `atoll run` calls the agent.
 //! 2. `agent`: the one runner, which builds every part from the settings.
 //! 3. `config`: the flag table, the config files, and `Settings` made of each part's options.
-//! 4. `api`: the local API, healthz and the read-only port.
-//! 5. `mirror` `rollback`: the API server side; the health-gated rollback stage over the sources.
-//! 6. `source` `images` `runtime` `probe`: manifest sources; side-loading and image GC; the
+//! 4. `kubelet_server`: kubelet's HTTPS server for the API server, metrics-server and kubectl.
+//! 5. `api`: the local API, healthz and the read-only port.
+//! 6. `mirror` `rollback`: the API server side; the health-gated rollback stage over the sources.
+//! 7. `source` `images` `runtime` `probe`: manifest sources; side-loading and image GC; the
 //!    engine, workers and kuberuntime's acts; the probers.
-//! 7. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
-//! 8. `node`: node-wide state with narrow handles (runtime client, facts, statuses, events, objects).
-//! 9. `objects` `cri` `trust` `age`: local ConfigMaps and Secrets; the CRI client; signatures
-//!    and versions; age decryption.
-//! 10. `records` `metrics`: small JSON records on disk; counters and histograms.
-//! 11. `pod`: the Pod model, its validation and safe paths.
-//! 12. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
+//! 8. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
+//! 9. `node`: node-wide state with narrow handles (facts, statuses, events, imports, objects).
+//! 10. `objects` `cri` `trust` `age`: local ConfigMaps and Secrets; the CRI client and its
+//!     trait; signatures and versions; age decryption.
+//! 11. `records` `metrics`: small JSON records on disk; counters and histograms.
+//! 12. `pod`: the Pod model, its validation and safe paths.
+//! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
 //!     `rfc3339` `notify` `root_dir` `short_id`: leaves, which import nothing of atoll.
 
 pub mod age;
@@ -39,6 +40,7 @@ pub mod fnv;
 pub mod handlers;
 pub mod http1;
 pub mod images;
+pub mod kubelet_server;
 pub mod locks;
 pub mod metrics;
 pub mod mirror;

@@ -1,0 +1,207 @@
+//! The serving certificate when none is configured (`tlsCertFile`/`tlsPrivateKeyFile` unset):
+//! as kubelet, a self-signed certificate kept under the root dir (`pki/kubelet.crt` and
+//! `pki/kubelet.key`, the key 0600). Unlike kubelet, whose self-signed certificate keeps the
+//! names it was first made with, atoll makes a new one when the node's published addresses
+//! or hostname change or it comes within 30 days of expiry, so a client that checks names
+//! never meets "certificate is valid for X, not Y".
+//!
+//! ECDSA P-256 with SHA-256 (ring), one year of validity from an hour ago (clock skew), the
+//! SANs each an IP address or a DNS name, `serverAuth` only. The DER is written here by hand
+//! (a few fixed structures), and the tests check it with rustls and webpki, as clients will.
+
+use ring::rand::SystemRandom;
+use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// How long a made certificate is valid.
+const VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// A certificate this close to its end is made again.
+const RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A certificate and its key, both DER.
+pub struct Serving {
+    pub cert: Vec<u8>,
+    /// PKCS#8.
+    pub key: Vec<u8>,
+}
+
+/// The certificate in `dir` when it was made for exactly `names` and is not near its end,
+/// else a new one (written there). `names`: IP addresses and DNS names, the first the subject.
+pub fn load_or_make(dir: &Path, names: &[String], now: SystemTime) -> Result<Serving, String> {
+    let (cert_path, key_path, record_path) =
+        (dir.join("kubelet.crt"), dir.join("kubelet.key"), dir.join("kubelet.sans"));
+    let wanted = names.join("\n");
+    let kept = || -> Option<Serving> {
+        let record = crate::bounded::read_file(&record_path, 64 << 10).ok()?;
+        let (until, made_for) = std::str::from_utf8(&record).ok()?.split_once('\n')?;
+        let until = SystemTime::UNIX_EPOCH + Duration::from_secs(until.parse().ok()?);
+        if made_for != wanted || until < now + RENEW_BEFORE {
+            return None;
+        }
+        let cert = pem_body(&crate::bounded::read_file(&cert_path, 64 << 10).ok()?, "CERTIFICATE")?;
+        let key = pem_body(&crate::bounded::read_file(&key_path, 64 << 10).ok()?, "PRIVATE KEY")?;
+        Some(Serving { cert, key })
+    };
+    if let Some(s) = kept() {
+        return Ok(s);
+    }
+    let made = make(names, now)?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    write_private(&key_path, pem("PRIVATE KEY", &made.key).as_bytes())?;
+    write_private(&cert_path, pem("CERTIFICATE", &made.cert).as_bytes())?;
+    let until = (now + VALIDITY).duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    write_private(&record_path, format!("{until}\n{wanted}").as_bytes())?;
+    Ok(made)
+}
+
+/// A new self-signed certificate for `names`, valid from an hour before `now` for a year.
+pub fn make(names: &[String], now: SystemTime) -> Result<Serving, String> {
+    let subject = names.first().ok_or("a serving certificate needs at least one name")?;
+    let rng = SystemRandom::new();
+    let key = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+        .map_err(|_| "generating a P-256 key failed".to_string())?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, key.as_ref(), &rng)
+        .map_err(|_| "reading the new P-256 key failed".to_string())?;
+    let mut serial = [0u8; 16];
+    ring::rand::SecureRandom::fill(&rng, &mut serial).map_err(|_| "no randomness for a serial".to_string())?;
+    serial[0] &= 0x7f; // positive
+    serial[0] |= 0x40; // and of its full length
+    let at = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let name = der(SEQ, &der(SET, &der(SEQ, &[OID_CN, &der(UTF8, format!("{subject}@{at}").as_bytes())].concat())));
+    let from = now.checked_sub(Duration::from_secs(3600)).unwrap_or(now);
+    let validity = der(SEQ, &[time(from), time(now + VALIDITY)].concat());
+    let spki = der(SEQ, &[&der(SEQ, &[OID_EC_KEY, OID_P256].concat())[..], &bits(pair.public_key().as_ref())].concat());
+    let extensions = der(
+        0xa3,
+        &der(
+            SEQ,
+            &[
+                extension(OID_BASIC, true, &der(SEQ, &[])),
+                extension(OID_KEY_USAGE, true, &[0x03, 0x02, 0x07, 0x80]),
+                extension(OID_EXT_KEY_USAGE, false, &der(SEQ, OID_SERVER_AUTH)),
+                extension(OID_SAN, false, &der(SEQ, &alt_names(names)?)),
+            ]
+            .concat(),
+        ),
+    );
+    let tbs = der(
+        SEQ,
+        &[
+            &[0xa0, 0x03, 0x02, 0x01, 0x02][..],
+            &der(0x02, &serial),
+            &der(SEQ, OID_ECDSA_SHA256),
+            &name,
+            &validity,
+            &name,
+            &spki,
+            &extensions,
+        ]
+        .concat(),
+    );
+    let signature = pair.sign(&rng, &tbs).map_err(|_| "signing the certificate failed".to_string())?;
+    let cert = der(SEQ, &[&tbs[..], &der(SEQ, OID_ECDSA_SHA256), &bits(signature.as_ref())].concat());
+    Ok(Serving { cert, key: key.as_ref().to_vec() })
+}
+
+const SEQ: u8 = 0x30;
+const SET: u8 = 0x31;
+const UTF8: u8 = 0x0c;
+const OID_CN: &[u8] = &[0x06, 0x03, 0x55, 0x04, 0x03];
+const OID_ECDSA_SHA256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
+const OID_EC_KEY: &[u8] = &[0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+const OID_P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const OID_BASIC: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x13];
+const OID_KEY_USAGE: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x0f];
+const OID_EXT_KEY_USAGE: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x25];
+const OID_SAN: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x11];
+const OID_SERVER_AUTH: &[u8] = &[0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+
+/// One DER element: tag, definite length, content.
+fn der(tag: u8, content: &[u8]) -> Vec<u8> {
+    let len = content.len();
+    let mut out = vec![tag];
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// A BIT STRING of whole bytes.
+fn bits(bytes: &[u8]) -> Vec<u8> {
+    der(0x03, &[&[0u8][..], bytes].concat())
+}
+
+fn extension(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
+    let critical: &[u8] = if critical { &[0x01, 0x01, 0xff] } else { &[] };
+    der(SEQ, &[oid, critical, &der(0x04, value)].concat())
+}
+
+/// The SAN entries: `iPAddress` for an address, `dNSName` otherwise.
+fn alt_names(names: &[String]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        match n.parse::<IpAddr>() {
+            Ok(IpAddr::V4(ip)) => out.extend(der(0x87, &ip.octets())),
+            Ok(IpAddr::V6(ip)) => out.extend(der(0x87, &ip.octets())),
+            Err(_) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)) => {
+                out.extend(der(0x82, n.as_bytes()))
+            }
+            Err(_) => return Err(format!("{n:?} is neither an IP address nor a DNS name")),
+        }
+    }
+    Ok(out)
+}
+
+/// UTCTime through 2049, GeneralizedTime after (RFC 5280).
+fn time(t: SystemTime) -> Vec<u8> {
+    let text = crate::rfc3339::format_seconds(t); // 2026-11-26T08:00:00Z
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    if digits.as_str() < "2050" {
+        der(0x17, format!("{}Z", &digits[2..]).as_bytes())
+    } else {
+        der(0x18, format!("{digits}Z").as_bytes())
+    }
+}
+
+fn pem(label: &str, der: &[u8]) -> String {
+    let b64 = crate::base64::encode(der);
+    let lines: Vec<&str> = b64.as_bytes().chunks(64).filter_map(|c| std::str::from_utf8(c).ok()).collect();
+    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+}
+
+/// The DER inside the first PEM block labelled `label`.
+fn pem_body(text: &[u8], label: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(text).ok()?;
+    let begin = format!("-----BEGIN {label}-----");
+    let start = text.find(&begin)? + begin.len();
+    let end = text[start..].find("-----END")? + start;
+    let b64: String = text[start..end].split_whitespace().collect();
+    crate::base64::decode(&b64).ok()
+}
+
+/// Writes a file only root can read, whole or not at all.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+#[path = "cert_tests.rs"]
+mod tests;
