@@ -10,9 +10,14 @@
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
 //! - `reviews`: the TokenReview and SubjectAccessReview bodies and replies;
 //! - `cache`: the answers kept for their TTLs, bounded, tokens keyed by digest;
-//! - `cert`: the self-signed serving certificate, made again when the node's names change.
+//! - `cert`: the self-signed serving certificate, made again when the node's names change;
+//! - `peer`: the user and groups a verified client certificate names;
+//! - `auth`: one request's authentication and authorization, with kubelet's chain, caches
+//!   and answers, asking the API server through a `Reviewer`.
 
+pub mod auth;
 pub mod authz;
 pub mod cache;
 pub mod cert;
+pub mod peer;
 pub mod reviews;
