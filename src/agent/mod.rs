@@ -114,6 +114,7 @@ impl Agent {
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
+        tasks.extend(parts::kubelet_server(&s, &node, &api).await);
         let rollback_dir = Some(s.node.root_dir.join("rollback"));
         let url = s.sources.url.url.clone();
         let rollback = crate::rollback::Rollback::new(rollback_dir, s.rollback, parts::intake(&s), url);

@@ -120,7 +120,6 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
     let m = &s.mirror;
     let kubeconfig = m.kubeconfig.clone()?;
     let state = Arc::new(crate::mirror::MirrorState::default());
-    let read_only_port = s.listeners.read_only.as_deref().and_then(|a| a.rsplit(':').next()?.parse().ok());
     let opts = crate::mirror::Options {
         kubeconfig,
         node: s.node.name.clone(),
@@ -131,7 +130,9 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
         status_report_frequency: m.status_report_frequency,
         lease_duration_seconds: m.lease_duration_seconds,
         runtime_version,
-        endpoint_port: read_only_port.unwrap_or(0),
+        // Where the API server reaches this node's kubelet server (none: 0, and it dials
+        // --kubelet-port); never the plain-HTTP read-only port, which it would speak TLS to.
+        endpoint_port: s.listeners.kubelet.as_ref().map_or(0, |k| k.address.port()),
         root_dir: s.node.root_dir.clone(),
     };
     crate::mirror::start(opts, node.clone(), state.clone());
@@ -160,6 +161,49 @@ pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<s
         }
     }
     Ok(servers)
+}
+
+/// kubelet's HTTPS server, when atoll mirrors to an API server: its certificate (the
+/// configured one, else a self-signed one for the node's names under the root dir), its
+/// listener. A problem is logged and the agent goes on without it: pods never wait on it.
+pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api>) -> Option<smol::Task<()>> {
+    use crate::kubelet_server::{auth::Auth, cert, serve, ApiServer};
+    let (ks, kubeconfig) = (s.listeners.kubelet.as_ref()?, s.mirror.kubeconfig.as_ref()?);
+    let made = match ks.tls {
+        Some(_) => None,
+        None => {
+            let mut names = vec![s.node.name.clone()];
+            names.extend(Some(node.facts().host_ip.clone()).filter(|ip| !ip.is_empty()));
+            names.extend(Some(ks.address.ip()).filter(|ip| !ip.is_unspecified()).map(|ip| ip.to_string()));
+            names.dedup();
+            let dir = s.node.root_dir.join("pki");
+            match cert::load_or_make(&dir, &names, std::time::SystemTime::now()) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    log::error!("kubelet server: its certificate in {}: {e}; not serving", dir.display());
+                    return None;
+                }
+            }
+        }
+    };
+    let tls = match serve::tls_config(ks, made) {
+        Ok(t) => t,
+        Err(e) => {
+            log::error!("kubelet server: {e}; not serving");
+            return None;
+        }
+    };
+    let listener = match smol::net::TcpListener::bind(ks.address).await {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("kubelet server: cannot listen on {}: {e}", ks.address);
+            return None;
+        }
+    };
+    log::info!("kubelet server on https://{} (authorization {:?})", ks.address, ks.auth.mode);
+    let auth = Auth::new(ks.auth.clone(), ApiServer::new(kubeconfig));
+    let server = serve::Server::new(tls, auth, api.clone(), ks.debugging_handlers);
+    Some(smol::spawn(server.serve(listener)))
 }
 
 /// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of

@@ -18,6 +18,7 @@ pub struct Request {
 }
 
 /// A complete response.
+#[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
@@ -49,10 +50,13 @@ fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        422 => "Unprocessable Entity",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         503 => "Service Unavailable",
         _ => "",
     }

@@ -46,6 +46,59 @@ pub struct KubeletConfiguration {
     pub image_minimum_gc_age: Option<String>,
     #[serde(rename = "imageMaximumGCAge")]
     pub image_maximum_gc_age: Option<String>,
+    pub address: Option<String>,
+    pub port: Option<i64>,
+    pub tls_cert_file: Option<String>,
+    pub tls_private_key_file: Option<String>,
+    pub authentication: Option<Authentication>,
+    pub authorization: Option<Authorization>,
+    pub enable_debugging_handlers: Option<bool>,
+}
+
+/// `authentication` (KubeletAuthentication).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Authentication {
+    pub x509: Option<X509>,
+    pub webhook: Option<AuthnWebhook>,
+    pub anonymous: Option<Anonymous>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct X509 {
+    #[serde(rename = "clientCAFile")]
+    pub client_ca_file: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthnWebhook {
+    pub enabled: Option<bool>,
+    #[serde(rename = "cacheTTL")]
+    pub cache_ttl: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Anonymous {
+    pub enabled: Option<bool>,
+}
+
+/// `authorization` (KubeletAuthorization).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Authorization {
+    pub mode: Option<String>,
+    pub webhook: Option<AuthzWebhook>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthzWebhook {
+    #[serde(rename = "cacheAuthorizedTTL")]
+    pub cache_authorized_ttl: Option<String>,
+    #[serde(rename = "cacheUnauthorizedTTL")]
+    pub cache_unauthorized_ttl: Option<String>,
 }
 
 /// A taint of `registerWithTaints`.

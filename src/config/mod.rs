@@ -58,7 +58,7 @@ impl Settings {
             runtime: parts::runtime(&i, &node.root_dir)?,
             images: parts::images(&i, &node.root_dir)?,
             rollback: own.rollback(own_shown)?,
-            listeners: parts::listeners(&i)?,
+            listeners: parts::listeners(&i, &node.name)?,
             mirror: parts::mirror(&i)?,
             drain_on_exit: flags.is_set(Flag::DrainOnExit),
             config_notes,

@@ -8,6 +8,7 @@ use super::flags::{Flag, Flags};
 use super::kubelet::KubeletConfiguration;
 use crate::cri::Endpoint;
 use crate::duration::parse_duration;
+use crate::kubelet_server::ServerSettings;
 use crate::runtime::logs::Rotation;
 use crate::runtime::{EngineConfig, TuningConfig};
 use std::collections::BTreeMap;
@@ -266,9 +267,12 @@ pub struct Listeners {
     pub healthz: Option<String>,
     /// The read-only API on loopback (`readOnlyPort`; none when 0, kubelet's default).
     pub read_only: Option<String>,
+    /// kubelet's HTTPS server (`address:port`; none when the port is 0). It serves only
+    /// when atoll mirrors to an API server.
+    pub kubelet: Option<crate::kubelet_server::ServerSettings>,
 }
 
-pub fn listeners(i: &Inputs) -> Result<Listeners, String> {
+pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, String> {
     let cfg = i.kubelet;
     let port = cfg.healthz_port.unwrap_or(10248);
     if !(0..=65535).contains(&port) {
@@ -293,7 +297,69 @@ pub fn listeners(i: &Inputs) -> Result<Listeners, String> {
             p if (1..=65535).contains(&p) => Some(format!("127.0.0.1:{p}")),
             p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
         },
+        kubelet: kubelet_server(cfg, node_name)?,
     })
+}
+
+/// kubelet's server settings, with KubeletConfiguration v1beta1's defaults (0.0.0.0:10250,
+/// no anonymous access, token webhook on, Webhook authorization, the debugging handlers on).
+fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<ServerSettings>, String> {
+    use crate::kubelet_server::auth::{Mode, Settings as Auth, ALLOWED_TTL, DENIED_TTL};
+    let port = cfg.port.unwrap_or(10250);
+    let port = u16::try_from(port).map_err(|_| format!("config field port: {port} is not a port number"))?;
+    let ip: std::net::IpAddr = match cfg.address.as_deref().unwrap_or("0.0.0.0").parse() {
+        Ok(ip) => ip,
+        Err(_) => return Err(format!("config field address: {:?} is not an IP address", cfg.address)),
+    };
+    let tls = match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
+        (Some(c), Some(k)) if !c.is_empty() && !k.is_empty() => Some((c.into(), k.into())),
+        (None, None) => None,
+        _ => return Err("config fields tlsCertFile and tlsPrivateKeyFile: give both or neither".into()),
+    };
+    let authn = cfg.authentication.as_ref();
+    let authz = cfg.authorization.as_ref();
+    let defaults = Auth::kubelet_defaults(node);
+    let ttl = |field: &str, raw: Option<&String>, default: Duration| match raw {
+        None => Ok(default),
+        Some(raw) => parse_duration(raw).map_err(|e| format!("config field {field}: {e}")),
+    };
+    let webhook = authn.and_then(|a| a.webhook.as_ref());
+    let token_ttl =
+        ttl("authentication.webhook.cacheTTL", webhook.and_then(|w| w.cache_ttl.as_ref()), defaults.token_ttl)?;
+    let hook = authz.and_then(|a| a.webhook.as_ref());
+    let mode = match authz.and_then(|a| a.mode.as_deref()).unwrap_or("Webhook") {
+        "AlwaysAllow" => Mode::AlwaysAllow,
+        "Webhook" => Mode::Webhook {
+            allowed_ttl: ttl(
+                "authorization.webhook.cacheAuthorizedTTL",
+                hook.and_then(|h| h.cache_authorized_ttl.as_ref()),
+                ALLOWED_TTL,
+            )?,
+            denied_ttl: ttl(
+                "authorization.webhook.cacheUnauthorizedTTL",
+                hook.and_then(|h| h.cache_unauthorized_ttl.as_ref()),
+                DENIED_TTL,
+            )?,
+        },
+        other => return Err(format!("config field authorization.mode: {other:?} must be AlwaysAllow or Webhook")),
+    };
+    let settings = ServerSettings {
+        address: std::net::SocketAddr::new(ip, port),
+        tls,
+        client_ca_file: authn
+            .and_then(|a| a.x509.as_ref()?.client_ca_file.clone())
+            .filter(|f| !f.is_empty())
+            .map(Into::into),
+        auth: Auth {
+            anonymous: authn.and_then(|a| a.anonymous.as_ref()?.enabled).unwrap_or(false),
+            token_webhook: webhook.and_then(|w| w.enabled).unwrap_or(true),
+            token_ttl,
+            mode,
+            node: node.to_string(),
+        },
+        debugging_handlers: cfg.enable_debugging_handlers.unwrap_or(true),
+    };
+    Ok((port > 0).then_some(settings))
 }
 
 /// The API server side: the node object, its lease and the mirror pods.

@@ -91,7 +91,55 @@ fn an_existing_kubelet_config_file_drives_the_sources() {
     assert!(!notes.contains("podLogsDir"), "{notes}");
     assert_eq!(s.node.pod_logs_dir, std::path::Path::new("/var/log/pods"));
     assert!(notes.contains("cgroupDriver: not supported by atoll; ignored"), "{notes}");
-    assert!(notes.contains("authentication: not supported by atoll; ignored"), "{notes}");
+    assert!(!notes.contains("authentication"), "{notes}");
+    let server = s.listeners.kubelet.expect("kubelet's server, with kubelet's defaults");
+    assert_eq!(server.address, "0.0.0.0:10250".parse().unwrap());
+    assert_eq!(server.auth, crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"));
+    assert!(server.debugging_handlers && server.tls.is_none() && server.client_ca_file.is_none());
+}
+
+#[test]
+fn kubelets_server_settings_are_read_with_its_names_and_checked() {
+    use crate::kubelet_server::auth::Mode;
+    let load = |extra: &str| {
+        let path = config_file("server.yaml", &format!("{KUBELET}{extra}"));
+        Settings::load(&flags(&[&format!("--config={path}")]))
+    };
+    let s = load(
+        "address: 127.0.0.1\nport: 11250\ntlsCertFile: /etc/atoll/tls.crt\ntlsPrivateKeyFile: /etc/atoll/tls.key
+authorization:\n  mode: Webhook\n  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 5s}
+enableDebuggingHandlers: false\n"
+            .replace("authentication:\n  anonymous:\n    enabled: false\n", "")
+            .as_str(),
+    )
+    .unwrap();
+    let k = s.listeners.kubelet.unwrap();
+    assert_eq!(k.address, "127.0.0.1:11250".parse().unwrap());
+    assert_eq!(k.tls, Some(("/etc/atoll/tls.crt".into(), "/etc/atoll/tls.key".into())));
+    assert_eq!(k.auth.mode, Mode::Webhook { allowed_ttl: Duration::from_secs(60), denied_ttl: Duration::from_secs(5) });
+    assert!(!k.debugging_handlers);
+    let path = config_file(
+        "authn.yaml",
+        &KUBELET.replace(
+            "authentication:\n  anonymous:\n    enabled: false\n",
+            "authentication:\n  anonymous: {enabled: true}\n  webhook: {enabled: false, cacheTTL: 10s}\n  x509: {clientCAFile: /etc/kubernetes/pki/ca.crt}\nauthorization: {mode: AlwaysAllow}\n",
+        ),
+    );
+    let k = Settings::load(&flags(&[&format!("--config={path}")])).unwrap().listeners.kubelet.unwrap();
+    assert!(k.auth.anonymous && !k.auth.token_webhook && k.auth.mode == Mode::AlwaysAllow);
+    assert_eq!(k.auth.token_ttl, Duration::from_secs(10));
+    assert_eq!(k.client_ca_file.as_deref(), Some(std::path::Path::new("/etc/kubernetes/pki/ca.crt")));
+    assert_eq!(load("port: 0\n").unwrap().listeners.kubelet, None, "port 0: no server");
+    for (bad, field) in [
+        ("port: 70000\n", "config field port: 70000"),
+        ("address: somewhere\n", "config field address"),
+        ("tlsCertFile: /a.crt\n", "tlsCertFile and tlsPrivateKeyFile"),
+        ("authorization: {mode: RBAC}\n", "authorization.mode: \"RBAC\""),
+        ("authorization: {webhook: {cacheAuthorizedTTL: soon}}\n", "authorization.webhook.cacheAuthorizedTTL"),
+    ] {
+        let e = load(bad).err().unwrap_or_default();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
 }
 
 #[test]

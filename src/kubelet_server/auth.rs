@@ -21,6 +21,11 @@ pub trait Reviewer: Send + Sync {
     fn review(&self, path: &'static str, body: Value) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
 }
 
+/// kubelet's default TTLs: a TokenReview, an allow, a denial.
+pub const TOKEN_TTL: Duration = Duration::from_secs(120);
+pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+pub const DENIED_TTL: Duration = Duration::from_secs(30);
+
 /// `authorization.mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -47,8 +52,8 @@ impl Settings {
         Settings {
             anonymous: false,
             token_webhook: true,
-            token_ttl: Duration::from_secs(120),
-            mode: Mode::Webhook { allowed_ttl: Duration::from_secs(300), denied_ttl: Duration::from_secs(30) },
+            token_ttl: TOKEN_TTL,
+            mode: Mode::Webhook { allowed_ttl: ALLOWED_TTL, denied_ttl: DENIED_TTL },
             node: node.to_string(),
         }
     }

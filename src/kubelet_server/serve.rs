@@ -1,0 +1,247 @@
+//! The listener: TLS 1.2/1.3 (rustls), client certificates asked for and verified against
+//! `clientCAFile` when one is given (optional, so a bearer token can stand in), one request
+//! per connection. The handshake and the request head must each arrive within 10 s; nothing
+//! is routed before the request is authenticated and authorized (`auth`). Errors before a
+//! response starts are plain text, as kubelet's.
+
+use super::auth::{Auth, Credentials, Reviewer, Verdict};
+use super::{authz, ServerSettings};
+use crate::api::server::{parse_head, Request, Response};
+use crate::api::Api;
+use crate::cri::RuntimeService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The handshake and the request head each arrive within this.
+const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// kubelet's MaxHeaderBytes is 1 MiB; the API server's requests are a few hundred bytes.
+const HEAD_LIMIT: usize = 64 << 10;
+/// Connections served at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 128;
+
+/// The TLS settings: the serving certificate (the configured files, else `made`), and the
+/// client CA when there is one.
+pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Result<Arc<rustls::ServerConfig>, String> {
+    let (chain, key) = match (&s.tls, made) {
+        (Some((cert, key)), _) => {
+            let read = |p: &std::path::Path| {
+                crate::bounded::read_file(p, 1 << 20).map_err(|e| format!("config field tls: {}: {e}", p.display()))
+            };
+            let pem = read(cert)?;
+            let chain: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok).collect();
+            if chain.is_empty() {
+                return Err(format!("config field tlsCertFile: {}: no PEM certificate", cert.display()));
+            }
+            let key = PrivateKeyDer::from_pem_slice(&read(key)?)
+                .map_err(|e| format!("config field tlsPrivateKeyFile: {}: {e}", key.display()))?;
+            (chain, key)
+        }
+        (None, Some(m)) => (vec![CertificateDer::from(m.cert)], PrivateKeyDer::Pkcs8(m.key.into())),
+        (None, None) => return Err("the kubelet server has no certificate".into()),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match &s.client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let pem = crate::bounded::read_file(path, 4 << 20)
+                .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
+                let _ = roots.add(c);
+            }
+            if roots.is_empty() {
+                return Err(format!(
+                    "config field authentication.x509.clientCAFile: {}: no usable PEM certificate",
+                    path.display()
+                ));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| format!("the serving certificate: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// What every connection shares.
+pub struct Server<RT, R> {
+    pub tls: futures_rustls::TlsAcceptor,
+    pub auth: Auth<R>,
+    pub api: Arc<Api<RT>>,
+    pub debugging_handlers: bool,
+    open: AtomicUsize,
+}
+
+impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
+    pub fn new(tls: Arc<rustls::ServerConfig>, auth: Auth<R>, api: Arc<Api<RT>>, debugging: bool) -> Arc<Self> {
+        let tls = futures_rustls::TlsAcceptor::from(tls);
+        Arc::new(Server { tls, auth, api, debugging_handlers: debugging, open: AtomicUsize::new(0) })
+    }
+
+    /// Serves `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: smol::net::TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                        self.open.fetch_sub(1, Ordering::AcqRel);
+                        continue; // dropped: closed at once
+                    }
+                    let server = self.clone();
+                    smol::spawn(async move {
+                        server.connection(stream).await;
+                        server.open.fetch_sub(1, Ordering::AcqRel);
+                    })
+                    .detach();
+                }
+                Err(e) => {
+                    log::warn!("kubelet server: accept: {e}");
+                    smol::Timer::after(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    async fn connection(&self, stream: smol::net::TcpStream) {
+        let Some(Ok(mut tls)) = crate::deadline::with_deadline(READ_DEADLINE, self.tls.accept(stream)).await else {
+            return;
+        };
+        let head = crate::deadline::with_deadline(READ_DEADLINE, crate::http1::read_head(&mut tls, HEAD_LIMIT)).await;
+        let Some(Ok((head, _))) = head else { return };
+        let req = match parse_head(&head) {
+            Ok(r) => r,
+            Err(e) => return respond(&mut tls, &Response::text(400, e)).await,
+        };
+        let Some(attributes) = authz::attributes(&req.method, &req.path) else {
+            return respond(&mut tls, &Response::text(400, "the path is not in normal form")).await;
+        };
+        let peer = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
+        let bearer = crate::http1::header(&head, "authorization").and_then(|v| v.strip_prefix("Bearer "));
+        let credentials = match (&peer, bearer) {
+            (Some(der), _) => Credentials::Certificate(der),
+            (None, Some(token)) => Credentials::Bearer(token.trim()),
+            (None, None) => Credentials::None,
+        };
+        let user = match self.auth.check(credentials, &attributes).await {
+            Verdict::Allowed(user) => user,
+            Verdict::Unauthorized => return respond(&mut tls, &Response::text(401, "Unauthorized")).await,
+            Verdict::Forbidden(why) => return respond(&mut tls, &Response::text(403, why)).await,
+            Verdict::Error(why) => {
+                log::warn!("kubelet server: {why}: the API server could not be asked");
+                return respond(&mut tls, &Response::text(500, why)).await;
+            }
+        };
+        log::debug!("kubelet server: {} {} by {}", req.method, req.path, user.name);
+        let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+        if let ["containerLogs", ns, pod, container] = segments[..] {
+            if req.method != "GET" || !self.debugging_handlers {
+                return respond(&mut tls, &self.refused(&req)).await;
+            }
+            let local = match logs_request(&req) {
+                Ok(r) => r,
+                Err(r) => return respond(&mut tls, &r).await,
+            };
+            let (mut reader, mut writer) = smol::io::split(tls);
+            if let Err(r) =
+                crate::api::logs::serve(&self.api, &local, (ns, pod, container), &mut reader, &mut writer).await
+            {
+                respond(&mut writer, &r).await;
+            }
+            return;
+        }
+        let response = self.route(&req, &segments);
+        respond(&mut tls, &response).await;
+    }
+
+    fn route(&self, req: &Request, segments: &[&str]) -> Response {
+        match (req.method.as_str(), segments) {
+            ("GET" | "HEAD", ["healthz"] | ["healthz", "ping" | "syncloop"]) => match self.api.stalled() {
+                None => Response::text(200, "ok"),
+                Some(why) => Response::text(500, why),
+            },
+            ("GET" | "HEAD", ["pods"]) => Response::json(200, &crate::api::pods::pod_list(&self.api)),
+            (_, [first, ..]) if DEBUGGING.contains(first) => self.refused(req),
+            _ => Response::text(404, "404 page not found"),
+        }
+    }
+
+    /// The answer to a debugging path this version does not serve, or that is turned off.
+    fn refused(&self, req: &Request) -> Response {
+        if !self.debugging_handlers {
+            return Response::text(405, "Debug endpoints are disabled.");
+        }
+        match req.path.starts_with("/containerLogs/") {
+            true => Response::text(405, "only GET is allowed"),
+            false => Response::text(501, format!("{} is not served by this version of atoll", req.path)),
+        }
+    }
+}
+
+/// The paths kubelet turns off with `enableDebuggingHandlers: false`.
+const DEBUGGING: [&str; 7] = ["run", "exec", "attach", "portForward", "containerLogs", "runningpods", "logs"];
+
+/// kubelet's `/containerLogs` query as the local API's log request: `follow`, `previous`,
+/// `tailLines` (or the older `tail`, `all` meaning everything). Options atoll does not serve
+/// yet are refused by name rather than ignored.
+fn logs_request(req: &Request) -> Result<Request, Response> {
+    let mut local = Request { method: req.method.clone(), path: req.path.clone(), query: Default::default() };
+    for (k, v) in &req.query {
+        match k.as_str() {
+            "follow" | "previous" => {
+                local.query.insert(k.clone(), v.clone());
+            }
+            "tailLines" | "tail" if v == "all" => {}
+            "tailLines" | "tail" => match v.parse::<i64>() {
+                Ok(n) if n >= 0 => {
+                    local.query.insert("tail".into(), n.to_string());
+                }
+                _ => return Err(Response::text(422, r#"{"message": "Invalid request."}"#)),
+            },
+            "stream" if v == "All" => {}
+            "container" | "pretty" => {}
+            other => {
+                return Err(Response::text(
+                    400,
+                    format!("the log option {other} is not served by this version of atoll"),
+                ))
+            }
+        }
+    }
+    Ok(local)
+}
+
+async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
+    let _ =
+        crate::deadline::with_deadline(crate::api::server::WRITE_DEADLINE, crate::api::server::write_response(w, r))
+            .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelets_log_options_map_onto_the_local_reader_or_are_refused_by_name() {
+        let req = |q: &str| parse_head(&format!("GET /containerLogs/ns/p/c?{q} HTTP/1.1")).unwrap();
+        let local = logs_request(&req("follow=true&tailLines=10&stream=All")).unwrap();
+        assert_eq!(local.query.get("follow").map(String::as_str), Some("true"));
+        assert_eq!(local.query.get("tail").map(String::as_str), Some("10"));
+        assert_eq!(logs_request(&req("tail=all")).unwrap().query.get("tail"), None);
+        assert_eq!(logs_request(&req("tailLines=-1")).unwrap_err().status, 422);
+        let e = logs_request(&req("timestamps=true")).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(String::from_utf8_lossy(&e.body).contains("timestamps"));
+        assert_eq!(logs_request(&req("stream=Stderr")).unwrap_err().status, 400);
+    }
+}
