@@ -186,6 +186,10 @@ struct State {
     faults: Mutex<Faults>,
     log: Mutex<Vec<Logged>>,
     tokens: Mutex<HashMap<String, String>>,
+    /// Tokens TokenReview knows: token → (user, groups).
+    reviewed: Mutex<HashMap<String, (String, Vec<String>)>>,
+    /// What SubjectAccessReview allows: (user or group, verb, subresource) of `nodes`.
+    grants: Mutex<Vec<(String, String, String)>>,
     certs: HashMap<Vec<u8>, String>,
     up: AtomicBool,
     bytes_in: AtomicU64,
@@ -228,6 +232,8 @@ impl ApiServer {
             faults: Mutex::new(Faults::default()),
             log: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
+            reviewed: Mutex::new(HashMap::new()),
+            grants: Mutex::new(Vec::new()),
             certs: HashMap::from([(client, format!("system:node:{node}"))]),
             up: AtomicBool::new(true),
             bytes_in: AtomicU64::new(0),
@@ -288,6 +294,18 @@ impl ApiServer {
 
     pub fn add_token(&self, token: &str, user: &str) {
         self.state.tokens.lock().unwrap().insert(token.into(), user.into());
+    }
+
+    /// A token TokenReview will say belongs to `user` in `groups` (a service account's, as
+    /// metrics-server presents to a kubelet).
+    pub fn add_reviewed_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        self.state.reviewed.lock().unwrap().insert(token.into(), (user.into(), groups));
+    }
+
+    /// RBAC on `nodes/<subresource>` for a user or a group, as SubjectAccessReview answers.
+    pub fn grant(&self, subject: &str, verb: &str, subresource: &str) {
+        self.state.grants.lock().unwrap().push((subject.into(), verb.into(), subresource.into()));
     }
 
     pub fn set_delay(&self, d: Duration) {
@@ -601,6 +619,52 @@ fn parse_target(path: &str) -> Option<Target> {
     })
 }
 
+/// TokenReview and SubjectAccessReview, as the real server answers them: 201 with the
+/// request echoed and its status filled in; a token it does not know is not authenticated.
+/// Any authenticated caller may ask (kubelets may, through `system:node`).
+fn review(state: &State, req: &Request) -> Option<Reply> {
+    let kind = match req.path.as_str() {
+        "/apis/authentication.k8s.io/v1/tokenreviews" => "TokenReview",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews" => "SubjectAccessReview",
+        _ => return None,
+    };
+    if req.method != "POST" {
+        return Some(fail(405, "MethodNotAllowed", format!("{} is not supported on {}", req.method, req.path)));
+    }
+    let Ok(mut body) = serde_json::from_slice::<Value>(&req.body) else {
+        return Some(fail(400, "BadRequest", "the body is not JSON"));
+    };
+    if body["kind"] != kind || body["spec"].is_null() {
+        return Some(fail(400, "BadRequest", format!("expected a {kind} with a spec")));
+    }
+    let status = if kind == "TokenReview" {
+        let token = body["spec"]["token"].as_str().unwrap_or("");
+        match state.reviewed.lock().unwrap().get(token) {
+            Some((user, groups)) => {
+                json!({"authenticated": true, "user": {"username": user, "uid": format!("uid-{user}"), "groups": groups}})
+            }
+            None => json!({"authenticated": false, "user": {}, "error": "invalid bearer token"}),
+        }
+    } else {
+        let spec = &body["spec"];
+        let ra = &spec["resourceAttributes"];
+        let subjects: Vec<&str> = std::iter::once(spec["user"].as_str().unwrap_or(""))
+            .chain(spec["groups"].as_array().into_iter().flatten().filter_map(Value::as_str))
+            .collect();
+        let allowed = ra["resource"] == "nodes"
+            && state.grants.lock().unwrap().iter().any(|(who, verb, sub)| {
+                subjects.contains(&who.as_str()) && ra["verb"] == *verb && ra["subresource"] == *sub
+            });
+        if allowed {
+            json!({"allowed": true, "reason": "RBAC: allowed"})
+        } else {
+            json!({"allowed": false})
+        }
+    };
+    body["status"] = status;
+    Some(Reply::Json(201, body))
+}
+
 fn kind_of(resource: &str) -> (&'static str, &'static str) {
     match resource {
         "pods" => ("Pod", "v1"),
@@ -626,6 +690,9 @@ fn dns_subdomain(name: &str) -> bool {
 }
 
 fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
+    if let Some(reply) = review(state, req) {
+        return reply;
+    }
     let Some(t) = parse_target(&req.path) else {
         return fail(404, "NotFound", "the server could not find the requested resource");
     };

@@ -281,12 +281,15 @@ pub fn engine_env(
 }
 
 /// A kubelet config file in `dir` for an `atoll run` on the test bed: manifests in
-/// `dir/manifests`, pod logs in the test bed's log dir, no healthz port unless `extra` (more
+/// `dir/manifests`, pod logs in the test bed's log dir, no healthz port and no kubelet server unless `extra` (more
 /// lines) names one.
 pub fn kubelet_config(tb: &Testbed, dir: &std::path::Path, extra: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join("manifests")).expect("manifest dir");
     let path = dir.join("kubelet.yaml");
     let healthz = if extra.contains("healthzPort:") { "" } else { "healthzPort: 0\n" };
+    // No kubelet server (0.0.0.0:10250 when atoll mirrors) unless a test asks for one.
+    let healthz =
+        if extra.lines().any(|l| l.starts_with("port:")) { healthz.to_string() } else { format!("{healthz}port: 0\n") };
     let text = format!(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\n{healthz}{extra}",
         dir.join("manifests").display(),

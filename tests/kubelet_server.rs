@@ -1,0 +1,180 @@
+//! kubelet's HTTPS server on a real atoll (real containerd), reached as the API server and
+//! metrics-server reach a kubelet: TLS to the node's self-signed certificate, a client
+//! certificate from the cluster's CA or a bearer token the API server reviews, each request
+//! authorized by SubjectAccessReview. Each attacker it is meant to stop plays here: nobody, a
+//! forged token, a token whose user holds no right, and a user whose `get nodes/proxy` must not
+//! open a shell.
+
+mod apiserver;
+mod common;
+
+use apiserver::{ApiServer, Pki};
+use common::{eventually, testbed, unique};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Who the test client is.
+enum As<'a> {
+    Nobody,
+    Token(&'a str),
+    /// The Pki's client certificate (`system:node:tb`, group `system:nodes`).
+    Certificate(&'a Pki),
+}
+
+/// One HTTPS request to the node, verifying its certificate for 127.0.0.1: status and body.
+fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(u16, String)> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).ok()? {
+        roots.add(c.ok()?).ok()?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots);
+    let config = match who {
+        As::Certificate(pki) => {
+            let chain = CertificateDer::pem_file_iter(&pki.client_cert).ok()?.filter_map(Result::ok).collect();
+            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(&pki.client_key).ok()?).ok()?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let name = ServerName::try_from("127.0.0.1").ok()?;
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let auth = match who {
+        As::Token(t) => format!("Authorization: Bearer {t}\r\n"),
+        _ => String::new(),
+    };
+    write!(tls, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw); // the server closes without close_notify on some paths
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+#[test]
+fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(unique("atoll-kubelet-server"));
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let pki = Pki::new(&dir.join("pki"), "tb");
+    let server = ApiServer::start(&pki, "tb");
+    let kubeconfig = pki.kubeconfig(server.addr, None);
+    std::fs::write(
+        manifests.join("web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n",
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let agent = common::Agent::start(
+        tb,
+        &dir,
+        &format!(
+            "address: 127.0.0.1\nport: {port}\nfileCheckFrequency: 1s\nnodeStatusUpdateFrequency: 1s\nauthentication:\n  x509: {{clientCAFile: {}}}\n",
+            pki.ca.display()
+        ),
+        &[&format!("--kubeconfig={}", kubeconfig.display()), "--v=10"],
+        &[],
+    );
+    server.add_reviewed_token("tok-viewer", "viewer", &["viewers"]);
+    server.add_reviewed_token(
+        "tok-ms",
+        "system:serviceaccount:kube-system:metrics-server",
+        &["system:serviceaccounts"],
+    );
+    server.grant("viewers", "get", "proxy");
+    server.grant("system:nodes", "get", "proxy");
+    let ca = dir.join("state/pki/kubelet.crt");
+
+    // The node publishes this server, and its certificate names 127.0.0.1.
+    eventually(Duration::from_secs(60), "the node publishes the kubelet port", || {
+        let n = server.get("nodes", "", "tb")?;
+        (n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port).then_some(())
+    });
+    use std::os::unix::fs::PermissionsExt;
+    let key_mode = std::fs::metadata(dir.join("state/pki/kubelet.key")).unwrap().permissions().mode();
+    assert_eq!(key_mode & 0o077, 0, "the serving key is the agent's alone");
+    let get = |who: &As, path: &str| request(port, &ca, who, "GET", path);
+    let logs = eventually(Duration::from_secs(60), "web's log through the server", || {
+        let (status, body) = get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?tailLines=2")?;
+        (status == 200 && body.lines().count() == 2).then_some(body)
+    });
+    assert!(logs.lines().all(|l| l.starts_with("line ")), "{logs}");
+
+    // Nobody, and a forged token: 401, as kubelet.
+    assert_eq!(get(&As::Nobody, "/pods"), Some((401, "Unauthorized".into())));
+    assert_eq!(get(&As::Token("forged"), "/pods"), Some((401, "Unauthorized".into())));
+    // A reviewed token with no right: 403 with kubelet's message.
+    assert_eq!(
+        get(&As::Token("tok-ms"), "/pods"),
+        Some((403, "Forbidden (user=system:serviceaccount:kube-system:metrics-server, verb=get, resource=nodes, subresource=proxy)".into()))
+    );
+    // get nodes/proxy reads pods, health and logs; it cannot exec, attach or forward, even as
+    // a GET (the way a WebSocket upgrade arrives).
+    let (status, pods) = get(&As::Token("tok-viewer"), "/pods").unwrap();
+    assert_eq!(status, 200, "{pods}");
+    let pods: serde_json::Value = serde_json::from_str(&pods).unwrap();
+    assert!(pods["items"].as_array().unwrap().iter().any(|p| p["metadata"]["name"] == "web-tb"), "{pods}");
+    assert_eq!(get(&As::Token("tok-viewer"), "/healthz"), Some((200, "ok".into())));
+    for path in [
+        "/exec/default/web-tb/c?command=sh&input=1&output=1",
+        "/attach/default/web-tb/c",
+        "/portForward/default/web-tb",
+        "/run/default/web-tb/c",
+    ] {
+        assert_eq!(
+            get(&As::Token("tok-viewer"), path),
+            Some((403, "Forbidden (user=viewer, verb=create, resource=nodes, subresource=proxy)".into())),
+            "{path}"
+        );
+    }
+    // A path that is not in normal form is refused before anyone is asked.
+    assert_eq!(get(&As::Token("tok-viewer"), "/pods/../exec/default/web-tb/c").map(|r| r.0), Some(400));
+    // A log option atoll does not serve yet is refused by name, never ignored.
+    let (status, body) = get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?timestamps=true").unwrap();
+    assert_eq!(status, 400);
+    assert!(body.contains("timestamps"), "{body}");
+
+    // The cluster CA's client certificate names its user: no TokenReview for it.
+    let reviews_before = server.log().iter().filter(|l| l.path.ends_with("/tokenreviews")).count();
+    let (status, _) = request(port, &ca, &As::Certificate(&pki), "GET", "/pods").unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        request(port, &ca, &As::Certificate(&pki), "POST", "/exec/default/web-tb/c"),
+        Some((403, "Forbidden (user=system:node:tb, verb=create, resource=nodes, subresource=proxy)".into()))
+    );
+    let log = server.log();
+    assert_eq!(log.iter().filter(|l| l.path.ends_with("/tokenreviews")).count(), reviews_before);
+    // Each token was reviewed once and each decision asked once, within kubelet's TTLs.
+    let token_reviews = log.iter().filter(|l| l.path.ends_with("/tokenreviews")).count();
+    assert_eq!(token_reviews, 3, "tok-viewer, tok-ms and forged, once each");
+    for _ in 0..3 {
+        assert_eq!(get(&As::Token("tok-viewer"), "/pods").map(|r| r.0), Some(200));
+    }
+    assert_eq!(server.log().iter().filter(|l| l.path.ends_with("/tokenreviews")).count(), token_reviews);
+
+    // The API server unreachable: a new token cannot be reviewed (401); cached answers hold.
+    server.add_reviewed_token("tok-late", "viewer", &["viewers"]);
+    server.down();
+    assert_eq!(get(&As::Token("tok-late"), "/pods").map(|r| r.0), Some(401));
+    assert_eq!(get(&As::Token("tok-viewer"), "/pods").map(|r| r.0), Some(200));
+    server.up();
+    // Bearer tokens never reach the agent's log, at any verbosity.
+    let log = agent.log();
+    assert!(log.contains("kubelet server on https://127.0.0.1:"), "{log}");
+    for token in ["tok-viewer", "tok-ms", "tok-late", "forged"] {
+        assert!(!log.contains(token), "{token} in the log");
+    }
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
