@@ -127,10 +127,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             return respond(&mut tls, &Response::text(400, "the path is not in normal form")).await;
         };
         let peer = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
-        let bearer = crate::http1::header(&head, "authorization").and_then(|v| v.strip_prefix("Bearer "));
-        let credentials = match (&peer, bearer) {
+        let credentials = match (&peer, bearer(&head)) {
             (Some(der), _) => Credentials::Certificate(der),
-            (None, Some(token)) => Credentials::Bearer(token.trim()),
+            (None, Some(token)) => Credentials::Bearer(token),
             (None, None) => Credentials::None,
         };
         let user = match self.auth.check(credentials, &attributes).await {
@@ -188,6 +187,15 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
     }
 }
 
+/// The token of `Authorization: Bearer <token>` (the scheme in any case, as Kubernetes reads
+/// it); none for another scheme or an empty token.
+fn bearer(head: &str) -> Option<&str> {
+    let value = crate::http1::header(head, "authorization")?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(' ')).then_some(token)
+}
+
 /// The paths kubelet turns off with `enableDebuggingHandlers: false`.
 const DEBUGGING: [&str; 7] = ["run", "exec", "attach", "portForward", "containerLogs", "runningpods", "logs"];
 
@@ -230,6 +238,17 @@ async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_bearer_token_is_a_token() {
+        let head = |v: &str| format!("GET / HTTP/1.1\r\nAuthorization: {v}");
+        assert_eq!(bearer(&head("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&head("bearer  abc ")), Some("abc"));
+        for other in ["Basic YWJj", "Bearer", "Bearer ", "Bearer a b", "abc"] {
+            assert_eq!(bearer(&head(other)), None, "{other:?}");
+        }
+        assert_eq!(bearer("GET / HTTP/1.1"), None);
+    }
 
     #[test]
     fn kubelets_log_options_map_onto_the_local_reader_or_are_refused_by_name() {
