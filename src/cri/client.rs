@@ -306,6 +306,26 @@ impl Cri {
         self.call(rpc!(RuntimeService, "ExecSync"), req, deadline).await
     }
 
+    /// A one-time URL on the runtime's streaming server for an exec session (kubelet proxies
+    /// the client's upgraded connection to it).
+    pub async fn exec(&self, req: ExecRequest) -> Result<String, Status> {
+        let resp: ExecResponse = self.call(rpc!(RuntimeService, "Exec"), req, self.request_deadline()).await?;
+        Ok(resp.url)
+    }
+
+    /// The streaming URL for attaching to a container's main process.
+    pub async fn attach(&self, req: AttachRequest) -> Result<String, Status> {
+        let resp: AttachResponse = self.call(rpc!(RuntimeService, "Attach"), req, self.request_deadline()).await?;
+        Ok(resp.url)
+    }
+
+    /// The streaming URL for forwarding ports of a pod sandbox.
+    pub async fn port_forward(&self, req: PortForwardRequest) -> Result<String, Status> {
+        let resp: PortForwardResponse =
+            self.call(rpc!(RuntimeService, "PortForward"), req, self.request_deadline()).await?;
+        Ok(resp.url)
+    }
+
     pub async fn container_stats(&self, id: &str) -> Result<Option<ContainerStats>, Status> {
         let resp: ContainerStatsResponse = self
             .call(

@@ -9,12 +9,12 @@
 //! each running container's seconds since it started.
 
 use crate::cri::api::{
-    AuthConfig, Container, ContainerAttributes, ContainerConfig, ContainerEventResponse, ContainerEventType,
-    ContainerFilter, ContainerMetadata, ContainerState, ContainerStats, ContainerStatus, ContainerStatusResponse,
-    CpuUsage, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoResponse, ImageSpec, LinuxPodSandboxStatus,
-    MemoryUsage, Mount, Namespace, NamespaceMode, PodSandbox, PodSandboxConfig, PodSandboxFilter,
-    PodSandboxNetworkStatus, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse, StatusResponse, UInt64Value,
-    VersionResponse,
+    AttachRequest, AuthConfig, Container, ContainerAttributes, ContainerConfig, ContainerEventResponse,
+    ContainerEventType, ContainerFilter, ContainerMetadata, ContainerState, ContainerStats, ContainerStatus,
+    ContainerStatusResponse, CpuUsage, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoResponse,
+    ImageSpec, LinuxPodSandboxStatus, MemoryUsage, Mount, Namespace, NamespaceMode, PodSandbox, PodSandboxConfig,
+    PodSandboxFilter, PodSandboxNetworkStatus, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse,
+    PortForwardRequest, StatusResponse, UInt64Value, VersionResponse,
 };
 use crate::cri::{Code, EventStream, RuntimeService, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -575,5 +575,21 @@ impl RuntimeService for FakeRuntime {
                 writable_layer: None,
             })
             .collect())
+    }
+
+    /// The fake has no streaming server.
+    async fn exec(&self, req: ExecRequest) -> Result<String, Status> {
+        self.call_on("Exec", &req.container_id)?;
+        Err(Status::new(Code::Unimplemented, "the fake runtime has no streaming server"))
+    }
+
+    async fn attach(&self, req: AttachRequest) -> Result<String, Status> {
+        self.call_on("Attach", &req.container_id)?;
+        Err(Status::new(Code::Unimplemented, "the fake runtime has no streaming server"))
+    }
+
+    async fn port_forward(&self, req: PortForwardRequest) -> Result<String, Status> {
+        self.call_on("PortForward", &req.pod_sandbox_id)?;
+        Err(Status::new(Code::Unimplemented, "the fake runtime has no streaming server"))
     }
 }

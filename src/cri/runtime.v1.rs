@@ -756,6 +756,56 @@ pub struct ExecSyncResponse {
     #[prost(int32, tag = "3")]
     pub exit_code: i32,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub cmd: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(bool, tag = "3")]
+    pub tty: bool,
+    #[prost(bool, tag = "4")]
+    pub stdin: bool,
+    #[prost(bool, tag = "5")]
+    pub stdout: bool,
+    #[prost(bool, tag = "6")]
+    pub stderr: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecResponse {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AttachRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: ::prost::alloc::string::String,
+    #[prost(bool, tag = "2")]
+    pub stdin: bool,
+    #[prost(bool, tag = "3")]
+    pub tty: bool,
+    #[prost(bool, tag = "4")]
+    pub stdout: bool,
+    #[prost(bool, tag = "5")]
+    pub stderr: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AttachResponse {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PortForwardRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: ::prost::alloc::string::String,
+    #[prost(int32, repeated, tag = "2")]
+    pub port: ::prost::alloc::vec::Vec<i32>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PortForwardResponse {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct GetEventsRequest {}
 #[derive(Clone, PartialEq, ::prost::Message)]

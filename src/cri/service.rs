@@ -5,9 +5,9 @@
 //! without containerd. Methods and errors are [`Cri`]'s.
 
 use super::api::{
-    AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerFilter, ContainerStats,
-    ContainerStatusResponse, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoResponse, PodSandbox,
-    PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse, StatusResponse, VersionResponse,
+    AttachRequest, AuthConfig, Container, ContainerConfig, ContainerEventResponse, ContainerFilter, ContainerStats,
+    ContainerStatusResponse, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoResponse, PodSandbox,
+    PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse, PortForwardRequest, StatusResponse, VersionResponse,
 };
 use super::client::{ContainerEvents, Cri};
 use super::status::Status;
@@ -75,6 +75,10 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
     fn remove_image(&self, image: &str) -> impl Future<Output = Result<(), Status>> + Send;
     fn image_fs_info(&self) -> impl Future<Output = Result<ImageFsInfoResponse, Status>> + Send;
     fn list_container_stats(&self) -> impl Future<Output = Result<Vec<ContainerStats>, Status>> + Send;
+    /// Exec, Attach and PortForward: a one-time URL on the runtime's streaming server.
+    fn exec(&self, req: ExecRequest) -> impl Future<Output = Result<String, Status>> + Send;
+    fn attach(&self, req: AttachRequest) -> impl Future<Output = Result<String, Status>> + Send;
+    fn port_forward(&self, req: PortForwardRequest) -> impl Future<Output = Result<String, Status>> + Send;
 }
 
 /// A stream of container events (GetContainerEvents).
@@ -171,5 +175,14 @@ impl RuntimeService for Cri {
     }
     async fn list_container_stats(&self) -> Result<Vec<ContainerStats>, Status> {
         Cri::list_container_stats(self, None).await
+    }
+    async fn exec(&self, req: ExecRequest) -> Result<String, Status> {
+        Cri::exec(self, req).await
+    }
+    async fn attach(&self, req: AttachRequest) -> Result<String, Status> {
+        Cri::attach(self, req).await
+    }
+    async fn port_forward(&self, req: PortForwardRequest) -> Result<String, Status> {
+        Cri::port_forward(self, req).await
     }
 }
