@@ -61,6 +61,71 @@ fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(
     Some((status, body.to_string()))
 }
 
+/// An exec or attach over WebSocket (`v4.channel.k8s.io`, which the runtime's streaming
+/// server speaks), through the node: the upgrade's status, and what arrived on each channel
+/// (1 stdout, 2 stderr, 3 the exit status) until the server closed.
+fn ws_session(port: u16, ca: &Path, token: &str, path: &str) -> Option<(u16, std::collections::BTreeMap<u8, Vec<u8>>)> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).ok()? {
+        roots.add(c.ok()?).ok()?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").ok()?).ok()?;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tls.read_exact(&mut byte).ok()?;
+        head.push(byte[0]);
+    }
+    let status: u16 = String::from_utf8_lossy(&head).split(' ').nth(1)?.parse().ok()?;
+    let mut channels = std::collections::BTreeMap::new();
+    if status != 101 {
+        return Some((status, channels));
+    }
+    loop {
+        let mut h = [0u8; 2];
+        if tls.read_exact(&mut h).is_err() {
+            break;
+        }
+        let len = match h[1] & 0x7f {
+            126 => {
+                let mut l = [0u8; 2];
+                tls.read_exact(&mut l).ok()?;
+                u64::from(u16::from_be_bytes(l))
+            }
+            127 => {
+                let mut l = [0u8; 8];
+                tls.read_exact(&mut l).ok()?;
+                u64::from_be_bytes(l)
+            }
+            n => u64::from(n),
+        };
+        let mut payload = vec![0u8; usize::try_from(len).ok()?];
+        tls.read_exact(&mut payload).ok()?;
+        match h[0] & 0x0f {
+            8 => break,
+            1 | 2 if !payload.is_empty() => {
+                channels.entry(payload[0]).or_insert_with(Vec::new).extend_from_slice(&payload[1..]);
+            }
+            _ => {}
+        }
+    }
+    Some((status, channels))
+}
+
 #[test]
 fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let tb = testbed();
@@ -94,6 +159,8 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     );
     server.grant("viewers", "get", "proxy");
     server.grant("system:nodes", "get", "proxy");
+    server.add_reviewed_token("tok-admin", "admin", &[]);
+    server.grant("admin", "create", "proxy");
     let ca = dir.join("state/pki/kubelet.crt");
 
     // The node publishes this server, and its certificate names 127.0.0.1.
@@ -163,6 +230,39 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     }
     assert_eq!(server.log().iter().filter(|l| l.path.ends_with("/tokenreviews")).count(), token_reviews);
 
+    // exec through the runtime's streaming server: every byte and the exit status arrive.
+    let exec = |command: &str| {
+        let q: String = ["sh", "-c", command]
+            .iter()
+            .map(|a| {
+                format!(
+                    "command={}&",
+                    a.replace(' ', "%20").replace(';', "%3B").replace('>', "%3E").replace('&', "%26")
+                )
+            })
+            .collect();
+        ws_session(port, &ca, "tok-admin", &format!("/exec/default/web-tb/c?{q}output=1&error=1"))
+            .expect("an exec session")
+    };
+    let (status, out) = exec("echo hi; echo oops >&2; exit 7");
+    assert_eq!(status, 101);
+    assert_eq!(out.get(&1).map(Vec::as_slice), Some(&b"hi\n"[..]));
+    assert_eq!(out.get(&2).map(Vec::as_slice), Some(&b"oops\n"[..]));
+    let exit = String::from_utf8_lossy(out.get(&3).map(Vec::as_slice).unwrap_or_default()).into_owned();
+    assert!(exit.contains("NonZeroExitCode") && exit.contains("\"7\""), "{exit}");
+    let (_, out) = exec("head -c 10485760 /dev/zero; exit 7");
+    assert_eq!(out.get(&1).map_or(0, Vec::len), 10 << 20, "exactly 10 MiB");
+    assert!(String::from_utf8_lossy(&out[&3]).contains("\"7\""));
+    let (status, _) = ws_session(port, &ca, "tok-admin", "/exec/default/web-tb/nope?command=true&output=1").unwrap();
+    assert_eq!(status, 404, "no such container");
+    let (status, _) = ws_session(port, &ca, "tok-admin", "/exec/default/web-tb/c?output=1").unwrap();
+    assert_eq!(status, 400, "no command");
+    assert_eq!(
+        ws_session(port, &ca, "tok-viewer", "/exec/default/web-tb/c?command=true&output=1").map(|r| r.0),
+        Some(403),
+        "get nodes/proxy cannot open a WebSocket exec"
+    );
+
     // The API server unreachable: a new token cannot be reviewed (401); cached answers hold.
     server.add_reviewed_token("tok-late", "viewer", &["viewers"]);
     server.down();
@@ -172,7 +272,7 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     // Bearer tokens never reach the agent's log, at any verbosity.
     let log = agent.log();
     assert!(log.contains("kubelet server on https://127.0.0.1:"), "{log}");
-    for token in ["tok-viewer", "tok-ms", "tok-late", "forged"] {
+    for token in ["tok-viewer", "tok-ms", "tok-late", "tok-admin", "forged"] {
         assert!(!log.contains(token), "{token} in the log");
     }
     drop(agent);

@@ -86,6 +86,18 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Every value of query parameter `key` in a request head, in order (`command=sh&command=-c`).
+pub fn query_all(head: &str, key: &str) -> Vec<String> {
+    let target = head.lines().next().unwrap_or_default().split(' ').nth(1).unwrap_or_default();
+    let query = target.split_once('?').map_or("", |(_, q)| q);
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
+        .filter(|(k, _)| percent_decode(k) == key)
+        .map(|(_, v)| percent_decode(v))
+        .collect()
+}
+
 /// Parses a request head (`GET /path?x=1 HTTP/1.1` and headers).
 pub fn parse_head(head: &str) -> Result<Request, String> {
     let line = head.lines().next().unwrap_or_default();

@@ -5,10 +5,12 @@
 //! kubelet's rules and answers. `shared/reference/kubelet-server.md` holds kubelet's behaviour.
 //!
 //! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0.
-//! Served so far: `/healthz`, `/pods`, `/containerLogs` (the local API's reader); exec,
-//! attach, port-forward, `/run` and the stats are answered 501 until they are built.
+//! Served so far: `/healthz`, `/pods`, `/containerLogs` (the local API's reader), `/exec` and
+//! `/attach` (the runtime's streaming server, spliced); port-forward, `/run` and the stats are
+//! answered 501 until they are built.
 //!
 //! - `serve`: the TLS listener and the route of each authorized request;
+//! - `stream`: exec and attach through CRI and the upgrade splice;
 //! - `authz`: a request's attributes (verb from the method, subresource from the path; the
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
 //! - `reviews`: the TokenReview and SubjectAccessReview bodies and replies;
@@ -25,6 +27,7 @@ pub mod cert;
 pub mod peer;
 pub mod reviews;
 pub mod serve;
+pub mod stream;
 
 /// kubelet's server settings (KubeletConfiguration `address`, `port`, `tlsCertFile`,
 /// `tlsPrivateKeyFile`, `authentication`, `authorization`, `enableDebuggingHandlers`).

@@ -159,6 +159,17 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             }
             return;
         }
+        if matches!(segments.first(), Some(&("exec" | "attach"))) && self.debugging_handlers {
+            let session = match super::stream::session(self, &req, &head, &segments) {
+                Ok(s) => s,
+                Err(r) => return respond(&mut tls, &r).await,
+            };
+            match super::stream::url(&self.api.runtime, session).await {
+                Ok(url) => super::stream::proxy(tls, &head, &url).await,
+                Err(r) => respond(&mut tls, &r).await,
+            }
+            return;
+        }
         let response = self.route(&req, &segments);
         respond(&mut tls, &response).await;
     }
@@ -229,7 +240,7 @@ fn logs_request(req: &Request) -> Result<Request, Response> {
     Ok(local)
 }
 
-async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
+pub(super) async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
     let _ =
         crate::deadline::with_deadline(crate::api::server::WRITE_DEADLINE, crate::api::server::write_response(w, r))
             .await;
