@@ -37,7 +37,7 @@ pub use view::Api;
 
 use crate::cri::RuntimeService;
 use pods::{find_pod, not_found, pod_list, restart};
-use server::{Request, Response, WRITE_DEADLINE};
+use server::{respond, Request, Response};
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -111,11 +111,6 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
             }
         }
     }
-}
-
-/// Writes a whole response, unless the client will not take it within the deadline.
-async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
-    let _ = crate::deadline::with_deadline(WRITE_DEADLINE, server::write_response(w, r)).await;
 }
 
 async fn handle<S, RT: RuntimeService>(api: &Api<RT>, count: &AtomicUsize, mut stream: S, scope: Scope)

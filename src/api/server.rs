@@ -141,6 +141,11 @@ pub async fn write_response<S: AsyncWrite + Unpin>(s: &mut S, r: &Response) -> s
     s.flush().await
 }
 
+/// Writes a whole response, unless the client will not take it within [`WRITE_DEADLINE`].
+pub async fn respond<W: AsyncWrite + Unpin>(w: &mut W, r: &Response) {
+    let _ = crate::deadline::with_deadline(WRITE_DEADLINE, write_response(w, r)).await;
+}
+
 /// Starts a streamed response; the body ends when the connection closes.
 pub async fn start_stream<S: AsyncWrite + Unpin>(s: &mut S, content_type: &str) -> std::io::Result<()> {
     let head = format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n");

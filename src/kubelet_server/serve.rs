@@ -6,7 +6,7 @@
 
 use super::auth::{Auth, Credentials, Reviewer, Verdict};
 use super::{authz, ServerSettings};
-use crate::api::server::{parse_head, Request, Response};
+use crate::api::server::{parse_head, respond, Request, Response};
 use crate::api::Api;
 use crate::cri::RuntimeService;
 use rustls::pki_types::pem::PemObject;
@@ -160,7 +160,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             return;
         }
         if matches!(segments.first(), Some(&("exec" | "attach"))) && self.debugging_handlers {
-            let session = match super::stream::session(self, &req, &head, &segments) {
+            let session = match super::stream::session(&self.api, &req, &head, &segments) {
                 Ok(s) => s,
                 Err(r) => return respond(&mut tls, &r).await,
             };
@@ -238,12 +238,6 @@ fn logs_request(req: &Request) -> Result<Request, Response> {
         }
     }
     Ok(local)
-}
-
-pub(super) async fn respond<W: smol::io::AsyncWrite + Unpin>(w: &mut W, r: &Response) {
-    let _ =
-        crate::deadline::with_deadline(crate::api::server::WRITE_DEADLINE, crate::api::server::write_response(w, r))
-            .await;
 }
 
 #[cfg(test)]

@@ -7,9 +7,8 @@
 //! flowing, so the last output and the exit status always arrive. Each session holds two
 //! small copy buffers and no task blocks.
 
-use super::auth::Reviewer;
-use super::serve::Server;
-use crate::api::server::{query_all, Request, Response};
+use crate::api::server::{query_all, respond, Request, Response};
+use crate::api::Api;
 use crate::cri::api::{AttachRequest, ExecRequest};
 use crate::cri::RuntimeService;
 use smol::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -36,8 +35,8 @@ pub enum Session {
 
 /// The session `req` names, with the container's or sandbox's runtime ID looked up, or
 /// kubelet's answer when it names nothing that runs.
-pub fn session<RT: RuntimeService, R: Reviewer>(
-    server: &Server<RT, R>,
+pub fn session<RT: RuntimeService>(
+    api: &Api<RT>,
     req: &Request,
     head: &str,
     segments: &[&str],
@@ -47,10 +46,10 @@ pub fn session<RT: RuntimeService, R: Reviewer>(
         [k @ ("exec" | "attach"), ns, pod, uid, container] => (*k, *ns, *pod, Some(*uid), *container),
         _ => return Err(Response::text(404, "404 page not found")),
     };
-    let (_, found) = crate::api::pods::find_pod(&server.api, ns, pod)
+    let (_, found) = crate::api::pods::find_pod(api, ns, pod)
         .filter(|(_, p)| uid.is_none_or(|u| p.metadata.uid == u))
         .ok_or_else(|| Response::text(404, "pod not found"))?;
-    let status = server.api.node.statuses().get(&found.metadata.uid);
+    let status = api.node.statuses().get(&found.metadata.uid);
     let id = status
         .as_ref()
         .and_then(|s| s.container_statuses.iter().chain(&s.init_container_statuses).find(|c| c.name == container))
@@ -98,13 +97,13 @@ where
     let (mut client_r, mut client_w) = smol::io::split(client);
     let Some((authority, path)) = target(url) else {
         let r = Response::text(500, format!("the container runtime's streaming URL is not plain http: {url}"));
-        return super::serve::respond(&mut client_w, &r).await;
+        return respond(&mut client_w, &r).await;
     };
     let runtime = match smol::net::TcpStream::connect(authority).await {
         Ok(s) => s,
         Err(e) => {
             let r = Response::text(502, format!("the container runtime's streaming server: {e}"));
-            return super::serve::respond(&mut client_w, &r).await;
+            return respond(&mut client_w, &r).await;
         }
     };
     // The client's method (a WebSocket upgrade must stay a GET; SPDY comes as POST or GET).
@@ -125,7 +124,7 @@ where
     let answer = crate::deadline::with_deadline(UPGRADE_DEADLINE, crate::http1::read_head(&mut runtime_r, 64 << 10));
     let Some(Ok((answer, early))) = answer.await else {
         let r = Response::text(502, "the container runtime's streaming server did not answer the upgrade");
-        return super::serve::respond(&mut client_w, &r).await;
+        return respond(&mut client_w, &r).await;
     };
     let switching = crate::http1::status(&answer) == Ok(101);
     let relayed = async {
