@@ -31,6 +31,11 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// Writes `record` as JSON so that a crash leaves the old file or the new one, readable by
 /// root only.
 pub fn write<T: serde::Serialize>(path: &Path, record: &T) -> std::io::Result<()> {
+    write_bytes(path, &serde_json::to_vec(record).map_err(std::io::Error::other)?)
+}
+
+/// Writes `bytes` the same way: whole or not at all, readable by root only.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     private_dir(dir)?;
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("record")));
@@ -38,7 +43,7 @@ pub fn write<T: serde::Serialize>(path: &Path, record: &T) -> std::io::Result<()
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         // An old file left with looser permissions is tightened before anything is written.
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(&serde_json::to_vec(record).map_err(std::io::Error::other)?)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;

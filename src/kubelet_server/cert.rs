@@ -1,9 +1,10 @@
 //! The serving certificate when none is configured (`tlsCertFile`/`tlsPrivateKeyFile` unset):
 //! as kubelet, a self-signed certificate kept under the root dir (`pki/kubelet.crt` and
-//! `pki/kubelet.key`, the key 0600). Unlike kubelet, whose self-signed certificate keeps the
-//! names it was first made with, atoll makes a new one when the node's published addresses
-//! or hostname change or it comes within 30 days of expiry, so a client that checks names
-//! never meets "certificate is valid for X, not Y".
+//! `pki/kubelet.key`, the key 0600, written as `records` writes: whole or not at all). Unlike
+//! kubelet, whose self-signed certificate keeps the names it was first made with, atoll makes
+//! a new one when the node's published addresses or hostname change or it comes within 30
+//! days of expiry, so a client that checks names never meets "certificate is valid for X,
+//! not Y".
 //!
 //! ECDSA P-256 with SHA-256 (ring), one year of validity from an hour ago (clock skew), the
 //! SANs each an IP address or a DNS name, `serverAuth` only. The DER is written here by hand
@@ -30,30 +31,38 @@ pub struct Serving {
 /// The certificate in `dir` when it was made for exactly `names` and is not near its end,
 /// else a new one (written there). `names`: IP addresses and DNS names, the first the subject.
 pub fn load_or_make(dir: &Path, names: &[String], now: SystemTime) -> Result<Serving, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
     let (cert_path, key_path, record_path) =
-        (dir.join("kubelet.crt"), dir.join("kubelet.key"), dir.join("kubelet.sans"));
-    let wanted = names.join("\n");
+        (dir.join("kubelet.crt"), dir.join("kubelet.key"), dir.join("kubelet-names.json"));
     let kept = || -> Option<Serving> {
-        let record = crate::bounded::read_file(&record_path, 64 << 10).ok()?;
-        let (until, made_for) = std::str::from_utf8(&record).ok()?.split_once('\n')?;
-        let until = SystemTime::UNIX_EPOCH + Duration::from_secs(until.parse().ok()?);
-        if made_for != wanted || until < now + RENEW_BEFORE {
+        let made: Made = crate::records::read(&record_path)?;
+        let until = SystemTime::UNIX_EPOCH + Duration::from_secs(made.until);
+        if made.names != names || until < now + RENEW_BEFORE {
             return None;
         }
-        let cert = pem_body(&crate::bounded::read_file(&cert_path, 64 << 10).ok()?, "CERTIFICATE")?;
-        let key = pem_body(&crate::bounded::read_file(&key_path, 64 << 10).ok()?, "PRIVATE KEY")?;
+        let read = |p: &Path| crate::bounded::read_file(p, 64 << 10).ok();
+        let cert = CertificateDer::from_pem_slice(&read(&cert_path)?).ok()?.to_vec();
+        let key = PrivatePkcs8KeyDer::from_pem_slice(&read(&key_path)?).ok()?.secret_pkcs8_der().to_vec();
         Some(Serving { cert, key })
     };
     if let Some(s) = kept() {
         return Ok(s);
     }
     let made = make(names, now)?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    write_private(&key_path, pem("PRIVATE KEY", &made.key).as_bytes())?;
-    write_private(&cert_path, pem("CERTIFICATE", &made.cert).as_bytes())?;
     let until = (now + VALIDITY).duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    write_private(&record_path, format!("{until}\n{wanted}").as_bytes())?;
+    let written = crate::records::write_bytes(&key_path, pem("PRIVATE KEY", &made.key).as_bytes())
+        .and_then(|()| crate::records::write_bytes(&cert_path, pem("CERTIFICATE", &made.cert).as_bytes()))
+        .and_then(|()| crate::records::write(&record_path, &Made { until, names: names.to_vec() }));
+    written.map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(made)
+}
+
+/// What the kept certificate was made for, and until when (seconds since the epoch).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Made {
+    until: u64,
+    names: Vec<String>,
 }
 
 /// A new self-signed certificate for `names`, valid from an hour before `now` for a year.
@@ -174,32 +183,6 @@ fn pem(label: &str, der: &[u8]) -> String {
     let b64 = crate::base64::encode(der);
     let lines: Vec<&str> = b64.as_bytes().chunks(64).filter_map(|c| std::str::from_utf8(c).ok()).collect();
     format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
-}
-
-/// The DER inside the first PEM block labelled `label`.
-fn pem_body(text: &[u8], label: &str) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(text).ok()?;
-    let begin = format!("-----BEGIN {label}-----");
-    let start = text.find(&begin)? + begin.len();
-    let end = text[start..].find("-----END")? + start;
-    let b64: String = text[start..end].split_whitespace().collect();
-    crate::base64::decode(&b64).ok()
-}
-
-/// Writes a file only root can read, whole or not at all.
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]
