@@ -57,6 +57,7 @@ fn reason_phrase(status: u16) -> &'static str {
         422 => "Unprocessable Entity",
         500 => "Internal Server Error",
         501 => "Not Implemented",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
         _ => "",
     }

@@ -76,10 +76,10 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
 
 /// What every connection shares.
 pub struct Server<RT, R> {
-    pub tls: futures_rustls::TlsAcceptor,
-    pub auth: Auth<R>,
-    pub api: Arc<Api<RT>>,
-    pub debugging_handlers: bool,
+    tls: futures_rustls::TlsAcceptor,
+    auth: Auth<R>,
+    api: Arc<Api<RT>>,
+    debugging_handlers: bool,
     open: AtomicUsize,
 }
 

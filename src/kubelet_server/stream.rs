@@ -1,6 +1,6 @@
-//! `/exec` and `/attach` as kubelet serves them (`/portForward` next, by the same splice): atoll speaks no SPDY or
-//! WebSocket itself. It asks the runtime (CRI `Exec`, `Attach`) for a one-time
-//! URL on its streaming server, sends the client's upgrade there (only the upgrade's own
+//! `/exec` and `/attach` as kubelet serves them (`/portForward` next, by the same splice):
+//! atoll speaks no SPDY or WebSocket itself. It asks the runtime (CRI `Exec`, `Attach`) for a
+//! one-time URL on its streaming server, sends the client's upgrade there (only the upgrade's own
 //! headers: never the client's credentials) and, on `101 Switching Protocols`, splices the two
 //! connections. Any other answer is relayed and both connections closed; a redirect is never
 //! followed. When one side stops sending, the other's write half is closed and the rest keeps
@@ -33,7 +33,7 @@ pub enum Session {
     Attach(AttachRequest),
 }
 
-/// The session `req` names, with the container's or sandbox's runtime ID looked up, or
+/// The session `req` names, with the container's runtime ID looked up, or
 /// kubelet's answer when it names nothing that runs.
 pub fn session<RT: RuntimeService>(
     api: &Api<RT>,
