@@ -25,8 +25,13 @@ enum As<'a> {
     Certificate(&'a Pki),
 }
 
-/// One HTTPS request to the node, verifying its certificate for 127.0.0.1: status and body.
-fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(u16, String)> {
+/// A TLS connection to the node as `who`, verifying its certificate for 127.0.0.1 (reads
+/// time out after 30 s).
+fn connect(
+    port: u16,
+    ca: &Path,
+    who: &As,
+) -> Option<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).ok()? {
         roots.add(c.ok()?).ok()?;
@@ -43,11 +48,16 @@ fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(
         }
         _ => builder.with_no_client_auth(),
     };
-    let name = ServerName::try_from("127.0.0.1").ok()?;
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").ok()?).ok()?;
     let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    Some(rustls::StreamOwned::new(conn, tcp))
+}
+
+/// One HTTPS request to the node: status and body.
+fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(u16, String)> {
+    let mut tls = connect(port, ca, who)?;
+    tls.sock.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
     let auth = match who {
         As::Token(t) => format!("Authorization: Bearer {t}\r\n"),
         _ => String::new(),
@@ -65,20 +75,7 @@ fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Option<(
 /// server speaks), through the node: the upgrade's status, and what arrived on each channel
 /// (1 stdout, 2 stderr, 3 the exit status) until the server closed.
 fn ws_session(port: u16, ca: &Path, token: &str, path: &str) -> Option<(u16, std::collections::BTreeMap<u8, Vec<u8>>)> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(ca).ok()? {
-        roots.add(c.ok()?).ok()?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").ok()?).ok()?;
-    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut tls = connect(port, ca, &As::Token(token))?;
     write!(
         tls,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
