@@ -60,6 +60,14 @@ pub fn read_file(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     read_at_most(open_regular(path)?, max)
 }
 
+/// [`read_file`] with a symlink at the last component followed: for the files the operator
+/// names (settings, kubeconfigs and their certificates, keys, `/etc/resolv.conf`), which are
+/// links on many hosts (kubeadm's `kubelet-client-current.pem`, systemd-resolved's
+/// resolv.conf) and which no container writes.
+pub fn read_following(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    read_at_most(open_following(path)?, max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

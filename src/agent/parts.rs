@@ -26,7 +26,8 @@ pub fn facts(s: &Settings, runtime_name: String) -> Facts {
         host_resolv_conf: if n.resolv_conf.is_empty() {
             String::new()
         } else {
-            let text = crate::bounded::read_file(std::path::Path::new(&n.resolv_conf), 1 << 20).unwrap_or_default();
+            let text =
+                crate::bounded::read_following(std::path::Path::new(&n.resolv_conf), 1 << 20).unwrap_or_default();
             String::from_utf8_lossy(&text).into_owned()
         },
     }

@@ -3,19 +3,16 @@
 //! socket, the state directory, the mirror's kubeconfig and node labels. Kept apart from the
 //! KubeletConfiguration so that file stays kubelet's.
 
-use super::file::load_settings_file;
+use super::fields::Fields;
 use crate::duration::parse_duration;
 use std::time::Duration;
 
 /// atoll's own settings (`--atoll-config`, kind AtollConfiguration of apiVersion
 /// atoll.io/v1alpha1): what kubelet has no field for, kept apart from the KubeletConfiguration
 /// so that file stays kubelet's. Every field is optional; see `configs/atoll.yaml`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct AtollConfiguration {
-    #[serde(default)]
     pub api_version: String,
-    #[serde(default)]
     pub kind: String,
     /// Like `--strict`: manifest fields atoll does not implement are errors.
     pub strict: Option<bool>,
@@ -34,7 +31,6 @@ pub struct AtollConfiguration {
     /// containerd's `ctr`, which imports them, when it is not the first `ctr` on PATH.
     pub ctr_path: Option<String>,
     /// How often images are garbage-collected (kubelet's fixed 5m by default; 1s to 24h).
-    #[serde(rename = "imageGCPeriod")]
     pub image_gc_period: Option<String>,
     /// CrashLoopBackOff: kubelet's 10 s doubling to 300 s unless given.
     pub crash_loop_back_off: Option<BackOffConfig>,
@@ -42,10 +38,8 @@ pub struct AtollConfiguration {
     pub image_pull_back_off: Option<BackOffConfig>,
     /// runtimeClassName → CRI runtime handler (kubelet reads RuntimeClass objects from the API
     /// server; here there is none).
-    #[serde(default)]
     pub runtime_classes: std::collections::BTreeMap<String, String>,
     /// Credentials for image pulls (kubelet takes them from pull secrets; here there are none).
-    #[serde(default)]
     pub registry_credentials: Vec<RegistryCredential>,
     /// Docker `config.json` files to read credentials from; by default `<root-dir>/config.json`
     /// when it exists (kubelet's first place to look).
@@ -71,43 +65,33 @@ pub struct AtollConfiguration {
     /// signed (see the README's "fleet updates").
     pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
-    #[serde(default)]
     pub node_labels: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct ManifestTrust {
     /// minisign public key files (`minisign -G` writes one); a signature by any of them is good.
-    #[serde(default)]
     pub public_keys: Vec<String>,
     /// Refuse unsigned manifests (default false: only signatures that are there are checked).
-    #[serde(default)]
     pub require: bool,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct BackOffConfig {
     pub initial_delay: Option<String>,
     pub max_delay: Option<String>,
 }
 
-#[derive(Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default)]
 pub struct RegistryCredential {
     /// `host[:port][/path]`, `*` globs per host part (`*.example.com`).
     pub registry: String,
-    #[serde(default)]
     pub username: String,
-    #[serde(default)]
     pub password: String,
     /// A file holding the password (trailing newline dropped), instead of `password`.
     pub password_file: Option<String>,
     /// base64 of `username:password`, as in Docker's config.json.
-    #[serde(default)]
     pub auth: String,
-    #[serde(default)]
     pub identity_token: String,
 }
 
@@ -125,17 +109,84 @@ impl AtollConfiguration {
     /// (a newer atoll's setting, or a typo), which the agent logs at start.
     pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), String> {
         let shown = path.display();
-        let (cfg, mut notes, ignored): (AtollConfiguration, _, _) = load_settings_file(path)?;
+        let mut notes = Vec::new();
+        let mut unknown = Vec::new();
+        let cfg = Fields::read(path, &mut notes)
+            .and_then(|f| AtollConfiguration::from_fields(f, &mut unknown))
+            .map_err(|e| format!("config {shown}: {e}"))?;
+        let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
             return Err(format!(
                 "config {shown}: expected kind AtollConfiguration of apiVersion atoll.io/v1alpha1, found kind {:?} of {:?}",
                 cfg.kind, cfg.api_version
             ));
         }
-        for field in ignored {
+        for field in unknown {
             notes.push(format!("config {shown}: {field}: unknown field; ignored"));
         }
         Ok((cfg, notes))
+    }
+
+    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<AtollConfiguration, String> {
+        let mut back_off = |f: &mut Fields, key: &str| -> Result<Option<BackOffConfig>, String> {
+            let Some(mut b) = f.section(key)? else { return Ok(None) };
+            let read = BackOffConfig { initial_delay: b.get("initialDelay")?, max_delay: b.get("maxDelay")? };
+            b.rest(unknown);
+            Ok(Some(read))
+        };
+        let crash_loop_back_off = back_off(&mut f, "crashLoopBackOff")?;
+        let image_pull_back_off = back_off(&mut f, "imagePullBackOff")?;
+        let mut registry_credentials = Vec::new();
+        for mut c in f.list("registryCredentials")? {
+            registry_credentials.push(RegistryCredential {
+                registry: c.get("registry")?.ok_or_else(|| {
+                    format!("registryCredentials[{}].registry: missing field", registry_credentials.len())
+                })?,
+                username: c.get("username")?.unwrap_or_default(),
+                password: c.get("password")?.unwrap_or_default(),
+                password_file: c.get("passwordFile")?,
+                auth: c.get("auth")?.unwrap_or_default(),
+                identity_token: c.get("identityToken")?.unwrap_or_default(),
+            });
+            c.rest(unknown);
+        }
+        let manifest_trust = match f.section("manifestTrust")? {
+            None => None,
+            Some(mut t) => {
+                let read = ManifestTrust {
+                    public_keys: t.get("publicKeys")?.unwrap_or_default(),
+                    require: t.get("require")?.unwrap_or_default(),
+                };
+                t.rest(unknown);
+                Some(read)
+            }
+        };
+        let cfg = AtollConfiguration {
+            api_version: f.get("apiVersion")?.unwrap_or_default(),
+            kind: f.get("kind")?.unwrap_or_default(),
+            strict: f.get("strict")?,
+            strict_image_pull_policy: f.get("strictImagePullPolicy")?,
+            images_dir: f.get("imagesDir")?,
+            secrets_dir: f.get("secretsDir")?,
+            decryption_key_file: f.get("decryptionKeyFile")?,
+            ctr_path: f.get("ctrPath")?,
+            image_gc_period: f.get("imageGCPeriod")?,
+            crash_loop_back_off,
+            image_pull_back_off,
+            runtime_classes: f.get("runtimeClasses")?.unwrap_or_default(),
+            registry_credentials,
+            docker_config_files: f.get("dockerConfigFiles")?,
+            api_socket: f.get("apiSocket")?,
+            state_dir: f.get("stateDir")?,
+            kubeconfig: f.get("kubeconfig")?,
+            relist_period: f.get("relistPeriod")?,
+            rollback_after: f.get("rollbackAfter")?,
+            rollback_max_restarts: f.get("rollbackMaxRestarts")?,
+            manifest_trust,
+            node_labels: f.get("nodeLabels")?.unwrap_or_default(),
+        };
+        f.rest(unknown);
+        Ok(cfg)
     }
 
     /// `imageGCPeriod`, checked: from 1s to 24h.
@@ -158,7 +209,7 @@ impl AtollConfiguration {
         for (i, file) in t.public_keys.iter().enumerate() {
             let at = format!("config {shown}: manifestTrust.publicKeys[{i}]: {file}");
             let bytes =
-                crate::bounded::read_file(std::path::Path::new(file), 4096).map_err(|e| format!("{at}: {e}"))?;
+                crate::bounded::read_following(std::path::Path::new(file), 4096).map_err(|e| format!("{at}: {e}"))?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{at}: not text"))?;
             keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| format!("{at}: {e}"))?);
         }
@@ -234,7 +285,9 @@ impl AtollConfiguration {
                 if !password.is_empty() {
                     return Err(format!("{origin}: give password or passwordFile, not both"));
                 }
-                let text = std::fs::read_to_string(file).map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
+                let bytes = crate::bounded::read_following(std::path::Path::new(file), 64 << 10)
+                    .map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
+                let text = String::from_utf8(bytes).map_err(|_| format!("{origin}.passwordFile: {file}: not text"))?;
                 password = text.trim_end_matches(['\n', '\r']).to_string();
             }
             let auth = AuthConfig {
@@ -251,7 +304,7 @@ impl AtollConfiguration {
             None => (vec![root_dir.join("config.json")], false),
         };
         for f in files {
-            match std::fs::read(&f) {
+            match crate::bounded::read_following(&f, 4 << 20) {
                 Ok(bytes) => {
                     keyring
                         .add_docker_config(&f, &bytes)

@@ -2,21 +2,16 @@
 //! `/var/lib/kubelet/config.yaml`): field names are kubelet's; fields atoll does not act on are
 //! named at start, as "not used yet" or "not supported", never silently dropped.
 
-use super::file::load_settings_file;
+use super::fields::Fields;
 
 /// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
 /// on. Field names are kubelet's.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct KubeletConfiguration {
-    #[serde(default)]
     pub api_version: String,
-    #[serde(default)]
     pub kind: String,
     pub static_pod_path: Option<String>,
-    #[serde(rename = "staticPodURL")]
     pub static_pod_url: Option<String>,
-    #[serde(rename = "staticPodURLHeader")]
     pub static_pod_url_header: Option<std::collections::BTreeMap<String, Vec<String>>>,
     pub file_check_frequency: Option<String>,
     pub http_check_frequency: Option<String>,
@@ -26,7 +21,6 @@ pub struct KubeletConfiguration {
     pub pod_logs_dir: Option<String>,
     pub container_log_max_size: Option<crate::pod::quantity::Quantity>,
     pub container_log_max_files: Option<i64>,
-    #[serde(rename = "clusterDNS")]
     pub cluster_dns: Option<Vec<String>>,
     pub cluster_domain: Option<String>,
     pub resolv_conf: Option<String>,
@@ -38,13 +32,9 @@ pub struct KubeletConfiguration {
     pub node_status_update_frequency: Option<String>,
     pub node_status_report_frequency: Option<String>,
     pub node_lease_duration_seconds: Option<i64>,
-    #[serde(rename = "imageGCHighThresholdPercent")]
     pub image_gc_high_threshold_percent: Option<i64>,
-    #[serde(rename = "imageGCLowThresholdPercent")]
     pub image_gc_low_threshold_percent: Option<i64>,
-    #[serde(rename = "imageMinimumGCAge")]
     pub image_minimum_gc_age: Option<String>,
-    #[serde(rename = "imageMaximumGCAge")]
     pub image_maximum_gc_age: Option<String>,
     pub address: Option<String>,
     pub port: Option<i64>,
@@ -53,66 +43,54 @@ pub struct KubeletConfiguration {
     pub authentication: Option<Authentication>,
     pub authorization: Option<Authorization>,
     pub enable_debugging_handlers: Option<bool>,
+    pub streaming_connection_idle_timeout: Option<String>,
 }
 
 /// `authentication` (KubeletAuthentication).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct Authentication {
     pub x509: Option<X509>,
     pub webhook: Option<AuthnWebhook>,
     pub anonymous: Option<Anonymous>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct X509 {
-    #[serde(rename = "clientCAFile")]
     pub client_ca_file: Option<String>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct AuthnWebhook {
     pub enabled: Option<bool>,
-    #[serde(rename = "cacheTTL")]
     pub cache_ttl: Option<String>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default)]
 pub struct Anonymous {
     pub enabled: Option<bool>,
 }
 
 /// `authorization` (KubeletAuthorization).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct Authorization {
     pub mode: Option<String>,
     pub webhook: Option<AuthzWebhook>,
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct AuthzWebhook {
-    #[serde(rename = "cacheAuthorizedTTL")]
     pub cache_authorized_ttl: Option<String>,
-    #[serde(rename = "cacheUnauthorizedTTL")]
     pub cache_unauthorized_ttl: Option<String>,
 }
 
 /// A taint of `registerWithTaints`.
-#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 pub struct Taint {
     pub key: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub value: String,
     pub effect: String,
 }
-
-/// KubeletConfiguration fields atoll will act on in a later version (the design's
-/// compatibility surface); reported as "not used yet" rather than "not supported".
-const LATER_FIELDS: &[&str] = &[];
 
 impl KubeletConfiguration {
     /// The image garbage collection settings, with kubelet's defaults and checks (percentages
@@ -155,21 +133,121 @@ impl KubeletConfiguration {
     /// this version does not act on.
     pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {
         let shown = path.display();
-        let (cfg, mut notes, ignored): (KubeletConfiguration, _, _) = load_settings_file(path)?;
+        let mut notes = Vec::new();
+        let mut unknown = Vec::new();
+        let cfg = Fields::read(path, &mut notes)
+            .and_then(|f| KubeletConfiguration::from_fields(f, &mut unknown))
+            .map_err(|e| format!("config {shown}: {e}"))?;
         if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
             return Err(format!(
                 "config {shown}: expected kind KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1, found kind {:?} of {:?}",
                 cfg.kind, cfg.api_version
             ));
         }
-        for field in ignored {
-            let top = field.split(['.', '[']).next().unwrap_or("");
-            if LATER_FIELDS.contains(&top) {
-                notes.push(format!("config {shown}: {field}: not used by this version of atoll yet"));
-            } else {
-                notes.push(format!("config {shown}: {field}: not supported by atoll; ignored"));
-            }
+        let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
+        for field in unknown {
+            notes.push(format!("config {shown}: {field}: not supported by atoll; ignored"));
         }
         Ok((cfg, notes))
+    }
+
+    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<KubeletConfiguration, String> {
+        let mut cfg = KubeletConfiguration {
+            api_version: f.get("apiVersion")?.unwrap_or_default(),
+            kind: f.get("kind")?.unwrap_or_default(),
+            static_pod_path: f.get("staticPodPath")?,
+            static_pod_url: f.get("staticPodURL")?,
+            static_pod_url_header: f.get("staticPodURLHeader")?,
+            file_check_frequency: f.get("fileCheckFrequency")?,
+            http_check_frequency: f.get("httpCheckFrequency")?,
+            sync_frequency: f.get("syncFrequency")?,
+            container_runtime_endpoint: f.get("containerRuntimeEndpoint")?,
+            runtime_request_timeout: f.get("runtimeRequestTimeout")?,
+            pod_logs_dir: f.get("podLogsDir")?,
+            container_log_max_size: f.get("containerLogMaxSize")?,
+            container_log_max_files: f.get("containerLogMaxFiles")?,
+            cluster_dns: f.get("clusterDNS")?,
+            cluster_domain: f.get("clusterDomain")?,
+            resolv_conf: f.get("resolvConf")?,
+            healthz_port: f.get("healthzPort")?,
+            healthz_bind_address: f.get("healthzBindAddress")?,
+            read_only_port: f.get("readOnlyPort")?,
+            max_pods: f.get("maxPods")?,
+            register_with_taints: None,
+            node_status_update_frequency: f.get("nodeStatusUpdateFrequency")?,
+            node_status_report_frequency: f.get("nodeStatusReportFrequency")?,
+            node_lease_duration_seconds: f.get("nodeLeaseDurationSeconds")?,
+            image_gc_high_threshold_percent: f.get("imageGCHighThresholdPercent")?,
+            image_gc_low_threshold_percent: f.get("imageGCLowThresholdPercent")?,
+            image_minimum_gc_age: f.get("imageMinimumGCAge")?,
+            image_maximum_gc_age: f.get("imageMaximumGCAge")?,
+            address: f.get("address")?,
+            port: f.get("port")?,
+            tls_cert_file: f.get("tlsCertFile")?,
+            tls_private_key_file: f.get("tlsPrivateKeyFile")?,
+            authentication: None,
+            authorization: None,
+            enable_debugging_handlers: f.get("enableDebuggingHandlers")?,
+            streaming_connection_idle_timeout: f.get("streamingConnectionIdleTimeout")?,
+        };
+        let taints = f.list("registerWithTaints")?;
+        if !taints.is_empty() {
+            let mut list = Vec::new();
+            for mut t in taints {
+                list.push(Taint {
+                    key: t.get("key")?.unwrap_or_default(),
+                    value: t.get("value")?.unwrap_or_default(),
+                    effect: t.get("effect")?.unwrap_or_default(),
+                });
+                t.rest(unknown);
+            }
+            cfg.register_with_taints = Some(list);
+        }
+        if let Some(mut a) = f.section("authentication")? {
+            let mut x509 = a.section("x509")?;
+            let mut webhook = a.section("webhook")?;
+            let mut anonymous = a.section("anonymous")?;
+            cfg.authentication = Some(Authentication {
+                x509: x509
+                    .as_mut()
+                    .map(|x| Ok::<_, String>(X509 { client_ca_file: x.get("clientCAFile")? }))
+                    .transpose()?,
+                webhook: webhook
+                    .as_mut()
+                    .map(|w| {
+                        Ok::<_, String>(AuthnWebhook { enabled: w.get("enabled")?, cache_ttl: w.get("cacheTTL")? })
+                    })
+                    .transpose()?,
+                anonymous: anonymous
+                    .as_mut()
+                    .map(|x| Ok::<_, String>(Anonymous { enabled: x.get("enabled")? }))
+                    .transpose()?,
+            });
+            for part in [x509, webhook, anonymous].into_iter().flatten() {
+                part.rest(unknown);
+            }
+            a.rest(unknown);
+        }
+        if let Some(mut a) = f.section("authorization")? {
+            let mut webhook = a.section("webhook")?;
+            cfg.authorization = Some(Authorization {
+                mode: a.get("mode")?,
+                webhook: webhook
+                    .as_mut()
+                    .map(|w| {
+                        Ok::<_, String>(AuthzWebhook {
+                            cache_authorized_ttl: w.get("cacheAuthorizedTTL")?,
+                            cache_unauthorized_ttl: w.get("cacheUnauthorizedTTL")?,
+                        })
+                    })
+                    .transpose()?,
+            });
+            if let Some(w) = webhook {
+                w.rest(unknown);
+            }
+            a.rest(unknown);
+        }
+        f.rest(unknown);
+        Ok(cfg)
     }
 }

@@ -6,7 +6,7 @@
 //! [`needs_restart`] says which changes a SIGHUP cannot apply.
 
 pub mod atoll;
-mod file;
+mod fields;
 pub mod flags;
 pub mod kubelet;
 pub mod parts;

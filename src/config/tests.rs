@@ -263,6 +263,36 @@ fn bad_config_files_are_named_with_the_field() {
     assert!(e.contains("type.yaml: staticPodPath: invalid type"), "{e}");
     let e = Settings::load(&flags(&["--config=/nonexistent/kubelet.yaml"])).unwrap_err();
     assert!(e.contains("/nonexistent/kubelet.yaml"), "{e}");
+    let nested = config_file(
+        "nested.yaml",
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication: {webhook: {cacheTTL: [1]}}\n",
+    );
+    let e = Settings::load(&flags(&[&format!("--config={nested}"), "--hostname-override=n"])).unwrap_err();
+    assert!(e.contains("nested.yaml: authentication.webhook.cacheTTL: invalid type"), "{e}");
+}
+
+#[test]
+fn settings_files_the_operator_links_are_followed() {
+    // kubeadm's and config managers' files are often symlinks; none is container-writable.
+    let path = config_file("linked-target.yaml", KUBELET);
+    let link = std::path::Path::new(&path).with_file_name("linked.yaml");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let s = Settings::load(&flags(&[&format!("--config={}", link.display()), "--hostname-override=n"])).unwrap();
+    assert_eq!(s.mirror.max_pods, 20);
+    let secret = config_file("password-target", "hunter2\n");
+    let secret_link = std::path::Path::new(&secret).with_file_name("password-link");
+    let _ = std::fs::remove_file(&secret_link);
+    std::os::unix::fs::symlink(&secret, &secret_link).unwrap();
+    let own = format!(
+        "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nregistryCredentials:\n- {{registry: q.example.com, username: u, passwordFile: {}}}\n",
+        secret_link.display()
+    );
+    let own_link = std::path::Path::new(&config_file("own-target.yaml", &own)).with_file_name("own-link.yaml");
+    let _ = std::fs::remove_file(&own_link);
+    std::os::unix::fs::symlink(own_link.with_file_name("own-target.yaml"), &own_link).unwrap();
+    let s = Settings::load(&flags(&[&format!("--atoll-config={}", own_link.display()), "--hostname-override=n"]));
+    assert!(s.is_ok(), "{:?}", s.err());
 }
 
 fn with_own(atoll_yaml: &str, more: &[&str]) -> Settings {

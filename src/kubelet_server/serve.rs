@@ -28,7 +28,8 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
     let (chain, key) = match (&s.tls, made) {
         (Some((cert, key)), _) => {
             let read = |p: &std::path::Path| {
-                crate::bounded::read_file(p, 1 << 20).map_err(|e| format!("config field tls: {}: {e}", p.display()))
+                crate::bounded::read_following(p, 1 << 20)
+                    .map_err(|e| format!("config field tls: {}: {e}", p.display()))
             };
             let pem = read(cert)?;
             let chain: Vec<CertificateDer<'static>> =
@@ -50,7 +51,7 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
     let builder = match &s.client_ca_file {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let pem = crate::bounded::read_file(path, 4 << 20)
+            let pem = crate::bounded::read_following(path, 4 << 20)
                 .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {

@@ -18,7 +18,9 @@ impl Source {
     pub fn read(&self) -> Result<Vec<u8>, String> {
         match self {
             Source::Data(d) => Ok(d.clone()),
-            Source::File(p) => crate::bounded::read_file(p, MAX_BYTES).map_err(|e| format!("{}: {e}", p.display())),
+            Source::File(p) => {
+                crate::bounded::read_following(p, MAX_BYTES).map_err(|e| format!("{}: {e}", p.display()))
+            }
         }
     }
 }
@@ -112,7 +114,7 @@ const MAX_BYTES: usize = 4 << 20;
 /// Reads `path` and resolves `context` (the current context when `None`).
 pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, String> {
     let shown = path.display().to_string();
-    let bytes = crate::bounded::read_file(path, MAX_BYTES).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let bytes = crate::bounded::read_following(path, MAX_BYTES).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
     // The parser every other document goes through (its budget), then the shape.
     let doc = crate::parse::document(&bytes).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
     let file: File = serde_json::from_value(doc.value).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
@@ -263,5 +265,21 @@ contexts:
         for big in [p, token] {
             let _ = std::fs::remove_file(big); // 4 MiB each: not left behind in /tmp
         }
+    }
+
+    /// kubeadm's kubelet.conf names `kubelet-client-current.pem`, a symlink to the rotated
+    /// certificate; kubeconfigs themselves are often links.
+    #[test]
+    fn linked_kubeconfigs_and_certificates_are_followed() {
+        let cert = write("client-2026.pem", "PEM");
+        let link = cert.with_file_name("client-current.pem");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&cert, &link).unwrap();
+        assert_eq!(Source::File(link).read().unwrap(), b"PEM");
+        let config = write("linked-target", CONFIG);
+        let config_link = config.with_file_name("linked-config");
+        let _ = std::fs::remove_file(&config_link);
+        std::os::unix::fs::symlink(&config, &config_link).unwrap();
+        assert_eq!(load(&config_link, None).unwrap().server, "https://10.0.0.1:6443");
     }
 }

@@ -135,7 +135,7 @@ pub fn write_hosts(pod: &Pod, pod_dir: &Path, pod_ip: &str, hostname: &str) -> R
     let mut text = String::new();
     if pod.spec.host_network {
         text.push_str("# Kubernetes-managed hosts file (host network).\n");
-        let host = crate::bounded::read_file(Path::new("/etc/hosts"), 1 << 20).unwrap_or_default();
+        let host = crate::bounded::read_following(Path::new("/etc/hosts"), 1 << 20).unwrap_or_default();
         text.push_str(&String::from_utf8_lossy(&host));
     } else {
         text.push_str(
