@@ -260,6 +260,17 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
         "get nodes/proxy cannot open a WebSocket exec"
     );
 
+    // /run: the command's output, as kubelet's RunInContainer; a failure names its exit.
+    let run =
+        |cmd: &str| request(port, &ca, &As::Token("tok-admin"), "POST", &format!("/run/default/web-tb/c?cmd={cmd}"));
+    assert_eq!(run("echo%20hello"), Some((200, "hello\n".into())));
+    let (status, body) = run("false").unwrap();
+    assert!(status == 500 && body.contains("exited with 1"), "{status} {body}");
+    assert_eq!(
+        request(port, &ca, &As::Token("tok-admin"), "GET", "/run/default/web-tb/c?cmd=true").map(|r| r.0),
+        Some(405)
+    );
+
     // The API server unreachable: a new token cannot be reviewed (401); cached answers hold.
     server.add_reviewed_token("tok-late", "viewer", &["viewers"]);
     server.down();

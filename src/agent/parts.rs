@@ -203,7 +203,7 @@ pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api
     };
     log::info!("kubelet server on https://{} (authorization {:?})", ks.address, ks.auth.mode);
     let auth = Auth::new(ks.auth.clone(), ApiServer::new(kubeconfig));
-    let server = serve::Server::new(tls, auth, api.clone(), ks.debugging_handlers);
+    let server = serve::Server::new(tls, auth, api.clone(), ks);
     Some(smol::spawn(server.serve(listener)))
 }
 

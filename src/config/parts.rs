@@ -358,6 +358,11 @@ fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<Serve
             node: node.to_string(),
         },
         debugging_handlers: cfg.enable_debugging_handlers.unwrap_or(true),
+        idle_timeout: ttl(
+            "streamingConnectionIdleTimeout",
+            cfg.streaming_connection_idle_timeout.as_ref(),
+            Duration::from_secs(4 * 3600),
+        )?,
     };
     Ok((port > 0).then_some(settings))
 }

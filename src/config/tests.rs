@@ -96,6 +96,7 @@ fn an_existing_kubelet_config_file_drives_the_sources() {
     assert_eq!(server.address, "0.0.0.0:10250".parse().unwrap());
     assert_eq!(server.auth, crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"));
     assert!(server.debugging_handlers && server.tls.is_none() && server.client_ca_file.is_none());
+    assert_eq!(server.idle_timeout, Duration::from_secs(4 * 3600));
 }
 
 #[test]
@@ -108,7 +109,7 @@ fn kubelets_server_settings_are_read_with_its_names_and_checked() {
     let s = load(
         "address: 127.0.0.1\nport: 11250\ntlsCertFile: /etc/atoll/tls.crt\ntlsPrivateKeyFile: /etc/atoll/tls.key
 authorization:\n  mode: Webhook\n  webhook: {cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 5s}
-enableDebuggingHandlers: false\n"
+enableDebuggingHandlers: false\nstreamingConnectionIdleTimeout: 5m\n"
             .replace("authentication:\n  anonymous:\n    enabled: false\n", "")
             .as_str(),
     )
@@ -118,6 +119,7 @@ enableDebuggingHandlers: false\n"
     assert_eq!(k.tls, Some(("/etc/atoll/tls.crt".into(), "/etc/atoll/tls.key".into())));
     assert_eq!(k.auth.mode, Mode::Webhook { allowed_ttl: Duration::from_secs(60), denied_ttl: Duration::from_secs(5) });
     assert!(!k.debugging_handlers);
+    assert_eq!(k.idle_timeout, Duration::from_secs(300));
     let path = config_file(
         "authn.yaml",
         &KUBELET.replace(

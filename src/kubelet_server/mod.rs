@@ -5,12 +5,12 @@
 //! kubelet's rules and answers. `shared/reference/kubelet-server.md` holds kubelet's behaviour.
 //!
 //! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0.
-//! Served so far: `/healthz`, `/pods`, `/containerLogs` (the local API's reader), `/exec` and
-//! `/attach` (the runtime's streaming server, spliced); port-forward, `/run` and the stats are
-//! answered 501 until they are built.
+//! Served: `/healthz`, `/pods`, `/containerLogs` (the local API's reader), `/exec`, `/attach`
+//! and `/portForward` (the runtime's streaming server, spliced), `/run` (ExecSync); the stats
+//! are answered 501 until they are built.
 //!
 //! - `serve`: the TLS listener and the route of each authorized request;
-//! - `stream`: exec and attach through CRI and the upgrade splice;
+//! - `stream`: exec, attach, port-forward and run through CRI, and the upgrade splice;
 //! - `authz`: a request's attributes (verb from the method, subresource from the path; the
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
 //! - `reviews`: the TokenReview and SubjectAccessReview bodies and replies;
@@ -41,6 +41,9 @@ pub struct ServerSettings {
     pub auth: auth::Settings,
     /// `enableDebuggingHandlers`: logs, exec, attach, port-forward and run (405 when off).
     pub debugging_handlers: bool,
+    /// `streamingConnectionIdleTimeout` (default 4h): a stream with no traffic this long is
+    /// closed; also the longest `/run` waits for its command.
+    pub idle_timeout: std::time::Duration,
 }
 
 /// Asks the API server the kubeconfig names (the mirror's kubeconfig), through the mirror's

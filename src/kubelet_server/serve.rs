@@ -81,13 +81,15 @@ pub struct Server<RT, R> {
     auth: Auth<R>,
     api: Arc<Api<RT>>,
     debugging_handlers: bool,
+    idle_timeout: Duration,
     open: AtomicUsize,
 }
 
 impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
-    pub fn new(tls: Arc<rustls::ServerConfig>, auth: Auth<R>, api: Arc<Api<RT>>, debugging: bool) -> Arc<Self> {
+    pub fn new(tls: Arc<rustls::ServerConfig>, auth: Auth<R>, api: Arc<Api<RT>>, s: &ServerSettings) -> Arc<Self> {
         let tls = futures_rustls::TlsAcceptor::from(tls);
-        Arc::new(Server { tls, auth, api, debugging_handlers: debugging, open: AtomicUsize::new(0) })
+        let (debugging_handlers, idle_timeout) = (s.debugging_handlers, s.idle_timeout);
+        Arc::new(Server { tls, auth, api, debugging_handlers, idle_timeout, open: AtomicUsize::new(0) })
     }
 
     /// Serves `listener` until the task is dropped.
@@ -160,13 +162,17 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             }
             return;
         }
-        if matches!(segments.first(), Some(&("exec" | "attach"))) && self.debugging_handlers {
+        if segments.first() == Some(&"run") && self.debugging_handlers {
+            let response = super::stream::run(&self.api, &req, &segments[1..], self.idle_timeout).await;
+            return respond(&mut tls, &response).await;
+        }
+        if matches!(segments.first(), Some(&("exec" | "attach" | "portForward"))) && self.debugging_handlers {
             let session = match super::stream::session(&self.api, &req, &head, &segments) {
                 Ok(s) => s,
                 Err(r) => return respond(&mut tls, &r).await,
             };
             match super::stream::url(&self.api.runtime, session).await {
-                Ok(url) => super::stream::proxy(tls, &head, &url).await,
+                Ok(url) => super::stream::proxy(tls, &head, &url, self.idle_timeout).await,
                 Err(r) => respond(&mut tls, &r).await,
             }
             return;
