@@ -1,8 +1,8 @@
 //! `/exec`, `/attach` and `/portForward` as kubelet serves them, and `/run`: atoll speaks no
 //! SPDY or WebSocket itself. It asks the runtime (CRI `Exec`, `Attach`, `PortForward` on the
-//! pod's ready sandbox) for a
-//! one-time URL on its streaming server, sends the client's upgrade there (only the upgrade's own
-//! headers: never the client's credentials) and, on `101 Switching Protocols`, splices the two
+//! pod's ready sandbox) for a one-time URL on its streaming server, sends the client's
+//! upgrade there (only the upgrade's own headers: never the client's credentials) and, on
+//! `101 Switching Protocols`, splices the two
 //! connections. Any other answer is relayed and both connections closed; a redirect is never
 //! followed. When one side stops sending, the other's write half is closed and the rest keeps
 //! flowing, so the last output and the exit status always arrive. Each session holds two
