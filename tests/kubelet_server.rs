@@ -123,20 +123,30 @@ fn ws_session(port: u16, ca: &Path, token: &str, path: &str) -> Option<(u16, std
     Some((status, channels))
 }
 
-#[test]
-fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
+/// A node for one test: atoll (kubelet server on a free 127.0.0.1 port, the Pki's CA for client
+/// certificates) mirroring to a test API server, with `pods` (file name, manifest) in its
+/// manifest directory.
+struct Node {
+    dir: std::path::PathBuf,
+    pki: Pki,
+    server: ApiServer,
+    agent: common::Agent,
+    port: u16,
+    /// The node's self-signed serving certificate.
+    ca: std::path::PathBuf,
+}
+
+fn node(tag: &str, pods: &[(&str, &str)]) -> Node {
     let tb = testbed();
-    let dir = std::env::temp_dir().join(unique("atoll-kubelet-server"));
+    let dir = std::env::temp_dir().join(unique(tag));
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let pki = Pki::new(&dir.join("pki"), "tb");
     let server = ApiServer::start(&pki, "tb");
     let kubeconfig = pki.kubeconfig(server.addr, None);
-    std::fs::write(
-        manifests.join("web.yaml"),
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n",
-    )
-    .unwrap();
+    for (name, manifest) in pods {
+        std::fs::write(manifests.join(name), manifest).unwrap();
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let agent = common::Agent::start(
         tb,
@@ -145,9 +155,24 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
             "address: 127.0.0.1\nport: {port}\nfileCheckFrequency: 1s\nnodeStatusUpdateFrequency: 1s\nauthentication:\n  x509: {{clientCAFile: {}}}\n",
             pki.ca.display()
         ),
-        &[&format!("--kubeconfig={}", kubeconfig.display()), "--v=10"],
+        // The address the API server dials is the node's published one.
+        &[&format!("--kubeconfig={}", kubeconfig.display()), "--node-ip=127.0.0.1", "--v=10"],
         &[],
     );
+    let ca = dir.join("state/pki/kubelet.crt");
+    // The node publishes this server, and its certificate names 127.0.0.1.
+    eventually(Duration::from_secs(60), "the node publishes the kubelet port", || {
+        let n = server.get("nodes", "", "tb")?;
+        (n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port).then_some(())
+    });
+    Node { dir, pki, server, agent, port, ca }
+}
+
+const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n";
+
+#[test]
+fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
+    let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", WEB)]);
     server.add_reviewed_token("tok-viewer", "viewer", &["viewers"]);
     server.add_reviewed_token(
         "tok-ms",
@@ -158,13 +183,6 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     server.grant("system:nodes", "get", "proxy");
     server.add_reviewed_token("tok-admin", "admin", &[]);
     server.grant("admin", "create", "proxy");
-    let ca = dir.join("state/pki/kubelet.crt");
-
-    // The node publishes this server, and its certificate names 127.0.0.1.
-    eventually(Duration::from_secs(60), "the node publishes the kubelet port", || {
-        let n = server.get("nodes", "", "tb")?;
-        (n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port).then_some(())
-    });
     use std::os::unix::fs::PermissionsExt;
     let key_mode = std::fs::metadata(dir.join("state/pki/kubelet.key")).unwrap().permissions().mode();
     assert_eq!(key_mode & 0o077, 0, "the serving key is the agent's alone");
@@ -285,4 +303,149 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     }
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kubeconfig for kubectl: the test API server, its CA, and a token it knows as `admin`.
+fn kubectl_config(n: &Node) -> std::path::PathBuf {
+    n.server.add_token("tok-kubectl", "admin");
+    let path = n.dir.join("kubectl.conf");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: https://{}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: tok-kubectl\ncontexts:\n- name: t\n  context: {{cluster: t, user: admin, namespace: default}}\n",
+            n.server.addr,
+            n.pki.ca.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// kubectl's exit status, stdout and stderr (given `stdin`).
+fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
+    let mut child = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
+        .arg(format!("--kubeconfig={}", config.display()))
+        .args(["--request-timeout=60s"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+const FILES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: files}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c 104857600 /dev/urandom > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n";
+const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'sleep 2; for i in $(seq 0 29); do echo count $i; sleep 0.2; done']\n";
+
+/// A real kubectl 1.37 against the test API server, which sends pods/log, pods/exec and
+/// pods/portforward on to the node as kube-apiserver does (its kubelet client certificate,
+/// the node's published endpoint); kubectl's WebSocket attempts are refused there, so it
+/// falls back to SPDY, the protocol every API server speaks to a node that declares no
+/// WebSocket support.
+#[test]
+fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
+    let n = node("atoll-kubectl", &[("web.yaml", WEB), ("files.yaml", FILES), ("counter.yaml", COUNTER)]);
+    n.server.kubelet_client(&n.pki, &n.ca);
+    n.server.add_reviewed_token("unused", "nobody", &[]);
+    n.server.grant("kube-apiserver-kubelet-client", "get", "proxy");
+    n.server.grant("kube-apiserver-kubelet-client", "create", "proxy");
+    let config = kubectl_config(&n);
+    for pod in ["web-tb", "counter-tb"] {
+        eventually(Duration::from_secs(90), &format!("{pod} running in the API server"), || {
+            (n.server.get("pods", "default", pod)?["status"]["phase"] == "Running").then_some(())
+        });
+    }
+
+    // logs -f follows the growing log and ends when the container does.
+    let started = std::time::Instant::now();
+    let (code, out, err) = kubectl(&config, &["logs", "-f", "counter-tb"], b"");
+    let out = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 30, "{out}");
+    assert_eq!(out.lines().last(), Some("count 29"));
+    assert!(started.elapsed() > Duration::from_secs(2), "it followed a running container");
+    let (code, out, err) = kubectl(&config, &["logs", "web-tb", "-c", "c", "--tail=2"], b"");
+    assert_eq!(code, 0, "{err}");
+    let out = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.lines().all(|l| l.starts_with("line ")), "{out}");
+
+    // exec: every byte and the exit status; stdin through and closed.
+    let (code, out, err) =
+        kubectl(&config, &["exec", "web-tb", "--", "sh", "-c", "head -c 10485760 /dev/zero; exit 7"], b"");
+    assert_eq!(code, 7, "{err}");
+    assert_eq!(out.len(), 10 << 20, "exactly 10 MiB");
+    assert!(out.iter().all(|b| *b == 0));
+    let (code, out, err) =
+        kubectl(&config, &["exec", "-i", "web-tb", "--", "sh", "-c", "cat; echo done >&2"], b"round trip\n");
+    assert_eq!((code, out.as_slice()), (0, &b"round trip\n"[..]), "{err}");
+    assert!(err.contains("done"), "{err}");
+
+    // 50 sessions at once, each with its own answer.
+    let sessions: Vec<_> = (0..50)
+        .map(|i| {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                kubectl(&config, &["exec", "web-tb", "--", "echo", &format!("session {i}")], b"")
+            })
+        })
+        .collect();
+    for (i, s) in sessions.into_iter().enumerate() {
+        let (code, out, err) = s.join().unwrap();
+        assert_eq!((code, String::from_utf8_lossy(&out).trim()), (0, format!("session {i}").as_str()), "{err}");
+    }
+
+    // port-forward: 100 MiB from the pod's own network namespace, every byte.
+    let (_, sum, _) = eventually(Duration::from_secs(90), "the 100 MiB file in the pod", || {
+        let r = kubectl(&config, &["exec", "files-tb", "--", "sha256sum", "/www/blob"], b"");
+        (r.0 == 0).then_some(r)
+    });
+    let expected = String::from_utf8_lossy(&sum).split(' ').next().unwrap().to_string();
+    let mut forward = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
+        .arg(format!("--kubeconfig={}", config.display()))
+        .args(["port-forward", "pod/files-tb", ":8080"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    // Kept open: kubectl writes a line per connection there, and a closed pipe would end it.
+    let mut said = std::io::BufReader::new(forward.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut said, &mut first).unwrap();
+    // "Forwarding from 127.0.0.1:41235 -> 8080"
+    let local: u16 = first
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl port-forward said {first:?}"));
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", local)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let _ = tcp.write_all(b"GET /blob HTTP/1.0\r\n\r\n");
+    let mut raw = Vec::new();
+    let read = tcp.read_to_end(&mut raw);
+    let _ = forward.kill();
+    let _ = forward.wait();
+    drop(said);
+    assert!(read.is_ok(), "{read:?} after {} bytes", raw.len());
+    let body_at = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer") + 4;
+    assert_eq!(raw.len() - body_at, 100 << 20, "{}", String::from_utf8_lossy(&raw[..body_at]));
+    let digest = ring::digest::digest(&ring::digest::SHA256, &raw[body_at..]);
+    let got: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(got, expected, "the same bytes");
+
+    // The API server reached the node as its kubelet client, and kubectl fell back to SPDY.
+    let log = n.server.log();
+    assert!(log.iter().any(|l| l.path.contains("/pods/web-tb/exec") && l.status == 400), "the WebSocket try");
+    assert!(log.iter().any(|l| l.path.contains("/pods/web-tb/exec") && l.status == 101), "then SPDY");
+    drop(n.agent);
+    let _ = std::fs::remove_dir_all(&n.dir);
 }

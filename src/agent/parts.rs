@@ -202,6 +202,13 @@ pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api
         }
     };
     log::info!("kubelet server on https://{} (authorization {:?})", ks.address, ks.auth.mode);
+    let published = node.facts().host_ip.clone();
+    if !ks.address.ip().is_unspecified() && ks.address.ip().to_string() != published {
+        log::warn!(
+            "kubelet server: it listens on {} but the node publishes {published:?}, where the API server will dial it",
+            ks.address.ip()
+        );
+    }
     let auth = Auth::new(ks.auth.clone(), ApiServer::new(kubeconfig));
     let server = serve::Server::new(tls, auth, api.clone(), ks);
     Some(smol::spawn(server.serve(listener)))

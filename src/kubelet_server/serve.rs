@@ -218,8 +218,9 @@ fn bearer(head: &str) -> Option<&str> {
 const DEBUGGING: [&str; 7] = ["run", "exec", "attach", "portForward", "containerLogs", "runningpods", "logs"];
 
 /// kubelet's `/containerLogs` query as the local API's log request: `follow`, `previous`,
-/// `tailLines` (or the older `tail`, `all` meaning everything). Options atoll does not serve
-/// yet are refused by name rather than ignored.
+/// `tailLines` (or the older `tail`, `all` meaning everything). Log options atoll does not
+/// serve yet are refused by name rather than ignored; other parameters are ignored, as kubelet
+/// ignores them.
 fn logs_request(req: &Request) -> Result<Request, Response> {
     let mut local = Request { method: req.method.clone(), path: req.path.clone(), query: Default::default() };
     for (k, v) in &req.query {
@@ -235,13 +236,15 @@ fn logs_request(req: &Request) -> Result<Request, Response> {
                 _ => return Err(Response::text(422, r#"{"message": "Invalid request."}"#)),
             },
             "stream" if v == "All" => {}
-            "container" | "pretty" => {}
-            other => {
+            // PodLogOptions fields atoll does not serve yet are refused by name; anything
+            // else is not a log option and is ignored, as kubelet's decoder ignores it.
+            other @ ("timestamps" | "sinceSeconds" | "sinceTime" | "limitBytes" | "stream") => {
                 return Err(Response::text(
                     400,
                     format!("the log option {other} is not served by this version of atoll"),
                 ))
             }
+            _ => {}
         }
     }
     Ok(local)
@@ -274,5 +277,6 @@ mod tests {
         assert_eq!(e.status, 400);
         assert!(String::from_utf8_lossy(&e.body).contains("timestamps"));
         assert_eq!(logs_request(&req("stream=Stderr")).unwrap_err().status, 400);
+        assert!(logs_request(&req("timeout=1m0s&container=c")).is_ok(), "not log options: ignored");
     }
 }

@@ -21,12 +21,20 @@
 //! - List with `fieldSelector` (spec.nodeName, metadata.name), watch from a resourceVersion
 //!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds.
 //!
+//! - Discovery (`/api`, `/apis`, the resource lists), for kubectl (`discovery`).
+//! - `pods/log`, `pods/exec`, `pods/attach`, `pods/portforward` and `nodes/proxy` sent on to
+//!   the node's kubelet endpoint with the API server's kubelet client certificate
+//!   (`node_proxy`).
+//!
 //! Faults: down (connections refused and cut), slow (every answer delayed), queued failures
 //! (500, 429 with Retry-After, ...), queued answers of any status and JSON body (a broken or
 //! hostile server), and admission rejection of pods by name.
 //! Every request is logged (time, method, path, status) and bytes on the wire are counted.
 
 #![allow(dead_code)]
+
+mod discovery;
+mod node_proxy;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -76,6 +84,7 @@ impl Pki {
         for (name, subj, ext) in [
             ("server", "/CN=kube-apiserver".to_string(), "server.ext"),
             ("client", format!("/O=system:nodes/CN=system:node:{node}"), "client.ext"),
+            ("kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client".to_string(), "client.ext"),
         ] {
             openssl(
                 dir,
@@ -198,6 +207,9 @@ struct State {
     conns: Mutex<HashMap<u64, TcpStream>>,
     conn_seq: AtomicU64,
     tls: Arc<rustls::ServerConfig>,
+    /// How it reaches kubelets (`--kubelet-client-certificate`, `--kubelet-certificate-authority`).
+    kubelet_client: Mutex<Option<Arc<rustls::ClientConfig>>>,
+    addr: SocketAddr,
 }
 
 pub struct ApiServer {
@@ -241,6 +253,8 @@ impl ApiServer {
             conns: Mutex::new(HashMap::new()),
             conn_seq: AtomicU64::new(0),
             tls: Arc::new(tls),
+            kubelet_client: Mutex::new(None),
+            addr,
         });
         let server = ApiServer { addr, state, accept: Mutex::new(None) };
         server.serve(listener);
@@ -290,6 +304,21 @@ impl ApiServer {
         let listener = TcpListener::bind(self.addr).expect("the same port again");
         self.state.up.store(true, Ordering::SeqCst);
         self.serve(listener);
+    }
+
+    /// Reaches kubelets as `pki`'s kubelet client (`kube-apiserver-kubelet-client`, group
+    /// system:masters), trusting the serving certificates `kubelet_ca` (PEM) holds.
+    pub fn kubelet_client(&self, pki: &Pki, kubelet_ca: &Path) {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(kubelet_ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let chain =
+            CertificateDer::pem_file_iter(pki.dir.join("kubelet-client.crt")).unwrap().map(Result::unwrap).collect();
+        let key = PrivateKeyDer::from_pem_file(pki.dir.join("kubelet-client.key")).unwrap();
+        let config =
+            rustls::ClientConfig::builder().with_root_certificates(roots).with_client_auth_cert(chain, key).unwrap();
+        *self.state.kubelet_client.lock().unwrap() = Some(Arc::new(config));
     }
 
     pub fn add_token(&self, token: &str, user: &str) {
@@ -374,6 +403,7 @@ impl ApiServer {
             method: method.into(),
             path: path.into(),
             headers: HashMap::from([("content-type".to_string(), content_type.to_string())]),
+            lines: vec![("content-type".to_string(), content_type.to_string())],
             body: bytes,
         };
         match route(&self.state, &req, "admin") {
@@ -417,7 +447,10 @@ impl Write for Counting {
 struct Request {
     method: String,
     path: String,
+    /// Lower-cased names; a repeated header's last value.
     headers: HashMap<String, String>,
+    /// Every header line in order (`X-Stream-Protocol-Version` comes once per protocol).
+    lines: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
@@ -456,7 +489,14 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
                 (Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra)
             }
             (None, None) => (Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
-            (Some(u), None) => (route(state, &req, u), None),
+            (Some(u), None) => match parse_target(&req.path).filter(node_proxy::proxied) {
+                Some(t) => {
+                    let status = node_proxy::serve(state, tls, &req, &t);
+                    record(state, &req, arrived, status, user.as_deref().unwrap_or(""));
+                    return;
+                }
+                None => (route(state, &req, u), None),
+            },
         };
         let ok = match reply {
             Reply::Json(status, body) => {
@@ -500,14 +540,16 @@ fn read_request(r: &mut impl Read) -> Option<Request> {
     let mut first = lines.next()?.split(' ');
     let (method, path) = (first.next()?.to_string(), first.next()?.to_string());
     let mut headers = HashMap::new();
+    let mut all = Vec::new();
     for l in lines.filter(|l| !l.is_empty()) {
         let (k, v) = l.split_once(':')?;
         headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        all.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
     }
     let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).ok()?;
-    Some(Request { method, path, headers, body })
+    Some(Request { method, path, headers, lines: all, body })
 }
 
 fn write_json(w: &mut impl Write, status: u16, body: &Value, retry_after: Option<u64>) -> std::io::Result<()> {
@@ -692,6 +734,12 @@ fn dns_subdomain(name: &str) -> bool {
 fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     if let Some(reply) = review(state, req) {
         return reply;
+    }
+    if req.method == "GET" {
+        let path = req.path.split_once('?').map_or(req.path.as_str(), |(p, _)| p);
+        if let Some(doc) = discovery::document(path, state.addr) {
+            return Reply::Json(200, doc);
+        }
     }
     let Some(t) = parse_target(&req.path) else {
         return fail(404, "NotFound", "the server could not find the requested resource");

