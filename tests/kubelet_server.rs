@@ -170,6 +170,79 @@ fn node(tag: &str, pods: &[(&str, &str)]) -> Node {
 
 const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n";
 
+/// What metrics-server keeps of one `/metrics/resource` scrape, decoded by its rules
+/// (`pkg/scraper/client/resource/decode.go`): names matched exactly, labels found by
+/// substring; the node kept only with non-zero CPU and memory and a timestamp; a pod dropped
+/// whole when any of its containers shows zero CPU or memory. CPU in core-seconds, the time in
+/// ms.
+#[derive(Debug, Default)]
+struct MetricsServerView {
+    node: Option<(f64, f64, i64)>,
+    /// pod → (CPU, memory, time) summed over its containers.
+    pods: std::collections::BTreeMap<String, (f64, f64, i64)>,
+}
+
+fn metrics_server_decode(text: &str) -> MetricsServerView {
+    // The text must be valid for Prometheus' own parser too.
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("valid text format");
+    let label = |labels: &str, key: &str| -> String {
+        let at = labels.find(&format!("{key}=\"")).map(|i| i + key.len() + 2);
+        at.and_then(|i| labels[i..].split('"').next()).unwrap_or_default().to_string()
+    };
+    let (mut node_cpu, mut node_mem) = (None, None);
+    let mut containers: std::collections::BTreeMap<(String, String), (Option<(f64, i64)>, Option<(f64, i64)>)> =
+        Default::default();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (series, rest) = match line.find('}') {
+            Some(i) => line.split_at(i + 1),
+            None => line.split_once(' ').map(|(a, b)| (a, b)).unwrap(),
+        };
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let mut fields = rest.split_whitespace();
+        let value: f64 = fields.next().unwrap().parse().unwrap();
+        let Some(at) = fields.next().and_then(|t| t.parse::<i64>().ok()) else { continue };
+        match name {
+            "node_cpu_usage_seconds_total" => node_cpu = Some((value, at)),
+            "node_memory_working_set_bytes" => node_mem = Some((value, at)),
+            "container_cpu_usage_seconds_total" | "container_memory_working_set_bytes" => {
+                let key =
+                    (format!("{}/{}", label(labels, "namespace"), label(labels, "pod")), label(labels, "container"));
+                let e = containers.entry(key).or_default();
+                if name.starts_with("container_cpu") {
+                    e.0 = Some((value, at));
+                } else {
+                    e.1 = Some((value, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut view = MetricsServerView::default();
+    if let (Some((c, t)), Some((m, _))) = (node_cpu, node_mem) {
+        if c > 0.0 && m > 0.0 {
+            view.node = Some((c, m, t));
+        }
+    }
+    let mut dropped = std::collections::BTreeSet::new();
+    for ((pod, _), (cpu, mem)) in &containers {
+        match (cpu, mem) {
+            (Some((c, t)), Some((m, _))) if *c > 0.0 && *m > 0.0 => {
+                let e = view.pods.entry(pod.clone()).or_insert((0.0, 0.0, *t));
+                e.0 += c;
+                e.1 += m;
+                e.2 = e.2.max(*t);
+            }
+            _ => {
+                dropped.insert(pod.clone());
+            }
+        }
+    }
+    for pod in dropped {
+        view.pods.remove(&pod);
+    }
+    view
+}
+
 #[test]
 fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", WEB)]);
@@ -277,6 +350,45 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
         Some(403),
         "get nodes/proxy cannot open a WebSocket exec"
     );
+
+    // kubectl top's way: metrics-server reads /metrics/resource twice for a CPU rate, with
+    // `get nodes/metrics`; the summary with `get nodes/stats`.
+    assert_eq!(
+        get(&As::Token("tok-viewer"), "/metrics/resource").map(|r| r.0),
+        Some(403),
+        "get nodes/proxy is not metrics"
+    );
+    server.grant("system:serviceaccounts", "get", "metrics");
+    server.grant("system:serviceaccounts", "get", "stats");
+    let first = metrics_server_decode(&get(&As::Token("tok-ms"), "/metrics/resource").unwrap().1);
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, text) = get(&As::Token("tok-ms"), "/metrics/resource").unwrap();
+    assert_eq!(status, 200, "{text}");
+    let second = metrics_server_decode(&text);
+    let (n1, n2) = (first.node.expect("the node"), second.node.expect("the node"));
+    assert!(n2.2 > n1.2 && n2.0 > n1.0, "the node's CPU rate: {n1:?} then {n2:?}");
+    let (p1, p2) = (first.pods["default/web-tb"], second.pods["default/web-tb"]);
+    let rate = (p2.0 - p1.0) / ((p2.2 - p1.2) as f64 / 1000.0);
+    assert!(rate > 0.0 && rate < 2.0, "web's CPU rate {rate} from {p1:?} and {p2:?}");
+    assert!(p2.1 > 0.0, "web's working set");
+    assert!(
+        text.lines()
+            .any(|l| l
+                .starts_with("container_start_time_seconds{container=\"c\",namespace=\"default\",pod=\"web-tb\"} ")),
+        "{text}"
+    );
+    let (status, summary) = get(&As::Token("tok-ms"), "/stats/summary?only_cpu_and_memory=true").unwrap();
+    assert_eq!(status, 200, "{summary}");
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert_eq!(summary["node"]["nodeName"], "tb");
+    let web = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == "web-tb")
+        .expect("web in the summary");
+    assert!(web["containers"][0]["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0, "{web}");
+    assert_eq!(get(&As::Token("tok-ms"), "/pods").map(|r| r.0), Some(403), "metrics and stats are not proxy");
 
     // /run: the command's output, as kubelet's RunInContainer; a failure names its exit.
     let run =

@@ -177,12 +177,20 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             }
             return;
         }
-        let response = self.route(&req, &segments);
+        let response = self.route(&req, &segments).await;
         respond(&mut tls, &response).await;
     }
 
-    fn route(&self, req: &Request, segments: &[&str]) -> Response {
+    async fn route(&self, req: &Request, segments: &[&str]) -> Response {
+        use super::resource;
+        let text =
+            |body: String| Response { status: 200, content_type: "text/plain; version=0.0.4", body: body.into() };
         match (req.method.as_str(), segments) {
+            ("GET", ["metrics"]) => text(crate::api::metrics::metrics(&self.api).await),
+            ("GET", ["metrics", "resource"]) => text(resource::prometheus(&resource::collect(&self.api).await)),
+            ("GET" | "POST", ["stats", "summary"]) => {
+                Response::json(200, &resource::summary(&resource::collect(&self.api).await))
+            }
             ("GET" | "HEAD", ["healthz"] | ["healthz", "ping" | "syncloop"]) => match self.api.stalled() {
                 None => Response::text(200, "ok"),
                 Some(why) => Response::text(500, why),
