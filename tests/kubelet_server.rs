@@ -190,12 +190,13 @@ fn metrics_server_decode(text: &str) -> MetricsServerView {
         at.and_then(|i| labels[i..].split('"').next()).unwrap_or_default().to_string()
     };
     let (mut node_cpu, mut node_mem) = (None, None);
-    let mut containers: std::collections::BTreeMap<(String, String), (Option<(f64, i64)>, Option<(f64, i64)>)> =
-        Default::default();
+    // (pod, container) → (CPU, memory), each with its time.
+    type Seen = (Option<(f64, i64)>, Option<(f64, i64)>);
+    let mut containers: std::collections::BTreeMap<(String, String), Seen> = Default::default();
     for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
         let (series, rest) = match line.find('}') {
             Some(i) => line.split_at(i + 1),
-            None => line.split_once(' ').map(|(a, b)| (a, b)).unwrap(),
+            None => line.split_once(' ').unwrap(),
         };
         let (name, labels) = series.split_once('{').unwrap_or((series, ""));
         let mut fields = rest.split_whitespace();
