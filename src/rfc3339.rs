@@ -36,22 +36,50 @@ pub fn format_micros(t: SystemTime) -> String {
 
 /// Parses a UTC timestamp `YYYY-MM-DDTHH:MM:SS[.frac]Z` (what atoll writes) to the second.
 pub fn parse_seconds(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-        || !s.ends_with('Z')
-    {
+    if !s.ends_with('Z') {
         return None;
     }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let secs = u64::try_from(parse_nanos(s)?.div_euclid(1_000_000_000)).ok()?;
+    Some(UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (Go's RFC3339Nano, what runtimes write in
+/// CRI log lines) to nanoseconds since the epoch.
+pub fn parse_nanos(s: &str) -> Option<i128> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+    };
     let (y, m, d, hh, mm, ss) = (n(0..4)?, n(5..7)?, n(8..10)?, n(11..13)?, n(14..16)?, n(17..19)?);
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
         return None;
     }
+    let rest = &s[19..];
+    let (frac, zone) = match rest.strip_prefix('.') {
+        Some(r) => r.split_at(r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len())),
+        None => ("", rest),
+    };
+    if rest.starts_with('.') && (frac.is_empty() || frac.len() > 9) {
+        return None;
+    }
+    let nanos: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().ok()? };
+    let offset = match zone {
+        "Z" | "z" => 0,
+        z if z.len() == 6 && matches!(&z[..1], "+" | "-") && &z[3..4] == ":" => {
+            let (oh, om) = (z[1..3].parse::<i64>().ok()?, z[4..6].parse::<i64>().ok()?);
+            let o = oh * 3600 + om * 60;
+            if z.starts_with('-') {
+                -o
+            } else {
+                o
+            }
+        }
+        _ => return None,
+    };
     // days_from_civil (the inverse of civil_from_days).
     let y2 = if m <= 2 { y - 1 } else { y };
     let era = y2.div_euclid(400);
@@ -60,8 +88,8 @@ pub fn parse_seconds(s: &str) -> Option<SystemTime> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
-    u64::try_from(secs).ok().map(|s| UNIX_EPOCH + std::time::Duration::from_secs(s))
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss - offset;
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
@@ -103,5 +131,24 @@ mod tests {
         assert_eq!(parse_seconds("2026-11-22T18:55:17.5Z"), Some(UNIX_EPOCH + Duration::from_secs(1_795_373_717)));
         assert_eq!(parse_seconds("2026-13-22T18:55:17Z"), None);
         assert_eq!(parse_seconds("yesterday"), None);
+    }
+
+    #[test]
+    fn parses_runtime_log_timestamps_with_any_offset() {
+        let base = 1_795_373_717i128 * 1_000_000_000;
+        assert_eq!(parse_nanos("2026-11-22T18:55:17.599741188Z"), Some(base + 599_741_188));
+        assert_eq!(parse_nanos("2026-11-22T18:55:17.5Z"), Some(base + 500_000_000));
+        assert_eq!(parse_nanos("2026-11-22T18:55:17Z"), Some(base));
+        assert_eq!(parse_nanos("2026-11-22T19:55:17.000000001+01:00"), Some(base + 1));
+        assert_eq!(parse_nanos("2026-11-22T13:25:17-05:30"), Some(base));
+        for bad in [
+            "2026-11-22T18:55:17.Z",
+            "2026-11-22T18:55:17.1234567890Z",
+            "2026-11-22T18:55:17",
+            "2026-11-22T18:55:17+0100",
+            "2026-11-22T18:5x:17Z",
+        ] {
+            assert_eq!(parse_nanos(bad), None, "{bad}");
+        }
     }
 }

@@ -296,10 +296,31 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     }
     // A path that is not in normal form is refused before anyone is asked.
     assert_eq!(get(&As::Token("tok-viewer"), "/pods/../exec/default/web-tb/c").map(|r| r.0), Some(400));
-    // A log option atoll does not serve yet is refused by name, never ignored.
-    let (status, body) = get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?timestamps=true").unwrap();
-    assert_eq!(status, 400);
-    assert!(body.contains("timestamps"), "{body}");
+    // kubelet's log options: timestamps to the nanosecond, a byte limit cut mid-line, since.
+    let (status, body) =
+        get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?tailLines=1&timestamps=true").unwrap();
+    assert_eq!(status, 200);
+    let (time, text) = body.trim_end().split_once(' ').unwrap();
+    assert!(time.len() == 30 && time.ends_with('Z') && time.as_bytes()[19] == b'.', "{body}");
+    assert!(text.starts_with("line "), "{body}");
+    assert_eq!(
+        get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?limitBytes=7"),
+        Some((200, "line 0\n".into()))
+    );
+    assert_eq!(
+        get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?limitBytes=3"),
+        Some((200, "lin".into()))
+    );
+    eventually(Duration::from_secs(30), "two seconds of web's log", || {
+        let (_, all) = get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c")?;
+        (all.lines().count() > 12).then_some(())
+    });
+    let (_, recent) = get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?sinceSeconds=1").unwrap();
+    assert!(!recent.contains("line 0\n") && !recent.is_empty(), "{recent}");
+    assert_eq!(get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?sinceSeconds=0").map(|r| r.0), Some(422));
+    let both = "/containerLogs/default/web-tb/c?sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z";
+    assert_eq!(get(&As::Token("tok-viewer"), both).map(|r| r.0), Some(422));
+    assert_eq!(get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?stream=Stderr").map(|r| r.0), Some(400));
 
     // The cluster CA's client certificate names its user: no TokenReview for it.
     let reviews_before = server.log().iter().filter(|l| l.path.ends_with("/tokenreviews")).count();
@@ -456,6 +477,9 @@ fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String)
 }
 
 const FILES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: files}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c 104857600 /dev/urandom > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n";
+/// Its first instance exits 1; the second (counted in an emptyDir, which outlives restarts)
+/// runs on.
+const RESTARTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: restarter}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes: [{name: state, emptyDir: {}}]\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    volumeMounts: [{name: state, mountPath: /state}]\n    command: [sh, -c, 'n=$(cat /state/n 2>/dev/null || echo 0); echo instance $n; echo $((n+1)) > /state/n; [ $n -gt 0 ] && exec sleep 3600; exit 1']\n";
 const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'sleep 2; for i in $(seq 0 29); do echo count $i; sleep 0.2; done']\n";
 
 /// A real kubectl 1.37 against the test API server, which sends pods/log, pods/exec and
@@ -465,7 +489,8 @@ const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspe
 /// WebSocket support.
 #[test]
 fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
-    let n = node("atoll-kubectl", &[("web.yaml", WEB), ("files.yaml", FILES), ("counter.yaml", COUNTER)]);
+    let pods = [("web.yaml", WEB), ("files.yaml", FILES), ("counter.yaml", COUNTER), ("restarter.yaml", RESTARTER)];
+    let n = node("atoll-kubectl", &pods);
     n.server.kubelet_client(&n.pki, &n.ca);
     n.server.add_reviewed_token("unused", "nobody", &[]);
     n.server.grant("kube-apiserver-kubelet-client", "get", "proxy");
@@ -485,11 +510,31 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     assert_eq!(out.lines().count(), 30, "{out}");
     assert_eq!(out.lines().last(), Some("count 29"));
     assert!(started.elapsed() > Duration::from_secs(2), "it followed a running container");
-    let (code, out, err) = kubectl(&config, &["logs", "web-tb", "-c", "c", "--tail=2"], b"");
-    assert_eq!(code, 0, "{err}");
-    let out = String::from_utf8_lossy(&out).into_owned();
+    let logs = |args: &[&str]| {
+        let (code, out, err) = kubectl(&config, &[&["logs", "web-tb", "-c", "c"][..], args].concat(), b"");
+        assert_eq!(code, 0, "{args:?}: {err}");
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let out = logs(&["--tail=2"]);
     assert_eq!(out.lines().count(), 2, "{out}");
     assert!(out.lines().all(|l| l.starts_with("line ")), "{out}");
+    let out = logs(&["--tail=1", "--timestamps"]);
+    let (time, text) = out.trim_end().split_once(' ').unwrap();
+    assert!(time.len() == 30 && text.starts_with("line "), "{out}");
+    assert_eq!(logs(&["--limit-bytes=10"]), "line 0\nlin");
+    assert!(logs(&["--since=1h"]).starts_with("line 0\n"));
+    assert!(!logs(&["--since=1s"]).contains("line 0\n"));
+    assert_eq!(logs(&["--since-time=2099-01-01T00:00:00Z"]), "");
+    // --previous: the log of the instance before the last restart.
+    eventually(Duration::from_secs(90), "restarter restarted and running", || {
+        let p = n.server.get("pods", "default", "restarter-tb")?;
+        let c = &p["status"]["containerStatuses"][0];
+        (c["restartCount"] == 1 && c["state"]["running"].is_object()).then_some(())
+    });
+    let (code, out, err) = kubectl(&config, &["logs", "--previous", "restarter-tb"], b"");
+    assert_eq!((code, String::from_utf8_lossy(&out).as_ref()), (0, "instance 0\n"), "{err}");
+    let (code, out, err) = kubectl(&config, &["logs", "restarter-tb"], b"");
+    assert_eq!((code, String::from_utf8_lossy(&out).as_ref()), (0, "instance 1\n"), "{err}");
 
     // exec: every byte and the exit status; stdin through and closed.
     let (code, out, err) =

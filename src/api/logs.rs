@@ -5,6 +5,7 @@
 //! end (across rotated files, where kubelet stops at the live one); `follow` streams new lines
 //! until that instance of the container stops, or the client goes away.
 
+use super::log_lines::Lines;
 use super::pods::{find_pod, not_found};
 use super::server::WRITE_DEADLINE;
 use super::server::{self, Request, Response};
@@ -28,26 +29,6 @@ pub fn log_files(dir: &Path, restart: u32) -> Vec<PathBuf> {
     files.sort();
     files.push(live);
     files
-}
-
-/// Decodes CRI log lines (`<time> <stream> <P|F> <text>`) into the text a program wrote.
-pub fn decode_cri_log(bytes: &[u8], out: &mut Vec<u8>) {
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let mut parts = line.splitn(4, |b| *b == b' ');
-        let (_time, _stream, tag, text) = (parts.next(), parts.next(), parts.next(), parts.next());
-        match (tag, text) {
-            (Some(b"P"), Some(t)) => out.extend_from_slice(t),
-            (Some(_), Some(t)) => {
-                out.extend_from_slice(t);
-                out.push(b'\n');
-            }
-            (Some(b"F"), None) => out.push(b'\n'),
-            _ => {
-                out.extend_from_slice(line);
-                out.push(b'\n');
-            }
-        }
-    }
 }
 
 /// Where the last `n` lines of `files` (read as one stream) begin: (file index, offset).
@@ -93,22 +74,28 @@ async fn send<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> bool {
     matches!(crate::deadline::with_deadline(WRITE_DEADLINE, write).await, Some(Ok(())))
 }
 
-/// Decodes the complete lines in `partial` and sends them; keeps the rest.
-async fn send_lines<W: AsyncWrite + Unpin>(w: &mut W, partial: &mut Vec<u8>) -> bool {
+/// Decodes the complete lines in `partial` and sends them; keeps the rest. False when the
+/// client has gone or the byte limit is reached: nothing more is to be sent.
+async fn send_lines<W: AsyncWrite + Unpin>(w: &mut W, partial: &mut Vec<u8>, lines: &mut Lines) -> bool {
     let complete = match partial.iter().rposition(|b| *b == b'\n') {
         Some(i) => i + 1,
         None if partial.len() > MAX_PARTIAL => partial.len(),
         None => return true,
     };
     let mut text = Vec::with_capacity(complete);
-    decode_cri_log(&partial[..complete], &mut text);
+    lines.decode(&partial[..complete], &mut text);
     partial.drain(..complete);
-    send(w, &text).await
+    send(w, &text).await && !lines.done()
 }
 
 /// Sends `files` from `(index, offset)` on, chunk by chunk. Returns the live file's length
 /// when done (where following goes on), or `None` when the client went away.
-async fn stream_files<W: AsyncWrite + Unpin>(w: &mut W, files: &[PathBuf], from: (usize, u64)) -> Option<u64> {
+async fn stream_files<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    files: &[PathBuf],
+    from: (usize, u64),
+    lines: &mut Lines,
+) -> Option<u64> {
     let mut partial = Vec::new();
     let mut live_len = 0;
     for (i, f) in files.iter().enumerate().skip(from.0) {
@@ -126,7 +113,7 @@ async fn stream_files<W: AsyncWrite + Unpin>(w: &mut W, files: &[PathBuf], from:
             }
             at += got as u64;
             partial.extend_from_slice(&buf[..got]);
-            if !send_lines(w, &mut partial).await {
+            if !send_lines(w, &mut partial, lines).await {
                 return None;
             }
         }
@@ -134,7 +121,7 @@ async fn stream_files<W: AsyncWrite + Unpin>(w: &mut W, files: &[PathBuf], from:
     }
     if !partial.is_empty() {
         partial.push(b'\n');
-        if !send_lines(w, &mut partial).await {
+        if !send_lines(w, &mut partial, lines).await {
             return None;
         }
     }
@@ -161,6 +148,8 @@ struct Wanted {
     /// Where to begin: (file index, byte offset).
     from: (usize, u64),
     follow: bool,
+    /// kubelet's per-line options: since, timestamps, limitBytes.
+    lines: Lines,
 }
 
 /// The container of pod `ns/name` and the instance `?previous` names, its files and where
@@ -183,14 +172,11 @@ fn wanted<RT: RuntimeService>(
     let previous = req.query.get("previous").is_some_and(|v| v != "false");
     let follow = req.query.get("follow").is_some_and(|v| v != "false") && !previous;
     let restart = if previous {
-        if cs.last_state.terminated.is_none() || cs.restart_count == 0 {
-            return Err(Response::error(
-                400,
-                "BadRequest",
-                format!("previous terminated container {container:?} in pod {} not found", pod.key()),
-            ));
-        }
-        cs.restart_count - 1
+        let not_found = || {
+            let why = format!("previous terminated container {container:?} in pod {} not found", pod.key());
+            Response::error(400, "BadRequest", why)
+        };
+        previous_instance(&cs).ok_or_else(not_found)?
     } else {
         cs.restart_count
     };
@@ -215,7 +201,42 @@ fn wanted<RT: RuntimeService>(
         },
         _ => (0, 0),
     };
-    Ok(Wanted { pod, container_id: cs.container_id, files, from, follow })
+    Ok(Wanted { pod, container_id: cs.container_id, files, from, follow, lines: line_options(req)? })
+}
+
+/// The restart number of the instance `--previous` reads: kubelet's last terminated one,
+/// which is the newest while the container waits to restart (CrashLoopBackOff: its current
+/// instance is the one that ended) and the one before the running one otherwise.
+fn previous_instance(cs: &crate::pod::status::ContainerStatus) -> Option<u32> {
+    let last = cs.last_state.terminated.as_ref()?;
+    if cs.state.running.is_none() && last.container_id == cs.container_id {
+        Some(cs.restart_count)
+    } else {
+        cs.restart_count.checked_sub(1)
+    }
+}
+
+/// kubelet's per-line log options from the query (`timestamps`, `sinceSeconds` or
+/// `sinceTime`, `limitBytes`), checked as kubelet checks them: a value that does not parse is
+/// 400, one out of range 422.
+fn line_options(req: &Request) -> Result<Lines, Response> {
+    let q = |k: &str| req.query.get(k).map(String::as_str);
+    let undecodable = || Response::text(400, r#"{"message": "Unable to decode query."}"#);
+    let invalid = || Response::text(422, r#"{"message": "Invalid request."}"#);
+    let number = |k: &str| q(k).map(|v| v.parse::<i64>().map_err(|_| undecodable())).transpose();
+    let (since_seconds, limit) = (number("sinceSeconds")?, number("limitBytes")?);
+    let since_time = q("sinceTime").map(|t| crate::rfc3339::parse_nanos(t).ok_or_else(undecodable)).transpose()?;
+    if since_seconds.is_some_and(|s| s < 1) || limit.is_some_and(|l| l < 1) {
+        return Err(invalid());
+    }
+    if since_seconds.is_some() && since_time.is_some() {
+        return Err(invalid());
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let now = i128::try_from(now).unwrap_or(i128::MAX);
+    let since = since_seconds.map(|s| now.saturating_sub(i128::from(s).saturating_mul(1_000_000_000))).or(since_time);
+    let timestamps = q("timestamps").is_some_and(|v| v == "true" || v == "1");
+    Ok(Lines::new(since, timestamps, limit.and_then(|l| u64::try_from(l).ok())))
 }
 
 pub async fn serve<R, W, RT: RuntimeService>(
@@ -229,13 +250,14 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let w = wanted(api, req, path)?;
+    let mut w = wanted(api, req, path)?;
     if server::start_stream(out, "text/plain; charset=utf-8").await.is_err() {
         return Ok(());
     }
-    let Some(offset) = stream_files(out, &w.files, w.from).await else { return Ok(()) };
+    let mut lines = std::mem::take(&mut w.lines);
+    let Some(offset) = stream_files(out, &w.files, w.from, &mut lines).await else { return Ok(()) };
     if w.follow {
-        follow(api, &w, path.2, offset, reader, out).await;
+        follow(api, &w, path.2, offset, reader, out, &mut lines).await;
     }
     Ok(())
 }
@@ -250,6 +272,7 @@ async fn follow<R, W, RT: RuntimeService>(
     mut offset: u64,
     reader: &mut R,
     out: &mut W,
+    lines: &mut Lines,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -292,7 +315,7 @@ async fn follow<R, W, RT: RuntimeService>(
             }
             offset += buf.len() as u64;
             partial.extend_from_slice(&buf);
-            if !send_lines(out, &mut partial).await {
+            if !send_lines(out, &mut partial, lines).await {
                 return;
             }
             continue;
@@ -328,8 +351,23 @@ mod tests {
     fn cri_log_lines_decode_to_the_programs_text() {
         let raw = b"2024-01-01T00:00:00.1Z stdout F hello world\n2024-01-01T00:00:00.2Z stderr P par\n2024-01-01T00:00:00.3Z stderr F tial\n2024-01-01T00:00:00.4Z stdout F \n";
         let mut out = Vec::new();
-        decode_cri_log(raw, &mut out);
+        Lines::default().decode(raw, &mut out);
         assert_eq!(String::from_utf8(out).unwrap(), "hello world\npartial\n\n");
+    }
+
+    #[test]
+    fn previous_is_the_last_instance_that_ended() {
+        use crate::pod::status::{ContainerStatus, Running, Terminated};
+        let ended = |id: &str| Some(Terminated { exit_code: 1, container_id: id.into(), ..Default::default() });
+        let mut cs = ContainerStatus { restart_count: 1, container_id: "containerd://b".into(), ..Default::default() };
+        cs.state.running = Some(Running::default());
+        cs.last_state.terminated = ended("containerd://a");
+        assert_eq!(previous_instance(&cs), Some(0), "running again: the one before");
+        cs.state.running = None;
+        cs.last_state.terminated = ended("containerd://b");
+        assert_eq!(previous_instance(&cs), Some(1), "waiting to restart: the one that just ended");
+        cs.last_state.terminated = None;
+        assert_eq!(previous_instance(&cs), None, "nothing ended before");
     }
 
     #[test]
@@ -347,7 +385,7 @@ mod tests {
     /// Everything `stream_files` sends from the tail of `files`.
     fn streamed(files: &[PathBuf], n: usize) -> String {
         let mut out = Vec::new();
-        smol::block_on(stream_files(&mut out, files, tail_start(files, n))).unwrap();
+        smol::block_on(stream_files(&mut out, files, tail_start(files, n), &mut Lines::default())).unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -26,6 +26,7 @@
 //! lasting.
 
 pub mod images;
+pub mod log_lines;
 pub mod logs;
 pub mod metrics;
 pub mod objects;
