@@ -29,14 +29,12 @@ impl Lines {
     /// Appends the text of the complete lines in `bytes` to `out`.
     pub fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
         let start = out.len();
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for line in NonEmptyLines(bytes) {
             let mut parts = line.splitn(4, |b| *b == b' ');
-            let (time, _stream, tag, text) = (parts.next(), parts.next(), parts.next(), parts.next());
-            let time = time.and_then(|t| std::str::from_utf8(t).ok());
-            let (text, partial): (&[u8], bool) = match (tag, text) {
-                (Some(b"P"), Some(t)) => (t, true),
-                (Some(b"F"), None) => (b"", false),
-                (Some(_), Some(t)) if time.is_some_and(|t| crate::rfc3339::parse_nanos(t).is_some()) => (t, false),
+            let (time, stream, tag, text) = (parts.next(), parts.next(), parts.next(), parts.next());
+            let (text, partial): (&[u8], bool) = match (stream, tag, text) {
+                (Some(b"stdout" | b"stderr"), Some(b"P"), Some(t)) => (t, true),
+                (Some(b"stdout" | b"stderr"), Some(b"F"), t) => (t.unwrap_or_default(), false),
                 _ => {
                     // Not a CRI line: passed on whole, with no time to judge it by.
                     out.extend_from_slice(line);
@@ -45,8 +43,13 @@ impl Lines {
                     continue;
                 }
             };
-            let written = time.and_then(crate::rfc3339::parse_nanos);
-            if let (Some(since), Some(at)) = (self.since, written) {
+            // The time is read only when an option needs it (a 1 GiB log has 10 million lines).
+            let time = if self.since.is_some() || self.timestamps {
+                time.and_then(|t| std::str::from_utf8(t).ok())
+            } else {
+                None
+            };
+            if let (Some(since), Some(at)) = (self.since, time.and_then(crate::rfc3339::parse_nanos)) {
                 if at < since {
                     self.continuing = partial;
                     continue;
@@ -74,6 +77,43 @@ impl Lines {
     }
 }
 
+/// The non-empty lines of a buffer, found a word at a time (a 1 GiB log has 10 million
+/// lines; a byte-at-a-time search was a third of the cost of serving it).
+struct NonEmptyLines<'a>(&'a [u8]);
+
+impl<'a> Iterator for NonEmptyLines<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        loop {
+            if self.0.is_empty() {
+                return None;
+            }
+            let end = newline(self.0).unwrap_or(self.0.len());
+            let line = &self.0[..end];
+            self.0 = self.0.get(end + 1..).unwrap_or_default();
+            if !line.is_empty() {
+                return Some(line);
+            }
+        }
+    }
+}
+
+/// The index of the first `\n` in `b`, eight bytes at a time.
+fn newline(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while let Some(word) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().unwrap_or_default()) ^ (ONES * u64::from(b'\n'));
+        if (x.wrapping_sub(ONES) & !x & HIGHS) != 0 {
+            break;
+        }
+        i += 8;
+    }
+    b.get(i..)?.iter().position(|c| *c == b'\n').map(|p| i + p)
+}
+
 /// `t` (RFC 3339) with exactly nine fractional digits, its zone kept.
 fn fixed_nanos(t: &str) -> String {
     let (clock, rest) = t.split_at(t.len().min(19));
@@ -98,6 +138,20 @@ not a cri line\n";
         let mut out = Vec::new();
         l.decode(LOG, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn lines_are_split_at_every_newline_whatever_the_alignment() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut b = vec![b'x'; len];
+                b[at] = b'\n';
+                assert_eq!(newline(&b), Some(at), "{len} {at}");
+            }
+            assert_eq!(newline(&vec![b'x'; len]), None);
+        }
+        let got: Vec<&[u8]> = NonEmptyLines(b"a\n\nbc\n\n\ndef").collect();
+        assert_eq!(got, [&b"a"[..], b"bc", b"def"]);
     }
 
     #[test]

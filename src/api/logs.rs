@@ -74,28 +74,62 @@ async fn send<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> bool {
     matches!(crate::deadline::with_deadline(WRITE_DEADLINE, write).await, Some(Ok(())))
 }
 
-/// Decodes the complete lines in `partial` and sends them; keeps the rest. False when the
-/// client has gone or the byte limit is reached: nothing more is to be sent.
-async fn send_lines<W: AsyncWrite + Unpin>(w: &mut W, partial: &mut Vec<u8>, lines: &mut Lines) -> bool {
+/// The text of the complete lines in `partial` (all of it past [`MAX_PARTIAL`]), which keeps
+/// the rest.
+fn take_lines(partial: &mut Vec<u8>, lines: &mut Lines) -> Vec<u8> {
     let complete = match partial.iter().rposition(|b| *b == b'\n') {
         Some(i) => i + 1,
         None if partial.len() > MAX_PARTIAL => partial.len(),
-        None => return true,
+        None => return Vec::new(),
     };
     let mut text = Vec::with_capacity(complete);
     lines.decode(&partial[..complete], &mut text);
     partial.drain(..complete);
-    send(w, &text).await && !lines.done()
+    text
 }
 
-/// Sends `files` from `(index, offset)` on, chunk by chunk. Returns the live file's length
-/// when done (where following goes on), or `None` when the client went away.
+/// Decodes the complete lines in `partial` and sends them; keeps the rest. False when the
+/// client has gone or the byte limit is reached: nothing more is to be sent.
+async fn send_lines<W: AsyncWrite + Unpin>(w: &mut W, partial: &mut Vec<u8>, lines: &mut Lines) -> bool {
+    let text = take_lines(partial, lines);
+    (text.is_empty() || send(w, &text).await) && !lines.done()
+}
+
+/// Sends `files` from `(index, offset)` on. The files are read and decoded on a blocking
+/// thread, a chunk ahead of the client (two at most in flight), so a large log neither
+/// blocks the executor nor waits for its own decoding. Returns the live file's length when
+/// done (where following goes on), or `None` when the client went away or the byte limit was
+/// reached.
 async fn stream_files<W: AsyncWrite + Unpin>(
     w: &mut W,
     files: &[PathBuf],
     from: (usize, u64),
     lines: &mut Lines,
 ) -> Option<u64> {
+    let (tx, rx) = smol::channel::bounded::<Vec<u8>>(2);
+    let (files, state) = (files.to_vec(), std::mem::take(lines));
+    let reader = smol::unblock(move || read_decoded(&files, from, state, &tx));
+    let mut sent = true;
+    while let Ok(text) = rx.recv().await {
+        if !send(w, &text).await {
+            sent = false;
+            break;
+        }
+    }
+    drop(rx); // a reader still going stops at its next chunk
+    let (live_len, state) = reader.await;
+    *lines = state;
+    (sent && !lines.done()).then_some(live_len)
+}
+
+/// The blocking half of [`stream_files`]: reads and decodes, sending each chunk's text; stops
+/// when the receiver is gone. Returns the live file's length and the line state.
+fn read_decoded(
+    files: &[PathBuf],
+    from: (usize, u64),
+    mut lines: Lines,
+    tx: &smol::channel::Sender<Vec<u8>>,
+) -> (u64, Lines) {
     let mut partial = Vec::new();
     let mut live_len = 0;
     for (i, f) in files.iter().enumerate().skip(from.0) {
@@ -113,19 +147,21 @@ async fn stream_files<W: AsyncWrite + Unpin>(
             }
             at += got as u64;
             partial.extend_from_slice(&buf[..got]);
-            if !send_lines(w, &mut partial, lines).await {
-                return None;
+            let text = take_lines(&mut partial, &mut lines);
+            if (!text.is_empty() && tx.send_blocking(text).is_err()) || lines.done() {
+                return (at, lines);
             }
         }
         live_len = at;
     }
     if !partial.is_empty() {
         partial.push(b'\n');
-        if !send_lines(w, &mut partial, lines).await {
-            return None;
+        let text = take_lines(&mut partial, &mut lines);
+        if !text.is_empty() {
+            let _ = tx.send_blocking(text);
         }
     }
-    Some(live_len)
+    (live_len, lines)
 }
 
 /// Resolves to `true` once the client has closed its side (or the connection broke).

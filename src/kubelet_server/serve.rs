@@ -97,6 +97,8 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
+                    // Small writes (a session's frames, an answer's head) leave at once.
+                    let _ = stream.set_nodelay(true);
                     if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
                         self.open.fetch_sub(1, Ordering::AcqRel);
                         continue; // dropped: closed at once

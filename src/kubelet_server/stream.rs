@@ -208,7 +208,10 @@ where
     };
     let connected = crate::deadline::with_deadline(UPGRADE_DEADLINE, smol::net::TcpStream::connect(authority));
     let runtime = match connected.await {
-        Some(Ok(s)) => s,
+        Some(Ok(s)) => {
+            let _ = s.set_nodelay(true); // each side's bytes leave as they come (no Nagle wait)
+            s
+        }
         failed => {
             let why = failed.map_or("no answer".to_string(), |e| e.err().map(|e| e.to_string()).unwrap_or_default());
             let r = Response::text(502, format!("the container runtime's streaming server: {why}"));
@@ -236,10 +239,13 @@ where
         return respond(&mut client_w, &r).await;
     };
     let switching = crate::http1::status(&answer) == Ok(101);
+    // One write: the head and what followed it leave in one TLS record.
+    let mut relay = Vec::with_capacity(answer.len() + 4 + early.len());
+    relay.extend_from_slice(answer.as_bytes());
+    relay.extend_from_slice(b"\r\n\r\n");
+    relay.extend_from_slice(&early);
     let relayed = async {
-        client_w.write_all(answer.as_bytes()).await?;
-        client_w.write_all(b"\r\n\r\n").await?;
-        client_w.write_all(&early).await?;
+        client_w.write_all(&relay).await?;
         client_w.flush().await
     };
     if relayed.await.is_err() || !switching {

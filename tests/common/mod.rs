@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod archives;
+pub mod kubelet_client;
 
 use atoll::cri::api::{
     Container, ContainerFilter, ContainerState, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
