@@ -347,9 +347,11 @@ fn kubectl_config(n: &Node) -> std::path::PathBuf {
     path
 }
 
-/// kubectl's exit status, stdout and stderr (given `stdin`).
+/// kubectl's exit status, stdout and stderr (given `stdin`); killed after two minutes.
 fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
+    let mut child = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(testbed().var("ATOLL_TB_KUBECTL"))
         .arg(format!("--kubeconfig={}", config.display()))
         .args(["--request-timeout=60s"])
         .args(args)
@@ -372,6 +374,7 @@ const FILES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: files}\nspec:\n
 /// Its first instance exits 1; the second (counted in an emptyDir, which outlives restarts)
 /// runs on.
 const RESTARTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: restarter}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes: [{name: state, emptyDir: {}}]\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    volumeMounts: [{name: state, mountPath: /state}]\n    command: [sh, -c, 'n=$(cat /state/n 2>/dev/null || echo 0); echo instance $n; echo $((n+1)) > /state/n; [ $n -gt 0 ] && exec sleep 3600; exit 1']\n";
+const READER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: reader}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    stdin: true\n    stdinOnce: true\n    command: [sh, -c, 'while read l; do echo got $l; done']\n";
 const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'sleep 2; for i in $(seq 0 29); do echo count $i; sleep 0.2; done']\n";
 
 /// A real kubectl 1.37 against the test API server, which sends pods/log, pods/exec and
@@ -381,14 +384,20 @@ const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspe
 /// WebSocket support.
 #[test]
 fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
-    let pods = [("web.yaml", WEB), ("files.yaml", FILES), ("counter.yaml", COUNTER), ("restarter.yaml", RESTARTER)];
+    let pods = [
+        ("web.yaml", WEB),
+        ("files.yaml", FILES),
+        ("counter.yaml", COUNTER),
+        ("restarter.yaml", RESTARTER),
+        ("reader.yaml", READER),
+    ];
     let n = node("atoll-kubectl", &pods);
     n.server.kubelet_client(&n.pki, &n.ca);
     n.server.add_reviewed_token("unused", "nobody", &[]);
     n.server.grant("kube-apiserver-kubelet-client", "get", "proxy");
     n.server.grant("kube-apiserver-kubelet-client", "create", "proxy");
     let config = kubectl_config(&n);
-    for pod in ["web-tb", "counter-tb"] {
+    for pod in ["web-tb", "counter-tb", "reader-tb"] {
         eventually(Duration::from_secs(90), &format!("{pod} running in the API server"), || {
             (n.server.get("pods", "default", pod)?["status"]["phase"] == "Running").then_some(())
         });
@@ -438,6 +447,27 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
         kubectl(&config, &["exec", "-i", "web-tb", "--", "sh", "-c", "cat; echo done >&2"], b"round trip\n");
     assert_eq!((code, out.as_slice()), (0, &b"round trip\n"[..]), "{err}");
     assert!(err.contains("done"), "{err}");
+
+    // A terminal: kubectl in a pseudo-terminal (script(1)) asks for a TTY and a resize stream.
+    let command =
+        format!("{} --kubeconfig={} exec -it web-tb -- sh", testbed().var("ATOLL_TB_KUBECTL"), config.display());
+    let mut script = std::process::Command::new("timeout")
+        .args(["120", "script", "-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    script.stdin.take().unwrap().write_all(b"tty; echo $((6*7)); exit 3\n").unwrap();
+    let out = script.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/dev/pts/") && text.contains("42"), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    // attach: stdin to the container's main process, its output back; stdinOnce closes its
+    // stdin when the session does, and the container ends.
+    let (code, out, err) = kubectl(&config, &["attach", "-i", "reader-tb"], b"hello\nworld\n");
+    assert_eq!(code, 0, "{err}");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("got hello") && out.contains("got world"), "{out}");
 
     // 50 sessions at once, each with its own answer.
     let sessions: Vec<_> = (0..50)
