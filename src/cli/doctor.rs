@@ -271,7 +271,48 @@ pub fn all(s: &Settings) -> Vec<Check> {
     if let Some(k) = &s.mirror.kubeconfig {
         checks.push(api_server(k, &s.node.name));
     }
+    checks.extend(kubelet_server(s));
     checks
+}
+
+/// kubelet's HTTPS server: whether it will serve, its certificate and client CA usable, and
+/// the address the API server will dial it at.
+pub fn kubelet_server(s: &Settings) -> Vec<Check> {
+    let name = "kubelet server";
+    let Some(ks) = &s.listeners.kubelet else { return vec![ok(name, "off (port 0)")] };
+    if s.mirror.kubeconfig.is_none() {
+        return vec![ok(name, "not served: atoll serves it only when it mirrors to an API server (a kubeconfig)")];
+    }
+    let mut out = Vec::new();
+    // A throwaway certificate stands in for the self-signed one, so the client CA is checked too.
+    let stand_in = match &ks.tls {
+        Some(_) => None,
+        None => crate::kubelet_server::cert::make(std::slice::from_ref(&s.node.name), SystemTime::now()).ok(),
+    };
+    out.push(match crate::kubelet_server::serve::tls_config(ks, stand_in) {
+        Ok(_) => ok(
+            name,
+            format!(
+                "https://{} with {}",
+                ks.address,
+                match &ks.tls {
+                    Some((cert, _)) => cert.display().to_string(),
+                    None => format!("a self-signed certificate in {}", s.node.root_dir.join("pki").display()),
+                }
+            ),
+        ),
+        Err(e) => bad(Level::Fail, name, e, "give readable PEM files (the certificate with its key; the client CA)"),
+    });
+    let ip = ks.address.ip();
+    if let Some(node_ip) = s.node.ip.as_deref().filter(|n| !ip.is_unspecified() && ip.to_string() != *n) {
+        out.push(bad(
+            Level::Warn,
+            name,
+            format!("it listens on {ip} but the node publishes {node_ip}, where the API server will dial it"),
+            "set address to the node IP (or 0.0.0.0), or --node-ip to the address it listens on",
+        ));
+    }
+    out
 }
 
 /// Where Secrets live: `secretsDir` root's alone, and no Secret manifest others may read.
@@ -380,6 +421,39 @@ pub fn report(checks: &[Check]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubelet_server_check_reads_its_files_and_its_address() {
+        let d = dir("kubelet-server");
+        let args = ["run", "--hostname-override=edge-1", "--node-ip=192.0.2.10"].map(String::from).to_vec();
+        let crate::cli::Command::Run(flags) = crate::cli::parse(args).unwrap() else { unreachable!() };
+        let mut s = Settings::load(&flags).unwrap();
+        assert!(kubelet_server(&s)[0].detail.starts_with("not served"), "no kubeconfig");
+        s.mirror.kubeconfig = Some(d.join("kubeconfig"));
+        let mut ks = crate::kubelet_server::ServerSettings {
+            address: "127.0.0.1:10250".parse().unwrap(),
+            tls: None,
+            client_ca_file: Some(d.join("missing-ca.crt")),
+            auth: crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"),
+            debugging_handlers: true,
+            idle_timeout: Duration::from_secs(60),
+        };
+        s.listeners.kubelet = Some(ks.clone());
+        let checks = kubelet_server(&s);
+        assert_eq!(checks[0].level, Level::Fail, "{checks:?}");
+        assert!(checks[0].detail.contains("clientCAFile"), "{checks:?}");
+        assert_eq!(checks[1].level, Level::Warn);
+        assert!(checks[1].detail.contains("192.0.2.10"), "{checks:?}");
+        ks.client_ca_file = None;
+        ks.address = "0.0.0.0:10250".parse().unwrap();
+        s.listeners.kubelet = Some(ks);
+        let checks = kubelet_server(&s);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(checks[0].level, Level::Ok, "{checks:?}");
+        s.listeners.kubelet = None;
+        assert_eq!(kubelet_server(&s)[0].detail, "off (port 0)");
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     fn dir(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("atoll-doctor-{name}-{}", std::process::id()));
