@@ -303,6 +303,25 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     assert_eq!(value("atoll_runtime_up", &[]), Some(1.0));
     assert_eq!(agent.cli(&["pods", "-o", "json"]).0, 0);
 
+    // exec and attach for root on the box: the same splice as kubelet's server, through the
+    // socket (what `atoll exec` speaks).
+    let exec = |path: &str| {
+        let mut unix = std::os::unix::net::UnixStream::connect(&agent.socket).unwrap();
+        unix.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let status = common::kubelet_client::ws_upgrade(&mut unix, "atoll", "", path).unwrap();
+        (status, common::kubelet_client::ws_channels(&mut unix))
+    };
+    let (status, out) =
+        exec("/exec/default/talker-tb/talk?command=sh&command=-c&command=echo%20hi%3B%20exit%204&output=1&error=1");
+    assert_eq!(status, 101);
+    assert_eq!(out.get(&1).map(Vec::as_slice), Some(&b"hi\n"[..]));
+    assert!(String::from_utf8_lossy(&out[&3]).contains("\"4\""), "{out:?}");
+    assert_eq!(exec("/exec/default/talker-tb/nope?command=true&output=1").0, 404);
+    assert_eq!(exec("/portForward/default/nobody").0, 404);
+    // The read-only port never streams.
+    let (code, _) = http(agent.read_only, "GET", "/exec/default/talker-tb/talk?command=true&output=1");
+    assert!(code == 403 || code == 404, "{code}");
+
     // doctor: clear failure on a missing runtime socket.
     let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
         .args(["doctor", "--container-runtime-endpoint=unix:///nonexistent/containerd.sock"])

@@ -16,6 +16,9 @@
 //! - `GET /objects`: the local ConfigMaps and Secrets (keys and sizes, never values);
 //!   `GET /pods/{namespace}/{name}/objects`: the ones a pod uses, and whether each resolved
 //!   (socket only).
+//! - `/exec/{namespace}/{name}/{container}?command=…&input&output&error&tty`,
+//!   `/attach/…` and `/portForward/{namespace}/{name}`: an upgrade (WebSocket or SPDY) spliced
+//!   onto the runtime's streaming server, as kubelet's server does (socket only; `api::stream`).
 //! - `GET /images`: the runtime's images (in use, pinned and why, imported from) and the images
 //!   directory's files; `POST /images/prune?dryRun=true`: removes (or lists) every image that
 //!   is neither in use nor pinned (socket only).
@@ -32,6 +35,7 @@ pub mod metrics;
 pub mod objects;
 pub mod pods;
 pub mod server;
+pub mod stream;
 pub mod view;
 
 pub use view::Api;
@@ -129,7 +133,20 @@ where
         }
         None => return,
     };
+    let (req, head) = req;
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+    if scope == Scope::Full && matches!(segments[0], "exec" | "attach" | "portForward") {
+        // The same sessions kubelet's server splices, for root on the box (`atoll exec`).
+        let url = match stream::session(api, &req, &head, &segments) {
+            Ok(session) => stream::url(&api.runtime, session).await,
+            Err(r) => Err(r),
+        };
+        match url {
+            Ok(url) => stream::proxy(stream, &head, &url, stream::IDLE_TIMEOUT).await,
+            Err(r) => respond(&mut stream, &r).await,
+        }
+        return;
+    }
     if scope == Scope::Full && req.method == "GET" && segments.len() == 4 && segments[0] == "logs" {
         let (mut reader, mut writer) = smol::io::split(stream);
         let path = (segments[1], segments[2], segments[3]);

@@ -122,10 +122,11 @@ pub fn parse_head(head: &str) -> Result<Request, String> {
     Ok(Request { method: method.to_string(), path: percent_decode(path), query })
 }
 
-/// Reads the request head from a connection (its body, if any, is not read).
-pub async fn read_request<S: AsyncRead + Unpin>(s: &mut S) -> Result<Request, String> {
+/// Reads the request head from a connection (its body, if any, is not read): parsed, and as
+/// it came (an upgrade forwards some of its headers).
+pub async fn read_request<S: AsyncRead + Unpin>(s: &mut S) -> Result<(Request, String), String> {
     let (head, _) = crate::http1::read_head(s, HEAD_LIMIT).await?;
-    parse_head(&head)
+    Ok((parse_head(&head)?, head))
 }
 
 /// Writes a complete response.

@@ -6,11 +6,11 @@
 //!
 //! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0.
 //! Served: `/healthz`, `/pods`, `/containerLogs` (the local API's reader), `/exec`, `/attach`
-//! and `/portForward` (the runtime's streaming server, spliced), `/run` (ExecSync),
+//! and `/portForward` (the runtime's streaming server, spliced by `api::stream`, which the
+//! local API shares), `/run` (ExecSync),
 //! `/metrics` (the local API's), `/metrics/resource` and `/stats/summary` (kubectl top's).
 //!
 //! - `serve`: the TLS listener and the route of each authorized request;
-//! - `stream`: exec, attach, port-forward and run through CRI, and the upgrade splice;
 //! - `resource`: the node's and containers' CPU and memory, as metrics-server reads them;
 //! - `authz`: a request's attributes (verb from the method, subresource from the path; the
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
@@ -29,7 +29,6 @@ pub mod peer;
 pub mod resource;
 pub mod reviews;
 pub mod serve;
-pub mod stream;
 
 /// kubelet's server settings (KubeletConfiguration `address`, `port`, `tlsCertFile`,
 /// `tlsPrivateKeyFile`, `authentication`, `authorization`, `enableDebuggingHandlers`).

@@ -165,16 +165,16 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             return;
         }
         if segments.first() == Some(&"run") && self.debugging_handlers {
-            let response = super::stream::run(&self.api, &req, &segments[1..], self.idle_timeout).await;
+            let response = crate::api::stream::run(&self.api, &req, &segments[1..], self.idle_timeout).await;
             return respond(&mut tls, &response).await;
         }
         if matches!(segments.first(), Some(&("exec" | "attach" | "portForward"))) && self.debugging_handlers {
-            let session = match super::stream::session(&self.api, &req, &head, &segments) {
+            let session = match crate::api::stream::session(&self.api, &req, &head, &segments) {
                 Ok(s) => s,
                 Err(r) => return respond(&mut tls, &r).await,
             };
-            match super::stream::url(&self.api.runtime, session).await {
-                Ok(url) => super::stream::proxy(tls, &head, &url, self.idle_timeout).await,
+            match crate::api::stream::url(&self.api.runtime, session).await {
+                Ok(url) => crate::api::stream::proxy(tls, &head, &url, self.idle_timeout).await,
                 Err(r) => respond(&mut tls, &r).await,
             }
             return;

@@ -66,18 +66,40 @@ pub fn request(port: u16, ca: &Path, who: &As, method: &str, path: &str) -> Opti
 /// Opens a WebSocket session (`v4.channel.k8s.io`) at `path` on `tls` with `token`: the
 /// upgrade's status.
 pub fn ws_open(tls: &mut Tls, port: u16, token: &str, path: &str) -> Option<u16> {
+    ws_upgrade(tls, &format!("127.0.0.1:{port}"), &format!("Authorization: Bearer {token}\r\n"), path)
+}
+
+/// Asks for a WebSocket session (`v4.channel.k8s.io`) at `path` on any connection (the local
+/// API's unix socket too), with `extra` header lines: the upgrade's status.
+pub fn ws_upgrade<S: Read + Write>(s: &mut S, host: &str, extra: &str, path: &str) -> Option<u16> {
     write!(
-        tls,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
     )
     .ok()?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        tls.read_exact(&mut byte).ok()?;
+        s.read_exact(&mut byte).ok()?;
         head.push(byte[0]);
     }
     String::from_utf8_lossy(&head).split(' ').nth(1)?.parse().ok()
+}
+
+/// Every frame of a session until the server closes: what arrived on each channel (1
+/// stdout, 2 stderr, 3 the exit status).
+pub fn ws_channels(r: &mut impl Read) -> std::collections::BTreeMap<u8, Vec<u8>> {
+    let mut channels = std::collections::BTreeMap::new();
+    while let Some((opcode, payload)) = ws_frame(r) {
+        match opcode {
+            8 => break,
+            1 | 2 if !payload.is_empty() => {
+                channels.entry(payload[0]).or_insert_with(Vec::new).extend_from_slice(&payload[1..]);
+            }
+            _ => {}
+        }
+    }
+    channels
 }
 
 /// The next WebSocket frame: its opcode and payload; none when the connection ended.
@@ -112,18 +134,8 @@ pub fn ws_session(
 ) -> Option<(u16, std::collections::BTreeMap<u8, Vec<u8>>)> {
     let mut tls = connect(port, ca, &As::Token(token))?;
     let status = ws_open(&mut tls, port, token, path)?;
-    let mut channels = std::collections::BTreeMap::new();
     if status != 101 {
-        return Some((status, channels));
+        return Some((status, Default::default()));
     }
-    while let Some((opcode, payload)) = ws_frame(&mut tls) {
-        match opcode {
-            8 => break,
-            1 | 2 if !payload.is_empty() => {
-                channels.entry(payload[0]).or_insert_with(Vec::new).extend_from_slice(&payload[1..]);
-            }
-            _ => {}
-        }
-    }
-    Some((status, channels))
+    Some((status, ws_channels(&mut tls)))
 }

@@ -1,16 +1,16 @@
-//! `/exec`, `/attach` and `/portForward` as kubelet serves them, and `/run`: atoll speaks no
-//! SPDY or WebSocket itself. It asks the runtime (CRI `Exec`, `Attach`, `PortForward` on the
-//! pod's ready sandbox) for a one-time URL on its streaming server, sends the client's
-//! upgrade there (only the upgrade's own headers: never the client's credentials) and, on
-//! `101 Switching Protocols`, splices the two
-//! connections. Any other answer is relayed and both connections closed; a redirect is never
-//! followed. When one side stops sending, the other's write half is closed and the rest keeps
-//! flowing, so the last output and the exit status always arrive. Each session holds two
-//! 16 KiB copy buffers, no task blocks, and a session quiet for streamingConnectionIdleTimeout
-//! is closed.
+//! `/exec`, `/attach` and `/portForward` as kubelet serves them (its HTTPS server, and the
+//! local API's socket for root on the box), and `/run`: atoll speaks no SPDY or WebSocket
+//! itself. It asks the runtime (CRI `Exec`, `Attach`, `PortForward` on the pod's ready
+//! sandbox) for a one-time URL on its streaming server, sends the client's upgrade there (only
+//! the upgrade's own headers: never the client's credentials) and, on `101 Switching
+//! Protocols`, splices the two connections. Any other answer is relayed and both connections
+//! closed; a redirect is never followed. When one side stops sending, the other's write half
+//! is closed and the rest keeps flowing, so the last output and the exit status always
+//! arrive. Each session holds two 16 KiB copy buffers, no task blocks, and a session quiet for
+//! streamingConnectionIdleTimeout is closed.
 
-use crate::api::server::{query_all, respond, Request, Response};
-use crate::api::Api;
+use super::server::{query_all, respond, Request, Response};
+use super::view::Api;
 use crate::cri::api::{
     AttachRequest, ExecRequest, ExecSyncRequest, PodSandboxFilter, PodSandboxState, PodSandboxStateValue,
     PortForwardRequest,
@@ -19,6 +19,8 @@ use crate::cri::RuntimeService;
 use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::time::Duration;
 
+/// kubelet's default streamingConnectionIdleTimeout, for the local API's sessions.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 /// The runtime's streaming server must answer the upgrade within this.
 const UPGRADE_DEADLINE: Duration = Duration::from_secs(30);
 /// The request headers that make the upgrade, forwarded to the runtime.
@@ -50,7 +52,7 @@ fn pod_of<RT: RuntimeService>(
     name: &str,
     uid: Option<&str>,
 ) -> Result<crate::pod::types::Pod, Response> {
-    let (_, found) = crate::api::pods::find_pod(api, ns, name)
+    let (_, found) = super::pods::find_pod(api, ns, name)
         .filter(|(_, p)| uid.is_none_or(|u| p.metadata.uid == u))
         .ok_or_else(|| Response::text(404, "pod not found"))?;
     Ok(found)
