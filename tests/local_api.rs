@@ -205,6 +205,15 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     let (code, _, err) = agent.cli(&["logs", "talker", "--previous"]);
     assert_ne!(code, 0);
     assert!(err.contains("previous terminated container"), "{err}");
+    // kubectl's log flags: a time on each line, a byte limit, since.
+    let (_, stamped, _) = agent.cli(&["logs", "talker", "--tail", "1", "--timestamps"]);
+    let (time, text) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(time.len() == 30 && text.starts_with("line "), "{stamped}");
+    assert_eq!(agent.cli(&["logs", "talker", "--limit-bytes", "9"]).1, "line 0\nli");
+    assert_eq!(agent.cli(&["logs", "talker", "--since-time", "2099-01-01T00:00:00+01:00"]).1, "");
+    assert!(agent.cli(&["logs", "talker", "--since", "1h"]).1.starts_with("line 0\n"));
+    let (code, _, err) = agent.cli(&["logs", "talker", "--since", "soon"]);
+    assert!(code != 0 && err.contains("--since"), "{err}");
     let (code, _, err) = agent.cli(&["logs", "nosuchpod"]);
     assert_ne!(code, 0);
     assert!(err.contains("not found"), "{err}");

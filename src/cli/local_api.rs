@@ -188,6 +188,20 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
     if let Some(t) = flags.get(Flag::Tail) {
         query.push(format!("tail={t}"));
     }
+    if flags.is_set(Flag::Timestamps) {
+        query.push("timestamps=true".to_string());
+    }
+    if let Some(since) = flags.get(Flag::Since) {
+        // kubectl's rounding: whole seconds, up.
+        let d = crate::duration::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+        query.push(format!("sinceSeconds={}", d.as_secs() + u64::from(d.subsec_nanos() > 0)));
+    }
+    if let Some(t) = flags.get(Flag::SinceTime) {
+        query.push(format!("sinceTime={}", t.replace('+', "%2B")));
+    }
+    if let Some(n) = flags.get(Flag::LimitBytes) {
+        query.push(format!("limitBytes={n}"));
+    }
     let mut reply = request(flags, "GET", &format!("/logs/{path}/{container}?{}", query.join("&")))?;
     if reply.status != 200 {
         let mut text = String::new();

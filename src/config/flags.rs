@@ -34,6 +34,10 @@ pub enum Flag {
     Follow,
     Previous,
     Tail,
+    Timestamps,
+    Since,
+    SinceTime,
+    LimitBytes,
     DryRun,
 }
 
@@ -182,6 +186,10 @@ pub const TABLE: &[Spec] = &[
     short(spec(Flag::Follow, "follow", Bool, Client, "logs: stream until the container stops"), "f"),
     short(spec(Flag::Previous, "previous", Bool, Client, "logs: the previous instance"), "p"),
     spec(Flag::Tail, "tail", Value, Client, "logs: only the last N lines"),
+    spec(Flag::Timestamps, "timestamps", Bool, Client, "logs: each line with its time"),
+    spec(Flag::Since, "since", Value, Client, "logs: only lines newer than this (5s, 2m, 3h)"),
+    spec(Flag::SinceTime, "since-time", Value, Client, "logs: only lines from this RFC 3339 time on"),
+    spec(Flag::LimitBytes, "limit-bytes", Value, Client, "logs: at most this many bytes"),
     spec(Flag::DryRun, "dry-run", Bool, Client, "images prune: list what would be removed, remove nothing"),
 ];
 
