@@ -120,7 +120,7 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
 
 async fn handle<S, RT: RuntimeService>(api: &Api<RT>, count: &AtomicUsize, mut stream: S, scope: Scope)
 where
-    S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin,
+    S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
 {
     let Some(_slot) = api.admit(count) else {
         return; // full: the connection is closed at once
@@ -142,7 +142,7 @@ where
             Err(r) => Err(r),
         };
         match url {
-            Ok(url) => stream::proxy(stream, &head, &url, stream::IDLE_TIMEOUT).await,
+            Ok(url) => stream::proxy(Box::new(stream), &head, &url, stream::IDLE_TIMEOUT).await,
             Err(r) => respond(&mut stream, &r).await,
         }
         return;

@@ -189,6 +189,11 @@ pub async fn run<RT: RuntimeService>(api: &Api<RT>, req: &Request, rest: &[&str]
     }
 }
 
+/// A client connection of any kind (TLS from the API server, the local API's socket), boxed:
+/// one copy of the splice serves them all.
+pub trait Client: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Client for T {}
+
 /// `http://host:port/path` split; anything else (https, relative, userinfo) is refused.
 fn target(url: &str) -> Option<(&str, &str)> {
     let rest = url.strip_prefix("http://")?;
@@ -199,10 +204,7 @@ fn target(url: &str) -> Option<(&str, &str)> {
 /// Sends the client's upgrade to the runtime's `url` and splices the connections; a session
 /// with no byte either way for `idle` (kubelet's streamingConnectionIdleTimeout; zero: none)
 /// is closed.
-pub async fn proxy<C>(client: C, head: &str, url: &str, idle: Duration)
-where
-    C: AsyncRead + AsyncWrite + Unpin,
-{
+pub async fn proxy(client: Box<dyn Client>, head: &str, url: &str, idle: Duration) {
     let (mut client_r, mut client_w) = smol::io::split(client);
     let Some((authority, path)) = target(url) else {
         let r = Response::text(500, format!("the container runtime's streaming URL is not plain http: {url}"));

@@ -174,7 +174,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 Err(r) => return respond(&mut tls, &r).await,
             };
             match crate::api::stream::url(&self.api.runtime, session).await {
-                Ok(url) => crate::api::stream::proxy(tls, &head, &url, self.idle_timeout).await,
+                Ok(url) => crate::api::stream::proxy(Box::new(tls), &head, &url, self.idle_timeout).await,
                 Err(r) => respond(&mut tls, &r).await,
             }
             return;
