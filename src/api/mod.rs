@@ -137,15 +137,7 @@ where
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     if scope == Scope::Full && matches!(segments[0], "exec" | "attach" | "portForward") {
         // The same sessions kubelet's server splices, for root on the box (`atoll exec`).
-        let url = match stream::session(api, &req, &head, &segments) {
-            Ok(session) => stream::url(&api.runtime, session).await,
-            Err(r) => Err(r),
-        };
-        match url {
-            Ok(url) => stream::proxy(Box::new(stream), &head, &url, stream::IDLE_TIMEOUT).await,
-            Err(r) => respond(&mut stream, &r).await,
-        }
-        return;
+        return stream::serve(api, &req, &head, &segments, Box::new(stream), stream::IDLE_TIMEOUT).await;
     }
     if scope == Scope::Full && req.method == "GET" && segments.len() == 4 && segments[0] == "logs" {
         let (mut reader, mut writer) = smol::io::split(stream);

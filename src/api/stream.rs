@@ -35,7 +35,7 @@ const UPGRADE_HEADERS: [&str; 6] = [
 
 /// What a streaming path asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Session {
+enum Session {
     Exec(ExecRequest),
     Attach(AttachRequest),
     /// The pod's UID (its ready sandbox is looked up) and, for a WebSocket client, the ports.
@@ -85,7 +85,7 @@ fn container_of<RT: RuntimeService>(api: &Api<RT>, rest: &[&str]) -> Result<Stri
 
 /// The session `req` names, with the container's runtime ID looked up, or
 /// kubelet's answer when it names nothing that runs.
-pub fn session<RT: RuntimeService>(
+fn session<RT: RuntimeService>(
     api: &Api<RT>,
     req: &Request,
     head: &str,
@@ -137,8 +137,28 @@ fn ports(values: &[String]) -> Result<Vec<i32>, String> {
     Ok(ports)
 }
 
+/// One streaming request, start to end: the session it names, the runtime's URL for it, and
+/// the splice; or the answer that refuses it. Both servers (kubelet's, the local API's) call this.
+pub async fn serve<RT: RuntimeService>(
+    api: &Api<RT>,
+    req: &Request,
+    head: &str,
+    segments: &[&str],
+    mut client: Box<dyn Client>,
+    idle: Duration,
+) {
+    let url = match session(api, req, head, segments) {
+        Ok(s) => url(&api.runtime, s).await,
+        Err(r) => Err(r),
+    };
+    match url {
+        Ok(url) => proxy(client, head, &url, idle).await,
+        Err(r) => respond(&mut client, &r).await,
+    }
+}
+
 /// The runtime's streaming URL for `session`.
-pub async fn url<RT: RuntimeService>(runtime: &RT, session: Session) -> Result<String, Response> {
+async fn url<RT: RuntimeService>(runtime: &RT, session: Session) -> Result<String, Response> {
     let asked = match session {
         Session::Exec(r) => runtime.exec(r).await,
         Session::Attach(r) => runtime.attach(r).await,
@@ -204,7 +224,7 @@ fn target(url: &str) -> Option<(&str, &str)> {
 /// Sends the client's upgrade to the runtime's `url` and splices the connections; a session
 /// with no byte either way for `idle` (kubelet's streamingConnectionIdleTimeout; zero: none)
 /// is closed.
-pub async fn proxy(client: Box<dyn Client>, head: &str, url: &str, idle: Duration) {
+async fn proxy(client: Box<dyn Client>, head: &str, url: &str, idle: Duration) {
     let (mut client_r, mut client_w) = smol::io::split(client);
     let Some((authority, path)) = target(url) else {
         let r = Response::text(500, format!("the container runtime's streaming URL is not plain http: {url}"));

@@ -169,15 +169,8 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             return respond(&mut tls, &response).await;
         }
         if matches!(segments.first(), Some(&("exec" | "attach" | "portForward"))) && self.debugging_handlers {
-            let session = match crate::api::stream::session(&self.api, &req, &head, &segments) {
-                Ok(s) => s,
-                Err(r) => return respond(&mut tls, &r).await,
-            };
-            match crate::api::stream::url(&self.api.runtime, session).await {
-                Ok(url) => crate::api::stream::proxy(Box::new(tls), &head, &url, self.idle_timeout).await,
-                Err(r) => respond(&mut tls, &r).await,
-            }
-            return;
+            return crate::api::stream::serve(&self.api, &req, &head, &segments, Box::new(tls), self.idle_timeout)
+                .await;
         }
         let response = self.route(&req, &segments).await;
         respond(&mut tls, &response).await;
