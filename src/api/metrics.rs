@@ -34,7 +34,7 @@ pub async fn metrics<RT: RuntimeService>(api: &Api<RT>) -> String {
     pods_and_containers(&mut out, &pods);
     agent(&mut out, api);
     crate::metrics::render_registry(&mut out);
-    container_usage(&mut out, api, &pods).await;
+    container_usage(&mut out, api).await;
     images(&mut out, api).await;
     process(&mut out, api);
     out
@@ -95,38 +95,29 @@ fn agent<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     sample(out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });
 }
 
-/// Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's.
-async fn container_usage<RT: RuntimeService>(out: &mut String, api: &Api<RT>, pods: &Pods) {
+/// Per-container usage from the runtime (kubelet's cAdvisor role), names as cAdvisor's: the
+/// readings kubelet's `/metrics/resource` shows.
+async fn container_usage<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     use crate::metrics::{header, sample};
-    let listed = smol::future::or(async { Ok(api.runtime.list_container_stats().await) }, async {
-        smol::Timer::after(Duration::from_secs(5)).await;
-        Err(())
-    });
-    let Ok(Ok(stats)) = listed.await else { return };
-    let by_uid: std::collections::HashMap<&str, &crate::pod::types::Pod> =
-        pods.iter().map(|(p, _)| (p.metadata.uid.as_str(), &**p)).collect();
-    let mut cpu = String::new();
-    let mut mem = String::new();
-    for st in &stats {
-        let Some(attrs) = &st.attributes else { continue };
-        let Some(pod) = attrs.labels.get(crate::runtime::sandbox::LABEL_POD_UID).and_then(|u| by_uid.get(u.as_str()))
-        else {
-            continue;
-        };
-        let name = attrs.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("");
-        let labels =
-            [("namespace", pod.metadata.namespace.as_str()), ("pod", pod.metadata.name.as_str()), ("container", name)];
-        if let Some(c) = st.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds.as_ref()) {
-            sample(&mut cpu, "container_cpu_usage_seconds_total", &labels, c.value as f64 / 1e9);
-        }
-        if let Some(m) = st.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()) {
-            sample(&mut mem, "container_memory_working_set_bytes", &labels, m.value as f64);
-        }
-    }
+    let usage = super::usage::collect(api).await;
     header(out, "container_cpu_usage_seconds_total", "counter", "Cumulative CPU time of each container (from CRI).");
-    out.push_str(&cpu);
+    for c in &usage.containers {
+        sample(
+            out,
+            "container_cpu_usage_seconds_total",
+            &[("namespace", c.namespace.as_str()), ("pod", &c.pod), ("container", &c.name)],
+            c.reading.cpu_ns as f64 / 1e9,
+        );
+    }
     header(out, "container_memory_working_set_bytes", "gauge", "Working set of each container (from CRI).");
-    out.push_str(&mem);
+    for c in &usage.containers {
+        sample(
+            out,
+            "container_memory_working_set_bytes",
+            &[("namespace", c.namespace.as_str()), ("pod", &c.pod), ("container", &c.name)],
+            c.reading.memory as f64,
+        );
+    }
 }
 
 /// The runtime's images by state: in use by a container, kept (pinned, needed by a pod,

@@ -36,6 +36,7 @@ pub mod objects;
 pub mod pods;
 pub mod server;
 pub mod stream;
+pub mod usage;
 pub mod view;
 
 pub use view::Api;

@@ -1,6 +1,7 @@
 //! The readings' sources parsed, and both renderings, exactly.
 
 use super::*;
+use crate::api::usage::{Container, Reading, Usage};
 
 fn container(pod: &str, name: &str, cpu_ns: u64, memory: u64) -> Container {
     Container {
@@ -24,20 +25,6 @@ fn usage() -> Usage {
         ],
         error: false,
     }
-}
-
-#[test]
-fn the_node_is_read_from_proc() {
-    let stat = "cpu  100 20 30 5000 40 5 6 7 8 9\ncpu0 50 10 15 2500 20 2 3 3 4 4\nintr 1\n";
-    // user + nice + system + irq + softirq + steal = 100 + 20 + 30 + 5 + 6 + 7 ticks.
-    assert_eq!(cpu_ns(stat, 100), Some(168 * 10_000_000));
-    assert_eq!(cpu_ns("intr 1\n", 100), None);
-    let meminfo =
-        "MemTotal:       16000 kB\nMemFree:         4000 kB\nMemAvailable:    9000 kB\nInactive(file):  3000 kB\n";
-    assert_eq!(working_set(meminfo), Some((16000 - 4000 - 3000) * 1024));
-    assert_eq!(working_set("MemFree: 1 kB\n"), None);
-    let r = node_reading().expect("this machine's /proc");
-    assert!(r.cpu_ns > 0 && r.memory > 0 && r.at_ms > 1_700_000_000_000, "{r:?}");
 }
 
 #[test]
