@@ -21,6 +21,12 @@ fn main() -> ExitCode {
         Ok(Command::Client { command, flags, args }) if command == "images" => {
             failure("atoll images", cli::images::run(&flags, &args))
         }
+        Ok(Command::Client { command, flags, args }) if command == "exec" || command == "attach" => {
+            failure(&format!("atoll {command}"), cli::exec::run(&command, &flags, &args))
+        }
+        Ok(Command::Client { command, flags, args }) if command == "port-forward" => {
+            failure("atoll port-forward", cli::port_forward::run(&flags, &args))
+        }
         Ok(Command::Client { command, flags, args }) => {
             failure(&format!("atoll {command}"), cli::local_api::run(&command, &flags, &args))
         }

@@ -7,12 +7,13 @@ use super::render::{age, status_column, str_of, table, to_yaml};
 use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::{BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::time::SystemTime;
 
 /// A response from the local API: status and a reader positioned at the body.
 struct Reply {
     status: u16,
-    body: BufReader<std::io::Chain<std::io::Cursor<Vec<u8>>, std::os::unix::net::UnixStream>>,
+    body: BufReader<Body>,
 }
 
 fn socket(flags: &Flags) -> String {
@@ -20,17 +21,50 @@ fn socket(flags: &Flags) -> String {
 }
 
 fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
+    let (status, _, body) = exchange(flags, method, path, "Content-Length: 0\r\nConnection: close")?;
+    Ok(Reply { status, body: BufReader::new(body) })
+}
+
+type Body = std::io::Chain<std::io::Cursor<Vec<u8>>, UnixStream>;
+
+/// Sends a request head with `headers`; the answer's status, head, and a reader at its body.
+fn exchange(flags: &Flags, method: &str, path: &str, headers: &str) -> Result<(u16, String, Body), String> {
     let sock = socket(flags);
-    let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| {
+    let mut s = UnixStream::connect(&sock).map_err(|e| {
         format!("cannot reach atoll's local API at {sock}: {e} (is `atoll run` running? as root? see --api-socket)")
     })?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-        .map_err(|e| format!("{sock}: {e}"))?;
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\n{headers}\r\n\r\n").map_err(|e| format!("{sock}: {e}"))?;
     // The one reading of a head, on a blocking socket (the CLI has nothing else to do).
     let head = smol::block_on(crate::http1::read_head(&mut smol::io::AssertAsync::new(&mut s), 64 << 10));
     let (head, rest) = head.map_err(|e| format!("{sock}: {e}"))?;
     let status = crate::http1::status(&head).map_err(|e| format!("{sock}: {e}"))?;
-    Ok(Reply { status, body: BufReader::new(std::io::Cursor::new(rest).chain(s)) })
+    Ok((status, head, std::io::Cursor::new(rest).chain(s)))
+}
+
+/// The message of an error answer: its JSON `message`, else its text.
+fn message(mut body: impl Read) -> String {
+    let mut text = String::new();
+    let _ = body.by_ref().take(64 << 10).read_to_string(&mut text);
+    let msg = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["message"].as_str().map(String::from));
+    msg.unwrap_or_else(|| text.trim_end().to_string())
+}
+
+/// Opens a streaming session (`/exec`, `/attach`, `/portForward`) over SPDY/3.1 with
+/// `protocol`: a reader of the peer's frames and the socket to write to.
+pub(super) fn upgrade(flags: &Flags, path: &str, protocol: &str) -> Result<(Body, UnixStream), String> {
+    let headers = format!(
+        "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {protocol}\r\nContent-Length: 0"
+    );
+    let (status, head, body) = exchange(flags, "POST", path, &headers)?;
+    if status != 101 {
+        return Err(message(body));
+    }
+    let agreed = crate::http1::header(&head, "x-stream-protocol-version");
+    if agreed != Some(protocol) {
+        return Err(format!("the runtime's streaming server agreed to {agreed:?}, not {protocol}"));
+    }
+    let writer = body.get_ref().1.try_clone().map_err(|e| e.to_string())?;
+    Ok((body, writer))
 }
 
 pub(super) fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {
@@ -44,13 +78,31 @@ pub(super) fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value,
     Ok(value)
 }
 
-/// `NAME` or `NAMESPACE/NAME` (with `-n`), as path segments.
-fn pod_path(flags: &Flags, arg: &str) -> String {
+/// `NAME` or `NAMESPACE/NAME` (with `-n`), as path segments; kubectl's `pod/NAME` is `NAME`.
+pub(super) fn pod_path(flags: &Flags, arg: &str) -> String {
+    let arg = arg.strip_prefix("pod/").or_else(|| arg.strip_prefix("pods/")).unwrap_or(arg);
     let (ns, name) = match arg.split_once('/') {
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (flags.get(Flag::Namespace).unwrap_or("default").to_string(), arg.to_string()),
     };
     format!("{ns}/{name}")
+}
+
+/// The container a command without `-c` means, as kubectl picks it: the pod's
+/// `kubectl.kubernetes.io/default-container`, else its first (saying so when there are more,
+/// unless `--quiet`).
+pub(super) fn default_container(flags: &Flags, pod: &Value) -> Result<String, String> {
+    let names: Vec<&str> =
+        pod["spec"]["containers"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    let named = str_of(pod, &["metadata", "annotations", "kubectl.kubernetes.io/default-container"]);
+    if !named.is_empty() && names.contains(&named) {
+        return Ok(named.to_string());
+    }
+    let first = names.first().ok_or("the pod has no containers")?;
+    if names.len() > 1 && !flags.is_set(Flag::Quiet) {
+        eprintln!("Defaulted container {first:?} out of: {}", names.join(", "));
+    }
+    Ok(first.to_string())
 }
 
 /// Runs a client command; returns the exit code.
@@ -163,20 +215,7 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
     let path = pod_path(flags, arg);
     let container = match flags.get(Flag::Container) {
         Some(c) => c.to_string(),
-        None => {
-            let pod = get_json(flags, "GET", &format!("/pods/{path}"))?;
-            let names: Vec<String> = pod["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["name"].as_str().map(String::from))
-                .collect();
-            let first = names.first().cloned().ok_or("the pod has no containers")?;
-            if names.len() > 1 {
-                eprintln!("Defaulted container {first:?} out of: {}", names.join(", "));
-            }
-            first
-        }
+        None => default_container(flags, &get_json(flags, "GET", &format!("/pods/{path}"))?)?,
     };
     let mut query = vec![];
     if flags.is_set(Flag::Follow) {
@@ -204,10 +243,7 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
     }
     let mut reply = request(flags, "GET", &format!("/logs/{path}/{container}?{}", query.join("&")))?;
     if reply.status != 200 {
-        let mut text = String::new();
-        let _ = reply.body.read_to_string(&mut text);
-        let msg = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["message"].as_str().map(String::from));
-        return Err(msg.unwrap_or(text));
+        return Err(message(reply.body));
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -224,4 +260,23 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_container_is_kubectls() {
+        let flags = Flags::default();
+        let pod = |annotation: &str| {
+            serde_json::json!({"metadata": {"annotations": {"kubectl.kubernetes.io/default-container": annotation}},
+                "spec": {"containers": [{"name": "app"}, {"name": "sidecar"}]}})
+        };
+        assert_eq!(default_container(&flags, &pod("sidecar")), Ok("sidecar".into()));
+        assert_eq!(default_container(&flags, &pod("gone")), Ok("app".into()), "one that is not there: the first");
+        assert!(default_container(&flags, &serde_json::json!({"spec": {}})).is_err());
+        assert_eq!(pod_path(&flags, "pod/web"), "default/web");
+        assert_eq!(pod_path(&flags, "kube-system/web"), "kube-system/web");
+    }
 }

@@ -10,10 +10,13 @@
 
 pub mod describe;
 pub mod doctor;
+pub mod exec;
 pub mod images;
 pub mod local_api;
+pub mod port_forward;
 pub mod render;
 pub mod run;
+pub mod spdy;
 pub mod validate;
 
 pub use crate::config::flags::{self, Flag, Flags};
@@ -96,6 +99,27 @@ const COMMANDS: &[CommandSpec] = &[
         summary: "a container's logs",
         flags: Some(Group::Client),
         example: "atoll logs ticker -c tick -f --tail 20",
+    },
+    CommandSpec {
+        name: "exec",
+        args: "[NAMESPACE/]POD -- COMMAND [ARG...]",
+        summary: "run a command in a container (-i stdin, -t terminal); exits with its status",
+        flags: Some(Group::Client),
+        example: "atoll exec -it hello-web -c web -- sh",
+    },
+    CommandSpec {
+        name: "attach",
+        args: "[NAMESPACE/]POD",
+        summary: "attach to a container's main process (-i to send it stdin)",
+        flags: Some(Group::Client),
+        example: "atoll attach -i reader",
+    },
+    CommandSpec {
+        name: "port-forward",
+        args: "[NAMESPACE/]POD [LOCAL:]REMOTE...",
+        summary: "forward local ports to ports in a pod's network (until Ctrl-C)",
+        flags: Some(Group::Client),
+        example: "atoll port-forward hello-web 8080:80 :9090",
     },
     CommandSpec {
         name: "restart",
@@ -187,6 +211,22 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
             [] | ["prune"] | ["import", _] => Ok(Command::Client { command: "images".into(), flags, args: positional }),
             _ => Err(UsageError(format!("`atoll images` takes nothing, `prune` or `import FILE`, got {positional:?}"))),
         },
+        "exec" | "attach" | "port-forward" => {
+            // kubectl's shape: the pod, then (exec) `--` and the command.
+            let after = rest.iter().position(|a| a == "--").map_or(0, |d| rest.len() - d - 1);
+            let before = positional.len() - after;
+            let usage = command_spec(spec.name).map_or("", |c| c.args);
+            let ok = match spec.name {
+                "exec" => before == 1 && after > 0,
+                "attach" => positional.len() == 1,
+                _ => positional.len() >= 2,
+            };
+            if !ok {
+                let hint = if spec.name == "exec" && before > 1 { " (put `--` before the command)" } else { "" };
+                return Err(UsageError(format!("`atoll {}` takes {usage}, got {positional:?}{hint}", spec.name)));
+            }
+            Ok(Command::Client { command: spec.name.to_string(), flags, args: positional })
+        }
         name => {
             let want = if name == "pods" { 0 } else { 1 };
             if positional.len() != want {
@@ -239,6 +279,19 @@ fn parse_flags(spec: &CommandSpec, args: &[String]) -> Result<(Flags, Vec<String
             positional.push(arg.clone());
             continue;
         };
+        // Short boolean flags together, as kubectl takes them: `-it` is `-i -t`.
+        let bools = |b: &str| {
+            let short = |c: char| {
+                TABLE
+                    .iter()
+                    .find(|f| f.kind == Kind::Bool && f.short == Some(c.to_string().as_str()) && takes(spec, f.group))
+            };
+            b.chars().map(short).collect::<Option<Vec<_>>>()
+        };
+        if let (false, Some(each)) = (arg.starts_with("--") || body.len() < 2, bools(body)) {
+            each.iter().for_each(|f| flags.push(f.flag, "true".into()));
+            continue;
+        }
         let (name, inline) = match body.split_once('=') {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (body, None),
@@ -335,6 +388,27 @@ mod tests {
         assert_eq!(e("logs a --tail x"), "flag --tail takes a number of lines, got \"x\"");
         assert_eq!(e("pods --strict"), "unknown flag --strict for `atoll pods`");
         assert!(matches!(parse(args("doctor --container-runtime-endpoint=unix:///x.sock")), Ok(Command::Doctor(_))));
+    }
+
+    #[test]
+    fn exec_takes_kubectls_shape() {
+        let Command::Client { command, flags, args: rest } = parse(args("exec -it web -c app -- sh -c -i")).unwrap()
+        else {
+            panic!("expected a client command")
+        };
+        assert_eq!((command.as_str(), rest), ("exec", args("web sh -c -i")));
+        assert!(flags.is_set(Flag::Stdin) && flags.is_set(Flag::Tty) && !flags.is_set(Flag::Quiet));
+        assert_eq!(flags.get(Flag::Container), Some("app"), "after --, -c and -i are the command's");
+        let e = |s: &str| parse(args(s)).unwrap_err().0;
+        assert!(e("exec web ls").contains("(put `--` before the command)"));
+        assert!(e("exec web --").starts_with("`atoll exec` takes [NAMESPACE/]POD -- COMMAND"));
+        assert_eq!(e("exec -ix web -- sh"), "unknown flag --ix for `atoll exec`");
+        assert!(e("attach web sh").contains("`atoll attach` takes [NAMESPACE/]POD"));
+        assert!(e("port-forward web").contains("[LOCAL:]REMOTE"));
+        assert!(matches!(
+            parse(args("port-forward pod/web 8080:80 :9090 --address 0.0.0.0")),
+            Ok(Command::Client { .. })
+        ));
     }
 
     #[test]

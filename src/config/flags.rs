@@ -39,6 +39,10 @@ pub enum Flag {
     SinceTime,
     LimitBytes,
     DryRun,
+    Stdin,
+    Tty,
+    Quiet,
+    Address,
 }
 
 /// How a flag takes its value.
@@ -182,7 +186,10 @@ pub const TABLE: &[Spec] = &[
     spec(Flag::Verbosity, "v", Value, Agent, "log verbosity: 0 info, 2 debug, 4 trace"),
     short(spec(Flag::Output, "output", Value, Client, "pods: json, yaml or wide"), "o"),
     short(spec(Flag::Namespace, "namespace", Value, Client, "the pod's namespace (default: default)"), "n"),
-    short(spec(Flag::Container, "container", Value, Client, "logs: the container (default: the only one)"), "c"),
+    short(
+        spec(Flag::Container, "container", Value, Client, "logs, exec, attach: the container (default: the first)"),
+        "c",
+    ),
     short(spec(Flag::Follow, "follow", Bool, Client, "logs: stream until the container stops"), "f"),
     short(spec(Flag::Previous, "previous", Bool, Client, "logs: the previous instance"), "p"),
     spec(Flag::Tail, "tail", Value, Client, "logs: only the last N lines"),
@@ -191,6 +198,10 @@ pub const TABLE: &[Spec] = &[
     spec(Flag::SinceTime, "since-time", Value, Client, "logs: only lines from this RFC 3339 time on"),
     spec(Flag::LimitBytes, "limit-bytes", Value, Client, "logs: at most this many bytes"),
     spec(Flag::DryRun, "dry-run", Bool, Client, "images prune: list what would be removed, remove nothing"),
+    short(spec(Flag::Stdin, "stdin", Bool, Client, "exec, attach: pass stdin to the container"), "i"),
+    short(spec(Flag::Tty, "tty", Bool, Client, "exec, attach: stdin is a terminal (raw mode, resized)"), "t"),
+    short(spec(Flag::Quiet, "quiet", Bool, Client, "exec, attach: only the command's output"), "q"),
+    spec(Flag::Address, "address", Value, Client, "port-forward: addresses to listen on (default: localhost)"),
 ];
 
 impl Flag {
