@@ -10,8 +10,9 @@ mod common;
 
 use apiserver::{ApiServer, Pki};
 use common::kubelet_client::{request, ws_session, As};
+use common::pods::{FILES, READER};
 use common::{eventually, testbed, unique};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -370,11 +371,9 @@ fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String)
     (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-const FILES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: files}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c 104857600 /dev/urandom > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n";
 /// Its first instance exits 1; the second (counted in an emptyDir, which outlives restarts)
 /// runs on.
 const RESTARTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: restarter}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes: [{name: state, emptyDir: {}}]\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    volumeMounts: [{name: state, mountPath: /state}]\n    command: [sh, -c, 'n=$(cat /state/n 2>/dev/null || echo 0); echo instance $n; echo $((n+1)) > /state/n; [ $n -gt 0 ] && exec sleep 3600; exit 1']\n";
-const READER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: reader}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    stdin: true\n    stdinOnce: true\n    command: [sh, -c, 'while read l; do echo got $l; done']\n";
 const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'sleep 2; for i in $(seq 0 29); do echo count $i; sleep 0.2; done']\n";
 
 /// A real kubectl 1.37 against the test API server, which sends pods/log, pods/exec and
@@ -441,6 +440,8 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     let (code, out, err) =
         kubectl(&config, &["exec", "web-tb", "--", "sh", "-c", "head -c 10485760 /dev/zero; exit 7"], b"");
     assert_eq!(code, 7, "{err}");
+    // The line `atoll exec` prints too (tests/exec_cli.rs).
+    assert!(err.contains("command terminated with exit code 7"), "{err}");
     assert_eq!(out.len(), 10 << 20, "exactly 10 MiB");
     assert!(out.iter().all(|b| *b == 0));
     let (code, out, err) =
@@ -500,27 +501,13 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     // Kept open: kubectl writes a line per connection there, and a closed pipe would end it.
     let mut said = std::io::BufReader::new(forward.stdout.take().unwrap());
     std::io::BufRead::read_line(&mut said, &mut first).unwrap();
-    // "Forwarding from 127.0.0.1:41235 -> 8080"
-    let local: u16 = first
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("kubectl port-forward said {first:?}"));
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", local)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let _ = tcp.write_all(b"GET /blob HTTP/1.0\r\n\r\n");
-    let mut raw = Vec::new();
-    let read = tcp.read_to_end(&mut raw);
+    let local = common::pods::forwarded_port(&first);
+    let body = common::pods::http_get(local, "/blob");
     let _ = forward.kill();
     let _ = forward.wait();
     drop(said);
-    assert!(read.is_ok(), "{read:?} after {} bytes", raw.len());
-    let body_at = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer") + 4;
-    assert_eq!(raw.len() - body_at, 100 << 20, "{}", String::from_utf8_lossy(&raw[..body_at]));
-    let digest = ring::digest::digest(&ring::digest::SHA256, &raw[body_at..]);
-    let got: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(got, expected, "the same bytes");
+    assert_eq!(body.len(), 100 << 20);
+    assert_eq!(common::pods::sha256_hex(&body), expected, "the same bytes");
 
     // The API server reached the node as its kubelet client, and kubectl fell back to SPDY.
     let log = n.server.log();

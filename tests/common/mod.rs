@@ -9,6 +9,7 @@
 
 pub mod archives;
 pub mod kubelet_client;
+pub mod pods;
 
 use atoll::cri::api::{
     Container, ContainerFilter, ContainerState, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
