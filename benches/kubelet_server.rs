@@ -5,7 +5,10 @@
 //! - **exec set-up**: a WebSocket exec of `echo` until its output arrives, through atoll
 //!   against the same exec made straight to the runtime's streaming URL (CRI Exec from a
 //!   minimal client, then the upgrade), medians of alternating rounds;
-//! - **open sessions**: the agent's RSS growth per exec session held open (50 of them).
+//! - **open sessions**: the agent's RSS growth per exec session held open (50 of them);
+//! - **port-forward**: a pod's file fetched over a forwarded port (SPDY, atoll's own client,
+//!   `atoll port-forward`'s) through the agent's socket, against the same client straight to
+//!   the runtime's streaming URL (CRI PortForward), alternately.
 //!
 //! Prints figures, asserts nothing about them. Under `cargo test` a smoke run (8 MiB, 3
 //! rounds, 5 sessions).
@@ -105,6 +108,60 @@ fn download(port: u16, ca: &Path, who: &As, path: &str) -> (u64, Duration) {
     (total, started.elapsed())
 }
 
+/// Counts a forwarded stream's bytes, notes when the last came, and says when it ends.
+struct Count(Arc<AtomicU64>, Arc<std::sync::Mutex<Instant>>, std::sync::mpsc::Sender<()>);
+
+impl atoll::cli::spdy::Sink for Count {
+    fn data(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        *self.1.lock().unwrap() = Instant::now();
+        Ok(())
+    }
+    fn end(&mut self, _: bool) {
+        let _ = self.2.send(());
+    }
+}
+
+/// GET /blob over a port-forward session on `conn` (upgraded at `path` of `host`): the bytes
+/// that came back (head and body) and how long from the upgrade to the last of them (the
+/// runtime ends the streams about a second later, whichever way it was reached).
+fn forwarded_get<S: Read + Write + Send + 'static>(
+    mut conn: S,
+    clone: S,
+    close: impl FnOnce(),
+    host: &str,
+    path: &str,
+) -> (u64, Duration) {
+    let started = Instant::now();
+    write!(conn, "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\nContent-Length: 0\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        conn.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    let session = atoll::cli::spdy::Session::new(Box::new(clone));
+    let reader = {
+        let session = session.clone();
+        std::thread::spawn(move || session.run(conn))
+    };
+    let (bytes, last, (done, ended)) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(std::sync::Mutex::new(started)), std::sync::mpsc::channel());
+    let pair = |kind| [("streamtype", kind), ("port", "8080"), ("requestid", "0")];
+    let error =
+        session.open(&pair("error"), Box::new(Count(Arc::default(), Arc::new(started.into()), done.clone()))).unwrap();
+    session.finish(error).unwrap();
+    let data = session.open(&pair("data"), Box::new(Count(bytes.clone(), last.clone(), done))).unwrap();
+    session.send(data, b"GET /blob HTTP/1.0\r\n\r\n").unwrap();
+    ended.recv().unwrap();
+    ended.recv().unwrap();
+    let took = last.lock().unwrap().duration_since(started);
+    close();
+    let _ = reader.join();
+    (bytes.load(Ordering::Relaxed), took)
+}
+
 /// Waits for the first stdout frame of an open exec session.
 fn first_output(r: &mut impl Read) -> bool {
     while let Some((opcode, payload)) = ws_frame(r) {
@@ -139,6 +196,13 @@ fn main() {
     std::fs::write(
         manifests.join("shell.yaml"),
         "apiVersion: v1\nkind: Pod\nmetadata: {name: shell}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 1; done']\n",
+    )
+    .unwrap();
+    // The pod's writable layer on the test bed holds about 100 MiB.
+    let blob_mib = log_mib.min(64);
+    std::fs::write(
+        manifests.join("blob.yaml"),
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: blob}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c {} /dev/zero > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n", blob_mib << 20),
     )
     .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -238,6 +302,37 @@ fn main() {
     }
     let (through, direct) = (median(through), median(direct));
 
+    // Port-forward: the same client through the agent's socket and straight to the runtime.
+    let socket = dir.join("api.sock");
+    let via_atoll = || {
+        let unix = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        let end = unix.try_clone().unwrap();
+        let close = move || drop(end.shutdown(std::net::Shutdown::Both));
+        forwarded_get(unix.try_clone().unwrap(), unix, close, "atoll", "/portForward/default/blob-tb")
+    };
+    let straight = || {
+        let sandbox = tb.sandboxes_of("blob-tb").into_iter().find(|s| s.state == 0).expect("blob's sandbox").id;
+        let req = atoll::cri::api::PortForwardRequest { pod_sandbox_id: sandbox, port: vec![8080] };
+        let url = smol::block_on(cri.port_forward(req)).expect("CRI PortForward");
+        let rest = url.strip_prefix("http://").unwrap();
+        let (authority, path) = rest.split_at(rest.find('/').unwrap());
+        let tcp = std::net::TcpStream::connect(authority).unwrap();
+        let end = tcp.try_clone().unwrap();
+        let close = move || drop(end.shutdown(std::net::Shutdown::Both));
+        forwarded_get(tcp.try_clone().unwrap(), tcp, close, authority, path)
+    };
+    common::eventually(Duration::from_secs(300), "the blob served", || (via_atoll().0 > blob_mib << 20).then_some(()));
+    let (mut pf_through, mut pf_direct) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.min(7) {
+        let (bytes, took) = via_atoll();
+        assert!(bytes > blob_mib << 20, "the whole blob through atoll: {bytes}");
+        pf_through.push(took);
+        let (bytes, took) = straight();
+        assert!(bytes > blob_mib << 20, "the whole blob from the runtime: {bytes}");
+        pf_direct.push(took);
+    }
+    let (pf_through, pf_direct) = (median(pf_through), median(pf_direct));
+
     // Open sessions: the agent's RSS growth per session held open.
     std::thread::sleep(Duration::from_secs(1));
     let before = rss_kib(pid);
@@ -278,6 +373,13 @@ fn main() {
     println!(
         "| agent RSS per open exec session ({sessions} open) | {} KiB | | |",
         after.saturating_sub(before) / sessions as u64
+    );
+    println!(
+        "| port-forward of a {blob_mib} MiB file, median of {}: through the agent's socket vs straight to the runtime | {:.0} MiB/s | {:.0} MiB/s | {:.2}x the speed |",
+        rounds.min(7),
+        mibs(blob_mib << 20, pf_through),
+        mibs(blob_mib << 20, pf_direct),
+        pf_direct.as_secs_f64() / pf_through.as_secs_f64()
     );
     println!();
 }

@@ -15,27 +15,12 @@ use std::time::Duration;
 /// minutes.
 fn atoll(agent: &Agent, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
     let bin = common::atoll_command();
-    let mut child = Command::new("timeout")
-        .arg("120")
-        .arg(bin.get_program())
-        .args(bin.get_args())
-        // The socket before any `--`.
-        .arg(args[0])
-        .arg(format!("--api-socket={}", agent.socket.display()))
-        .args(&args[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("atoll runs");
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    let mut all: Vec<std::ffi::OsString> = bin.get_args().map(Into::into).collect();
+    // The socket before any `--`.
+    all.push(args[0].into());
+    all.push(format!("--api-socket={}", agent.socket.display()).into());
+    all.extend(args[1..].iter().map(|a| a.into()));
+    common::run_fed(bin.get_program(), &all, stdin)
 }
 
 /// The shell words that run this build's `atoll` (under its runner when cross-built), up to

@@ -350,25 +350,9 @@ fn kubectl_config(n: &Node) -> std::path::PathBuf {
 
 /// kubectl's exit status, stdout and stderr (given `stdin`); killed after two minutes.
 fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = std::process::Command::new("timeout")
-        .arg("120")
-        .arg(testbed().var("ATOLL_TB_KUBECTL"))
-        .arg(format!("--kubeconfig={}", config.display()))
-        .args(["--request-timeout=60s"])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    let mut all = vec![format!("--kubeconfig={}", config.display()).into(), "--request-timeout=60s".into()];
+    all.extend(args.iter().map(|a| a.into()));
+    common::run_fed(testbed().var("ATOLL_TB_KUBECTL").as_ref(), &all, stdin)
 }
 
 /// Its first instance exits 1; the second (counted in an emptyDir, which outlives restarts)

@@ -416,3 +416,27 @@ impl Drop for Agent {
         }
     }
 }
+
+/// Runs `program` with `args` under a two-minute `timeout`, `stdin` fed: (exit code, stdout,
+/// stderr).
+pub fn run_fed(program: &std::ffi::OsStr, args: &[std::ffi::OsString], stdin: &[u8]) -> (i32, Vec<u8>, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("it runs");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+}
