@@ -8,7 +8,7 @@
 //! decompressor reads (a stream header without a preset dictionary first, then per frame
 //! one stored block and the empty one a sync flush ends with), so no compressor is linked. The peer's own header blocks are
 //! skipped unread: nothing in them is needed. Every frame read is bounded: a control frame
-//! above 64 KiB ends the session.
+//! above 32 KiB ends the session.
 
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,9 +24,11 @@ const PING: u16 = 6;
 const FIN: u8 = 1;
 /// RST_STREAM's CANCEL: this side no longer wants the stream.
 const CANCEL: u32 = 5;
-const MAX_CONTROL: usize = 64 << 10;
-/// Data goes out in frames of at most this (what kubectl's copies write at a time).
+/// Data goes out in frames of at most this (what kubectl's copies write at a time), and is
+/// read in pieces of it.
 const MAX_DATA: usize = 32 << 10;
+/// The largest control frame read (it must fit the read buffer).
+const MAX_CONTROL: usize = MAX_DATA;
 
 /// A SYN_STREAM frame opening stream `id` with `headers`; `first` when it is the session's
 /// first header block (it then carries the zlib stream header).
@@ -363,8 +365,10 @@ mod tests {
         let s = Session::new(Box::new(Wire::default()));
         let a = Arc::new(Mutex::default());
         s.open(&[], Box::new(Probe(a.clone(), false))).unwrap();
+        let mut largest = control_head(2, 0, MAX_CONTROL);
+        largest.resize(8 + MAX_CONTROL, 0);
         let big = control_head(2, 0, MAX_CONTROL + 1);
-        assert!(s.run(&big[..]).is_err());
+        assert!(s.run(&[&largest[..], &big[..]].concat()[..]).is_err(), "the largest read, then refused");
         assert_eq!(lock(&a).1, Some(false));
         let s = Session::new(Box::new(Wire::default()));
         let mut cut = data_head(1, false, 10).to_vec();
