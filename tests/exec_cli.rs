@@ -32,6 +32,9 @@ fn atoll_words() -> String {
     words.join(" ")
 }
 
+/// A shell with a terminal of its own, for `attach -t`.
+const TERM: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: term}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    stdin: true\n    tty: true\n    command: [sh]\n";
+
 #[test]
 fn atoll_exec_attach_and_port_forward_reach_pods_with_no_cluster() {
     let tb = testbed();
@@ -39,11 +42,12 @@ fn atoll_exec_attach_and_port_forward_reach_pods_with_no_cluster() {
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     std::fs::write(dir.join("manifests/files.yaml"), FILES).unwrap();
     std::fs::write(dir.join("manifests/reader.yaml"), READER).unwrap();
+    std::fs::write(dir.join("manifests/term.yaml"), TERM).unwrap();
     let agent = Agent::start(tb, &dir, "fileCheckFrequency: 1s\n", &[], &[]);
     eventually(Duration::from_secs(90), "the blob served and the reader running", || {
-        let reader = agent.pod("reader-tb")?;
+        let running = |p: &str| agent.pod(p).is_some_and(|p| p["status"]["phase"] == "Running");
         let (code, _, _) = atoll(&agent, &["exec", "files-tb", "--", "test", "-f", "/www/blob"], b"");
-        (code == 0 && reader["status"]["phase"] == "Running").then_some(())
+        (code == 0 && running("reader-tb") && running("term-tb")).then_some(())
     });
 
     // Every byte and the exit status, with kubectl's line for it.
@@ -82,6 +86,21 @@ fn atoll_exec_attach_and_port_forward_reach_pods_with_no_cluster() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("45 123") && text.contains("33 99") && text.contains("/dev/pts/"), "{text}");
     assert_eq!(out.status.code(), Some(3), "{text}");
+
+    // attach -t to a container with a terminal: its shell answers, and its exit ends the session.
+    let command = format!("{} attach --api-socket={} -it term-tb", atoll_words(), agent.socket.display());
+    let mut script = Command::new("timeout")
+        .args(["120", "script", "-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    script.stdin.take().unwrap().write_all(b"\necho $((6*7)); tty; exit 0\n").unwrap();
+    let out = script.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("42") && text.contains("/dev/pts/"), "{text}");
+    assert!(text.contains("If you don't see a command prompt, try pressing enter."), "kubectl's hint: {text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
 
     // attach: stdin to the main process, its answers back; stdinOnce ends it with the session.
     let (code, out, err) = atoll(&agent, &["attach", "-i", "reader-tb"], b"hello\nworld\n");
