@@ -108,6 +108,18 @@ fn download(port: u16, ca: &Path, who: &As, path: &str) -> (u64, Duration) {
     (total, started.elapsed())
 }
 
+/// Reads an upgrade's answer head, byte by byte so nothing after it is taken, and insists on
+/// `101 Switching Protocols`.
+fn switched(r: &mut impl Read) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        r.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+}
+
 /// Counts a forwarded stream's bytes, notes when the last came, and says when it ends.
 struct Count(Arc<AtomicU64>, Arc<std::sync::Mutex<Instant>>, std::sync::mpsc::Sender<()>);
 
@@ -134,13 +146,7 @@ fn forwarded_get<S: Read + Write + Send + 'static>(
 ) -> (u64, Duration) {
     let started = Instant::now();
     write!(conn, "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\nContent-Length: 0\r\n\r\n").unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        conn.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    switched(&mut conn);
     let session = atoll::cli::spdy::Session::new(Box::new(clone));
     let reader = {
         let session = session.clone();
@@ -290,13 +296,7 @@ fn main() {
         let (authority, path) = rest.split_at(rest.find('/').unwrap());
         let mut tcp = std::net::TcpStream::connect(authority).unwrap();
         write!(tcp, "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n").unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            tcp.read_exact(&mut byte).unwrap();
-            head.push(byte[0]);
-        }
-        assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+        switched(&mut tcp);
         assert!(first_output(&mut tcp), "output straight from the runtime");
         direct.push(started.elapsed());
     }

@@ -7,7 +7,7 @@ mod common;
 
 use common::pods::{FILES, READER};
 use common::{eventually, testbed, unique, Agent};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -75,32 +75,16 @@ fn atoll_exec_attach_and_port_forward_reach_pods_with_no_cluster() {
         atoll_words(),
         agent.socket.display()
     );
-    let mut script = Command::new("timeout")
-        .args(["120", "script", "-qec", &command, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    script.stdin.take().unwrap().write_all(b"stty size; sleep 6; stty size; tty; exit 3\n").unwrap();
-    let out = script.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (code, text) = common::in_terminal(&command, b"stty size; sleep 6; stty size; tty; exit 3\n");
     assert!(text.contains("45 123") && text.contains("33 99") && text.contains("/dev/pts/"), "{text}");
-    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert_eq!(code, Some(3), "{text}");
 
     // attach -t to a container with a terminal: its shell answers, and its exit ends the session.
     let command = format!("{} attach --api-socket={} -it term-tb", atoll_words(), agent.socket.display());
-    let mut script = Command::new("timeout")
-        .args(["120", "script", "-qec", &command, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    script.stdin.take().unwrap().write_all(b"\necho $((6*7)); tty; exit 0\n").unwrap();
-    let out = script.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (code, text) = common::in_terminal(&command, b"\necho $((6*7)); tty; exit 0\n");
     assert!(text.contains("42") && text.contains("/dev/pts/"), "{text}");
     assert!(text.contains("If you don't see a command prompt, try pressing enter."), "kubectl's hint: {text}");
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(code, Some(0), "{text}");
 
     // attach: stdin to the main process, its answers back; stdinOnce ends it with the session.
     let (code, out, err) = atoll(&agent, &["attach", "-i", "reader-tb"], b"hello\nworld\n");

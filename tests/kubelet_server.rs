@@ -12,7 +12,6 @@ use apiserver::{ApiServer, Pki};
 use common::kubelet_client::{request, ws_session, As};
 use common::pods::{FILES, READER};
 use common::{eventually, testbed, unique};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -436,17 +435,9 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     // A terminal: kubectl in a pseudo-terminal (script(1)) asks for a TTY and a resize stream.
     let command =
         format!("{} --kubeconfig={} exec -it web-tb -- sh", testbed().var("ATOLL_TB_KUBECTL"), config.display());
-    let mut script = std::process::Command::new("timeout")
-        .args(["120", "script", "-qec", &command, "/dev/null"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    script.stdin.take().unwrap().write_all(b"tty; echo $((6*7)); exit 3\n").unwrap();
-    let out = script.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (code, text) = common::in_terminal(&command, b"tty; echo $((6*7)); exit 3\n");
     assert!(text.contains("/dev/pts/") && text.contains("42"), "{text}");
-    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert_eq!(code, Some(3), "{text}");
     // attach: stdin to the container's main process, its output back; stdinOnce closes its
     // stdin when the session does, and the container ends.
     let (code, out, err) = kubectl(&config, &["attach", "-i", "reader-tb"], b"hello\nworld\n");

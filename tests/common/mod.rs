@@ -440,3 +440,19 @@ pub fn run_fed(program: &std::ffi::OsStr, args: &[std::ffi::OsString], stdin: &[
     feeder.join().unwrap();
     (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// Runs the shell command `command` in a pseudo-terminal of its own (script(1)) under a
+/// two-minute `timeout`, `typed` as the keyboard: its exit code and what the terminal showed.
+pub fn in_terminal(command: &str, typed: &[u8]) -> (Option<i32>, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut script = std::process::Command::new("timeout")
+        .args(["120", "script", "-qec", command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    script.stdin.take().unwrap().write_all(typed).unwrap();
+    let out = script.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
