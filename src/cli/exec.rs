@@ -4,7 +4,7 @@
 //! carrying the exit status, stdin, stdout, stderr, and with `-t` a raw terminal and a resize
 //! stream fed by SIGWINCH. The exit code is the command's, as kubectl's is.
 
-use super::local_api::{default_container, get_json, pod_path, upgrade};
+use super::local_api::{default_container, escape, get_json, pod_path, upgrade};
 use super::render::str_of;
 use super::spdy::{Collect, Session, Sink, EXEC_PROTOCOL};
 use super::{Flag, Flags};
@@ -55,19 +55,6 @@ fn exit_code(status: &[u8]) -> Result<u8, String> {
         ("Failure", _) => Err(str_of(&v, &["message"]).to_string()),
         _ => Err("error stream protocol error: unknown error".into()),
     }
-}
-
-/// `s` as a query value: everything but RFC 3986's unreserved characters escaped.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The terminal in raw mode while this lives; restored when it goes.
@@ -128,7 +115,7 @@ fn watch_terminal(session: Arc<Session>, resize: u32, saved: rustix::termios::Te
     send_size();
     let on = move |signal| {
         if signal != Signal::Winch {
-            let _ = rustix::termios::tcsetattr(io::stdin(), rustix::termios::OptionalActions::Now, &saved);
+            drop(Raw(saved.clone())); // the terminal back as it was
             std::process::exit(1);
         }
         send_size();
@@ -246,12 +233,5 @@ mod tests {
         let other = br#"{"status":"Failure","message":"container not found (\"c\")"}"#;
         assert_eq!(exit_code(other), Err("container not found (\"c\")".into()));
         assert!(exit_code(b"not json").is_err());
-    }
-
-    #[test]
-    fn commands_are_escaped_into_the_query() {
-        assert_eq!(escape("sh"), "sh");
-        assert_eq!(escape("echo a&b=c; x+1%"), "echo%20a%26b%3Dc%3B%20x%2B1%25");
-        assert_eq!(escape("é"), "%C3%A9");
     }
 }

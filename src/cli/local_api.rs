@@ -88,6 +88,19 @@ pub(super) fn pod_path(flags: &Flags, arg: &str) -> String {
     format!("{ns}/{name}")
 }
 
+/// `s` as a query value: everything but RFC 3986's unreserved characters escaped.
+pub(super) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The container a command without `-c` means, as kubectl picks it: the pod's
 /// `kubectl.kubernetes.io/default-container`, else its first (saying so when there are more,
 /// unless `--quiet`).
@@ -236,12 +249,12 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
         query.push(format!("sinceSeconds={}", d.as_secs() + u64::from(d.subsec_nanos() > 0)));
     }
     if let Some(t) = flags.get(Flag::SinceTime) {
-        query.push(format!("sinceTime={}", t.replace('+', "%2B")));
+        query.push(format!("sinceTime={}", escape(t)));
     }
     if let Some(n) = flags.get(Flag::LimitBytes) {
         query.push(format!("limitBytes={n}"));
     }
-    let mut reply = request(flags, "GET", &format!("/logs/{path}/{container}?{}", query.join("&")))?;
+    let mut reply = request(flags, "GET", &format!("/logs/{path}/{}?{}", escape(&container), query.join("&")))?;
     if reply.status != 200 {
         return Err(message(reply.body));
     }
@@ -278,5 +291,12 @@ mod tests {
         assert!(default_container(&flags, &serde_json::json!({"spec": {}})).is_err());
         assert_eq!(pod_path(&flags, "pod/web"), "default/web");
         assert_eq!(pod_path(&flags, "kube-system/web"), "kube-system/web");
+    }
+
+    #[test]
+    fn values_are_escaped_into_the_query() {
+        assert_eq!(escape("sh"), "sh");
+        assert_eq!(escape("echo a&b=c; x+1%"), "echo%20a%26b%3Dc%3B%20x%2B1%25");
+        assert_eq!(escape("é"), "%C3%A9");
     }
 }
