@@ -2,13 +2,14 @@
 //!
 //! YAML (1.1 booleans and legacy octal such as `0644`, as kubectl reads them; merge keys; alias
 //! bombs limited by serde-saphyr's budget) and JSON both become a JSON value first, as kubelet
-//! converts YAML to JSON. Then `apiVersion`/`kind` are checked and the typed decode runs with
-//! two observers: serde_path_to_error names the field of a type error, and serde_ignored
-//! names every field atoll does not implement: an error when it would change what a container
-//! sees (`fields`), else a warning; never silently dropped.
+//! converts YAML to JSON. Then `apiVersion`/`kind` are checked and the typed decode runs, with
+//! `schema` beside it: it names the field of a type error, and every field atoll does not
+//! implement: an error when it would change what a container sees (`fields`), else a
+//! warning; never silently dropped.
 //! In: bytes. Out: pods plus [`Finding`]s (warnings), or an error list.
 
 use super::finding::Finding;
+use super::schema;
 use super::types::Pod;
 use serde_json::Value;
 
@@ -154,58 +155,31 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// Decodes one Pod object, collecting unknown fields under `prefix` as warnings.
+/// Decodes one Pod object; the fields the types do not read (`schema::unknown`) are errors
+/// when a container would run differently without them, else warnings, under `prefix`.
 fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<Pod, Vec<Finding>> {
     let mut ignored = Vec::new();
-    let mut note = |path: serde_ignored::Path<'_>| ignored.push(render(&path));
-    let de = serde_ignored::Deserializer::new(value, &mut note);
-    let result: Result<Pod, _> = serde_path_to_error::deserialize(de);
-    match result {
-        Ok(pod) => {
-            let mut errors = Vec::new();
-            for path in ignored {
-                match super::fields::runtime_visible(&path) {
-                    Some(why) => errors.push(Finding::new(&join(prefix, &path), why)),
-                    None => warnings.push(Finding::new(&join(prefix, &path), "not implemented by atoll; ignored")),
-                }
-            }
-            if errors.is_empty() {
-                Ok(pod)
-            } else {
-                Err(errors)
-            }
-        }
+    schema::unknown(&schema::POD, &value, prefix, &mut ignored);
+    let pod = match serde_json::from_value(value.clone()) {
+        Ok(pod) => pod,
         Err(e) => {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            Err(vec![Finding::new(&join(prefix, &path), e.into_inner().to_string())])
+            let (path, message) =
+                schema::locate(&schema::POD, &value, prefix).unwrap_or((prefix.to_string(), e.to_string()));
+            return Err(vec![Finding::new(&path, message)]);
+        }
+    };
+    let mut errors = Vec::new();
+    for path in ignored {
+        let field = path.strip_prefix(prefix).unwrap_or(&path).trim_start_matches('.');
+        match super::fields::runtime_visible(field) {
+            Some(why) => errors.push(Finding::new(&path, why)),
+            None => warnings.push(Finding::new(&path, "not implemented by atoll; ignored")),
         }
     }
-}
-
-fn join(prefix: &str, path: &str) -> String {
-    match (prefix.is_empty(), path.is_empty()) {
-        (true, _) => path.to_string(),
-        (false, true) => prefix.to_string(),
-        (false, false) => format!("{prefix}.{path}"),
-    }
-}
-
-/// `spec.containers[0].volumeDevices`, kubectl's way of writing a field path.
-pub(crate) fn render(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path;
-    match path {
-        Path::Root => String::new(),
-        Path::Seq { parent, index } => format!("{}[{index}]", render(parent)),
-        Path::Map { parent, key } => {
-            let p = render(parent);
-            if p.is_empty() {
-                key.clone()
-            } else {
-                format!("{p}.{key}")
-            }
-        }
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => render(parent),
+    if errors.is_empty() {
+        Ok(pod)
+    } else {
+        Err(errors)
     }
 }
 

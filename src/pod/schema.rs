@@ -1,0 +1,251 @@
+//! The shape of a Pod as atoll's types read it: which object fields hold which type, so a
+//! manifest's JSON value can be walked beside the typed decode.
+//!
+//! Field names come from the serde types themselves (the list `#[derive(Deserialize)]` hands
+//! to `deserialize_struct`); this file only says which fields hold another API struct (one
+//! or a list) and which hold free JSON (`Any`), which nothing below is checked in. From that:
+//! [`unknown`] names every field the types do not read (what serde would drop), and
+//! [`locate`] names the field a failed typed decode choked on, by decoding the failing
+//! struct one field at a time with the same code the whole decode uses. Both replace serde
+//! wrappers that doubled the Pod decoder's code (about 55 KB of the aarch64 binary).
+
+use super::types::*;
+use serde::de::{DeserializeOwned, Deserializer, Visitor};
+use serde_json::{Map, Value};
+use std::cell::Cell;
+
+/// One API struct: its serde field names, a decode of it from JSON, and its struct fields.
+pub struct Type {
+    fields: fn() -> &'static [&'static str],
+    check: fn(Value) -> Result<(), serde_json::Error>,
+    children: &'static [(&'static str, Child)],
+}
+
+/// What a field holds, when it is not a plain value.
+pub enum Child {
+    One(&'static Type),
+    Many(&'static Type),
+    /// Free JSON, kept as it is (`status`, a PVC volume): nothing inside is unknown.
+    Any,
+}
+
+const fn ty<T: DeserializeOwned>(children: &'static [(&'static str, Child)]) -> Type {
+    Type { fields: names::<T>, check: decodes::<T>, children }
+}
+
+fn decodes<T: DeserializeOwned>(value: Value) -> Result<(), serde_json::Error> {
+    serde_json::from_value::<T>(value).map(drop)
+}
+
+/// The field names serde's derive reads for `T`, asked of the derive itself.
+fn names<T: DeserializeOwned>() -> &'static [&'static str] {
+    let seen = Cell::new(&[][..]);
+    let _ = T::deserialize(Names(&seen));
+    seen.get()
+}
+
+/// A deserializer that only records the field list a struct's derive asks for.
+struct Names<'a>(&'a Cell<&'static [&'static str]>);
+
+impl<'de> Deserializer<'de> for Names<'_> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.set(fields);
+        Err(serde::de::Error::custom("names only"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
+use Child::{Any, Many, One};
+
+pub static POD: Type = ty::<Pod>(&[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
+static OBJECT_META: Type = ty::<ObjectMeta>(&[("creationTimestamp", Any)]);
+static POD_SPEC: Type = ty::<PodSpec>(&[
+    ("containers", Many(&CONTAINER)),
+    ("initContainers", Many(&CONTAINER)),
+    ("ephemeralContainers", Any),
+    ("volumes", Many(&VOLUME)),
+    ("dnsConfig", One(&DNS_CONFIG)),
+    ("securityContext", One(&POD_SECURITY_CONTEXT)),
+    ("imagePullSecrets", Any),
+    ("hostAliases", Many(&HOST_ALIAS)),
+    ("tolerations", Many(&TOLERATION)),
+    ("schedulingGates", Any),
+    ("resourceClaims", Any),
+]);
+static DNS_CONFIG: Type = ty::<PodDnsConfig>(&[("options", Many(&DNS_OPTION))]);
+static DNS_OPTION: Type = ty::<PodDnsConfigOption>(&[]);
+static HOST_ALIAS: Type = ty::<HostAlias>(&[]);
+static TOLERATION: Type = ty::<Toleration>(&[]);
+static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(&[
+    ("sysctls", Many(&SYSCTL)),
+    ("seccompProfile", One(&SECCOMP)),
+    ("seLinuxOptions", One(&SELINUX)),
+]);
+static SYSCTL: Type = ty::<Sysctl>(&[]);
+static SECCOMP: Type = ty::<SeccompProfile>(&[]);
+static SELINUX: Type = ty::<SeLinuxOptions>(&[]);
+static CONTAINER: Type = ty::<Container>(&[
+    ("env", Many(&ENV_VAR)),
+    ("envFrom", Many(&ENV_FROM)),
+    ("ports", Many(&PORT)),
+    ("resources", One(&RESOURCES)),
+    ("volumeMounts", Many(&VOLUME_MOUNT)),
+    ("livenessProbe", One(&PROBE)),
+    ("readinessProbe", One(&PROBE)),
+    ("startupProbe", One(&PROBE)),
+    ("lifecycle", One(&LIFECYCLE)),
+    ("securityContext", One(&SECURITY_CONTEXT)),
+]);
+static ENV_VAR: Type = ty::<EnvVar>(&[("valueFrom", One(&ENV_SOURCE))]);
+static ENV_SOURCE: Type = ty::<EnvVarSource>(&[
+    ("fieldRef", One(&FIELD_REF)),
+    ("resourceFieldRef", One(&RESOURCE_REF)),
+    ("secretKeyRef", One(&KEY_SELECTOR)),
+    ("configMapKeyRef", One(&KEY_SELECTOR)),
+]);
+static FIELD_REF: Type = ty::<ObjectFieldSelector>(&[]);
+static RESOURCE_REF: Type = ty::<ResourceFieldSelector>(&[]);
+static KEY_SELECTOR: Type = ty::<KeySelector>(&[]);
+static ENV_FROM: Type = ty::<EnvFromSource>(&[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
+static OBJECT_REF: Type = ty::<ObjectRef>(&[]);
+static PORT: Type = ty::<ContainerPort>(&[]);
+static RESOURCES: Type = ty::<ResourceRequirements>(&[]);
+static VOLUME_MOUNT: Type = ty::<VolumeMount>(&[]);
+static PROBE: Type = ty::<Probe>(&[
+    ("exec", One(&EXEC)),
+    ("httpGet", One(&HTTP_GET)),
+    ("tcpSocket", One(&TCP_SOCKET)),
+    ("grpc", One(&GRPC)),
+]);
+static EXEC: Type = ty::<ExecAction>(&[]);
+static HTTP_GET: Type = ty::<HttpGetAction>(&[("httpHeaders", Many(&HTTP_HEADER))]);
+static HTTP_HEADER: Type = ty::<HttpHeader>(&[]);
+static TCP_SOCKET: Type = ty::<TcpSocketAction>(&[]);
+static GRPC: Type = ty::<GrpcAction>(&[]);
+static LIFECYCLE: Type = ty::<Lifecycle>(&[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
+static HANDLER: Type = ty::<LifecycleHandler>(&[
+    ("exec", One(&EXEC)),
+    ("httpGet", One(&HTTP_GET)),
+    ("tcpSocket", One(&TCP_SOCKET)),
+    ("sleep", One(&SLEEP)),
+]);
+static SLEEP: Type = ty::<SleepAction>(&[]);
+static SECURITY_CONTEXT: Type = ty::<SecurityContext>(&[
+    ("capabilities", One(&CAPABILITIES)),
+    ("seccompProfile", One(&SECCOMP)),
+    ("seLinuxOptions", One(&SELINUX)),
+]);
+static CAPABILITIES: Type = ty::<Capabilities>(&[]);
+static VOLUME: Type = ty::<Volume>(&[
+    ("hostPath", One(&HOST_PATH)),
+    ("emptyDir", One(&EMPTY_DIR)),
+    ("secret", One(&SECRET_VOLUME)),
+    ("configMap", One(&CONFIG_MAP_VOLUME)),
+    ("persistentVolumeClaim", Any),
+    ("projected", One(&PROJECTED)),
+    ("csi", Any),
+    ("ephemeral", Any),
+    ("downwardAPI", Any),
+    ("image", One(&IMAGE_VOLUME)),
+]);
+static HOST_PATH: Type = ty::<HostPathVolumeSource>(&[]);
+static EMPTY_DIR: Type = ty::<EmptyDirVolumeSource>(&[]);
+static IMAGE_VOLUME: Type = ty::<ImageVolumeSource>(&[]);
+static SECRET_VOLUME: Type = ty::<SecretVolumeSource>(&[("items", Many(&KEY_TO_PATH))]);
+static CONFIG_MAP_VOLUME: Type = ty::<ConfigMapVolumeSource>(&[("items", Many(&KEY_TO_PATH))]);
+static KEY_TO_PATH: Type = ty::<KeyToPath>(&[]);
+static PROJECTED: Type = ty::<ProjectedVolumeSource>(&[("sources", Many(&PROJECTION))]);
+static PROJECTION: Type = ty::<VolumeProjection>(&[
+    ("configMap", One(&OBJECT_PROJECTION)),
+    ("secret", One(&OBJECT_PROJECTION)),
+    ("downwardAPI", Any),
+    ("serviceAccountToken", Any),
+    ("clusterTrustBundle", Any),
+    ("podCertificate", Any),
+]);
+static OBJECT_PROJECTION: Type = ty::<ObjectProjection>(&[("items", Many(&KEY_TO_PATH))]);
+
+impl Type {
+    fn child(&self, key: &str) -> Option<&Child> {
+        self.children.iter().find(|(name, _)| *name == key).map(|(_, c)| c)
+    }
+
+    /// The field names this type reads (issue 31's did-you-mean looks here too).
+    pub fn field_names(&self) -> &'static [&'static str] {
+        (self.fields)()
+    }
+}
+
+/// `prefix.key`, or `key` at the top.
+pub fn join(prefix: &str, key: &str) -> String {
+    match (prefix.is_empty(), key.is_empty()) {
+        (true, _) => key.to_string(),
+        (false, true) => prefix.to_string(),
+        (false, false) => format!("{prefix}.{key}"),
+    }
+}
+
+/// Appends to `out` the path (under `path`) of every field of `value` that `ty` does not read,
+/// in the value's order; below free JSON nothing is unknown, and a field of the wrong shape
+/// is left to the typed decode to refuse.
+pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<String>) {
+    let Value::Object(map) = value else { return };
+    let known = ty.field_names();
+    for (key, v) in map {
+        let at = join(path, key);
+        if !known.contains(&key.as_str()) {
+            out.push(at);
+            continue;
+        }
+        match (ty.child(key), v) {
+            (Some(One(t)), _) => unknown(t, v, &at, out),
+            (Some(Many(t)), Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    unknown(t, item, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The path (under `path`) and the decoder's message of the first field of `value` that `ty`
+/// does not accept, found by decoding `ty` from each field alone (every field has a default)
+/// and going down into the one that fails; `None` when `value` decodes.
+pub fn locate(ty: &Type, value: &Value, path: &str) -> Option<(String, String)> {
+    let Value::Object(map) = value else {
+        return (ty.check)(value.clone()).err().map(|e| (path.to_string(), e.to_string()));
+    };
+    for (key, v) in map {
+        let alone = Value::Object(Map::from_iter([(key.clone(), v.clone())]));
+        let Err(e) = (ty.check)(alone) else { continue };
+        let at = join(path, key);
+        let deeper = match (ty.child(key), v) {
+            (Some(One(t)), Value::Object(_)) => locate(t, v, &at),
+            (Some(Many(t)), Value::Array(items)) => {
+                items.iter().enumerate().find_map(|(i, item)| locate(t, item, &format!("{at}[{i}]")))
+            }
+            _ => None,
+        };
+        return Some(deeper.unwrap_or((at, e.to_string())));
+    }
+    (ty.check)(value.clone()).err().map(|e| (path.to_string(), e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

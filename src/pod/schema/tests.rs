@@ -1,0 +1,121 @@
+use super::*;
+use serde_json::json;
+
+/// Every type the walk can reach from a Pod, each once.
+fn reachable() -> Vec<&'static Type> {
+    let mut seen: Vec<&'static Type> = vec![&POD];
+    let mut i = 0;
+    while i < seen.len() {
+        for (_, child) in seen[i].children {
+            if let One(t) | Many(t) = child {
+                if !seen.iter().any(|s| std::ptr::eq(*s, *t)) {
+                    seen.push(t);
+                }
+            }
+        }
+        i += 1;
+    }
+    seen
+}
+
+/// An object of `ty` holding every struct field (one list item each), free JSON with a key
+/// inside, and one field no type has.
+fn sample(ty: &Type) -> Value {
+    let mut map = Map::new();
+    for (name, child) in ty.children {
+        let v = match child {
+            One(t) => sample(t),
+            Many(t) => Value::Array(vec![sample(t)]),
+            // Free JSON as the field takes it: an object, or a list of them.
+            Any => {
+                let object = json!({"insideFreeJson": 1});
+                let alone = Value::Object(Map::from_iter([(name.to_string(), object.clone())]));
+                if (ty.check)(alone).is_ok() {
+                    object
+                } else {
+                    Value::Array(vec![object])
+                }
+            }
+        };
+        map.insert(name.to_string(), v);
+    }
+    map.insert("noSuchField".into(), json!(1));
+    Value::Object(map)
+}
+
+/// What serde itself drops when a Pod is decoded from `value`: the wrapper the walk replaced,
+/// kept as the test's reference.
+fn dropped_by_serde(value: Value) -> Vec<String> {
+    let mut dropped = Vec::new();
+    let _: Pod = serde_ignored::deserialize(value, |p| dropped.push(p.to_string())).unwrap();
+    // `?.` marks an Option on the way.
+    dropped.iter().map(|p| p.replace("?.", "")).collect()
+}
+
+#[test]
+fn the_walk_names_exactly_the_fields_serde_drops() {
+    let value = sample(&POD);
+    let mut walked = Vec::new();
+    unknown(&POD, &value, "", &mut walked);
+    let mut expected = dropped_by_serde(value);
+    assert!(expected.len() > 40, "{expected:?}");
+    // serde_ignored writes list items as `.0`; the walk as kubectl does, `[0]`.
+    let mut walked: Vec<String> = walked.iter().map(|p| p.replace('[', ".").replace(']', "")).collect();
+    walked.sort();
+    expected.sort();
+    assert_eq!(walked, expected);
+}
+
+#[test]
+fn fields_not_listed_as_structs_hold_no_struct() {
+    // A field left out of `children` that holds a struct (or free JSON) would hide the unknown
+    // fields under it: such a field accepts an object with any key; a plain one does not.
+    for ty in reachable() {
+        for name in ty.field_names() {
+            if ty.child(name).is_some() {
+                continue;
+            }
+            // (An object value inside: a map of quantities would take a number.)
+            for probe in [json!({"x": {"noSuchField": {}}}), json!({"x": [{"noSuchField": {}}]})] {
+                let Value::Object(mut one) = probe else { unreachable!() };
+                let v = one.remove("x").unwrap();
+                let alone = Value::Object(Map::from_iter([(name.to_string(), v)]));
+                assert!((ty.check)(alone).is_err(), "{name} holds an object: list it in `children`");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_listed_struct_field_is_a_field_of_its_type() {
+    for ty in reachable() {
+        for (name, _) in ty.children {
+            assert!(ty.field_names().contains(name), "{name} is not a field of its type");
+        }
+    }
+    assert!(reachable().len() > 40);
+    assert!(POD.field_names().contains(&"apiVersion"));
+}
+
+#[test]
+fn a_type_error_is_found_at_its_field() {
+    let pod = json!({
+        "metadata": {"name": "web"},
+        "spec": {"containers": [
+            {"name": "a", "image": "x"},
+            {"name": "b", "ports": [{"containerPort": 80}, {"containerPort": "eighty"}]}
+        ]}
+    });
+    let (path, message) = locate(&POD, &pod, "").unwrap();
+    assert_eq!(path, "spec.containers[1].ports[1].containerPort");
+    assert!(message.starts_with("invalid type: string \"eighty\""), "{message}");
+
+    let wrong_shape = json!({"spec": {"volumes": [{"name": "v", "hostPath": "/x"}]}});
+    let (path, message) = locate(&POD, &wrong_shape, "items[2]").unwrap();
+    assert_eq!(path, "items[2].spec.volumes[0].hostPath");
+    assert!(message.contains("expected struct HostPathVolumeSource"), "{message}");
+
+    let not_an_item = json!({"spec": {"containers": ["c"]}});
+    assert_eq!(locate(&POD, &not_an_item, "").unwrap().0, "spec.containers[0]");
+    assert_eq!(locate(&POD, &json!({"spec": {"hostNetwork": true}}), ""), None);
+}
