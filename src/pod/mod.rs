@@ -3,8 +3,8 @@
 //! `types` (serde types for v1 Pod; `refs` the parts that name local ConfigMaps and Secrets),
 //! `status` (the v1 PodStatus types), `quantity` (exact resource quantities), `decode` (bytes
 //! → pods, unknown fields reported by path through `schema`, the Pod's shape; `fields`: the
-//! unimplemented fields that are errors), `defaults` (API-server defaulting), `validate` (kubelet's checks and the
-//! static-pod restrictions), `identity` (static pod name, [`PodUid`] and annotations),
+//! unimplemented fields that are errors), `defaults` (API-server defaulting), `validate`
+//! (kubelet's checks and the static-pod restrictions), `identity` (static pod name, [`PodUid`] and annotations),
 //! `finding` (what is wrong, by field). `load` runs them in kubelet's order ([`load()`]).
 //! `paths` is the one way a name becomes a path; `derived` holds what follows from a spec
 //! (QoS class, `$(VAR)` expansion, named ports); `references` lists every object a pod names;
