@@ -201,7 +201,7 @@ impl Channel {
                 .ok_or_else(|| Status::new(Code::Unavailable, format!("timed out connecting to {addr}")))?
                 .map_err(|e| Status::new(Code::Unavailable, format!("cannot connect to {addr}: {e}")))?;
             let _ = stream.set_nodelay(true);
-            return self.handshake(stream, addr.clone()).await;
+            return self.handshake(Box::new(stream), addr.clone()).await;
         }
         let unavailable = |what: &str, e: &dyn std::fmt::Display| {
             Status::new(Code::Unavailable, format!("{what} runtime socket {}: {e}", self.socket.display()))
@@ -210,34 +210,11 @@ impl Channel {
             .await
             .ok_or_else(|| unavailable("timed out connecting to", &"no answer"))?
             .map_err(|e| unavailable("cannot connect to", &e))?;
-        self.handshake(stream, self.socket.display().to_string()).await
+        self.handshake(Box::new(stream), self.socket.display().to_string()).await
     }
 
-    async fn handshake<S>(&self, stream: S, peer: String) -> Result<Conn, Status>
-    where
-        S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        let unavailable =
-            |what: &str, e: &dyn std::fmt::Display| Status::new(Code::Unavailable, format!("{what} {peer}: {e}"));
-        let frame_cap = u32::try_from(self.max_message.min(16 << 20)).unwrap_or(u32::MAX);
-        let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(1 << 20)
-            .initial_connection_window_size(2 << 20)
-            .max_frame_size(frame_cap.clamp(16 << 10, (16 << 20) - 1))
-            .max_header_list_size(64 << 10)
-            .handshake::<_, Bytes>(stream.compat())
-            .await
-            .map_err(|e| unavailable("HTTP/2 handshake failed on", &e))?;
-        let alive = Arc::new(AtomicBool::new(true));
-        let flag = alive.clone();
-        smol::spawn(async move {
-            if let Err(e) = connection.await {
-                log::debug!("gRPC connection to {peer} ended: {e}");
-            }
-            flag.store(false, Ordering::Release);
-        })
-        .detach();
-        Ok(Conn { send, alive })
+    async fn handshake(&self, stream: Io, peer: String) -> Result<Conn, Status> {
+        handshake(stream, peer, self.max_message).await.map(|(conn, _)| conn)
     }
 
     /// Sends the request's head and its one message; the reply is still to come.
@@ -295,6 +272,40 @@ impl Channel {
         }
         decode_message(buf.freeze(), self.max_message)
     }
+}
+
+/// A byte stream HTTP/2 runs on (a unix socket, TCP, TLS), boxed: h2's connection code is
+/// compiled once for all of them.
+pub type Io = Box<dyn Duplex>;
+
+pub trait Duplex: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send {}
+impl<T: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send> Duplex for T {}
+
+/// Starts HTTP/2 on `stream` and drives the connection in a task of its own; returns the
+/// connection and its PING handle.
+async fn handshake(stream: Io, peer: String, max_message: usize) -> Result<(Conn, Option<h2::PingPong>), Status> {
+    let unavailable =
+        |what: &str, e: &dyn std::fmt::Display| Status::new(Code::Unavailable, format!("{what} {peer}: {e}"));
+    let frame_cap = u32::try_from(max_message.min(16 << 20)).unwrap_or(u32::MAX);
+    let (send, mut connection) = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(2 << 20)
+        .max_frame_size(frame_cap.clamp(16 << 10, (16 << 20) - 1))
+        .max_header_list_size(64 << 10)
+        .handshake::<_, Bytes>(stream.compat())
+        .await
+        .map_err(|e| unavailable("HTTP/2 handshake failed on", &e))?;
+    let ping = connection.ping_pong();
+    let alive = Arc::new(AtomicBool::new(true));
+    let flag = alive.clone();
+    smol::spawn(async move {
+        if let Err(e) = connection.await {
+            log::debug!("gRPC connection to {peer} ended: {e}");
+        }
+        flag.store(false, Ordering::Release);
+    })
+    .detach();
+    Ok((Conn { send, alive }, ping))
 }
 
 /// Turns an h2 error into a status, retiring the connection if it is the connection (not
@@ -461,6 +472,8 @@ pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: 
     }
     M::decode(body).map_err(|e| Status::new(Code::Internal, format!("decoding reply: {e}")))
 }
+
+pub mod bidi;
 
 #[cfg(test)]
 mod tests;
