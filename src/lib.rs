@@ -13,7 +13,8 @@
 //! 3. `config`: the flag table, the config files, and `Settings` made of each part's options.
 //! 4. `kubelet_server`: kubelet's HTTPS server for the API server, metrics-server and kubectl.
 //! 5. `api`: the local API, healthz and the read-only port.
-//! 6. `mirror` `rollback`: the API server side; the health-gated rollback stage over the sources.
+//! 6. `mirror` `rollback` `tunnel`: the API server side; the health-gated rollback stage over the
+//!    sources; the konnectivity agent that lets the API server in from behind NAT.
 //! 7. `source` `images` `runtime` `probe`: manifest sources; side-loading and image GC; the
 //!    engine, workers and kuberuntime's acts; the probers.
 //! 8. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
@@ -60,6 +61,7 @@ pub mod source;
 pub mod status;
 pub mod tls;
 pub mod trust;
+pub mod tunnel;
 
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {

@@ -83,6 +83,32 @@ pub const IMAGE_COLLECTIONS: Family = Family {
     help: "Images removed by atoll's image garbage collection (and prune), by result.",
 };
 
+pub const TUNNEL_SERVERS: Family = Family {
+    name: "atoll_tunnel_servers",
+    kind: "gauge",
+    help: "konnectivity server instances the node's tunnel is connected to.",
+};
+pub const TUNNEL_CONNECTIONS: Family = Family {
+    name: "atoll_tunnel_connections",
+    kind: "gauge",
+    help: "Connections open through the tunnel to the kubelet server.",
+};
+pub const TUNNEL_BYTES: Family = Family {
+    name: "atoll_tunnel_bytes_total",
+    kind: "counter",
+    help: "Bytes carried through the tunnel, by direction (in: to the kubelet server).",
+};
+pub const TUNNEL_REFUSALS: Family = Family {
+    name: "atoll_tunnel_dial_refusals_total",
+    kind: "counter",
+    help: "Dials a konnectivity server asked for that were refused (anything but the kubelet server).",
+};
+pub const TUNNEL_DROPPED: Family = Family {
+    name: "atoll_tunnel_dropped_connections_total",
+    kind: "counter",
+    help: "Tunnelled connections closed because the kubelet server fell too far behind their data.",
+};
+
 type Labels = Vec<(&'static str, String)>;
 
 #[derive(Default)]
@@ -135,6 +161,11 @@ const FAMILIES: &[&Family] = &[
     &SOURCE_SUCCESS,
     &MIRROR_REQUESTS,
     &MIRROR_SECONDS,
+    &TUNNEL_SERVERS,
+    &TUNNEL_CONNECTIONS,
+    &TUNNEL_BYTES,
+    &TUNNEL_REFUSALS,
+    &TUNNEL_DROPPED,
 ];
 
 /// Escapes a label value for the text format.

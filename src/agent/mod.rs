@@ -114,7 +114,9 @@ impl Agent {
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
-        tasks.extend(parts::kubelet_server(&s, &node, &api).await);
+        let kubelet_server = parts::kubelet_server(&s, &node, &api).await;
+        tasks.extend(parts::tunnel(&s, &node, kubelet_server.is_some()));
+        tasks.extend(kubelet_server);
         let rollback_dir = Some(s.node.root_dir.join("rollback"));
         let url = s.sources.url.url.clone();
         let rollback = crate::rollback::Rollback::new(rollback_dir, s.rollback, parts::intake(&s), url);

@@ -214,6 +214,23 @@ pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api
     Some(smol::spawn(server.serve(listener)))
 }
 
+/// The konnectivity tunnel, when one is configured and the kubelet server it leads to runs.
+pub fn tunnel(s: &Settings, node: &Node, serving: bool) -> Option<smol::Task<()>> {
+    let settings = s.mirror.tunnel.clone()?;
+    let kubelet = s.listeners.kubelet.as_ref().filter(|_| serving);
+    let Some(ks) = kubelet else {
+        log::warn!("tunnel: konnectivity is configured but the kubelet server does not run (it needs a kubeconfig and a port); no tunnel");
+        return None;
+    };
+    let ip = node.facts().host_ip.clone();
+    let who = crate::tunnel::Node {
+        name: s.node.name.clone(),
+        ips: vec![ip].into_iter().filter(|i| !i.is_empty()).collect(),
+        kubelet: ks.address,
+    };
+    Some(smol::spawn(crate::tunnel::run(settings, who)))
+}
+
 /// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of
 /// its default route too): the source address the kernel picks for a route lookup. Connecting
 /// a UDP socket sends nothing. None on a box with no route, where hostNetwork pods' status

@@ -272,7 +272,40 @@ pub fn all(s: &Settings) -> Vec<Check> {
         checks.push(api_server(k, &s.node.name));
     }
     checks.extend(kubelet_server(s));
+    checks.extend(tunnel(s));
     checks
+}
+
+/// The konnectivity tunnel: its files usable and the server's agent port taking the node's TLS.
+/// The call itself is left to the running agent (a second link under the node's name would
+/// draw dials away from it); `atoll_tunnel_servers` says whether it holds.
+pub fn tunnel(s: &Settings) -> Vec<Check> {
+    let name = "konnectivity";
+    let Some(t) = &s.mirror.tunnel else { return Vec::new() };
+    if s.listeners.kubelet.is_none() || s.mirror.kubeconfig.is_none() {
+        let fix = "give atoll a kubeconfig and a kubelet port, or remove the konnectivity section";
+        return vec![bad(Level::Warn, name, "configured, but the kubelet server it leads to does not run", fix)];
+    }
+    use crate::tunnel::link;
+    if let Err(e) = link::tls_config(t).and_then(|_| link::token(t)) {
+        return vec![bad(
+            Level::Fail,
+            name,
+            e,
+            "give readable PEM files (the CA; the certificate with its key) and token",
+        )];
+    }
+    let reached = smol::block_on(crate::deadline::with_deadline(Duration::from_secs(10), link::secure(t)));
+    vec![match reached {
+        Some(Ok(_)) => ok(name, format!("{}: the agent port takes the node's TLS", t.authority())),
+        Some(Err(e)) => bad(
+            Level::Warn,
+            name,
+            format!("{} cannot be reached: {e}", t.authority()),
+            "kubectl logs and exec need it; check the address, the CA and the agent certificate",
+        ),
+        None => bad(Level::Warn, name, format!("{}: no answer within 10s", t.authority()), "check the network path"),
+    }]
 }
 
 /// kubelet's HTTPS server: whether it will serve, its certificate and client CA usable, and

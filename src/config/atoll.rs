@@ -66,6 +66,8 @@ pub struct AtollConfiguration {
     pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
     pub node_labels: std::collections::BTreeMap<String, String>,
+    /// The tunnel to a konnectivity server, for a node the API server cannot dial.
+    pub konnectivity: Option<crate::tunnel::Settings>,
 }
 
 #[derive(Debug, Default)]
@@ -161,7 +163,12 @@ impl AtollConfiguration {
                 Some(read)
             }
         };
+        let konnectivity = match f.section("konnectivity")? {
+            None => None,
+            Some(k) => Some(super::konnectivity::read(k, unknown)?),
+        };
         let cfg = AtollConfiguration {
+            konnectivity,
             api_version: f.get("apiVersion")?.unwrap_or_default(),
             kind: f.get("kind")?.unwrap_or_default(),
             strict: f.get("strict")?,

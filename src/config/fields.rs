@@ -26,6 +26,12 @@ impl Fields {
         Fields::object(doc.value, String::new())
     }
 
+    /// An already parsed settings object (tests).
+    #[cfg(test)]
+    pub fn read_value(value: Value) -> Result<Fields, String> {
+        Fields::object(value, String::new())
+    }
+
     fn object(value: Value, path: String) -> Result<Fields, String> {
         match value {
             Value::Object(map) => Ok(Fields { map, path }),

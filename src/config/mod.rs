@@ -8,6 +8,7 @@
 pub mod atoll;
 mod fields;
 pub mod flags;
+pub mod konnectivity;
 pub mod kubelet;
 pub mod parts;
 

@@ -382,6 +382,8 @@ pub struct MirrorSettings {
     pub status_update_frequency: Duration,
     pub status_report_frequency: Duration,
     pub lease_duration_seconds: u32,
+    /// The tunnel to a konnectivity server (`konnectivity` in the AtollConfiguration).
+    pub tunnel: Option<crate::tunnel::Settings>,
 }
 
 pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
@@ -429,6 +431,7 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
             Some(n) if (1..=3600).contains(&n) => n as u32,
             Some(n) => return Err(format!("config field nodeLeaseDurationSeconds: {n} must be 1 to 3600")),
         },
+        tunnel: i.own.konnectivity.clone(),
     })
 }
 

@@ -209,13 +209,16 @@ struct State {
     tls: Arc<rustls::ServerConfig>,
     /// How it reaches kubelets (`--kubelet-client-certificate`, `--kubelet-certificate-authority`).
     kubelet_client: Mutex<Option<Arc<rustls::ClientConfig>>>,
+    /// `--egress-selector-config-file`'s cluster egress: nodes are reached through this HTTP
+    /// CONNECT proxy (a konnectivity server), not dialled.
+    egress: Mutex<Option<SocketAddr>>,
     addr: SocketAddr,
 }
 
 pub struct ApiServer {
     pub addr: SocketAddr,
     state: Arc<State>,
-    accept: Mutex<Option<std::thread::JoinHandle<()>>>,
+    accept: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl ApiServer {
@@ -254,9 +257,10 @@ impl ApiServer {
             conn_seq: AtomicU64::new(0),
             tls: Arc::new(tls),
             kubelet_client: Mutex::new(None),
+            egress: Mutex::new(None),
             addr,
         });
-        let server = ApiServer { addr, state, accept: Mutex::new(None) };
+        let server = ApiServer { addr, state, accept: Mutex::new(Vec::new()) };
         server.serve(listener);
         server
     }
@@ -283,14 +287,29 @@ impl ApiServer {
                 }
             }
         });
-        *self.accept.lock().unwrap() = Some(handle);
+        self.accept.lock().unwrap().push(handle);
+    }
+
+    /// One more listener (127.0.0.1, a free port) made in the calling thread's network
+    /// namespace, whose connections, and the node dials they lead to, stay in it.
+    pub fn listen_here(&self) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        self.serve(listener);
+        addr
+    }
+
+    /// Reaches nodes through `proxy` (HTTP CONNECT, as kube-apiserver's egress selector with a
+    /// konnectivity server in HTTPConnect mode), or dials them again with `None`.
+    pub fn egress(&self, proxy: Option<SocketAddr>) {
+        *self.state.egress.lock().unwrap() = proxy;
     }
 
     /// The server goes away: the port refuses connections, open ones are cut. State is kept
     /// (as etcd keeps it).
     pub fn down(&self) {
         self.state.up.store(false, Ordering::SeqCst);
-        if let Some(h) = self.accept.lock().unwrap().take() {
+        for h in self.accept.lock().unwrap().drain(..) {
             h.join().unwrap();
         }
         for (_, c) in self.state.conns.lock().unwrap().drain() {

@@ -144,14 +144,17 @@ pub(super) fn serve(
         let msg = "the test API server has no kubelet client certificate (ApiServer::kubelet_client)";
         return answer(&mut tls, Reply::Json(500, status_obj(500, "InternalError", msg)));
     };
-    let dialed = std::net::TcpStream::connect(&addr).ok().and_then(|s| {
+    let dialed = dial(state, &addr).map_err(|e| e.to_string()).and_then(|s| {
         let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
-        let name = ServerName::try_from(host.to_string()).ok()?;
-        Some((s, rustls::ClientConnection::new(client, name).ok()?))
+        let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+        Ok((s, rustls::ClientConnection::new(client, name).map_err(|e| e.to_string())?))
     });
-    let Some((node_sock, node_conn)) = dialed else {
-        let msg = format!("error dialing backend: {addr}");
-        return answer(&mut tls, Reply::Json(502, status_obj(502, "InternalError", &msg)));
+    let (node_sock, node_conn) = match dialed {
+        Ok(d) => d,
+        Err(e) => {
+            let msg = format!("error dialing backend: {addr}: {e}");
+            return answer(&mut tls, Reply::Json(502, status_obj(502, "InternalError", &msg)));
+        }
     };
     let mut head = format!("{} {path} HTTP/1.1\r\nHost: {addr}\r\n", req.method);
     for (k, v) in &req.lines {
@@ -172,6 +175,27 @@ pub(super) fn serve(
     }
     let _ = splice(tls, node);
     101
+}
+
+/// A connection to the node's `addr`: dialled, or through the egress proxy (HTTP CONNECT, the
+/// proxy's 200 read before TLS starts).
+fn dial(state: &State, addr: &str) -> std::io::Result<std::net::TcpStream> {
+    let Some(proxy) = *state.egress.lock().unwrap() else { return std::net::TcpStream::connect(addr) };
+    let mut s = std::net::TcpStream::connect(proxy)?;
+    s.write_all(format!("CONNECT {addr} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+        if s.read(&mut byte)? == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    match head.split(' ').nth(1) {
+        Some("200") => Ok(s),
+        _ => Err(std::io::Error::other(format!("the egress proxy answered {head:?}"))),
+    }
 }
 
 /// Copies plaintext both ways between two TLS connections until both have ended; when one
