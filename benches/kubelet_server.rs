@@ -20,7 +20,8 @@ mod apiserver;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::kubelet_client::{connect, ws_frame, ws_open, As, Tls};
+use common::forward::{forwarded_get, switched};
+use common::kubelet_client::{connect, first_output, ws_open, As, Tls};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::{Read, Write};
@@ -106,78 +107,6 @@ fn download(port: u16, ca: &Path, who: &As, path: &str) -> (u64, Duration) {
         }
     }
     (total, started.elapsed())
-}
-
-/// Reads an upgrade's answer head, byte by byte so nothing after it is taken, and insists on
-/// `101 Switching Protocols`.
-fn switched(r: &mut impl Read) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        r.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
-}
-
-/// Counts a forwarded stream's bytes, notes when the last came, and says when it ends.
-struct Count(Arc<AtomicU64>, Arc<std::sync::Mutex<Instant>>, std::sync::mpsc::Sender<()>);
-
-impl atoll::cli::spdy::Sink for Count {
-    fn data(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.0.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        *self.1.lock().unwrap() = Instant::now();
-        Ok(())
-    }
-    fn end(&mut self, _: bool) {
-        let _ = self.2.send(());
-    }
-}
-
-/// GET /blob over a port-forward session on `conn` (upgraded at `path` of `host`): the bytes
-/// that came back (head and body) and how long from the upgrade to the last of them (the
-/// runtime ends the streams about a second later, whichever way it was reached).
-fn forwarded_get<S: Read + Write + Send + 'static>(
-    mut conn: S,
-    clone: S,
-    close: impl FnOnce(),
-    host: &str,
-    path: &str,
-) -> (u64, Duration) {
-    let started = Instant::now();
-    write!(conn, "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\nContent-Length: 0\r\n\r\n").unwrap();
-    switched(&mut conn);
-    let session = atoll::cli::spdy::Session::new(Box::new(clone));
-    let reader = {
-        let session = session.clone();
-        std::thread::spawn(move || session.run(conn))
-    };
-    let (bytes, last, (done, ended)) =
-        (Arc::new(AtomicU64::new(0)), Arc::new(std::sync::Mutex::new(started)), std::sync::mpsc::channel());
-    let pair = |kind| [("streamtype", kind), ("port", "8080"), ("requestid", "0")];
-    let error =
-        session.open(&pair("error"), Box::new(Count(Arc::default(), Arc::new(started.into()), done.clone()))).unwrap();
-    session.finish(error).unwrap();
-    let data = session.open(&pair("data"), Box::new(Count(bytes.clone(), last.clone(), done))).unwrap();
-    session.send(data, b"GET /blob HTTP/1.0\r\n\r\n").unwrap();
-    ended.recv().unwrap();
-    ended.recv().unwrap();
-    let took = last.lock().unwrap().duration_since(started);
-    close();
-    let _ = reader.join();
-    (bytes.load(Ordering::Relaxed), took)
-}
-
-/// Waits for the first stdout frame of an open exec session.
-fn first_output(r: &mut impl Read) -> bool {
-    while let Some((opcode, payload)) = ws_frame(r) {
-        match opcode {
-            8 => return false,
-            1 | 2 if payload.len() > 1 && payload[0] == 1 => return true,
-            _ => {}
-        }
-    }
-    false
 }
 
 fn main() {
@@ -308,7 +237,7 @@ fn main() {
         let unix = std::os::unix::net::UnixStream::connect(&socket).unwrap();
         let end = unix.try_clone().unwrap();
         let close = move || drop(end.shutdown(std::net::Shutdown::Both));
-        forwarded_get(unix.try_clone().unwrap(), unix, close, "atoll", "/portForward/default/blob-tb")
+        forwarded_get(unix.try_clone().unwrap(), unix, close, "atoll", "/portForward/default/blob-tb", "")
     };
     let straight = || {
         let sandbox = tb.sandboxes_of("blob-tb").into_iter().find(|s| s.state == 0).expect("blob's sandbox").id;
@@ -319,7 +248,7 @@ fn main() {
         let tcp = std::net::TcpStream::connect(authority).unwrap();
         let end = tcp.try_clone().unwrap();
         let close = move || drop(end.shutdown(std::net::Shutdown::Both));
-        forwarded_get(tcp.try_clone().unwrap(), tcp, close, authority, path)
+        forwarded_get(tcp.try_clone().unwrap(), tcp, close, authority, path, "")
     };
     common::eventually(Duration::from_secs(300), "the blob served", || (via_atoll().0 > blob_mib << 20).then_some(()));
     let (mut pf_through, mut pf_direct) = (Vec::new(), Vec::new());

@@ -287,15 +287,14 @@ pub fn tunnel(s: &Settings) -> Vec<Check> {
         return vec![bad(Level::Warn, name, "configured, but the kubelet server it leads to does not run", fix)];
     }
     use crate::tunnel::link;
-    if let Err(e) = link::tls_config(t).and_then(|_| link::token(t)) {
-        return vec![bad(
-            Level::Fail,
-            name,
-            e,
-            "give readable PEM files (the CA; the certificate with its key) and token",
-        )];
-    }
-    let reached = smol::block_on(crate::deadline::with_deadline(Duration::from_secs(10), link::secure(t)));
+    let config = match link::tls_config(t).and_then(|c| link::token(t).map(|_| c)) {
+        Ok(c) => c,
+        Err(e) => {
+            let fix = "give readable PEM files (the CA; the certificate with its key) and token";
+            return vec![bad(Level::Fail, name, e, fix)];
+        }
+    };
+    let reached = smol::block_on(crate::deadline::with_deadline(Duration::from_secs(10), link::secure(t, config)));
     vec![match reached {
         Some(Ok(_)) => ok(name, format!("{}: the agent port takes the node's TLS", t.authority())),
         Some(Err(e)) => bad(

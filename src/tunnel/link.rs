@@ -97,10 +97,12 @@ pub fn token(s: &Settings) -> Result<Option<String>, String> {
     Ok(Some(token))
 }
 
-/// TCP and TLS to the server's agent port (one instance, as the address resolves).
-pub async fn secure(s: &Settings) -> Result<futures_rustls::client::TlsStream<smol::net::TcpStream>, String> {
-    let s2 = s.clone();
-    let tls = smol::unblock(move || tls_config(&s2)).await?;
+/// TCP and TLS (`tls_config`'s) to the server's agent port (one instance, as the address
+/// resolves).
+pub async fn secure(
+    s: &Settings,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<futures_rustls::client::TlsStream<smol::net::TcpStream>, String> {
     let name = rustls::pki_types::ServerName::try_from(s.host.clone())
         .map_err(|e| format!("konnectivity.proxyServerHost {:?}: {e}", s.host))?;
     let tcp = smol::net::TcpStream::connect(s.authority()).await.map_err(|e| e.to_string())?;
@@ -109,12 +111,17 @@ pub async fn secure(s: &Settings) -> Result<futures_rustls::client::TlsStream<sm
 }
 
 /// Connects to the server and opens the call, saying who the node is.
-pub async fn connect(s: &Settings, agent_id: &str, identifiers: &str) -> Result<Link, String> {
+pub async fn connect(
+    s: &Settings,
+    tls: Arc<rustls::ClientConfig>,
+    agent_id: &str,
+    identifiers: &str,
+) -> Result<Link, String> {
     let s2 = s.clone();
     let token = smol::unblock(move || token(&s2)).await?;
     let authority = s.authority();
     let open = async {
-        let tls = secure(s).await?;
+        let tls = secure(s, tls).await?;
         let bearer = token.map(|t| format!("Bearer {t}"));
         let mut metadata = vec![("agentid", agent_id), ("agentidentifiers", identifiers)];
         metadata.extend(bearer.as_deref().map(|b| ("authorization", b)));
@@ -331,5 +338,44 @@ impl Counted {
 impl Drop for Counted {
     fn drop(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(table: &Table, id: i64) -> (smol::channel::Receiver<Bytes>, Arc<Shared>) {
+        let (queue, inbox) = smol::channel::unbounded();
+        let shared = Arc::new(Shared::default());
+        crate::locks::lock(table).insert(id, Entry { queue, shared: shared.clone() });
+        (inbox, shared)
+    }
+
+    #[test]
+    fn a_connection_that_falls_behind_is_closed_and_the_others_go_on() {
+        let table: Table = Arc::default();
+        let (stuck_inbox, stuck) = entry(&table, 1);
+        let (moving_inbox, moving) = entry(&table, 2);
+        let chunk = Bytes::from(vec![0u8; 64 << 10]);
+        // Nobody takes connection 1's data: it queues up to the limit, then is closed.
+        for _ in 0..MAX_QUEUED / chunk.len() {
+            assert!(deliver(&table, 1, chunk.clone()).is_none());
+            assert!(!stuck.abort.load(Ordering::Acquire));
+            // Connection 2's writer keeps up.
+            assert!(deliver(&table, 2, chunk.clone()).is_none());
+            let taken = moving_inbox.try_recv().unwrap();
+            moving.queued.fetch_sub(taken.len(), Ordering::AcqRel);
+        }
+        assert_eq!(stuck.queued.load(Ordering::Acquire), MAX_QUEUED);
+        assert!(deliver(&table, 1, chunk.clone()).is_none());
+        assert!(stuck.abort.load(Ordering::Acquire), "closed at the limit");
+        assert!(!crate::locks::lock(&table).contains_key(&1));
+        assert_eq!(stuck_inbox.len(), MAX_QUEUED / chunk.len(), "what it had stays for its writer to drop");
+        // The other connection is untouched; data for the closed one is answered.
+        assert!(deliver(&table, 2, chunk.clone()).is_none());
+        assert!(!moving.abort.load(Ordering::Acquire));
+        let answer = deliver(&table, 1, chunk).unwrap();
+        assert_eq!(answer, Packet::close_response(1, "unrecognized connectID"));
     }
 }

@@ -44,6 +44,7 @@ pub async fn run(s: Settings, node: Node) {
     let mut linked: BTreeSet<String> = BTreeSet::new();
     let mut count = 1usize;
     let mut failing = false;
+    let mut tls = None;
     log::info!("tunnel: connecting to the konnectivity server at {} as {agent_id:?}", s.authority());
     loop {
         while let Ok(id) = ended.try_recv() {
@@ -58,7 +59,24 @@ pub async fn run(s: Settings, node: Node) {
             smol::Timer::after(back_off.succeeded(random())).await;
             continue;
         }
-        let wait = match link::connect(&s, &agent_id, &identifiers).await {
+        // One TLS configuration for every link, made again after any failed attempt (a
+        // certificate or CA that rotated is read then).
+        let attempt = async {
+            let config = match tls.clone() {
+                Some(c) => c,
+                None => {
+                    let s2 = s.clone();
+                    smol::unblock(move || link::tls_config(&s2)).await?
+                }
+            };
+            tls = Some(config.clone());
+            link::connect(&s, config, &agent_id, &identifiers).await
+        };
+        let result = attempt.await;
+        if result.is_err() {
+            tls = None;
+        }
+        let wait = match result {
             Ok(l) if linked.contains(&l.server_id) => {
                 // The address led to an instance already linked: try again for another.
                 log::debug!("tunnel: server {} is already linked; {} of {count}", l.server_id, linked.len());

@@ -180,8 +180,16 @@ pub(super) fn serve(
 /// A connection to the node's `addr`: dialled, or through the egress proxy (HTTP CONNECT, the
 /// proxy's 200 read before TLS starts).
 fn dial(state: &State, addr: &str) -> std::io::Result<std::net::TcpStream> {
-    let Some(proxy) = *state.egress.lock().unwrap() else { return std::net::TcpStream::connect(addr) };
-    let mut s = std::net::TcpStream::connect(proxy)?;
+    // Without Nagle's wait, as Go dials.
+    let proxy = *state.egress.lock().unwrap();
+    let mut s = match proxy {
+        None => std::net::TcpStream::connect(addr)?,
+        Some(proxy) => std::net::TcpStream::connect(proxy)?,
+    };
+    s.set_nodelay(true)?;
+    if proxy.is_none() {
+        return Ok(s);
+    }
     s.write_all(format!("CONNECT {addr} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];

@@ -24,6 +24,18 @@ pub enum As<'a> {
 /// A TLS connection to the node as `who`, verifying its certificate for 127.0.0.1 (reads
 /// time out after 30 s).
 pub fn connect(port: u16, ca: &Path, who: &As) -> Option<Tls> {
+    over(std::net::TcpStream::connect(("127.0.0.1", port)).ok()?, ca, who)
+}
+
+/// TLS to the node on `tcp` (dialled, or a tunnel's), as `connect`.
+pub fn over(tcp: std::net::TcpStream, ca: &Path, who: &As) -> Option<Tls> {
+    let conn = rustls::ClientConnection::new(client_config(ca, who)?, ServerName::try_from("127.0.0.1").ok()?).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    Some(rustls::StreamOwned::new(conn, tcp))
+}
+
+/// The client's TLS: the node's CA, and `who`'s certificate if it has one.
+pub fn client_config(ca: &Path, who: &As) -> Option<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(ca).ok()? {
         roots.add(c.ok()?).ok()?;
@@ -40,10 +52,7 @@ pub fn connect(port: u16, ca: &Path, who: &As) -> Option<Tls> {
         }
         _ => builder.with_no_client_auth(),
     };
-    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").ok()?).ok()?;
-    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    Some(rustls::StreamOwned::new(conn, tcp))
+    Some(Arc::new(config))
 }
 
 /// One HTTPS request to the node: status and body.
@@ -122,6 +131,18 @@ pub fn ws_frame(r: &mut impl Read) -> Option<(u8, Vec<u8>)> {
     let mut payload = vec![0u8; usize::try_from(len).ok()?];
     r.read_exact(&mut payload).ok()?;
     Some((h[0] & 0x0f, payload))
+}
+
+/// Waits for the first stdout frame of an open exec session.
+pub fn first_output(r: &mut impl Read) -> bool {
+    while let Some((opcode, payload)) = ws_frame(r) {
+        match opcode {
+            8 => return false,
+            1 | 2 if payload.len() > 1 && payload[0] == 1 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// An exec or attach over WebSocket, through the node: the upgrade's status, and what

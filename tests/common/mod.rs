@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod archives;
+pub mod forward;
 pub mod kubelet_client;
 pub mod pods;
 

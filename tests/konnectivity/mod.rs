@@ -12,6 +12,9 @@
 //! The packets are atoll's prost types (`atoll::tunnel::packet`), which a unit test there checks
 //! byte by byte against the protocol's field numbers.
 
+// Each test binary uses a part of it.
+#![allow(dead_code)]
+
 use atoll::tunnel::packet::{CloseRequest, Data, DialRequest, DialResponse, Kind, Packet, Payload};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
@@ -36,7 +39,7 @@ struct Backend {
 }
 
 struct State {
-    instances: usize,
+    instances: AtomicUsize,
     next: AtomicUsize,
     tls: Arc<rustls::ServerConfig>,
     token: Option<String>,
@@ -67,7 +70,7 @@ impl Konnectivity {
         let mut tls = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key).unwrap();
         tls.alpn_protocols = vec![b"h2".to_vec()];
         let state = Arc::new(State {
-            instances,
+            instances: AtomicUsize::new(instances),
             next: AtomicUsize::new(0),
             tls: Arc::new(tls),
             token: token.map(String::from),
@@ -86,6 +89,8 @@ impl Konnectivity {
                 if st.refusing.load(Ordering::SeqCst) {
                     continue;
                 }
+                // As every Go server.
+                let _ = tcp.set_nodelay(true);
                 smol::spawn(agent(st.clone(), tcp)).detach();
             }
         })
@@ -102,6 +107,7 @@ impl Konnectivity {
         let st = self.state.clone();
         smol::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
+                let _ = tcp.set_nodelay(true);
                 smol::spawn(frontend(st.clone(), tcp)).detach();
             }
         })
@@ -118,6 +124,11 @@ impl Konnectivity {
     /// How many calls reached the server (a token arrives only with one).
     pub fn calls(&self) -> usize {
         self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// How many instances the server says there are, from the next link on.
+    pub fn set_instances(&self, n: usize) {
+        self.state.instances.store(n, Ordering::SeqCst);
     }
 
     /// Every link cut, and new ones refused while `refuse` holds (the server is down).
@@ -155,13 +166,19 @@ fn trailers_only(code: u32, message: &str) -> http::Response<()> {
 
 /// One agent connection: TLS, HTTP/2, the Connect call, its packets.
 async fn agent(state: Arc<State>, tcp: smol::net::TcpStream) {
-    let instance = state.next.fetch_add(1, Ordering::SeqCst) % state.instances;
+    let instances = state.instances.load(Ordering::SeqCst);
+    let instance = state.next.fetch_add(1, Ordering::SeqCst) % instances;
     let server_id = format!("test-konnectivity-{instance}");
     let Ok(tls) = futures_rustls::TlsAcceptor::from(state.tls.clone()).accept(tcp.clone()).await else { return };
     if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
         return;
     }
-    let Ok(mut conn) = h2::server::handshake(tls.compat()).await else { return };
+    // grpc-go grows its windows by BDP estimation; these are where a fast link takes them.
+    let handshake = h2::server::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(2 << 20)
+        .handshake(tls.compat());
+    let Ok(mut conn) = handshake.await else { return };
     let mut mine = Vec::new();
     while let Some(Ok((req, mut respond))) = conn.accept().await {
         state.calls.fetch_add(1, Ordering::SeqCst);
@@ -186,7 +203,7 @@ async fn agent(state: Arc<State>, tcp: smol::net::TcpStream) {
             .status(200)
             .header("content-type", "application/grpc")
             .header("serverid", server_id.as_str())
-            .header("servercount", state.instances.to_string())
+            .header("servercount", instances.to_string())
             .body(())
             .unwrap();
         let Ok(mut send) = respond.send_response(reply, false) else { continue };

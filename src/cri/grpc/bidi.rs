@@ -33,7 +33,9 @@ pub async fn open_bidi(
     metadata: &[(&str, &str)],
     max: usize,
 ) -> Result<Bidi, Status> {
-    let (conn, ping) = handshake(stream, authority.to_string(), max).await?;
+    // Frames of 16 KiB (HTTP/2's default) however large a message may be: a long-lived
+    // connection keeps its read buffer at the largest frame it has seen.
+    let (conn, ping) = handshake(stream, authority.to_string(), 16 << 10).await?;
     let mut send = conn.send.clone().ready().await.map_err(|e| transport_status(&e))?;
     let mut builder = http::Request::builder()
         .method(http::Method::POST)

@@ -1,0 +1,215 @@
+//! The konnectivity tunnel against the same sessions without it, on the private test bed, in
+//! one run. The client is the API server's side: TLS to the node's kubelet server, dialled
+//! straight, or through the test konnectivity server's HTTP CONNECT port (the way a real API
+//! server's egress selector goes), over the link atoll holds:
+//! - **exec set-up**: a WebSocket exec of `echo` until its output arrives, alternately;
+//! - **port-forward**: a pod's 64 MiB file over a forwarded port (SPDY, atoll's own client),
+//!   alternately;
+//! - **idle links**: the agent's RSS and wake-ups (context switches of all its threads) with
+//!   one link and with 21 idle links, per extra link.
+//!
+//! Prints figures, asserts nothing about them. Under `cargo test` a smoke run.
+//!
+//!   cargo bench --bench tunnel
+
+#[path = "../tests/apiserver/mod.rs"]
+mod apiserver;
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/konnectivity/mod.rs"]
+mod konnectivity;
+
+use common::forward::forwarded_get;
+use common::kubelet_client::{first_output, over, ws_open, As, Tls};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// RSS (KiB) and context switches (all threads) of `pid`.
+fn rss_and_switches(pid: u32) -> (u64, u64) {
+    let status = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let field = |text: &str, name: &str| -> u64 {
+        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
+    };
+    let rss = field(&status(format!("/proc/{pid}/status")), "VmRSS:");
+    let mut switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let text = status(format!("{}/status", task.path().display()));
+        switches += field(&text, "voluntary_ctxt_switches:") + field(&text, "nonvoluntary_ctxt_switches:");
+    }
+    (rss, switches)
+}
+
+/// A TCP connection to the node's kubelet port: dialled, or through the konnectivity server;
+/// without Nagle's wait, as Go (the API server) dials.
+fn reach(port: u16, tunnel: Option<SocketAddr>) -> TcpStream {
+    let target = tunnel.unwrap_or(SocketAddr::from(([127, 0, 0, 1], port)));
+    let mut s = TcpStream::connect(target).unwrap();
+    s.set_nodelay(true).unwrap();
+    if tunnel.is_none() {
+        return s;
+    }
+    write!(s, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    s
+}
+
+fn exec_set_up(port: u16, ca: &Path, tunnel: Option<SocketAddr>) -> Duration {
+    let started = Instant::now();
+    let mut tls: Tls = over(reach(port, tunnel), ca, &As::Token("tok")).unwrap();
+    assert_eq!(ws_open(&mut tls, port, "tok", "/exec/default/shell-tb/c?command=echo&command=x&output=1"), Some(101));
+    assert!(first_output(&mut tls));
+    started.elapsed()
+}
+
+/// GET /blob over a port-forward on TLS to the node, its halves driven by two threads.
+fn port_forward(port: u16, ca: &Path, tunnel: Option<SocketAddr>) -> (u64, Duration) {
+    let tcp = reach(port, tunnel);
+    let end = tcp.try_clone().unwrap();
+    let tcp = smol::Async::new(tcp).unwrap();
+    let config = common::kubelet_client::client_config(ca, &As::Token("tok")).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = smol::block_on(futures_rustls::TlsConnector::from(config).connect(name, tcp)).unwrap();
+    let (reader, writer) = smol::io::split(tls);
+    let (reader, writer) = (smol::io::BlockOn::new(reader), smol::io::BlockOn::new(writer));
+    let host = format!("127.0.0.1:{port}");
+    forwarded_get(
+        reader,
+        writer,
+        move || drop(end.shutdown(std::net::Shutdown::Both)),
+        &host,
+        "/portForward/default/blob-tb",
+        "Authorization: Bearer tok\r\n",
+    )
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (rounds, blob_mib, idle) =
+        if bench { (20, 64u64, Duration::from_secs(60)) } else { (3, 8, Duration::from_secs(3)) };
+    let tb = common::testbed();
+    let dir = std::env::temp_dir().join(common::unique("atoll-bench-tunnel"));
+    let manifests = dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let pki = apiserver::Pki::new(&dir.join("pki"), "tb");
+    let server = apiserver::ApiServer::start(&pki, "tb");
+    server.add_reviewed_token("tok", "admin", &[]);
+    std::fs::write(
+        manifests.join("shell.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: shell}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 1; done']\n",
+    )
+    .unwrap();
+    std::fs::write(
+        manifests.join("blob.yaml"),
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: blob}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c {} /dev/zero > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n", blob_mib << 20),
+    )
+    .unwrap();
+    let konn = konnectivity::Konnectivity::start(1, &pki.dir.join("server.crt"), &pki.dir.join("server.key"), None);
+    let frontend = konn.frontend_here();
+    let atoll_config = dir.join("atoll.yaml");
+    std::fs::write(
+        &atoll_config,
+        format!(
+            "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nkonnectivity:\n  proxyServerHost: 127.0.0.1\n  proxyServerPort: {}\n  caCert: {}\n  syncInterval: 100ms\n  syncIntervalCap: 500ms\n  keepaliveTime: 30s\n",
+            konn.agent_addr.port(),
+            pki.ca.display()
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kubelet = common::kubelet_config(
+        tb,
+        &dir,
+        &format!("address: 127.0.0.1\nport: {port}\nfileCheckFrequency: 1s\nauthorization: {{mode: AlwaysAllow}}\n"),
+    );
+    let mut child = common::atoll_run(tb, &dir, &kubelet, &dir.join("api.sock"), "tb")
+        .arg(format!("--kubeconfig={}", pki.kubeconfig(server.addr, None).display()))
+        .arg(format!("--atoll-config={}", atoll_config.display()))
+        .arg("--node-ip=127.0.0.1")
+        .spawn()
+        .expect("start atoll");
+    let pid = child.id();
+    let ca = dir.join("state/pki/kubelet.crt");
+    common::eventually(Duration::from_secs(300), "the shell and the blob served, through the tunnel", || {
+        (konn.links().len() == 1 && ca.exists() && port_forward(port, &ca, Some(frontend)).0 > blob_mib << 20)
+            .then_some(())
+    });
+    let tunnel = Some(frontend);
+
+    let (mut through, mut direct) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        through.push(exec_set_up(port, &ca, tunnel));
+        direct.push(exec_set_up(port, &ca, None));
+    }
+    let (through, direct) = (median(through), median(direct));
+    let (mut pf_through, mut pf_direct) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.min(7) {
+        let (bytes, took) = port_forward(port, &ca, tunnel);
+        assert!(bytes > blob_mib << 20, "the whole blob through the tunnel: {bytes}");
+        pf_through.push(took);
+        let (bytes, took) = port_forward(port, &ca, None);
+        assert!(bytes > blob_mib << 20, "the whole blob dialled: {bytes}");
+        pf_direct.push(took);
+    }
+    let (pf_through, pf_direct) = (median(pf_through), median(pf_direct));
+
+    // Idle links: one, then 21 (the server says there are 21 instances).
+    let quiet = |links: usize| {
+        common::eventually(Duration::from_secs(60), "the links", || (konn.links().len() == links).then_some(()));
+        std::thread::sleep(Duration::from_secs(2));
+        let (rss, before) = rss_and_switches(pid);
+        std::thread::sleep(idle);
+        let (_, after) = rss_and_switches(pid);
+        (rss, (after - before) as f64 * 60.0 / idle.as_secs_f64())
+    };
+    let (rss_one, wakes_one) = quiet(1);
+    konn.set_instances(21);
+    konn.cut(false);
+    let (rss_many, wakes_many) = quiet(21);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mibs = |t: Duration| (blob_mib as f64) / t.as_secs_f64();
+    println!(
+        "the konnectivity tunnel against the same sessions dialled (containerd {})",
+        tb.var("ATOLL_TB_CONTAINERD_VERSION")
+    );
+    println!("| measurement | through the tunnel | dialled | ratio |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| exec set-up to the first output, median of {rounds} | {:.1} ms | {:.1} ms | {:.2}x |",
+        through.as_secs_f64() * 1e3,
+        direct.as_secs_f64() * 1e3,
+        through.as_secs_f64() / direct.as_secs_f64()
+    );
+    println!(
+        "| port-forward of a {blob_mib} MiB file, median of {} | {:.0} MiB/s | {:.0} MiB/s | {:.2}x the speed |",
+        rounds.min(7),
+        mibs(pf_through),
+        mibs(pf_direct),
+        pf_direct.as_secs_f64() / pf_through.as_secs_f64()
+    );
+    println!(
+        "| agent RSS per idle link (1 link: {rss_one} KiB, 21 links: {rss_many} KiB) | {} KiB | | |",
+        rss_many.saturating_sub(rss_one) / 20
+    );
+    println!(
+        "| agent wake-ups per minute, idle ({:.0}s): 1 link / 21 links | {wakes_one:.0} / {wakes_many:.0} | | {:.2} per extra link |",
+        idle.as_secs_f64(),
+        (wakes_many - wakes_one) / 20.0
+    );
+    println!();
+}
