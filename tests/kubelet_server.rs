@@ -9,10 +9,10 @@ mod apiserver;
 mod common;
 
 use apiserver::{ApiServer, Pki};
+use common::kubectl::run as kubectl;
 use common::kubelet_client::{request, ws_session, As};
 use common::pods::{FILES, READER};
 use common::{eventually, testbed, unique};
-use std::path::Path;
 use std::time::Duration;
 
 /// A node for one test: atoll (kubelet server on a free 127.0.0.1 port, the Pki's CA for client
@@ -334,24 +334,7 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
 /// A kubeconfig for kubectl: the test API server, its CA, and a token it knows as `admin`.
 fn kubectl_config(n: &Node) -> std::path::PathBuf {
     n.server.add_token("tok-kubectl", "admin");
-    let path = n.dir.join("kubectl.conf");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: https://{}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: tok-kubectl\ncontexts:\n- name: t\n  context: {{cluster: t, user: admin, namespace: default}}\n",
-            n.server.addr,
-            n.pki.ca.display()
-        ),
-    )
-    .unwrap();
-    path
-}
-
-/// kubectl's exit status, stdout and stderr (given `stdin`); killed after two minutes.
-fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut all = vec![format!("--kubeconfig={}", config.display()).into(), "--request-timeout=60s".into()];
-    all.extend(args.iter().map(|a| a.into()));
-    common::run_fed(testbed().var("ATOLL_TB_KUBECTL").as_ref(), &all, stdin)
+    common::kubectl::config(&n.dir, n.server.addr, &n.pki.ca)
 }
 
 /// Its first instance exits 1; the second (counted in an emptyDir, which outlives restarts)
@@ -460,29 +443,7 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     }
 
     // port-forward: 100 MiB from the pod's own network namespace, every byte.
-    let (_, sum, _) = eventually(Duration::from_secs(90), "the 100 MiB file in the pod", || {
-        let r = kubectl(&config, &["exec", "files-tb", "--", "sha256sum", "/www/blob"], b"");
-        (r.0 == 0).then_some(r)
-    });
-    let expected = String::from_utf8_lossy(&sum).split(' ').next().unwrap().to_string();
-    let mut forward = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
-        .arg(format!("--kubeconfig={}", config.display()))
-        .args(["port-forward", "pod/files-tb", ":8080"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    // Kept open: kubectl writes a line per connection there, and a closed pipe would end it.
-    let mut said = std::io::BufReader::new(forward.stdout.take().unwrap());
-    std::io::BufRead::read_line(&mut said, &mut first).unwrap();
-    let local = common::pods::forwarded_port(&first);
-    let body = common::pods::http_get(local, "/blob");
-    let _ = forward.kill();
-    let _ = forward.wait();
-    drop(said);
-    assert_eq!(body.len(), 100 << 20);
-    assert_eq!(common::pods::sha256_hex(&body), expected, "the same bytes");
+    common::kubectl::port_forward_blob(&config);
 
     // The API server reached the node as its kubelet client, and kubectl fell back to SPDY.
     let log = n.server.log();

@@ -12,11 +12,11 @@ mod common;
 mod konnectivity;
 
 use apiserver::{ApiServer, Pki};
+use common::kubectl::run as kubectl;
 use common::pods::FILES;
 use common::{eventually, testbed, unique};
 use konnectivity::Konnectivity;
 use std::io::{Read, Write};
-use std::path::Path;
 use std::time::Duration;
 
 const TICKER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: ticker}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n";
@@ -33,23 +33,6 @@ fn own_network_namespace() {
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }.expect("unshare(CLONE_NEWNET)");
     let up = std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().expect("ip runs");
     assert!(up.success());
-}
-
-fn kubectl(config: &Path, args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut all = vec![format!("--kubeconfig={}", config.display()).into(), "--request-timeout=60s".into()];
-    all.extend(args.iter().map(|a| a.into()));
-    common::run_fed(testbed().var("ATOLL_TB_KUBECTL").as_ref(), &all, stdin)
-}
-
-fn kubectl_config(dir: &Path, server: &ApiServer, api: std::net::SocketAddr, ca: &Path) -> std::path::PathBuf {
-    server.add_token("tok-kubectl", "admin");
-    let path = dir.join("kubectl.conf");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: https://{api}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: tok-kubectl\ncontexts:\n- name: t\n  context: {{cluster: t, user: admin, namespace: default}}\n",
-        ca.display()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// An HTTP CONNECT to `address` through the konnectivity server: its status line.
@@ -151,7 +134,8 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
             .spawn(|| {
                 own_network_namespace();
                 let api = server.listen_here();
-                let config = kubectl_config(&dir, &server, api, &pki.ca);
+                server.add_token("tok-kubectl", "admin");
+                let config = common::kubectl::config(&dir, api, &pki.ca);
                 let frontend = konn.frontend_here();
 
                 // Dialled, the node is out of reach from here.
@@ -177,26 +161,7 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
                 assert_eq!((code, out.as_slice()), (0, &b"round trip\n"[..]), "{err}");
 
                 // port-forward: 100 MiB from the pod's own network, every byte.
-                let (_, sum, _) = eventually(Duration::from_secs(90), "the 100 MiB file in the pod", || {
-                    let r = kubectl(&config, &["exec", "files-tb", "--", "sha256sum", "/www/blob"], b"");
-                    (r.0 == 0).then_some(r)
-                });
-                let expected = String::from_utf8_lossy(&sum).split(' ').next().unwrap().to_string();
-                let mut forward = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
-                    .arg(format!("--kubeconfig={}", config.display()))
-                    .args(["port-forward", "pod/files-tb", ":8080"])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap();
-                let mut said = std::io::BufReader::new(forward.stdout.take().unwrap());
-                let mut first = String::new();
-                std::io::BufRead::read_line(&mut said, &mut first).unwrap();
-                let body = common::pods::http_get(common::pods::forwarded_port(&first), "/blob");
-                let _ = forward.kill();
-                let _ = forward.wait();
-                assert_eq!(body.len(), 100 << 20);
-                assert_eq!(common::pods::sha256_hex(&body), expected, "the same bytes");
+                common::kubectl::port_forward_blob(&config);
 
                 // The links drop in the middle of a `logs -f` (the server goes down for 2 s):
                 // the follow ends with them, the node links again within its back-off (1 s at

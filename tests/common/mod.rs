@@ -9,6 +9,7 @@
 
 pub mod archives;
 pub mod forward;
+pub mod kubectl;
 pub mod kubelet_client;
 pub mod pods;
 
