@@ -2,7 +2,9 @@
 //! one run. The client is the API server's side: TLS to the node's kubelet server, dialled
 //! straight, or through the test konnectivity server's HTTP CONNECT port (the way a real API
 //! server's egress selector goes), over the link atoll holds:
-//! - **exec set-up**: a WebSocket exec of `echo` until its output arrives, alternately;
+//! - **exec set-up**: a WebSocket exec of `echo` until its output arrives, alternately, each
+//!   on a quiet runtime (300 ms after the last: an exec started while the runtime tears the
+//!   previous one down is slower, whichever way it came);
 //! - **port-forward**: a pod's 64 MiB file over a forwarded port (SPDY, atoll's own client),
 //!   alternately;
 //! - **idle links**: the agent's RSS and wake-ups (context switches of all its threads) with
@@ -149,8 +151,11 @@ fn main() {
     let tunnel = Some(frontend);
 
     let (mut through, mut direct) = (Vec::new(), Vec::new());
+    // Each exec starts on a quiet runtime: the one before has finished its teardown.
     for _ in 0..rounds {
+        std::thread::sleep(Duration::from_millis(300));
         through.push(exec_set_up(port, &ca, tunnel));
+        std::thread::sleep(Duration::from_millis(300));
         direct.push(exec_set_up(port, &ca, None));
     }
     let (through, direct) = (median(through), median(direct));
