@@ -1,6 +1,7 @@
 //! TLS material shared by atoll's clients: the system's CA bundle and PEM certificates (the
-//! manifest URL and the mirror, through ureq), and the certificate-ignoring client kubelet's
-//! probes and hooks use (through futures-rustls). One rustls with the ring provider serves all.
+//! manifest URL and the mirror, through ureq; chains and CA files for rustls: the kubelet
+//! server, the tunnel), and the certificate-ignoring client kubelet's probes and hooks use
+//! (through futures-rustls). One rustls with the ring provider serves all.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +13,23 @@ pub fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
             _ => None,
         })
         .collect()
+}
+
+/// The certificates of a PEM bundle, for rustls (a chain to present); unreadable blocks are
+/// skipped.
+pub fn pem_chain(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect()
+}
+
+/// The certificates of a PEM bundle as trust roots (a CA file); none when it holds no usable
+/// certificate.
+pub fn pem_roots(pem: &[u8]) -> Option<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in pem_chain(pem) {
+        let _ = roots.add(c);
+    }
+    (!roots.is_empty()).then_some(roots)
 }
 
 /// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations).

@@ -32,8 +32,7 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
                     .map_err(|e| format!("config field tls: {}: {e}", p.display()))
             };
             let pem = read(cert)?;
-            let chain: Vec<CertificateDer<'static>> =
-                CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok).collect();
+            let chain = crate::tls::pem_chain(&pem);
             if chain.is_empty() {
                 return Err(format!("config field tlsCertFile: {}: no PEM certificate", cert.display()));
             }
@@ -53,16 +52,9 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
         Some(path) => {
             let pem = crate::bounded::read_following(path, 4 << 20)
                 .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok) {
-                let _ = roots.add(c);
-            }
-            if roots.is_empty() {
-                return Err(format!(
-                    "config field authentication.x509.clientCAFile: {}: no usable PEM certificate",
-                    path.display()
-                ));
-            }
+            let roots = crate::tls::pem_roots(&pem).ok_or_else(|| {
+                format!("config field authentication.x509.clientCAFile: {}: no usable PEM certificate", path.display())
+            })?;
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()

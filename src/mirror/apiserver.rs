@@ -105,8 +105,8 @@ impl Token {
 /// the TLS library does not sign with, is refused here, naming the fields (ureq would panic).
 fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem).filter_map(Result::ok).collect();
+    use rustls::pki_types::PrivateKeyDer;
+    let certs = crate::tls::pem_chain(cert_pem);
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("client-key: {e}"))?;
     rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()

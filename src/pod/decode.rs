@@ -159,7 +159,8 @@ fn kind_of(v: &Value) -> &'static str {
 /// when a container would run differently without them, else warnings, under `prefix`.
 fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<Pod, Vec<Finding>> {
     let mut ignored = Vec::new();
-    schema::unknown(&schema::POD, &value, prefix, &mut ignored);
+    schema::unknown(&schema::POD, &value, "", &mut ignored);
+    // Cloned so that a failed decode can still be searched for the field it choked on.
     let pod = match serde_json::from_value(value.clone()) {
         Ok(pod) => pod,
         Err(e) => {
@@ -169,9 +170,9 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
         }
     };
     let mut errors = Vec::new();
-    for path in ignored {
-        let field = path.strip_prefix(prefix).unwrap_or(&path).trim_start_matches('.');
-        match super::fields::runtime_visible(field) {
+    for field in ignored {
+        let path = schema::join(prefix, &field);
+        match super::fields::runtime_visible(&field) {
             Some(why) => errors.push(Finding::new(&path, why)),
             None => warnings.push(Finding::new(&path, "not implemented by atoll; ignored")),
         }

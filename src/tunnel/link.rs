@@ -53,18 +53,13 @@ pub struct Link {
 /// ALPN h2 (gRPC servers require it). Reads files: call it off the executor.
 pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, String> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use rustls::pki_types::PrivateKeyDer;
     let read = |field: &str, path: &std::path::Path| {
         crate::bounded::read_following(path, 4 << 20)
             .map_err(|e| format!("konnectivity.{field}: {}: {e}", path.display()))
     };
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&read("caCert", &s.ca_cert)?).filter_map(Result::ok) {
-        let _ = roots.add(c);
-    }
-    if roots.is_empty() {
-        return Err(format!("konnectivity.caCert: {}: no usable PEM certificate", s.ca_cert.display()));
-    }
+    let roots = crate::tls::pem_roots(&read("caCert", &s.ca_cert)?)
+        .ok_or_else(|| format!("konnectivity.caCert: {}: no usable PEM certificate", s.ca_cert.display()))?;
     let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
@@ -72,8 +67,7 @@ pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut config = match &s.agent_cert {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => {
-            let certs: Vec<CertificateDer<'static>> =
-                CertificateDer::pem_slice_iter(&read("agentCert", cert)?).filter_map(Result::ok).collect();
+            let certs = crate::tls::pem_chain(&read("agentCert", cert)?);
             let key = PrivateKeyDer::from_pem_slice(&read("agentKey", key)?)
                 .map_err(|e| format!("konnectivity.agentKey: {}: {e}", key.display()))?;
             builder
