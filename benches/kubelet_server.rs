@@ -20,6 +20,8 @@ mod apiserver;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use common::median;
+
 use common::forward::{forwarded_get, switched};
 use common::kubelet_client::{connect, first_output, ws_open, As, Tls};
 use rustls::pki_types::pem::PemObject;
@@ -29,19 +31,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:")?.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 /// Sends `file` raw over TLS to whoever connects first, with the node's certificate.
 fn raw_tls_server(cert: &Path, key: &Path, file: std::path::PathBuf) -> u16 {
@@ -311,4 +300,8 @@ fn main() {
         pf_direct.as_secs_f64() / pf_through.as_secs_f64()
     );
     println!();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    common::status_field(&format!("/proc/{pid}/status"), "VmRSS")
 }

@@ -21,51 +21,30 @@ mod common;
 #[path = "../tests/konnectivity/mod.rs"]
 mod konnectivity;
 
+use common::median;
+
 use common::forward::forwarded_get;
 use common::kubelet_client::{first_output, over, ws_open, As, Tls};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 /// RSS (KiB) and context switches (all threads) of `pid`.
 fn rss_and_switches(pid: u32) -> (u64, u64) {
-    let status = |path: String| std::fs::read_to_string(path).unwrap_or_default();
-    let field = |text: &str, name: &str| -> u64 {
-        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
-    };
-    let rss = field(&status(format!("/proc/{pid}/status")), "VmRSS:");
+    let rss = common::status_field(&format!("/proc/{pid}/status"), "VmRSS");
     let mut switches = 0;
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        let text = status(format!("{}/status", task.path().display()));
-        switches += field(&text, "voluntary_ctxt_switches:") + field(&text, "nonvoluntary_ctxt_switches:");
+        let status = format!("{}/status", task.path().display());
+        switches += common::status_field(&status, "voluntary_ctxt_switches")
+            + common::status_field(&status, "nonvoluntary_ctxt_switches");
     }
     (rss, switches)
 }
 
-/// A TCP connection to the node's kubelet port: dialled, or through the konnectivity server;
-/// without Nagle's wait, as Go (the API server) dials.
+/// A TCP connection to the node's kubelet port: dialled, or through the konnectivity server,
+/// as the test API server reaches nodes.
 fn reach(port: u16, tunnel: Option<SocketAddr>) -> TcpStream {
-    let target = tunnel.unwrap_or(SocketAddr::from(([127, 0, 0, 1], port)));
-    let mut s = TcpStream::connect(target).unwrap();
-    s.set_nodelay(true).unwrap();
-    if tunnel.is_none() {
-        return s;
-    }
-    write!(s, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
-    s
+    apiserver::node_proxy::dial_node(&format!("127.0.0.1:{port}"), tunnel).unwrap()
 }
 
 fn exec_set_up(port: u16, ca: &Path, tunnel: Option<SocketAddr>) -> Duration {
@@ -130,7 +109,7 @@ fn main() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let kubelet = common::kubelet_config(
         tb,
         &dir,

@@ -9,6 +9,8 @@
 //! readable by uid 65534.
 
 mod common;
+
+use common::free_port;
 #[path = "common/signing.rs"]
 mod signing;
 
@@ -240,10 +242,6 @@ fn get(port: u16, path: &str) -> (u16, String) {
     s.read_to_string(&mut text).unwrap();
     let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (code, text)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[test]

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::free_port;
+
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState};
 use common::{eventually, testbed, unique, Testbed};
 use std::collections::HashMap;
@@ -68,10 +70,6 @@ fn sandboxes(tb: &Testbed, pod: &str) -> usize {
     .iter()
     .filter(|s| s.state == PodSandboxState::SandboxReady as i32)
     .count()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn http_get(port: u16) -> Option<String> {

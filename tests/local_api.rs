@@ -6,16 +6,14 @@
 
 mod common;
 
+use common::free_port;
+
 use common::{eventually, testbed, unique, Testbed};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// atoll with systemd's notify socket (read by a thread, as systemd would), healthz and the
 /// read-only API on free ports.

@@ -9,6 +9,8 @@
 
 mod apiserver;
 mod common;
+
+use common::free_port;
 mod konnectivity;
 
 use apiserver::{ApiServer, Pki};
@@ -21,10 +23,6 @@ use std::time::Duration;
 
 const TICKER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: ticker}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']\n";
 const TOKEN: &str = "konnectivity-agent-token";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// Moves the calling thread into a new network namespace with its loopback up.
 fn own_network_namespace() {

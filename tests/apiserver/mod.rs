@@ -34,7 +34,7 @@
 #![allow(dead_code)]
 
 mod discovery;
-mod node_proxy;
+pub mod node_proxy;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -177,11 +177,16 @@ pub(super) fn serve(
     101
 }
 
-/// A connection to the node's `addr`: dialled, or through the egress proxy (HTTP CONNECT, the
-/// proxy's 200 read before TLS starts).
+/// A connection to the node's `addr`: dialled, or through the egress proxy.
 fn dial(state: &State, addr: &str) -> std::io::Result<std::net::TcpStream> {
-    // Without Nagle's wait, as Go dials.
     let proxy = *state.egress.lock().unwrap();
+    dial_node(addr, proxy)
+}
+
+/// A connection to `addr`, without Nagle's wait as Go dials: straight, or through `proxy`
+/// (HTTP CONNECT, its 200 read before anything else is sent, as kube-apiserver's egress
+/// selector in HTTPConnect mode).
+pub fn dial_node(addr: &str, proxy: Option<std::net::SocketAddr>) -> std::io::Result<std::net::TcpStream> {
     let mut s = match proxy {
         None => std::net::TcpStream::connect(addr)?,
         Some(proxy) => std::net::TcpStream::connect(proxy)?,

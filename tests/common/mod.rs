@@ -177,6 +177,28 @@ fn pod_named(name: &str) -> HashMap<String, String> {
     HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())])
 }
 
+/// A number from a `/proc` status file (`VmRSS` in KiB, `voluntary_ctxt_switches`); 0 if
+/// it is not there.
+pub fn status_field(path: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(path).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The median of some timings.
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
@@ -398,12 +420,7 @@ impl Agent {
 
     /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM` = the peak).
     pub fn memory_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        status
-            .lines()
-            .find(|l| l.starts_with(&format!("{field}:")))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0)
+        status_field(&format!("/proc/{}/status", self.child.id()), field)
     }
 }
 
