@@ -8,7 +8,9 @@
 //! - **port-forward**: a pod's 64 MiB file over a forwarded port (SPDY, atoll's own client),
 //!   alternately;
 //! - **idle links**: the agent's RSS and wake-ups (context switches of all its threads) with
-//!   one link and with 21 idle links, per extra link.
+//!   one link and with 21 idle links, per extra link: between keepalives (the links made
+//!   afresh, the window closing before their first PING is due), and what one keepalive
+//!   costs (a window holding each link's first PING, less the rate between them).
 //!
 //! Prints figures, asserts nothing about them. Under `cargo test` a smoke run.
 //!
@@ -78,8 +80,9 @@ fn port_forward(port: u16, ca: &Path, tunnel: Option<SocketAddr>) -> (u64, Durat
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let (rounds, blob_mib, idle) =
-        if bench { (20, 64u64, Duration::from_secs(60)) } else { (3, 8, Duration::from_secs(3)) };
+    let (rounds, blob_mib) = if bench { (20, 64u64) } else { (3, 8) };
+    // Each link PINGs this long after it is made, and as often after.
+    let keepalive = Duration::from_secs(30);
     let tb = common::testbed();
     let dir = std::env::temp_dir().join(common::unique("atoll-bench-tunnel"));
     let manifests = dir.join("manifests");
@@ -103,9 +106,10 @@ fn main() {
     std::fs::write(
         &atoll_config,
         format!(
-            "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nkonnectivity:\n  proxyServerHost: 127.0.0.1\n  proxyServerPort: {}\n  caCert: {}\n  syncInterval: 100ms\n  syncIntervalCap: 500ms\n  keepaliveTime: 30s\n",
+            "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nkonnectivity:\n  proxyServerHost: 127.0.0.1\n  proxyServerPort: {}\n  caCert: {}\n  syncInterval: 100ms\n  syncIntervalCap: 500ms\n  keepaliveTime: {}s\n",
             konn.agent_addr.port(),
-            pki.ca.display()
+            pki.ca.display(),
+            keepalive.as_secs()
         ),
     )
     .unwrap();
@@ -149,19 +153,33 @@ fn main() {
     }
     let (pf_through, pf_direct) = (median(pf_through), median(pf_direct));
 
-    // Idle links: one, then 21 (the server says there are 21 instances).
-    let quiet = |links: usize| {
-        common::eventually(Duration::from_secs(60), "the links", || (konn.links().len() == links).then_some(()));
-        std::thread::sleep(Duration::from_secs(2));
-        let (rss, before) = rss_and_switches(pid);
-        std::thread::sleep(idle);
-        let (_, after) = rss_and_switches(pid);
-        (rss, (after - before) as f64 * 60.0 / idle.as_secs_f64())
+    // Idle links: one, then 21 (the server says there are 21 instances), each set made afresh
+    // so that every link's first keepalive PING is due `keepalive` after the cut.
+    let switches = || rss_and_switches(pid).1 as f64;
+    let idle_links = |links: usize| {
+        konn.set_instances(links);
+        konn.cut(false);
+        let cut = Instant::now();
+        common::eventually(Duration::from_secs(20), "the links", || (konn.links().len() == links).then_some(()));
+        let (first_ping, last_ping) = (cut + keepalive, Instant::now() + keepalive);
+        // Between keepalives: from a moment after the last link until before the first PING.
+        std::thread::sleep(Duration::from_millis(500));
+        let (from, before) = (Instant::now(), switches());
+        let until = if bench { first_ping - Duration::from_secs(1) } else { from + Duration::from_secs(3) };
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        let (rss, after) = rss_and_switches(pid);
+        let rate = (after as f64 - before) / from.elapsed().as_secs_f64();
+        if !bench {
+            return (rss, rate, None);
+        }
+        // Every link's first PING and its PONG, less what the same time costs without them.
+        let (from, before) = (Instant::now(), switches());
+        std::thread::sleep((last_ping + Duration::from_secs(2)).saturating_duration_since(from));
+        let pings = switches() - before - rate * from.elapsed().as_secs_f64();
+        (rss, rate, Some(pings / links as f64))
     };
-    let (rss_one, wakes_one) = quiet(1);
-    konn.set_instances(21);
-    konn.cut(false);
-    let (rss_many, wakes_many) = quiet(21);
+    let (rss_one, rate_one, _) = idle_links(1);
+    let (rss_many, rate_many, per_ping) = idle_links(21);
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -191,9 +209,16 @@ fn main() {
         rss_many.saturating_sub(rss_one) / 20
     );
     println!(
-        "| agent wake-ups per minute, idle ({:.0}s): 1 link / 21 links | {wakes_one:.0} / {wakes_many:.0} | | {:.2} per extra link |",
-        idle.as_secs_f64(),
-        (wakes_many - wakes_one) / 20.0
+        "| agent wake-ups per minute between keepalives: 1 link / 21 links | {:.0} / {:.0} | | {:.2} per extra link |",
+        rate_one * 60.0,
+        rate_many * 60.0,
+        (rate_many - rate_one) * 60.0 / 20.0
     );
+    if let Some(per_ping) = per_ping {
+        println!(
+            "| agent wake-ups per keepalive PING and its PONG (one per link every keepaliveTime: 60 s by default, {}s here) | {per_ping:.1} | | |",
+            keepalive.as_secs()
+        );
+    }
     println!();
 }
