@@ -24,7 +24,7 @@
 //! 11. `records` `metrics`: small JSON records on disk; counters and histograms.
 //! 12. `pod`: the Pod model, its validation and safe paths.
 //! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
-//!     `rfc3339` `notify` `root_dir` `short_id`: leaves, which import nothing of atoll.
+//!     `rfc3339` `notify` `root_dir` `short_id` `task`: leaves, which import nothing of atoll.
 
 pub mod age;
 pub mod agent;
@@ -59,6 +59,7 @@ pub mod runtime;
 pub mod short_id;
 pub mod source;
 pub mod status;
+pub mod task;
 pub mod tls;
 pub mod trust;
 pub mod tunnel;

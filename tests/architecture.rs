@@ -361,3 +361,17 @@ fn files_fit_in_a_head() {
     }
     assert!(long.is_empty(), "{}", long.join("\n"));
 }
+
+#[test]
+fn tasks_are_spawned_through_one_task_type() {
+    // `task::spawn` boxes every future so the executor's task code is compiled once; a
+    // `smol::spawn` elsewhere brings back a copy of it for its future alone.
+    let mut direct = Vec::new();
+    for file in modules(&src()).values() {
+        let text = code_only(&std::fs::read_to_string(file).unwrap());
+        if !file.ends_with("task.rs") && text.contains("smol::spawn(") {
+            direct.push(file.display().to_string());
+        }
+    }
+    assert!(direct.is_empty(), "smol::spawn outside src/task.rs (use crate::task::spawn): {direct:?}");
+}

@@ -54,7 +54,7 @@ pub fn sources(s: &Settings, tx: &smol::channel::Sender<source::Update>) -> (Vec
             secrets,
         };
         ids.push(if secrets { SourceId::Secrets } else { SourceId::File });
-        tasks.push(smol::spawn(file::run(cfg, tx.clone())));
+        tasks.push(crate::task::spawn(file::run(cfg, tx.clone())));
     }
     if let Some(address) = &src.url.url {
         ids.push(SourceId::Http);
@@ -68,7 +68,7 @@ pub fn sources(s: &Settings, tx: &smol::channel::Sender<source::Update>) -> (Vec
             intake: intake(s),
             versions: Some(root.join("trust").join("url-versions.json")),
         };
-        tasks.push(smol::spawn(http::run(cfg, tx.clone())));
+        tasks.push(crate::task::spawn(http::run(cfg, tx.clone())));
     }
     (ids, tasks)
 }
@@ -102,7 +102,7 @@ pub async fn images(
     };
     let mut tasks = vec![crate::images::dir::start(dir, node.clone(), cri.clone(), wake).await];
     // The runtime's pin on the images the pods need, for the box's other collectors.
-    tasks.push(smol::spawn(crate::images::pins::run(
+    tasks.push(crate::task::spawn(crate::images::pins::run(
         node.clone(),
         cri.clone(),
         s.images.ctr_path.clone(),
@@ -112,7 +112,7 @@ pub async fn images(
     // kubelet's image garbage collection, which never takes a pinned image.
     let collector = Arc::new(crate::images::gc::Collector::new(s.images.gc, s.images.gc_period));
     let (c, node, cri) = (collector.clone(), node.clone(), cri.clone());
-    tasks.push(smol::spawn(async move { c.run(&node, &cri).await }));
+    tasks.push(crate::task::spawn(async move { c.run(&node, &cri).await }));
     (collector, tasks)
 }
 
@@ -148,7 +148,7 @@ pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<s
     if let Some(path) = &l.api_socket {
         let listener = crate::api::bind_socket(path)?;
         log::info!("local API on {}", path.display());
-        servers.push(smol::spawn(crate::api::serve_unix(api.clone(), listener)));
+        servers.push(crate::task::spawn(crate::api::serve_unix(api.clone(), listener)));
     }
     for (addr, scope) in [(&l.healthz, Scope::Healthz), (&l.read_only, Scope::ReadOnly)] {
         let Some(addr) = addr else { continue };
@@ -156,7 +156,7 @@ pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<s
             Ok(listener) => {
                 let what = if scope == Scope::Healthz { "healthz" } else { "read-only API" };
                 log::info!("{what} on http://{addr}");
-                servers.push(smol::spawn(crate::api::serve_tcp(api.clone(), listener, scope)));
+                servers.push(crate::task::spawn(crate::api::serve_tcp(api.clone(), listener, scope)));
             }
             Err(e) => log::warn!("cannot listen on {addr} ({scope:?}): {e}"),
         }
@@ -211,7 +211,7 @@ pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api
     }
     let auth = Auth::new(ks.auth.clone(), ApiServer::new(kubeconfig));
     let server = serve::Server::new(tls, auth, api.clone(), ks);
-    Some(smol::spawn(server.serve(listener)))
+    Some(crate::task::spawn(server.serve(listener)))
 }
 
 /// The konnectivity tunnel, when one is configured and the kubelet server it leads to runs.
@@ -228,7 +228,7 @@ pub fn tunnel(s: &Settings, node: &Node, serving: bool) -> Option<smol::Task<()>
         ips: vec![ip].into_iter().filter(|i| !i.is_empty()).collect(),
         kubelet: ks.address,
     };
-    Some(smol::spawn(crate::tunnel::run(settings, who)))
+    Some(crate::task::spawn(crate::tunnel::run(settings, who)))
 }
 
 /// The node's primary IPv4 address when --node-ip is not given (kubelet uses the address of

@@ -92,7 +92,7 @@ pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::n
         match listener.accept().await {
             Ok((stream, _)) => {
                 let (api, count) = (api.clone(), count.clone());
-                smol::spawn(async move { handle(&api, &count, stream, Scope::Full).await }).detach();
+                crate::task::spawn(async move { handle(&api, &count, stream, Scope::Full).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -109,7 +109,7 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
         match listener.accept().await {
             Ok((stream, _)) => {
                 let (api, count) = (api.clone(), count.clone());
-                smol::spawn(async move { handle(&api, &count, stream, scope).await }).detach();
+                crate::task::spawn(async move { handle(&api, &count, stream, scope).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");

@@ -21,7 +21,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     let flags = flags.clone();
     smol::block_on(async {
         let (tx, rx) = smol::channel::bounded(4);
-        let _signals = smol::spawn(async move {
+        let _signals = crate::task::spawn(async move {
             use smol::stream::StreamExt;
             while let Some(Ok(sig)) = signals.next().await {
                 let command = match sig {

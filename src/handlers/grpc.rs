@@ -65,10 +65,10 @@ mod tests {
                 let listener = smol::net::TcpListener::try_from(listener).unwrap();
                 loop {
                     let (stream, _) = listener.accept().await.unwrap();
-                    smol::spawn(async move {
+                    crate::task::spawn(async move {
                         let Ok(mut conn) = h2::server::handshake(stream.compat()).await else { return };
                         while let Some(Ok((req, mut respond))) = conn.accept().await {
-                            smol::spawn(async move {
+                            crate::task::spawn(async move {
                                 assert_eq!(req.uri().path(), "/grpc.health.v1.Health/Check");
                                 let ua = req.headers().get("user-agent").cloned();
                                 let mut body = req.into_body();

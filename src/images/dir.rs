@@ -116,7 +116,7 @@ pub async fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn 
             node.imports().set(&name, FileState::Pending);
         }
     }
-    smol::spawn(run(cfg, node, runtime, wake, record))
+    crate::task::spawn(run(cfg, node, runtime, wake, record))
 }
 
 async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>, mut record: Record) {

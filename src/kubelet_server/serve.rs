@@ -96,7 +96,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                         continue; // dropped: closed at once
                     }
                     let server = self.clone();
-                    smol::spawn(async move {
+                    crate::task::spawn(async move {
                         server.connection(stream).await;
                         server.open.fetch_sub(1, Ordering::AcqRel);
                     })

@@ -135,7 +135,7 @@ impl PodProbes {
                     state: state.clone(),
                     wake: tx.clone(),
                 };
-                tasks.push(smol::spawn(task.run()));
+                tasks.push(crate::task::spawn(task.run()));
             }
         }
         PodProbes { state, wake: rx, kinds, _tasks: tasks }

@@ -172,7 +172,7 @@ impl<R: RuntimeService> Engine<R> {
         let uid = sp.uid.clone();
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
         log::info!("pod {} ({uid}): starting a worker", sp.pod.key());
-        let task = smol::spawn(async move {
+        let task = crate::task::spawn(async move {
             worker::run(cx, sp, rx, woken).await;
             let _ = done.send(finished).await;
         });
@@ -189,7 +189,7 @@ impl<R: RuntimeService> Engine<R> {
         let key = new.pod.key();
         let woken = self.cx.workers.watch(&key);
         let cx = self.cx.clone();
-        let task = smol::spawn(async move {
+        let task = crate::task::spawn(async move {
             super::prepull::run(&cx, &old.pod, &new.pod, woken).await;
             log::info!("pod {} ({}): the new version's images are on the node; terminating", old.pod.key(), old.uid);
             let _ = tx.send(Msg::Terminate(super::stop::grace_of(&old.pod))).await;
@@ -200,7 +200,7 @@ impl<R: RuntimeService> Engine<R> {
     /// Stops and removes a pod found in the runtime, as a task that holds its name meanwhile.
     fn remove_found(&mut self, uid: PodUid) {
         let (cx, done, finished) = (self.cx.clone(), self.done_tx.clone(), uid.clone());
-        let task = smol::spawn(async move {
+        let task = crate::task::spawn(async move {
             if let Err(e) = super::orphan::remove(&cx, &finished).await {
                 log::warn!("pod {finished}: removing it: {e}");
             }

@@ -184,7 +184,7 @@ impl Link {
                         }
                         next_id += 1;
                         let (out, table) = (out.clone(), table.clone());
-                        smol::spawn(dial(next_id, d.random, local, out, table)).detach();
+                        crate::task::spawn(dial(next_id, d.random, local, out, table)).detach();
                     }
                     Some(Payload::Data(d)) => {
                         if let Some(reply) = deliver(&table, d.connect_id, d.data) {

@@ -91,7 +91,7 @@ pub async fn run(s: Settings, node: Node) {
                 log::info!("tunnel: linked to konnectivity server {id} ({} of {count})", linked.len());
                 let (to, done) = (to.clone(), ended_tx.clone());
                 let keepalive = s.keepalive;
-                smol::spawn(async move {
+                crate::task::spawn(async move {
                     let why = l.serve(to, local, keepalive).await;
                     log::warn!("tunnel: the link to konnectivity server {id} ended: {why}");
                     let _ = done.send(id).await;

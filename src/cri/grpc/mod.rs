@@ -298,7 +298,7 @@ async fn handshake(stream: Io, peer: String, max_message: usize) -> Result<(Conn
     let ping = connection.ping_pong();
     let alive = Arc::new(AtomicBool::new(true));
     let flag = alive.clone();
-    smol::spawn(async move {
+    crate::task::spawn(async move {
         if let Err(e) = connection.await {
             log::debug!("gRPC connection to {peer} ended: {e}");
         }

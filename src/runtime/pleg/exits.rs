@@ -71,7 +71,7 @@ pub fn watch<R: RuntimeService>(exits: &Arc<Exits>, rt: &R, uid: &str, obs: &Obs
         }
         watched.insert(id.clone(), Entry { uid: uid.to_string(), watching: true });
         let task = one(rt.clone(), Arc::downgrade(exits), exits.closing.1.clone(), uid.to_string(), id, sandbox);
-        smol::spawn(task).detach();
+        crate::task::spawn(task).detach();
     }
 }
 

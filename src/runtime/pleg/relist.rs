@@ -17,7 +17,7 @@ const RECONNECT: (Duration, Duration) = (Duration::from_millis(100), Duration::f
 
 /// Starts the PLEG's tasks: the relist and the event stream.
 pub fn spawn<R: RuntimeService>(cx: &Arc<Context<R>>) -> Vec<smol::Task<()>> {
-    vec![smol::spawn(relist(cx.clone())), smol::spawn(events(cx.clone()))]
+    vec![crate::task::spawn(relist(cx.clone())), crate::task::spawn(events(cx.clone()))]
 }
 
 /// The relist: every period, two list calls for the whole node (sandboxes and containers with
