@@ -203,10 +203,10 @@ impl Link {
             }
         };
         let why = smol::future::or(packets, keep).await;
-        // Every connection's writer ends when its queue's sender goes.
-        for (_, entry) in crate::locks::lock(&table).drain() {
-            entry.shared.abort.store(true, Ordering::Release);
-        }
+        // Every connection ends with its link: its writer when its queue's sender goes (what
+        // was queued handed to the kubelet server first). Not an abort: that is for falling
+        // behind, and counted as such.
+        crate::locks::lock(&table).clear();
         why
     }
 }
