@@ -129,7 +129,7 @@ fn main() {
         format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: blob}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'mkdir -p /www && head -c {} /dev/zero > /www/part && mv /www/part /www/blob && exec httpd -f -p 8080 -h /www']\n", blob_mib << 20),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let kubelet = common::kubelet_config(
         tb,
         &dir,

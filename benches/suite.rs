@@ -366,8 +366,7 @@ fn footprint(tb: &common::Testbed, base: &Path, pods: usize, probe_period: Optio
     let dir = base.join(format!("footprint-{pods}-{}", probe_period.unwrap_or(0)));
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
-    let ports: Vec<u16> =
-        (0..pods).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()).collect();
+    let ports: Vec<u16> = (0..pods).map(|_| common::free_port()).collect();
     for (i, port) in ports.iter().enumerate() {
         let probes = match probe_period {
             Some(p) => format!(

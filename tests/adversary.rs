@@ -9,12 +9,10 @@
 //! readable by uid 65534.
 
 mod common;
-
-use common::free_port;
 #[path = "common/signing.rs"]
 mod signing;
 
-use common::{eventually, testbed, Agent, Testbed};
+use common::{eventually, free_port, testbed, Agent, Testbed};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

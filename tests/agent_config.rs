@@ -5,10 +5,8 @@
 
 mod common;
 
-use common::free_port;
-
 use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter, PodSandboxState};
-use common::{eventually, testbed, unique, Testbed};
+use common::{eventually, free_port, testbed, unique, Testbed};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@
 mod apiserver;
 mod common;
 
-use common::{eventually, testbed, unique, Agent, Testbed};
+use common::{eventually, free_port, testbed, unique, Agent, Testbed};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -368,7 +368,7 @@ fn huge_numbers_are_refused_by_field_or_saturate() {
         "{report}"
     );
     assert!(report.contains("timeout.yaml: error: spec.containers[0].livenessProbe.timeoutSeconds:"), "{report}");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = free_port();
     let forever = format!(
         "apiVersion: v1
 kind: Pod

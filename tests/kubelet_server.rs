@@ -39,7 +39,7 @@ fn node(tag: &str, pods: &[(&str, &str)]) -> Node {
     for (name, manifest) in pods {
         std::fs::write(manifests.join(name), manifest).unwrap();
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let agent = common::Agent::start(
         tb,
         &dir,

@@ -6,9 +6,7 @@
 
 mod common;
 
-use common::free_port;
-
-use common::{eventually, testbed, unique, Testbed};
+use common::{eventually, free_port, testbed, unique, Testbed};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
