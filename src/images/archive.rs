@@ -41,7 +41,7 @@ impl Compression {
     pub fn decoder<'a, R: Read + 'a>(self, r: R) -> Box<dyn Read + 'a> {
         match self {
             Compression::None => Box::new(r),
-            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(r)),
+            Compression::Gzip => Box::new(super::gzip::Members::new(std::io::BufReader::new(r))),
             Compression::Zstd => Box::new(ZstdFrames::Between(std::io::BufReader::new(r))),
         }
     }

@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod dir;
 pub mod gc;
+mod gzip;
 pub mod import;
 pub mod names;
 pub mod pins;
