@@ -32,21 +32,50 @@ pub fn pem_roots(pem: &[u8]) -> Option<rustls::RootCertStore> {
     (!roots.is_empty()).then_some(roots)
 }
 
-/// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations).
-pub fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
+/// The system's CA bundle (`SSL_CERT_FILE`, or the usual Linux locations), as PEM: the first
+/// of them that holds a certificate.
+pub fn system_bundle() -> Vec<u8> {
     let candidates = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from).into_iter().chain(
         ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"]
             .map(PathBuf::from),
     );
     for path in candidates {
         if let Ok(pem) = std::fs::read(&path) {
-            let certs = pem_certs(&pem);
-            if !certs.is_empty() {
-                return certs;
+            if !pem_chain(&pem).is_empty() {
+                return pem;
             }
         }
     }
     Vec::new()
+}
+
+/// The system's CA bundle, for ureq.
+pub fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
+    pem_certs(&system_bundle())
+}
+
+/// A rustls client: the server verified against `roots` (None: not verified, a kubeconfig's
+/// `insecure-skip-tls-verify`), presenting `identity` (a chain and its key) if given, offering
+/// `alpn`. The error is the TLS library's word on an identity it cannot use.
+pub fn client_config(
+    roots: Option<rustls::RootCertStore>,
+    identity: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
+    alpn: &[&[u8]],
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match roots {
+        Some(roots) => builder.with_root_certificates(roots),
+        None => builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerification(provider))),
+    };
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| e.to_string())?,
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
 }
 
 /// kubelet's probes skip certificate verification (InsecureSkipVerify); the handshake's
@@ -55,15 +84,7 @@ pub fn insecure_client() -> Arc<rustls::ClientConfig> {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let verifier = Arc::new(NoVerification(provider.clone()));
-            let config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default protocol versions")
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth();
-            Arc::new(config)
+            client_config(None, None, &[]).expect("ring supports the default protocol versions with no identity")
         })
         .clone()
 }

@@ -131,6 +131,33 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
             && l["metadata"]["ownerReferences"][0]["uid"] == node_uid.as_str())
         .then_some(())
     });
+    // As kubelet's client: protobuf over HTTP/2. A label someone else puts on the lease stays
+    // through later renewals (atoll edits the server's bytes, never drops what it does not know).
+    let renewals: Vec<_> =
+        server.log().into_iter().filter(|l| l.method == "PUT" && l.path.contains("/leases/")).collect();
+    assert!(
+        renewals.iter().all(|l| l.proto == "HTTP/2" && l.content_type == "application/vnd.kubernetes.protobuf"),
+        "{:?}",
+        renewals.iter().map(|l| (l.proto, &l.content_type)).collect::<Vec<_>>()
+    );
+    let labelled_at = Instant::now();
+    let (code, labelled) = server.admin(
+        "PATCH",
+        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/tb",
+        "application/merge-patch+json",
+        Some(json!({"metadata": {"labels": {"team": "edge"}}})),
+    );
+    assert_eq!(code, 200, "{labelled}");
+    eventually(Duration::from_secs(20), "two renewals after the label", || {
+        let l = lease(&server)?;
+        let later = server
+            .log()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.path.contains("/leases/") && r.status == 200 && r.at > labelled_at)
+            .count();
+        (later >= 2 && l["spec"]["renewTime"] != labelled["spec"]["renewTime"]).then_some(())
+    });
+    assert_eq!(lease(&server).unwrap()["metadata"]["labels"]["team"], "edge", "the label kept");
 
     // The mirror: annotation = the static pod's hash, the node as controlling owner, status.
     let web = eventually(Duration::from_secs(30), "web's mirror Running", || {

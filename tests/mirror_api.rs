@@ -306,3 +306,58 @@ fn the_pod_watch_lists_resumes_and_does_not_spin_on_cut_streams() {
     let lists = server.log().iter().filter(|l| l.path.contains("fieldSelector") && !l.path.contains("watch")).count();
     assert_eq!(lists, 1, "resumed, not listed again");
 }
+
+/// As kubelet's client: HTTP/2 to the API server, every request and the watch on one TLS
+/// connection; through something that offers only HTTP/1.1 (a proxy), the same calls work
+/// over that; a connection cut is dialled again, over HTTP/2 once it is offered again.
+#[test]
+fn http2_on_one_connection_and_http1_where_that_is_all_there_is() {
+    let (_dir, pki, server) = setup("h2");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    let node_uid = register(&c);
+    let pods = "/api/v1/namespaces/default/pods";
+    let watch = "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&watch=true&timeoutSeconds=2";
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut added = 0;
+            let end = c.watch(watch, Duration::from_secs(2), |e| {
+                added += usize::from(e["type"] == "ADDED");
+                true
+            });
+            (end.map(|e| e.is_none()), added)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        for i in 0..5 {
+            let r = c.call("POST", pods, "application/json", Some(&mirror(&format!("p{i}"), &node_uid))).unwrap();
+            assert_eq!(r.status, 201, "{:?}", r.body);
+        }
+        let (ended, added) = watcher.join().unwrap();
+        assert_eq!((ended, added), (Ok(true), 5), "the watch saw the pods created beside it");
+    });
+    let log = server.log();
+    assert_eq!(log.len(), 7, "{:?}", log.iter().map(|l| (&l.method, &l.path)).collect::<Vec<_>>());
+    assert!(log.iter().all(|l| l.proto == "HTTP/2"), "{:?}", log.iter().map(|l| l.proto).collect::<Vec<_>>());
+    assert_eq!(server.connections(), 1, "one connection for every request and the watch");
+
+    // Cut: the next request dials again.
+    server.down();
+    assert!(c.call("GET", "/api/v1/nodes/edge-1", "", None).is_err());
+    server.up();
+    assert_eq!(c.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 200);
+    assert_eq!(server.log().last().unwrap().proto, "HTTP/2");
+
+    // Only HTTP/1.1 offered: a new client notices at its first request and goes on over it.
+    server.offer_http2(false);
+    let c1 = client(&pki.kubeconfig(server.addr, None));
+    let before = server.log().len();
+    assert_eq!(c1.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 200);
+    let mut added = 0;
+    c1.watch(&watch.replace("timeoutSeconds=2", "timeoutSeconds=1"), Duration::from_secs(1), |_| {
+        added += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(added, 5);
+    let after: Vec<&str> = server.log()[before..].iter().map(|l| l.proto).collect();
+    assert_eq!(after, ["HTTP/1.1", "HTTP/1.1"]);
+}

@@ -1,29 +1,19 @@
-//! The API server connection: HTTPS (rustls through ureq) with the kubeconfig's CA, client
-//! certificate or bearer token. Blocking calls with a deadline each, made from the mirror's
-//! own threads, so nothing here can hold up the pod engine.
+//! The API server client: the kubeconfig's server, CA, client certificate or bearer token,
+//! over HTTP/2 where the server offers it (`h2.rs`, as kubelet's client) and HTTP/1.1
+//! otherwise (`http1.rs`). Blocking calls with a deadline each, made from the mirror's own
+//! threads, so nothing here can hold up the pod engine.
 //!
 //! Answers are returned whatever their status; transport failures (refused, reset, timed
 //! out, TLS) are errors. A bearer token file is re-read when it changes on disk (rotated
 //! tokens apply without a restart).
 
+use super::h2::H2;
+use super::http1::{proxy_in_env, Http1};
 use super::kubeconfig::{Connection, Source};
-use std::io::{BufRead, Read as _};
+use super::wire::Ask;
+pub use super::wire::{Answer, Reply, REQUEST_TIMEOUT};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
-
-/// The deadline of one request (the whole exchange, body included).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest answer read (a pod list of a busy node stays far below).
-const MAX_BODY: u64 = 16 << 20;
-
-/// One answer from the API server.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub body: serde_json::Value,
-    /// `Retry-After` in seconds (429 and 503 answers).
-    pub retry_after: Option<Duration>,
-}
 
 /// Sets `value` at `path` in a JSON object from a server, creating objects where nothing is,
 /// and refusing (false) where something else is: `v["a"]["b"] = x` panics on a list or a
@@ -50,27 +40,10 @@ pub fn set_path(v: &mut serde_json::Value, path: &[&str], value: serde_json::Val
     }
 }
 
-impl Reply {
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The `reason` of a Status answer (`AlreadyExists`, `Conflict`, `NotFound`, ...).
-    pub fn reason(&self) -> &str {
-        self.body["reason"].as_str().unwrap_or("")
-    }
-
-    /// The status and message of a failed answer, for logs and local reports.
-    pub fn describe(&self) -> String {
-        match self.body["message"].as_str() {
-            Some(m) => format!("HTTP {}: {m}", self.status),
-            None => format!("HTTP {}", self.status),
-        }
-    }
-}
-
 pub struct Client {
-    agent: ureq::Agent,
+    /// None for an `http://` server, or when a proxy is set in the environment.
+    h2: Option<H2>,
+    http1: Http1,
     server: String,
     token: Option<Token>,
     /// Where the kubeconfig came from, for log lines.
@@ -101,22 +74,6 @@ impl Token {
     }
 }
 
-/// Whether TLS can use this certificate and key: a key of another certificate, or of a kind
-/// the TLS library does not sign with, is refused here, naming the fields (ureq would panic).
-fn check_client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::PrivateKeyDer;
-    let certs = crate::tls::pem_chain(cert_pem);
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("client-key: {e}"))?;
-    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_client_auth_cert(certs, key)
-        .map(|_| ())
-        .map_err(|e| format!("client-certificate and client-key cannot be used together: {e}"))
-}
-
 impl Client {
     /// The client for the current context of the kubeconfig at `path`; errors name the file.
     pub fn from_kubeconfig(path: &std::path::Path) -> Result<Client, String> {
@@ -125,53 +82,49 @@ impl Client {
     }
 
     pub fn new(conn: &Connection) -> Result<Client, String> {
+        use rustls::pki_types::pem::PemObject;
         let lower = conn.server.to_ascii_lowercase();
-        if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+        let https = lower.starts_with("https://");
+        if !(https || lower.starts_with("http://")) {
             return Err(format!("server {:?}: not an http(s) URL", conn.server));
         }
         let roots = match &conn.ca {
-            Some(ca) => {
-                let certs = crate::tls::pem_certs(&ca.read()?);
-                if certs.is_empty() {
-                    return Err("certificate-authority: no PEM certificates in it".into());
-                }
-                certs
-            }
-            None => crate::tls::system_roots(),
+            Some(ca) => ca.read()?,
+            None => crate::tls::system_bundle(),
         };
-        let client_cert = match (&conn.client_certificate, &conn.client_key) {
-            (Some(cert), Some(key)) => {
-                let (cert, key) = (cert.read()?, key.read()?);
-                check_client_cert(&cert, &key)?;
-                let chain = crate::tls::pem_certs(&cert);
-                if chain.is_empty() {
-                    return Err("client-certificate: no PEM certificate in it".into());
-                }
-                let key = ureq::tls::PrivateKey::from_pem(&key)
-                    .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
-                Some(ureq::tls::ClientCert::new_with_certs(&chain, key))
-            }
+        let store = crate::tls::pem_roots(&roots);
+        if store.is_none() && conn.ca.is_some() {
+            return Err("certificate-authority: no PEM certificates in it".into());
+        }
+        let identity = match (&conn.client_certificate, &conn.client_key) {
+            (Some(cert), Some(key)) => Some((cert.read()?, key.read()?)),
             (None, None) => None,
             _ => return Err("client-certificate and client-key go together".into()),
         };
-        let tls = ureq::tls::TlsConfig::builder()
-            .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
-            .client_cert(client_cert)
-            .disable_verification(conn.insecure_skip_tls_verify)
-            .build();
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(REQUEST_TIMEOUT))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            // The lease renews every 10 s: keep its connection between renewals.
-            .max_idle_age(Duration::from_secs(30))
-            .max_idle_connections(4)
-            .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls)
-            .build();
+        // The TLS library's checks of the pair, whichever transport is used (ureq would
+        // panic on a key it cannot sign with).
+        let rustls_identity = match &identity {
+            Some((cert, key)) => {
+                let chain = crate::tls::pem_chain(cert);
+                if chain.is_empty() {
+                    return Err("client-certificate: no PEM certificate in it".into());
+                }
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
+                Some((chain, key))
+            }
+            None => None,
+        };
+        let verify =
+            if conn.insecure_skip_tls_verify { None } else { Some(store.unwrap_or_else(rustls::RootCertStore::empty)) };
+        let tls = crate::tls::client_config(verify, rustls_identity, &[b"h2", b"http/1.1"])
+            .map_err(|e| format!("client-certificate and client-key cannot be used together: {e}"))?;
+        let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
+        let http1 = Http1::new(conn, &roots, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
         let token = conn.token.clone().map(|source| Token { source, cached: Mutex::new(None) });
         Ok(Client {
-            agent: config.into(),
+            h2,
+            http1,
             server: conn.server.trim_end_matches('/').to_string(),
             token,
             context: conn.context.clone(),
@@ -183,24 +136,57 @@ impl Client {
         &self.server
     }
 
-    fn request(
+    fn ask<'a>(
+        &self,
+        method: &'a str,
+        path: &'a str,
+        content_type: &'a str,
+        accept: &'a str,
+        body: &'a [u8],
+    ) -> Result<Ask<'a>, String> {
+        let bearer = match &self.token {
+            Some(t) => Some(format!("Bearer {}", t.value()?)),
+            None => None,
+        };
+        Ok(Ask { method, path, content_type, accept, bearer, body })
+    }
+
+    /// The HTTP/2 transport while the server offers it.
+    fn h2(&self) -> Option<&H2> {
+        self.h2.as_ref().filter(|h| h.offered())
+    }
+
+    fn exchange(&self, ask: &Ask<'_>) -> Result<Answer, String> {
+        if let Some(h2) = self.h2() {
+            match h2.call(ask, REQUEST_TIMEOUT) {
+                // The server turned out to speak HTTP/1.1 only: this request goes that way.
+                Err(_) if !h2.offered() => {}
+                r => return r,
+            }
+        }
+        self.http1.call(ask)
+    }
+
+    /// One request with a body of `content_type` (or none), asking for `accept`; the answer
+    /// as it came, whatever its status.
+    pub fn call_bytes(
         &self,
         method: &str,
         path: &str,
         content_type: &str,
+        accept: &str,
         body: &[u8],
-    ) -> Result<http::Request<Vec<u8>>, String> {
-        let mut req = http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.server))
-            .header("Accept", "application/json");
-        if !body.is_empty() {
-            req = req.header("Content-Type", content_type);
+    ) -> Result<Answer, String> {
+        let ask = self.ask(method, path, content_type, accept, body)?;
+        let started = std::time::Instant::now();
+        let result = self.exchange(&ask);
+        let took = started.elapsed();
+        let code = result.as_ref().map_or_else(|_| "error".to_string(), |a| a.status.to_string());
+        crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", method), ("code", &code)], 1.0);
+        if result.is_ok() {
+            crate::metrics::add(&crate::metrics::MIRROR_SECONDS, &[("verb", method)], took.as_secs_f64());
         }
-        if let Some(t) = &self.token {
-            req = req.header("Authorization", format!("Bearer {}", t.value()?));
-        }
-        req.body(body.to_vec()).map_err(|e| format!("{method} {path}: {e}"))
+        result.map_err(|e| format!("{method} {path}: {e}"))
     }
 
     /// One request with a JSON body (or none); the answer's JSON (Null when not JSON).
@@ -212,35 +198,13 @@ impl Client {
         body: Option<&serde_json::Value>,
     ) -> Result<Reply, String> {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
-        let req = self.request(method, path, content_type, &bytes)?;
-        let started = std::time::Instant::now();
-        let result = self.agent.run(req);
-        let took = started.elapsed();
-        let mut resp = match result {
-            Ok(r) => r,
-            Err(e) => {
-                crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", method), ("code", "error")], 1.0);
-                return Err(format!("{method} {path}: {e}"));
-            }
-        };
-        let status = resp.status().as_u16();
-        crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", method), ("code", &status.to_string())], 1.0);
-        crate::metrics::add(&crate::metrics::MIRROR_SECONDS, &[("verb", method)], took.as_secs_f64());
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes =
-            resp.body_mut().with_config().limit(MAX_BODY).read_to_vec().map_err(|e| format!("{method} {path}: {e}"))?;
-        let body = crate::parse::json(&bytes).unwrap_or(serde_json::Value::Null);
+        let reply = self.call_bytes(method, path, content_type, "application/json", &bytes)?.reply();
         // A success answers with an object (the resource, or a Status); anything else is a
         // broken or hostile server, never something to index into.
-        if (200..300).contains(&status) && !body.is_object() {
-            return Err(format!("{method} {path}: HTTP {status} with a body that is not a JSON object"));
+        if reply.ok() && !reply.body.is_object() {
+            return Err(format!("{method} {path}: HTTP {} with a body that is not a JSON object", reply.status));
         }
-        Ok(Reply { status, body, retry_after })
+        Ok(reply)
     }
 
     /// A watch: calls `each` with every event object (`{"type": ..., "object": ...}`) until
@@ -252,40 +216,48 @@ impl Client {
         timeout: Duration,
         mut each: impl FnMut(serde_json::Value) -> bool,
     ) -> Result<Option<Reply>, String> {
-        let req = self.request("GET", path, "", &[])?;
-        let req = self
-            .agent
-            .configure_request(req)
-            // The server ends the watch after timeoutSeconds; a silent connection ends here.
-            .timeout_global(Some(timeout + Duration::from_secs(30)))
-            .build();
-        let mut resp = self.agent.run(req).map_err(|e| format!("watch {path}: {e}"))?;
-        let status = resp.status().as_u16();
-        crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);
-        if status != 200 {
-            let bytes = resp.body_mut().with_config().limit(MAX_BODY).read_to_vec().unwrap_or_default();
-            let body = crate::parse::json(&bytes).unwrap_or(serde_json::Value::Null);
-            return Ok(Some(Reply { status, body, retry_after: None }));
-        }
-        let mut reader = std::io::BufReader::new(resp.into_body().into_reader());
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.by_ref().take(MAX_BODY).read_until(b'\n', &mut line).map_err(|e| format!("watch: {e}"))?;
-            if n == 0 {
-                return Ok(None);
-            }
+        let ask = self.ask("GET", path, "", "application/json", &[])?;
+        // The server ends the watch after timeoutSeconds; a silent connection ends here.
+        let limit = timeout + Duration::from_secs(30);
+        let mut bad = None;
+        let mut on_line = |line: &[u8]| {
             if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+                return true;
             }
-            let event = crate::parse::json(&line).map_err(|e| format!("watch: an event that is not JSON: {e}"))?;
-            if !event["object"].is_object() {
-                return Err("watch: an event without an object".into());
+            match crate::parse::json(line) {
+                Ok(event) if event["object"].is_object() => each(event),
+                Ok(_) => {
+                    bad = Some("an event without an object".to_string());
+                    false
+                }
+                Err(e) => {
+                    bad = Some(format!("an event that is not JSON: {e}"));
+                    false
+                }
             }
-            if !each(event) {
-                return Ok(None);
+        };
+        let mut result = None;
+        if let Some(h2) = self.h2() {
+            match h2.watch(&ask, limit, &mut on_line) {
+                Err(_) if !h2.offered() => {}
+                r => result = Some(r),
             }
         }
+        let result = match result {
+            Some(r) => r,
+            None => self.http1.watch(&ask, limit, &mut on_line),
+        };
+        let answer = result.map_err(|e| format!("watch {path}: {e}"))?;
+        if let Some(why) = bad {
+            return Err(format!("watch: {why}"));
+        }
+        let status = answer.as_ref().map_or(200, |a| a.status);
+        crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);
+        Ok(answer.map(|a| Reply {
+            status: a.status,
+            body: crate::parse::json(&a.body).unwrap_or(serde_json::Value::Null),
+            retry_after: None,
+        }))
     }
 }
 

@@ -16,12 +16,17 @@
 //! and retried with its own back-off.
 
 pub mod apiserver;
+mod h2;
+mod http1;
 pub mod kubeconfig;
+mod lease;
 mod node;
 pub mod objects;
 mod pods;
+pub mod proto;
 mod retry;
 mod state;
+mod wire;
 
 pub use pods::{watch_loop, Seen};
 pub use state::{MirrorState, Options};

@@ -1,11 +1,12 @@
 //! The Node and its Lease: registration (POST, or on AlreadyExists GET, add missing labels,
 //! PATCH status), the status compared every nodeStatusUpdateFrequency and sent when it changed
-//! or every nodeStatusReportFrequency, and the lease renewed every quarter of its duration.
+//! or every nodeStatusReportFrequency, and the lease (`lease.rs`) renewed beside it.
 
 use super::apiserver::{set_path, Client};
+use super::lease::{self, Lease};
 use super::objects;
 use super::pods::uid_of;
-use super::retry::{fail_of, jitter, Failure, Retry, JSON, SMP};
+use super::retry::{fail_of, Failure, Retry, JSON, SMP};
 use super::state::{Env, Options};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -21,8 +22,7 @@ struct NodeState {
     transitions: HashMap<&'static str, (bool, String)>,
     /// The last status the server accepted, heartbeats left out, and when.
     reported: Option<(Value, Instant)>,
-    lease: Option<Value>,
-    lease_due: Instant,
+    lease: Lease,
 }
 
 pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
@@ -30,8 +30,7 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
         facts: node_facts(opts, shared),
         transitions: HashMap::new(),
         reported: None,
-        lease: None,
-        lease_due: Instant::now(),
+        lease: Lease::new(),
     };
     let mut backoff = Retry::default();
     let mut next_status = Instant::now();
@@ -47,8 +46,8 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
                     next_status = now + opts.status_update_frequency;
                 }
             }
-            if now >= st.lease_due {
-                let renewed = renew_lease(client, opts, shared, &mut st);
+            if now >= st.lease.due {
+                let renewed = lease::renew(client, opts, shared.state.node_uid().as_deref(), &mut st.lease);
                 result = result.and(renewed);
             }
             match result {
@@ -59,7 +58,7 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
                 }
             }
         }
-        let mut wake = next_status.min(st.lease_due);
+        let mut wake = next_status.min(st.lease.due);
         if let Some(u) = backoff.until {
             wake = u;
         }
@@ -205,58 +204,3 @@ fn register(client: &Client, st: &NodeState, status: Value) -> Result<Value, Fai
     }
     Ok(existing)
 }
-
-/// Renews the Lease: PUT the last answer with a new renewTime; on a conflict or an unknown
-/// lease, GET (or create) it first.
-fn renew_lease(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) -> Result<(), Failure> {
-    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}", objects::LEASE_NAMESPACE, opts.node);
-    let node_uid = shared.state.node_uid();
-    let renew = crate::rfc3339::format_micros(SystemTime::now());
-    let fresh = objects::lease_object(&opts.node, node_uid.as_deref(), opts.lease_duration_seconds, &renew);
-    for _ in 0..3 {
-        let r = match st.lease.take() {
-            Some(mut lease) => {
-                // The last answer is the server's: set fields only where its shape allows.
-                let mut ok = set_path(&mut lease, &["spec"], fresh["spec"].clone());
-                if node_uid.is_some() {
-                    let owners = fresh["metadata"]["ownerReferences"].clone();
-                    ok &= set_path(&mut lease, &["metadata", "ownerReferences"], owners);
-                }
-                if !ok {
-                    continue; // a malformed lease: read it again
-                }
-                client.call("PUT", &path, JSON, Some(&lease)).map_err(|e| (e, None))?
-            }
-            None => {
-                let r = client.call("GET", &path, JSON, None).map_err(|e| (e, None))?;
-                match r.status {
-                    200 => {
-                        st.lease = Some(r.body);
-                        continue;
-                    }
-                    404 => {
-                        let collection = path.rsplit_once('/').map_or("", |p| p.0);
-                        client.call("POST", collection, JSON, Some(&fresh)).map_err(|e| (e, None))?
-                    }
-                    _ => return Err(fail_of("lease", &r)),
-                }
-            }
-        };
-        match r.status {
-            200 | 201 => {
-                st.lease = Some(r.body);
-                let every = Duration::from_secs(u64::from(opts.lease_duration_seconds)) / 4;
-                // kubelet's jitter: up to 4 % later.
-                st.lease_due = Instant::now() + every + jitter(every.mul_f64(0.08)) - every.mul_f64(0.04);
-                return Ok(());
-            }
-            // Someone else wrote it (or it is gone): read it again.
-            409 | 404 => continue,
-            _ => return Err(fail_of("lease renewal", &r)),
-        }
-    }
-    Err(("lease: still conflicting after 3 tries".into(), None))
-}
-
-// ---------------------------------------------------------------------------------------
-// Pods: list + watch of the node's pods, and the reconciling loop.

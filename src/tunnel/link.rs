@@ -60,23 +60,17 @@ pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, String> {
     };
     let roots = crate::tls::pem_roots(&read("caCert", &s.ca_cert)?)
         .ok_or_else(|| format!("konnectivity.caCert: {}: no usable PEM certificate", s.ca_cert.display()))?;
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
-    let mut config = match &s.agent_cert {
-        None => builder.with_no_client_auth(),
+    let identity = match &s.agent_cert {
+        None => None,
         Some((cert, key)) => {
             let certs = crate::tls::pem_chain(&read("agentCert", cert)?);
             let key = PrivateKeyDer::from_pem_slice(&read("agentKey", key)?)
                 .map_err(|e| format!("konnectivity.agentKey: {}: {e}", key.display()))?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| format!("konnectivity.agentCert and agentKey cannot be used together: {e}"))?
+            Some((certs, key))
         }
     };
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(config))
+    crate::tls::client_config(Some(roots), identity, &[b"h2"])
+        .map_err(|e| format!("konnectivity.agentCert and agentKey cannot be used together: {e}"))
 }
 
 /// The service-account token, if one is configured (read at each connect: it rotates).

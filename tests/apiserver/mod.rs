@@ -34,7 +34,9 @@
 #![allow(dead_code)]
 
 mod discovery;
+mod h2;
 pub mod node_proxy;
+mod proto;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -154,6 +156,10 @@ pub struct Logged {
     pub path: String,
     pub status: u16,
     pub user: String,
+    /// `HTTP/1.1` or `HTTP/2`.
+    pub proto: &'static str,
+    /// The request body's Content-Type (empty without one).
+    pub content_type: String,
 }
 
 #[derive(Default)]
@@ -206,7 +212,8 @@ struct State {
     /// Open connections by number (so `down` can cut them).
     conns: Mutex<HashMap<u64, TcpStream>>,
     conn_seq: AtomicU64,
-    tls: Arc<rustls::ServerConfig>,
+    /// The TLS configuration new connections get (`offer_http2` swaps it).
+    tls: Mutex<Arc<rustls::ServerConfig>>,
     /// How it reaches kubelets (`--kubelet-client-certificate`, `--kubelet-certificate-authority`).
     kubelet_client: Mutex<Option<Arc<rustls::ClientConfig>>>,
     /// `--egress-selector-config-file`'s cluster egress: nodes are reached through this HTTP
@@ -235,8 +242,9 @@ impl ApiServer {
         let chain: Vec<CertificateDer<'static>> =
             CertificateDer::pem_file_iter(pki.dir.join("server.crt")).unwrap().map(Result::unwrap).collect();
         let key = PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap();
-        let tls =
+        let mut tls =
             rustls::ServerConfig::builder().with_client_cert_verifier(verifier).with_single_cert(chain, key).unwrap();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let client: Vec<u8> =
             CertificateDer::pem_file_iter(&pki.client_cert).unwrap().next().unwrap().unwrap().to_vec();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -255,7 +263,7 @@ impl ApiServer {
             bytes_out: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
             conn_seq: AtomicU64::new(0),
-            tls: Arc::new(tls),
+            tls: Mutex::new(Arc::new(tls)),
             kubelet_client: Mutex::new(None),
             egress: Mutex::new(None),
             addr,
@@ -288,6 +296,21 @@ impl ApiServer {
             }
         });
         self.accept.lock().unwrap().push(handle);
+    }
+
+    /// Whether new connections may choose HTTP/2 (ALPN `h2`, offered from the start, as
+    /// kube-apiserver does), or get HTTP/1.1 only (a proxy in front that speaks no HTTP/2).
+    pub fn offer_http2(&self, on: bool) {
+        let mut tls = self.state.tls.lock().unwrap();
+        let mut config = (**tls).clone();
+        config.alpn_protocols =
+            if on { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+        *tls = Arc::new(config);
+    }
+
+    /// How many TCP connections the server has accepted.
+    pub fn connections(&self) -> u64 {
+        self.state.conn_seq.load(Ordering::SeqCst)
     }
 
     /// One more listener (127.0.0.1, a free port) made in the calling thread's network
@@ -419,6 +442,7 @@ impl ApiServer {
     pub fn admin(&self, method: &str, path: &str, content_type: &str, body: Option<Value>) -> (u16, Value) {
         let bytes = body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default();
         let req = Request {
+            proto: "HTTP/1.1",
             method: method.into(),
             path: path.into(),
             headers: HashMap::from([("content-type".to_string(), content_type.to_string())]),
@@ -464,6 +488,8 @@ impl Write for Counting {
 }
 
 struct Request {
+    /// `HTTP/1.1` or `HTTP/2`.
+    proto: &'static str,
     method: String,
     path: String,
     /// Lower-cased names; a repeated header's last value.
@@ -480,59 +506,86 @@ enum Reply {
 }
 
 fn connection(state: &Arc<State>, stream: TcpStream) {
-    let conn = rustls::ServerConnection::new(state.tls.clone()).unwrap();
+    let config = state.tls.lock().unwrap().clone();
+    let conn = rustls::ServerConnection::new(config).unwrap();
     let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
     let mut tls = rustls::StreamOwned::new(conn, Counting { inner: stream, state: state.clone() });
+    while tls.conn.is_handshaking() {
+        if tls.conn.complete_io(&mut tls.sock).is_err() {
+            return;
+        }
+    }
+    let cert_user =
+        tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| state.certs.get(c.as_ref()).cloned());
+    if tls.conn.alpn_protocol() == Some(b"h2".as_slice()) {
+        return h2::serve(state, tls, cert_user);
+    }
     loop {
         let Some(req) = read_request(&mut tls) else { return };
         let arrived = Instant::now();
-        if !state.up.load(Ordering::SeqCst) {
-            return;
-        }
-        let user = {
-            let cert_user =
-                tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| state.certs.get(c.as_ref()).cloned());
-            let token_user = req
-                .headers
-                .get("authorization")
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .and_then(|t| state.tokens.lock().unwrap().get(t.trim()).cloned());
-            cert_user.or(token_user)
-        };
-        let delay = state.faults.lock().unwrap().delay;
-        std::thread::sleep(delay);
-        let injected = state.faults.lock().unwrap().fail_next.pop_front();
-        let (reply, retry_after) = match (&user, injected) {
-            (_, Some((code, ra, Some(body)))) => (Reply::Json(code, body), ra),
-            (_, Some((code, ra, None))) => {
-                (Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra)
+        let Some((user, outcome)) = decide(state, &req, cert_user.as_deref()) else { return };
+        let user = user.unwrap_or_default();
+        let ok = match outcome {
+            Outcome::Proxy(t) => {
+                let status = node_proxy::serve(state, tls, &req, &t);
+                record(state, &req, arrived, status, &user);
+                return;
             }
-            (None, None) => (Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
-            (Some(u), None) => match parse_target(&req.path).filter(node_proxy::proxied) {
-                Some(t) => {
-                    let status = node_proxy::serve(state, tls, &req, &t);
-                    record(state, &req, arrived, status, user.as_deref().unwrap_or(""));
-                    return;
-                }
-                None => (route(state, &req, u), None),
-            },
-        };
-        let ok = match reply {
-            Reply::Json(status, body) => {
-                record(state, &req, arrived, status, user.as_deref().unwrap_or(""));
-                write_json(&mut tls, status, &body, retry_after).is_ok()
+            Outcome::Reply(Reply::Json(status, body), retry_after) => {
+                record(state, &req, arrived, status, &user);
+                write_json(&mut tls, req.headers.get("accept").map(String::as_str), status, &body, retry_after).is_ok()
             }
-            Reply::Watch(resource, selector, from, timeout) => {
+            Outcome::Reply(Reply::Watch(resource, selector, from, timeout), _) => {
                 let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
-                record(state, &req, arrived, 200, user.as_deref().unwrap_or(""));
+                record(state, &req, arrived, 200, &user);
                 // A watch that ran its course leaves the connection open for more.
-                stream_watch(state, &mut tls, resource, &selector, from, timeout).unwrap_or(false)
+                match Chunked::start(&mut tls) {
+                    Ok(mut out) => stream_watch(state, &mut out, resource, &selector, from, timeout).unwrap_or(false),
+                    Err(_) => false,
+                }
             }
         };
         if !ok {
             return;
         }
     }
+}
+
+/// What the server makes of a request.
+enum Outcome {
+    /// An answer, and its `Retry-After`.
+    Reply(Reply, Option<u64>),
+    /// Sent on to the node (`node_proxy`).
+    Proxy(Target),
+}
+
+/// Who sent `req` (its client certificate's user, else its token's) and what the server
+/// makes of it, injected delays and failures first; None when the server is down.
+fn decide(state: &Arc<State>, req: &Request, cert_user: Option<&str>) -> Option<(Option<String>, Outcome)> {
+    if !state.up.load(Ordering::SeqCst) {
+        return None;
+    }
+    let token_user = req
+        .headers
+        .get("authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .and_then(|t| state.tokens.lock().unwrap().get(t.trim()).cloned());
+    let user = cert_user.map(str::to_string).or(token_user);
+    let delay = state.faults.lock().unwrap().delay;
+    std::thread::sleep(delay);
+    let injected = state.faults.lock().unwrap().fail_next.pop_front();
+    let outcome = match (&user, injected) {
+        (_, Some((code, ra, Some(body)))) => Outcome::Reply(Reply::Json(code, body), ra),
+        (_, Some((code, ra, None))) => {
+            Outcome::Reply(Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra)
+        }
+        (None, None) => Outcome::Reply(Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
+        (Some(u), None) => match parse_target(&req.path).filter(node_proxy::proxied) {
+            Some(t) => Outcome::Proxy(t),
+            None => Outcome::Reply(route(state, req, u), None),
+        },
+    };
+    Some((user, outcome))
 }
 
 fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &str) {
@@ -542,6 +595,8 @@ fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &st
         path: req.path.clone(),
         status,
         user: user.into(),
+        proto: req.proto,
+        content_type: req.headers.get("content-type").cloned().unwrap_or_default(),
     });
 }
 
@@ -568,23 +623,80 @@ fn read_request(r: &mut impl Read) -> Option<Request> {
     let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).ok()?;
-    Some(Request { method, path, headers, lines: all, body })
+    Some(Request { proto: "HTTP/1.1", method, path, headers, lines: all, body })
 }
 
-fn write_json(w: &mut impl Write, status: u16, body: &Value, retry_after: Option<u64>) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec(body).unwrap();
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        reason_for(status),
-        bytes.len()
-    );
-    if let Some(ra) = retry_after {
-        head.push_str(&format!("Retry-After: {ra}\r\n"));
+/// An answer's body and content type: protobuf when the client puts it first and the kind has
+/// it, JSON otherwise.
+fn encoded(accept: Option<&str>, body: &Value) -> (&'static str, Vec<u8>) {
+    match proto::wanted(accept).then(|| proto::encode(body)).flatten() {
+        Some(bytes) => (proto::CONTENT_TYPE, bytes),
+        None => ("application/json", serde_json::to_vec(body).unwrap()),
+    }
+}
+
+fn write_json(
+    w: &mut impl Write,
+    accept: Option<&str>,
+    status: u16,
+    body: &Value,
+    retry_after: Option<u64>,
+) -> std::io::Result<()> {
+    let (content_type, bytes) = encoded(accept, body);
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_for(status));
+    for (k, v) in answer_headers(content_type, Some(bytes.len()), retry_after) {
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
     w.write_all(head.as_bytes())?;
     w.write_all(&bytes)?;
     w.flush()
+}
+
+/// The headers of kube-apiserver's answers: its audit ID and API Priority and Fairness
+/// flow schema and priority level (fixed per server for one user: the node's), no caching,
+/// the date; `Retry-After` on a 429 or 503.
+fn answer_headers(content_type: &str, len: Option<usize>, retry_after: Option<u64>) -> Vec<(&'static str, String)> {
+    let mut h = vec![
+        ("Audit-Id", uuid()),
+        ("Cache-Control", "no-cache, private".to_string()),
+        ("Content-Type", content_type.to_string()),
+        ("X-Kubernetes-Pf-Flowschema-Uid", "6c4e7f0a-3b1d-4d5e-9a8b-2f1c0e9d8a71".to_string()),
+        ("X-Kubernetes-Pf-Prioritylevel-Uid", "0d9a8c7b-6e5f-4a3b-8c2d-1e0f9a8b7c6d".to_string()),
+        ("Date", http_date(SystemTime::now())),
+    ];
+    if let Some(n) = len {
+        h.push(("Content-Length", n.to_string()));
+    }
+    if let Some(ra) = retry_after {
+        h.push(("Retry-After", ra.to_string()));
+    }
+    h
+}
+
+/// A random version-4 UUID (an audit ID).
+fn uuid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut bytes = [0u8; 16];
+    for half in bytes.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos());
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// An HTTP date (RFC 9110's IMF-fixdate), as Go's server sends.
+fn http_date(t: SystemTime) -> String {
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    let day = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(secs / 86_400 % 7) as usize];
+    let iso = rfc3339(t); // 2026-11-27T00:30:00Z
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        [iso[5..7].parse::<usize>().unwrap() - 1];
+    format!("{day}, {} {month} {} {} GMT", &iso[8..10], &iso[..4], &iso[11..19])
 }
 
 fn reason_for(code: u16) -> &'static str {
@@ -616,6 +728,26 @@ fn fail(code: u16, reason: &str, message: impl Into<String>) -> Reply {
 
 fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z` as seconds and nanoseconds since the epoch.
+fn parse_rfc3339(t: &str) -> Option<(u64, u32)> {
+    let (date, rest) = t.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let rest = rest.strip_suffix('Z')?;
+    let (hms, frac) = rest.split_once('.').unwrap_or((rest, ""));
+    let mut h = hms.split(':').map(|x| x.parse::<u64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    let nanos = if frac.is_empty() { 0 } else { format!("{frac:0<9}").get(..9)?.parse().ok()? };
+    // Civil date to days (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+    Some((days * 86_400 + hh * 3600 + mm * 60 + ss, nanos))
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -767,8 +899,14 @@ fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     if namespaced && !t.namespace.is_empty() && !NAMESPACES.contains(&t.namespace.as_str()) {
         return fail(404, "NotFound", format!("namespaces \"{}\" not found", t.namespace));
     }
+    let protobuf = req.headers.get("content-type").is_some_and(|c| c.starts_with(proto::CONTENT_TYPE));
     let body: Option<Value> = if req.body.is_empty() {
         None
+    } else if protobuf {
+        match proto::decode(&req.body) {
+            Ok(v) => Some(v),
+            Err(e) => return fail(415, "UnsupportedMediaType", format!("the body is not a protobuf Lease: {e}")),
+        }
     } else {
         match serde_json::from_slice(&req.body) {
             Ok(v) => Some(v),
@@ -1345,31 +1483,60 @@ fn delete(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
     Reply::Json(200, obj)
 }
 
+/// Where a watch's events go: HTTP/1.1 chunks, or HTTP/2 DATA (`h2`).
+trait Events {
+    fn event(&mut self, event: Value) -> std::io::Result<()>;
+    /// The end of the answer (the watch ran its course, or ended in an ERROR event).
+    fn end(&mut self) -> std::io::Result<()>;
+}
+
+/// A watch's answer over HTTP/1.1: one chunk per event.
+struct Chunked<'a, W: Write>(&'a mut W);
+
+impl<'a, W: Write> Chunked<'a, W> {
+    fn start(w: &'a mut W) -> std::io::Result<Self> {
+        let mut head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n".to_string();
+        for (k, v) in answer_headers("application/json", None, None) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        w.write_all(head.as_bytes())?;
+        Ok(Chunked(w))
+    }
+}
+
+impl<W: Write> Events for Chunked<'_, W> {
+    fn event(&mut self, event: Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&event).unwrap();
+        line.push(b'\n');
+        write!(self.0, "{:x}\r\n", line.len())?;
+        self.0.write_all(&line)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush()
+    }
+
+    fn end(&mut self) -> std::io::Result<()> {
+        self.0.write_all(b"0\r\n\r\n")?;
+        self.0.flush()
+    }
+}
+
+/// Streams a watch into `w` until it times out; false when the server went down.
 fn stream_watch(
     state: &State,
-    w: &mut impl Write,
+    w: &mut dyn Events,
     resource: &'static str,
     selector: &[(String, String)],
     from: Option<u64>,
     timeout: Duration,
 ) -> std::io::Result<bool> {
-    w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")?;
-    let send = |w: &mut dyn Write, event: Value| -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(&event).unwrap();
-        line.push(b'\n');
-        write!(w, "{:x}\r\n", line.len())?;
-        w.write_all(&line)?;
-        w.write_all(b"\r\n")?;
-        w.flush()
-    };
     let mut store = state.store.lock().unwrap();
     let mut seen = match from {
         Some(rv) if rv < store.compacted => {
             let gone = status_obj(410, "Expired", &format!("too old resource version: {rv} ({})", store.compacted));
             drop(store);
-            send(w, json!({"type": "ERROR", "object": gone}))?;
-            w.write_all(b"0\r\n\r\n")?;
-            return w.flush().map(|_| true);
+            w.event(json!({"type": "ERROR", "object": gone}))?;
+            return w.end().map(|_| true);
         }
         Some(rv) => rv,
         None => {
@@ -1383,7 +1550,7 @@ fn stream_watch(
             let rv = store.rv;
             drop(store);
             for obj in current {
-                send(w, json!({"type": "ADDED", "object": obj}))?;
+                w.event(json!({"type": "ADDED", "object": obj}))?;
             }
             store = state.store.lock().unwrap();
             rv
@@ -1396,8 +1563,7 @@ fn stream_watch(
         }
         if Instant::now() >= end {
             drop(store);
-            w.write_all(b"0\r\n\r\n")?;
-            return w.flush().map(|_| true);
+            return w.end().map(|_| true);
         }
         let batch: Vec<Value> = store
             .events
@@ -1412,7 +1578,7 @@ fn stream_watch(
         }
         drop(store);
         for e in batch {
-            send(w, e)?;
+            w.event(e)?;
         }
         store = state.store.lock().unwrap();
     }

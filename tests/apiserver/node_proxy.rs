@@ -122,40 +122,51 @@ pub(super) fn serve(
     req: &Request,
     t: &Target,
 ) -> u16 {
-    let answer = |tls: &mut rustls::StreamOwned<rustls::ServerConnection, Counting>, reply: Reply| {
-        let Reply::Json(status, body) = reply else { return 500 };
-        let _ = super::write_json(tls, status, &body, None);
-        status
-    };
     let websocket = req.headers.get("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-    if websocket && t.resource == "pods" && t.subresource != "log" {
+    let opened = if websocket && t.resource == "pods" && t.subresource != "log" {
         let msg = "this API server does not translate WebSocket streams for nodes; use SPDY";
-        return answer(&mut tls, Reply::Json(400, status_obj(400, "BadRequest", msg)));
-    }
-    let (path, node) = match location(state, req, t) {
-        Ok(l) => l,
-        Err(reply) => return answer(&mut tls, reply),
+        Err(Reply::Json(400, status_obj(400, "BadRequest", msg)))
+    } else {
+        open(state, req, t)
     };
+    match opened {
+        Ok(node) => {
+            let _ = splice(tls, node);
+            101
+        }
+        Err(Reply::Json(status, body)) => {
+            let _ = super::write_json(&mut tls, None, status, &body, None);
+            status
+        }
+        Err(_) => 500,
+    }
+}
+
+/// The request sent on to the node's kubelet: its TLS connection with the request written,
+/// or the API server's answer when it cannot be.
+pub(super) fn open(
+    state: &State,
+    req: &Request,
+    t: &Target,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>, Reply> {
+    let (path, node) = location(state, req, t)?;
     let Some(addr) = endpoint(state, &node) else {
         let msg = format!("node {node:?} publishes no kubelet endpoint");
-        return answer(&mut tls, Reply::Json(503, status_obj(503, "ServiceUnavailable", &msg)));
+        return Err(Reply::Json(503, status_obj(503, "ServiceUnavailable", &msg)));
     };
     let Some(client) = state.kubelet_client.lock().unwrap().clone() else {
         let msg = "the test API server has no kubelet client certificate (ApiServer::kubelet_client)";
-        return answer(&mut tls, Reply::Json(500, status_obj(500, "InternalError", msg)));
+        return Err(Reply::Json(500, status_obj(500, "InternalError", msg)));
     };
     let dialed = dial(state, &addr).map_err(|e| e.to_string()).and_then(|s| {
         let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
         let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
         Ok((s, rustls::ClientConnection::new(client, name).map_err(|e| e.to_string())?))
     });
-    let (node_sock, node_conn) = match dialed {
-        Ok(d) => d,
-        Err(e) => {
-            let msg = format!("error dialing backend: {addr}: {e}");
-            return answer(&mut tls, Reply::Json(502, status_obj(502, "InternalError", &msg)));
-        }
-    };
+    let (node_sock, node_conn) = dialed.map_err(|e| {
+        let msg = format!("error dialing backend: {addr}: {e}");
+        Reply::Json(502, status_obj(502, "InternalError", &msg))
+    })?;
     let mut head = format!("{} {path} HTTP/1.1\r\nHost: {addr}\r\n", req.method);
     for (k, v) in &req.lines {
         let forwarded = ["connection", "upgrade", "x-stream-protocol-version", "content-type"].contains(&k.as_str())
@@ -171,10 +182,77 @@ pub(super) fn serve(
     let mut node = rustls::StreamOwned::new(node_conn, node_sock);
     if node.write_all(head.as_bytes()).and_then(|_| node.write_all(&req.body)).and_then(|_| node.flush()).is_err() {
         let msg = format!("error dialing backend: TLS to {addr}");
-        return answer(&mut tls, Reply::Json(502, status_obj(502, "InternalError", &msg)));
+        return Err(Reply::Json(502, status_obj(502, "InternalError", &msg)));
     }
-    let _ = splice(tls, node);
-    101
+    Ok(node)
+}
+
+/// The node's HTTP/1.1 answer, read for an HTTP/2 client: its status and content type, then
+/// its body piece by piece (chunked, sized or to the end) through `each`.
+pub(super) fn relay(
+    node: &mut impl Read,
+    mut head: impl FnMut(u16, &str) -> std::io::Result<()>,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<u16> {
+    let text = read_head(node)?;
+    let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(502);
+    let header = |name: &str| {
+        text.lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    head(status, &header("content-type").unwrap_or_else(|| "text/plain".into()))?;
+    let mut buf = vec![0u8; 32 << 10];
+    if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let size_line = read_line(node)?;
+            let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| std::io::Error::other("a bad chunk size"))?;
+            if size == 0 {
+                return Ok(status);
+            }
+            let mut chunk = vec![0u8; size];
+            node.read_exact(&mut chunk)?;
+            each(&chunk)?;
+            read_line(node)?;
+        }
+    }
+    let mut left = header("content-length").and_then(|l| l.parse::<usize>().ok()).unwrap_or(usize::MAX);
+    while left > 0 {
+        let n = match node.read(&mut buf[..left.min(32 << 10)]) {
+            Ok(0) | Err(_) => return Ok(status),
+            Ok(n) => n,
+        };
+        each(&buf[..n])?;
+        left -= n;
+    }
+    Ok(status)
+}
+
+fn read_head(r: &mut impl Read) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if r.read(&mut byte)? == 0 || head.len() > 64 << 10 {
+            return Err(std::io::Error::other("no answer head from the node"));
+        }
+        head.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+fn read_line(r: &mut impl Read) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        if r.read(&mut byte)? == 0 || line.len() > 1024 {
+            return Err(std::io::Error::other("a chunk cut short"));
+        }
+        line.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
 /// A connection to the node's `addr`: dialled, or through the egress proxy.

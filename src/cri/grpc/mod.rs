@@ -31,9 +31,9 @@ const PREFIX: usize = 5;
 
 /// An HTTP/2 connection in use, and whether its driver task still runs.
 #[derive(Clone)]
-struct Conn {
-    send: SendRequest<Bytes>,
-    alive: Arc<AtomicBool>,
+pub(crate) struct Conn {
+    pub(crate) send: SendRequest<Bytes>,
+    pub(crate) alive: Arc<AtomicBool>,
 }
 
 /// A gRPC channel to one unix socket. Cheap to share: calls run concurrently as separate
@@ -282,8 +282,12 @@ pub trait Duplex: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send {}
 impl<T: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send> Duplex for T {}
 
 /// Starts HTTP/2 on `stream` and drives the connection in a task of its own; returns the
-/// connection and its PING handle.
-async fn handshake(stream: Io, peer: String, max_message: usize) -> Result<(Conn, Option<h2::PingPong>), Status> {
+/// connection and its PING handle. (The mirror's HTTP/2 to the API server starts here too.)
+pub(crate) async fn handshake(
+    stream: Io,
+    peer: String,
+    max_message: usize,
+) -> Result<(Conn, Option<h2::PingPong>), Status> {
     let unavailable =
         |what: &str, e: &dyn std::fmt::Display| Status::new(Code::Unavailable, format!("{what} {peer}: {e}"));
     let frame_cap = u32::try_from(max_message.min(16 << 20)).unwrap_or(u32::MAX);
@@ -300,7 +304,7 @@ async fn handshake(stream: Io, peer: String, max_message: usize) -> Result<(Conn
     let flag = alive.clone();
     crate::task::spawn(async move {
         if let Err(e) = connection.await {
-            log::debug!("gRPC connection to {peer} ended: {e}");
+            log::debug!("HTTP/2 connection to {peer} ended: {e}");
         }
         flag.store(false, Ordering::Release);
     })
