@@ -22,6 +22,8 @@ struct NodeState {
     transitions: HashMap<&'static str, (bool, String)>,
     /// The last status the server accepted, heartbeats left out, and when.
     reported: Option<(Value, Instant)>,
+    /// The node's status as the server's last answer showed it: what a patch is made against.
+    server_status: Value,
     lease: Lease,
 }
 
@@ -30,6 +32,7 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
         facts: node_facts(opts, shared),
         transitions: HashMap::new(),
         reported: None,
+        server_status: Value::Null,
         lease: Lease::new(),
     };
     let mut backoff = Retry::default();
@@ -142,6 +145,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
         log::info!("node {} registered (uid {uid})", opts.node);
         *crate::locks::lock(&shared.state.node_uid) = Some(uid);
         st.reported = Some((comparable, Instant::now()));
+        st.server_status = node["status"].clone();
         return Ok(());
     }
     let due = match &st.reported {
@@ -151,9 +155,11 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
     if !due {
         return Ok(());
     }
-    let r = client
-        .call("PATCH", &format!("{}/status", node_path(&opts.node)), SMP, Some(&json!({ "status": status })))
-        .map_err(|e| (e, None))?;
+    // Only what differs from the server's copy; a report with nothing new still renews the
+    // heartbeats, so there is always something.
+    let patch = objects::node_status_patch(&status, &st.server_status).unwrap_or_else(|| json!({ "status": status }));
+    let r =
+        client.call("PATCH", &format!("{}/status", node_path(&opts.node)), SMP, Some(&patch)).map_err(|e| (e, None))?;
     if r.status == 404 {
         // Deleted by someone: register again (mirrors follow the new node UID).
         log::warn!("node {} is gone from the API server; registering it again", opts.node);
@@ -164,6 +170,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
         return Err(fail_of("node status", &r));
     }
     st.reported = Some((comparable, Instant::now()));
+    st.server_status = r.body["status"].clone();
     Ok(())
 }
 

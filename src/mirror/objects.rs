@@ -289,6 +289,40 @@ pub fn status_patch(want: &Value, mirror: &Value) -> Option<Value> {
     (!patch.is_empty()).then(|| json!({"metadata": {"uid": mirror["metadata"]["uid"]}, "status": patch}))
 }
 
+/// A strategic-merge patch taking the node status the server holds (`have`) to `want`: only
+/// the fields that differ, and of the conditions (merged by type) only the ones that changed,
+/// each with its type and what changed in it: at steady state the heartbeats, as kubelet's
+/// patch carries them. Other lists go whole; fields others write (images, volumes) are left
+/// alone. None when nothing differs.
+pub fn node_status_patch(want: &Value, have: &Value) -> Option<Value> {
+    let mut status = Map::new();
+    for (key, value) in want.as_object().into_iter().flatten() {
+        let old = &have[key.as_str()];
+        if value == old {
+            continue;
+        }
+        let diff = match (key.as_str(), value.as_array(), old.as_array()) {
+            ("conditions", Some(new), Some(old)) => Value::Array(
+                new.iter()
+                    .filter_map(|c| {
+                        let before = old.iter().find(|o| o["type"] == c["type"]);
+                        let changed: Map<String, Value> = c
+                            .as_object()?
+                            .iter()
+                            .filter(|(k, v)| *k == "type" || before.is_none_or(|b| &b[k.as_str()] != *v))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        (changed.len() > 1).then_some(Value::Object(changed))
+                    })
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        status.insert(key.clone(), diff);
+    }
+    (!status.is_empty()).then(|| json!({ "status": status }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +342,43 @@ mod tests {
             architecture: goarch().into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_node_status_patch_carries_only_what_changed() {
+        let cond = |t: &str, status: &str, beat: &str| json!({"type": t, "status": status, "reason": "R", "message": "m", "lastHeartbeatTime": beat, "lastTransitionTime": "t0"});
+        let have = json!({
+            "conditions": [cond("Ready", "True", "h1"), cond("MemoryPressure", "False", "h1")],
+            "capacity": {"cpu": "2"},
+            "images": [{"names": ["set-by-others"]}],
+        });
+        let mut want = json!({
+            "conditions": [cond("Ready", "True", "h2"), cond("MemoryPressure", "False", "h2")],
+            "capacity": {"cpu": "2"},
+        });
+        assert_eq!(
+            node_status_patch(&want, &have),
+            Some(json!({"status": {"conditions": [
+                {"type": "Ready", "lastHeartbeatTime": "h2"},
+                {"type": "MemoryPressure", "lastHeartbeatTime": "h2"},
+            ]}}))
+        );
+        want["conditions"][0]["status"] = json!("False");
+        want["capacity"]["cpu"] = json!("4");
+        let p = node_status_patch(&want, &have).unwrap();
+        assert_eq!(
+            p["status"]["conditions"][0],
+            json!({"type": "Ready", "status": "False", "lastHeartbeatTime": "h2"})
+        );
+        assert_eq!(p["status"]["capacity"], json!({"cpu": "4"}));
+        assert!(p["status"].get("images").is_none(), "what others write is left alone");
+        // A condition the server lacks goes whole; an unchanged status sends nothing.
+        want["conditions"].as_array_mut().unwrap().push(cond("PIDPressure", "False", "h2"));
+        assert_eq!(
+            node_status_patch(&want, &have).unwrap()["status"]["conditions"][2],
+            cond("PIDPressure", "False", "h2")
+        );
+        assert_eq!(node_status_patch(&have, &have), None);
     }
 
     #[test]
