@@ -16,6 +16,21 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// What one run measured.
+struct Measured {
+    converged: Duration,
+    /// Bytes to and from the API server, start to every mirror Running and ready.
+    startup: (u64, u64),
+    /// Per minute at steady state, to and from.
+    steady: (f64, f64),
+    window: Duration,
+    /// One lease renewal on the wire, both ways: the median over the minutes of the window
+    /// that held nothing else.
+    renewal: Option<u64>,
+    requests: BTreeMap<String, usize>,
+    rss_kib: u64,
+}
+
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let window = Duration::from_secs(
@@ -27,11 +42,49 @@ fn main() {
     );
     let pods = if bench { 10 } else { 2 };
     let tb = common::testbed();
+    println!("mirror traffic ({pods} pods, kubelet's default timings, TLS bytes on the wire)");
+    let runs: Vec<(&str, Measured)> = [("HTTP/2", true), ("HTTP/1.1", false)]
+        .into_iter()
+        .filter(|(_, h2)| bench || *h2)
+        .map(|(name, h2)| (name, run(tb, pods, window, h2)))
+        .collect();
+    for (name, m) in &runs {
+        let day = (m.steady.0 + m.steady.1) * 60.0 * 24.0;
+        println!("  over {name}:");
+        println!(
+            "    to converge (start -> every mirror Running and ready): {:.1} s, {} bytes to the API server, {} from it",
+            m.converged.as_secs_f64(),
+            m.startup.0,
+            m.startup.1
+        );
+        println!(
+            "    steady state over {:.0} s: {:.0} bytes/min to the API server, {:.0} bytes/min from it: {:.2} MB a day",
+            m.window.as_secs_f64(),
+            m.steady.0,
+            m.steady.1,
+            day / 1e6
+        );
+        match m.renewal {
+            Some(r) => println!(
+                "    one lease renewal on the wire (both ways): {r} bytes; x 8,640 renewals a day = {:.2} MB a day (the floor)",
+                r as f64 * 8640.0 / 1e6
+            ),
+            None => println!("    one lease renewal on the wire: no minute of the window held only renewals"),
+        }
+        println!("    atoll's RSS at the end of the window: {:.1} MiB", m.rss_kib as f64 / 1024.0);
+        let listed: Vec<String> = m.requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!("    requests in the window: {}", listed.join(", "));
+    }
+    println!();
+}
+
+fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Measured {
     let dir = std::env::temp_dir().join(common::unique("atoll-bench-mirror"));
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let pki = apiserver::Pki::new(&dir.join("pki"), "tb");
     let server = apiserver::ApiServer::start(&pki, "tb");
+    server.offer_http2(http2);
     for i in 0..pods {
         std::fs::write(
             manifests.join(format!("m{i}.yaml")),
@@ -62,7 +115,21 @@ fn main() {
     let (in0, out0) = server.bytes();
     let from = server.log().len();
     let t0 = Instant::now();
-    std::thread::sleep(window);
+    // Minute by minute: the bytes, and what was asked in each.
+    let mut minutes = Vec::new();
+    let mut last = (in0, out0, from);
+    while t0.elapsed() < window {
+        let step = Duration::from_secs(60).min(window.saturating_sub(t0.elapsed()));
+        std::thread::sleep(step);
+        let (i, o) = server.bytes();
+        let n = server.log().len();
+        let log = server.log();
+        let only_renewals = log[last.2..n].iter().all(|l| l.method == "PUT" && l.path.contains("/leases/"));
+        if only_renewals && n > last.2 && step == Duration::from_secs(60) {
+            minutes.push((i + o - last.0 - last.1) / (n - last.2) as u64);
+        }
+        last = (i, o, n);
+    }
     let took = t0.elapsed();
     let (in1, out1) = server.bytes();
     let log = server.log();
@@ -85,24 +152,17 @@ fn main() {
         } else {
             format!("{} pods", l.method)
         };
-        *requests.entry(what).or_default() += 1;
+        *requests.entry(format!("{what} ({})", l.proto)).or_default() += 1;
     }
+    minutes.sort_unstable();
     let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
-    println!("mirror traffic ({pods} pods, kubelet's default timings, TLS bytes on the wire)");
-    println!(
-        "  to converge (start -> every mirror Running and ready): {:.1} s, {} bytes to the API server, {} from it",
-        converged.as_secs_f64(),
-        startup.0,
-        startup.1
-    );
-    println!(
-        "  steady state over {:.0} s: {:.0} bytes/min to the API server, {:.0} bytes/min from it",
-        took.as_secs_f64(),
-        per_min(in1 - in0),
-        per_min(out1 - out0)
-    );
-    println!("  atoll's RSS at the end of the window: {:.1} MiB", rss_kib as f64 / 1024.0);
-    let listed: Vec<String> = requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    println!("  requests in the window: {}", listed.join(", "));
-    println!();
+    Measured {
+        converged,
+        startup,
+        steady: (per_min(in1 - in0), per_min(out1 - out0)),
+        window: took,
+        renewal: minutes.get(minutes.len() / 2).copied(),
+        requests,
+        rss_kib,
+    }
 }

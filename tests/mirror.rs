@@ -295,6 +295,9 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
                 assert!(gap >= Duration::from_millis(3900), "Retry-After: 4 honoured, got {gap:?}");
             }
         }
+        // A renewal the server did not take is sent again as it was: no read first.
+        let methods: Vec<&str> = mine[..=ok].iter().map(|l| l.method.as_str()).collect();
+        assert!(methods.iter().all(|m| *m == "PUT"), "{methods:?}");
         Some(())
     });
     assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));

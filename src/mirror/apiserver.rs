@@ -48,6 +48,10 @@ pub struct Client {
     token: Option<Token>,
     /// Where the kubeconfig came from, for log lines.
     pub context: String,
+    /// Until when the server asked this node to wait (a 429's or 503's Retry-After), when
+    /// every request waits for it (`holding`): the mirror's loops then send nothing while the
+    /// node is told to wait, whichever of them was told.
+    hold: Option<Mutex<Option<std::time::Instant>>>,
 }
 
 struct Token {
@@ -128,7 +132,32 @@ impl Client {
             server: conn.server.trim_end_matches('/').to_string(),
             token,
             context: conn.context.clone(),
+            hold: None,
         })
+    }
+
+    /// A client whose every request waits out a Retry-After the server gave any of them (the
+    /// mirror's; others, as the kubelet server's reviews, fail fast instead).
+    pub fn holding(mut self) -> Client {
+        self.hold = Some(Mutex::new(None));
+        self
+    }
+
+    /// Waits out a Retry-After in force.
+    fn wait_as_told(&self) {
+        let Some(hold) = &self.hold else { return };
+        let until = *crate::locks::lock(hold);
+        if let Some(until) = until {
+            std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+
+    /// Notes an answer's Retry-After (429, 503), spread as the back-off spreads it.
+    fn told(&self, a: &Answer) {
+        let (Some(hold), Some(ra), 429 | 503) = (&self.hold, a.retry_after, a.status) else { return };
+        let until = std::time::Instant::now() + super::retry::retry_after(ra);
+        let mut h = crate::locks::lock(hold);
+        *h = Some(h.map_or(until, |was| was.max(until)));
     }
 
     /// The API server's URL.
@@ -178,8 +207,12 @@ impl Client {
         body: &[u8],
     ) -> Result<Answer, String> {
         let ask = self.ask(method, path, content_type, accept, body)?;
+        self.wait_as_told();
         let started = std::time::Instant::now();
         let result = self.exchange(&ask);
+        if let Ok(a) = &result {
+            self.told(a);
+        }
         let took = started.elapsed();
         let code = result.as_ref().map_or_else(|_| "error".to_string(), |a| a.status.to_string());
         crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", method), ("code", &code)], 1.0);
@@ -217,6 +250,7 @@ impl Client {
         mut each: impl FnMut(serde_json::Value) -> bool,
     ) -> Result<Option<Reply>, String> {
         let ask = self.ask("GET", path, "", "application/json", &[])?;
+        self.wait_as_told();
         // The server ends the watch after timeoutSeconds; a silent connection ends here.
         let limit = timeout + Duration::from_secs(30);
         let mut bad = None;
@@ -253,11 +287,10 @@ impl Client {
         }
         let status = answer.as_ref().map_or(200, |a| a.status);
         crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);
-        Ok(answer.map(|a| Reply {
-            status: a.status,
-            body: crate::parse::json(&a.body).unwrap_or(serde_json::Value::Null),
-            retry_after: None,
-        }))
+        if let Some(a) = &answer {
+            self.told(a);
+        }
+        Ok(answer.map(|a| a.reply()))
     }
 }
 

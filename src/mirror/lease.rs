@@ -49,6 +49,15 @@ fn held(what: &str, a: &Answer) -> Result<Held, Failure> {
     }
 }
 
+/// Keeps the lease the server answered, and when the next renewal is due.
+fn renewed(opts: &Options, lease: &mut Lease, answer: &Answer) -> Result<(), Failure> {
+    lease.held = Some(held("lease renewal", answer)?);
+    let every = Duration::from_secs(u64::from(opts.lease_duration_seconds)) / 4;
+    // kubelet's jitter: up to 4 % either way.
+    lease.due = Instant::now() + every + jitter(every.mul_f64(0.08)) - every.mul_f64(0.04);
+    Ok(())
+}
+
 /// Renews the lease (or makes it), owned by the Node `node_uid` once it is known.
 pub(super) fn renew(client: &Client, opts: &Options, node_uid: Option<&str>, lease: &mut Lease) -> Result<(), Failure> {
     let path = format!("/apis/{API_VERSION}/namespaces/{}/leases/{}", objects::LEASE_NAMESPACE, opts.node);
@@ -63,55 +72,62 @@ pub(super) fn renew(client: &Client, opts: &Options, node_uid: Option<&str>, lea
         client.call_bytes(method, path, content_type, ACCEPT, body).map_err(|e| (e, None))
     };
     for _ in 0..3 {
-        let answer = match lease.held.take() {
-            Some(Held::Proto(raw)) => match spec.renewed(&raw) {
-                Ok(raw) => call("PUT", &path, proto::CONTENT_TYPE, &proto::envelope(API_VERSION, "Lease", &raw))?,
+        let Some(last) = lease.held.take() else {
+            let a = call("GET", &path, "", &[])?;
+            let answer = match a.status {
+                200 => {
+                    lease.held = Some(held("lease", &a)?);
+                    continue;
+                }
+                404 => {
+                    let collection = path.rsplit_once('/').map_or("", |p| p.0);
+                    let fresh = spec.new_lease(&opts.node, objects::LEASE_NAMESPACE);
+                    call("POST", collection, proto::CONTENT_TYPE, &proto::envelope(API_VERSION, "Lease", &fresh))?
+                }
+                _ => return Err(fail_of("lease", &a.reply())),
+            };
+            match answer.status {
+                201 | 200 => return renewed(opts, lease, &answer),
+                409 => continue,
+                _ => return Err(fail_of("lease", &answer.reply())),
+            }
+        };
+        let sent = match &last {
+            Held::Proto(raw) => match spec.renewed(raw) {
+                Ok(renewed) => {
+                    call("PUT", &path, proto::CONTENT_TYPE, &proto::envelope(API_VERSION, "Lease", &renewed))
+                }
                 Err(_) => continue, // a malformed lease: read it again
             },
-            Some(Held::Json(mut v)) => {
+            Held::Json(v) => {
                 let renew = crate::rfc3339::format_micros(now);
                 let fresh = objects::lease_object(&opts.node, node_uid, opts.lease_duration_seconds, &renew);
                 // The last answer is the server's: set fields only where its shape allows.
+                let mut v = v.clone();
                 let mut ok = set_path(&mut v, &["spec"], fresh["spec"].clone());
                 if node_uid.is_some() {
-                    ok &= set_path(
-                        &mut v,
-                        &["metadata", "ownerReferences"],
-                        fresh["metadata"]["ownerReferences"].clone(),
-                    );
+                    let owners = fresh["metadata"]["ownerReferences"].clone();
+                    ok &= set_path(&mut v, &["metadata", "ownerReferences"], owners);
                 }
                 if !ok {
                     continue;
                 }
-                call("PUT", &path, JSON, &serde_json::to_vec(&v).unwrap_or_default())?
-            }
-            None => {
-                let a = call("GET", &path, "", &[])?;
-                match a.status {
-                    200 => {
-                        lease.held = Some(held("lease", &a)?);
-                        continue;
-                    }
-                    404 => {
-                        let collection = path.rsplit_once('/').map_or("", |p| p.0);
-                        let fresh = spec.new_lease(&opts.node, objects::LEASE_NAMESPACE);
-                        call("POST", collection, proto::CONTENT_TYPE, &proto::envelope(API_VERSION, "Lease", &fresh))?
-                    }
-                    _ => return Err(fail_of("lease", &a.reply())),
-                }
+                call("PUT", &path, JSON, &serde_json::to_vec(&v).unwrap_or_default())
             }
         };
-        match answer.status {
-            200 | 201 => {
-                lease.held = Some(held("lease renewal", &answer)?);
-                let every = Duration::from_secs(u64::from(opts.lease_duration_seconds)) / 4;
-                // kubelet's jitter: up to 4 % either way.
-                lease.due = Instant::now() + every + jitter(every.mul_f64(0.08)) - every.mul_f64(0.04);
-                return Ok(());
-            }
+        match sent.as_ref().map(|a| a.status) {
+            Ok(200 | 201) => return renewed(opts, lease, &sent?),
             // Someone else wrote it (or it is gone): read it again.
-            409 | 404 => continue,
-            _ => return Err(fail_of("lease renewal", &answer.reply())),
+            Ok(409 | 404) => continue,
+            // Not taken (an outage, a 429, a 5xx): the next renewal starts from the same lease,
+            // one PUT rather than a GET and a PUT.
+            _ => {
+                lease.held = Some(last);
+                return Err(match sent {
+                    Ok(a) => fail_of("lease renewal", &a.reply()),
+                    Err(e) => e,
+                });
+            }
         }
     }
     Err(("lease: still conflicting after 3 tries".into(), None))

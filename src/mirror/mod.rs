@@ -11,7 +11,9 @@
 //! traffic is the Lease renewal, the watch's periodic re-establishment and the node status
 //! report every `nodeStatusReportFrequency`.
 //!
-//! Failures back off with jitter (1 s doubling to 60 s; `Retry-After` honoured up to 5 min).
+//! Failures back off with jitter (1 s doubling to 60 s; `Retry-After` honoured up to 5 min,
+//! by every loop of the node whichever was told, and spread by up to half again so a fleet
+//! told the same number does not return in step).
 //! A mirror the server refuses (admission) is reported locally (`atoll describe`, an event)
 //! and retried with its own back-off.
 
@@ -42,7 +44,7 @@ use std::time::Duration;
 pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
     let shared = Arc::new(Env { node, state });
     let spawned = std::thread::Builder::new().name("atoll-mirror".into()).spawn(move || {
-        let client = Arc::new(connect(&opts));
+        let client = Arc::new(connect(&opts).holding());
         log::info!("mirroring node {} to {} (context {})", opts.node, client.server(), client.context);
         let (tx, rx) = mpsc::sync_channel(256);
         {

@@ -1,5 +1,6 @@
 //! How the mirror fails and waits: the back-off (1 s doubling to 60 s, jittered, Retry-After
-//! honoured), which answers are worth retrying, and the content types of its requests.
+//! honoured and spread), which answers are worth retrying, and the content types of its
+//! requests.
 
 use super::apiserver::Reply;
 use std::time::{Duration, Instant, SystemTime};
@@ -21,7 +22,7 @@ impl Retry {
         self.delay = if self.delay.is_zero() { Self::FIRST } else { (self.delay * 2).min(Self::MAX) };
         let mut wait = jitter(self.delay);
         if let Some(ra) = retry_after {
-            wait = wait.max(ra.min(Self::MAX_RETRY_AFTER));
+            wait = wait.max(self::retry_after(ra));
         }
         self.until = Some(Instant::now() + wait);
         wait
@@ -35,6 +36,14 @@ impl Retry {
     pub(super) fn waiting(&self) -> bool {
         self.until.is_some_and(|u| Instant::now() < u)
     }
+}
+
+/// How long a `Retry-After` of `ra` keeps a node waiting: at least that (up to 5 minutes),
+/// and up to half as long again at random, so a fleet told the same number at the same moment
+/// (APF answers 429s with `Retry-After: 1`) does not come back in step.
+pub(super) fn retry_after(ra: Duration) -> Duration {
+    let ra = ra.min(Retry::MAX_RETRY_AFTER);
+    ra + jitter(ra) - ra / 2
 }
 
 /// `d` scaled to a pseudo-random 50–100 % (spreads a fleet's retries after an outage).
@@ -81,9 +90,11 @@ mod tests {
         assert!(last <= Retry::MAX && b.waiting());
         b.ok();
         assert!(!b.waiting());
-        // Retry-After wins over a shorter back-off, up to its own cap.
-        assert!(b.fail(Some(Duration::from_secs(30))) >= Duration::from_secs(30));
-        assert_eq!(b.fail(Some(Duration::from_secs(3600))), Retry::MAX_RETRY_AFTER);
+        // Retry-After wins over a shorter back-off, up to its own cap, spread by up to half.
+        let wait = b.fail(Some(Duration::from_secs(30)));
+        assert!(wait >= Duration::from_secs(30) && wait <= Duration::from_secs(45), "{wait:?}");
+        let wait = b.fail(Some(Duration::from_secs(3600)));
+        assert!(wait >= Retry::MAX_RETRY_AFTER && wait <= Retry::MAX_RETRY_AFTER * 3 / 2, "{wait:?}");
     }
 
     #[test]

@@ -128,6 +128,12 @@ impl Pki {
     }
 
     /// A kubeconfig with the client certificate (files), or with `token` instead.
+    /// A kubeconfig at `out` for a node with the bearer token in `token` (a fleet's nodes,
+    /// one identity each).
+    pub fn kubeconfig_for(&self, addr: SocketAddr, token: &Path, out: &Path) {
+        std::fs::copy(self.kubeconfig(addr, Some(token)), out).unwrap();
+    }
+
     pub fn kubeconfig(&self, addr: SocketAddr, token: Option<&Path>) -> PathBuf {
         let user = match token {
             Some(t) => format!("    tokenFile: {}\n", t.display()),
@@ -189,6 +195,8 @@ struct Store {
     events: VecDeque<Event>,
     /// Events older than this resourceVersion were compacted away.
     compacted: u64,
+    /// How many events are kept (`KEEP_EVENTS` unless `keep_events` says otherwise).
+    keep: usize,
     uid_seq: u64,
 }
 
@@ -197,7 +205,11 @@ const KEEP_EVENTS: usize = 1000;
 
 struct State {
     store: Mutex<Store>,
-    changed: Condvar,
+    /// Signalled when objects of a resource change (pods, nodes, leases, the rest), so a
+    /// lease renewal does not wake every pod watch.
+    changed: [Condvar; 4],
+    /// API Priority and Fairness, as far as a fleet meets it: above a rate, 429.
+    limit: Mutex<Option<Limit>>,
     faults: Mutex<Faults>,
     log: Mutex<Vec<Logged>>,
     tokens: Mutex<HashMap<String, String>>,
@@ -251,7 +263,8 @@ impl ApiServer {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
             store: Mutex::new(Store::default()),
-            changed: Condvar::new(),
+            changed: Default::default(),
+            limit: Mutex::new(None),
             faults: Mutex::new(Faults::default()),
             log: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
@@ -298,6 +311,20 @@ impl ApiServer {
         self.accept.lock().unwrap().push(handle);
     }
 
+    /// Keeps the last `n` events for watches to resume from (1000 by default): a fleet writes
+    /// far more, and a real server's watch cache holds minutes of them.
+    pub fn keep_events(&self, n: usize) {
+        self.state.store.lock().unwrap().keep = n;
+    }
+
+    /// Answers requests beyond `rate` a second (`burst` at once) with 429 and `Retry-After:
+    /// retry_after`, as API Priority and Fairness does when a priority level is full (None:
+    /// no limit). Requests made by `admin` are not limited.
+    pub fn limit_rate(&self, rate: Option<(f64, f64)>, retry_after: u64) {
+        *self.state.limit.lock().unwrap() =
+            rate.map(|(rate, burst)| Limit { rate, burst, tokens: burst, last: Instant::now(), retry_after });
+    }
+
     /// Whether new connections may choose HTTP/2 (ALPN `h2`, offered from the start, as
     /// kube-apiserver does), or get HTTP/1.1 only (a proxy in front that speaks no HTTP/2).
     pub fn offer_http2(&self, on: bool) {
@@ -338,7 +365,9 @@ impl ApiServer {
         for (_, c) in self.state.conns.lock().unwrap().drain() {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
-        self.state.changed.notify_all();
+        for c in &self.state.changed {
+            c.notify_all();
+        }
     }
 
     /// Back on the same address.
@@ -462,6 +491,26 @@ impl Drop for ApiServer {
     }
 }
 
+impl State {
+    fn changed(&self, resource: &str) -> &Condvar {
+        &self.changed[match resource {
+            "pods" => 0,
+            "nodes" => 1,
+            "leases" => 2,
+            _ => 3,
+        }]
+    }
+}
+
+/// A token bucket: `rate` requests a second, `burst` at once; beyond, 429 with Retry-After.
+struct Limit {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+    retry_after: u64,
+}
+
 /// Counts bytes both ways.
 struct Counting {
     inner: TcpStream,
@@ -551,6 +600,21 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
     }
 }
 
+/// Whether the rate limit turns this request away: its Retry-After if so.
+fn throttled(state: &State) -> Option<u64> {
+    let mut limit = state.limit.lock().unwrap();
+    let l = limit.as_mut()?;
+    let now = Instant::now();
+    l.tokens = (l.tokens + now.duration_since(l.last).as_secs_f64() * l.rate).min(l.burst);
+    l.last = now;
+    if l.tokens >= 1.0 {
+        l.tokens -= 1.0;
+        None
+    } else {
+        Some(l.retry_after)
+    }
+}
+
 /// What the server makes of a request.
 enum Outcome {
     /// An answer, and its `Retry-After`.
@@ -580,6 +644,12 @@ fn decide(state: &Arc<State>, req: &Request, cert_user: Option<&str>) -> Option<
             Outcome::Reply(Reply::Json(code, status_obj(code, reason_for(code), "injected failure")), ra)
         }
         (None, None) => Outcome::Reply(Reply::Json(401, status_obj(401, "Unauthorized", "Unauthorized")), None),
+        (Some(_), None) if let Some(ra) = throttled(state) => {
+            let msg = "Too many requests, please try again later.";
+            let mut body = status_obj(429, "TooManyRequests", msg);
+            body["details"] = json!({"retryAfterSeconds": ra});
+            Outcome::Reply(Reply::Json(429, body), Some(ra))
+        }
         (Some(u), None) => match parse_target(&req.path).filter(node_proxy::proxied) {
             Some(t) => Outcome::Proxy(t),
             None => Outcome::Reply(route(state, req, u), None),
@@ -970,7 +1040,7 @@ fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
         _ => fail(405, "MethodNotAllowed", format!("{} is not supported on {}", req.method, req.path)),
     };
     drop(store);
-    state.changed.notify_all();
+    state.changed(t.resource).notify_all();
     reply
 }
 
@@ -1079,7 +1149,7 @@ fn new_meta(store: &mut Store, obj: &mut Value) {
 fn emit(store: &mut Store, resource: &'static str, kind: &'static str, object: Value) {
     let rv = store.rv;
     store.events.push_back(Event { rv, resource, kind, object });
-    while store.events.len() > KEEP_EVENTS {
+    while store.events.len() > store.keep.max(KEEP_EVENTS) {
         let e = store.events.pop_front().unwrap();
         store.compacted = e.rv;
     }
@@ -1565,15 +1635,19 @@ fn stream_watch(
             drop(store);
             return w.end().map(|_| true);
         }
-        let batch: Vec<Value> = store
+        // From the newest back to the last seen: a wake costs what is new, not the history.
+        let mut batch: Vec<Value> = store
             .events
             .iter()
-            .filter(|e| e.rv > seen && e.resource == resource && matches(&e.object, selector))
+            .rev()
+            .take_while(|e| e.rv > seen)
+            .filter(|e| e.resource == resource && matches(&e.object, selector))
             .map(|e| json!({"type": e.kind, "object": e.object}))
             .collect();
+        batch.reverse();
         seen = store.rv;
         if batch.is_empty() {
-            store = state.changed.wait_timeout(store, Duration::from_millis(200)).unwrap().0;
+            store = state.changed(resource).wait_timeout(store, Duration::from_millis(200)).unwrap().0;
             continue;
         }
         drop(store);
