@@ -21,6 +21,8 @@ struct Measured {
     converged: Duration,
     /// Bytes to and from the API server, start to every mirror Running and ready.
     startup: (u64, u64),
+    /// The requests made meanwhile, by kind.
+    converge_requests: BTreeMap<String, usize>,
     /// Per minute at steady state, to and from.
     steady: (f64, f64),
     window: Duration,
@@ -57,6 +59,8 @@ fn main() {
             m.startup.0,
             m.startup.1
         );
+        let listed: Vec<String> = m.converge_requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        println!("    requests to converge: {}", listed.join(", "));
         println!(
             "    steady state over {:.0} s: {:.0} bytes/min to the API server, {:.0} bytes/min from it: {:.2} MB a day",
             m.window.as_secs_f64(),
@@ -110,6 +114,7 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
     });
     let converged = started.elapsed();
     let startup = server.bytes();
+    let converge_log = server.log();
     // Let the first lease renewals and status writes settle.
     std::thread::sleep(Duration::from_secs(15));
     let (in0, out0) = server.bytes();
@@ -141,8 +146,26 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
     let _ = child.kill();
     let _ = child.wait();
 
+    let requests = kinds(&log[from..]);
+    let converge_requests = kinds(&converge_log);
+    minutes.sort_unstable();
+    let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
+    Measured {
+        converged,
+        startup,
+        converge_requests,
+        steady: (per_min(in1 - in0), per_min(out1 - out0)),
+        window: took,
+        renewal: minutes.get(minutes.len() / 2).copied(),
+        requests,
+        rss_kib,
+    }
+}
+
+/// The requests of a window by kind.
+fn kinds(log: &[apiserver::Logged]) -> BTreeMap<String, usize> {
     let mut requests: BTreeMap<String, usize> = BTreeMap::new();
-    for l in &log[from..] {
+    for l in log {
         let what = if l.path.contains("/leases/") {
             format!("{} lease", l.method)
         } else if l.path.contains("watch=true") {
@@ -154,15 +177,5 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
         };
         *requests.entry(format!("{what} ({})", l.proto)).or_default() += 1;
     }
-    minutes.sort_unstable();
-    let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
-    Measured {
-        converged,
-        startup,
-        steady: (per_min(in1 - in0), per_min(out1 - out0)),
-        window: took,
-        renewal: minutes.get(minutes.len() / 2).copied(),
-        requests,
-        rss_kib,
-    }
+    requests
 }

@@ -361,3 +361,22 @@ fn http2_on_one_connection_and_http1_where_that_is_all_there_is() {
     let after: Vec<&str> = server.log()[before..].iter().map(|l| l.proto).collect();
     assert_eq!(after, ["HTTP/1.1", "HTTP/1.1"]);
 }
+
+/// A connection that goes silent (a NAT that forgot it, a peer gone without a word): the
+/// request past its deadline, then a PING nobody answers, and the next request dials again.
+/// Without that check every request would wait on the dead connection for ever.
+#[test]
+fn a_silent_connection_is_dropped_once_a_ping_goes_unanswered() {
+    let (_dir, pki, server) = setup("silent");
+    let c = client(&pki.kubeconfig(server.addr, None));
+    register(&c);
+    assert_eq!(server.connections(), 1);
+    server.silence_connections();
+    let started = std::time::Instant::now();
+    let lost = c.call("GET", "/api/v1/nodes/edge-1", "", None);
+    assert!(lost.is_err(), "{lost:?}");
+    let r = c.call("GET", "/api/v1/nodes/edge-1", "", None).expect("a new connection");
+    assert_eq!(r.status, 200);
+    assert_eq!(server.connections(), 2);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+}

@@ -18,7 +18,7 @@ use tokio_util::compat::FuturesAsyncReadCompatExt;
 
 type Tls = rustls::StreamOwned<rustls::ServerConnection, Counting>;
 
-pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>) {
+pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>, id: u64) {
     let Ok((ours, theirs)) = UnixStream::pair() else { return };
     let rustls::StreamOwned { conn, sock } = tls;
     let Ok(tcp_in) = sock.inner.try_clone() else { return };
@@ -29,6 +29,7 @@ pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>) {
     let pump_in = {
         let shared = shared.clone();
         let mut to_h2 = ours.try_clone().unwrap();
+        let state = state.clone();
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 << 10];
             let mut plain = vec![0u8; 64 << 10];
@@ -36,6 +37,9 @@ pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>) {
                 let n = from_client.read(&mut buf).unwrap_or(0);
                 if n == 0 {
                     break;
+                }
+                if state.silent.lock().unwrap().contains(&id) {
+                    continue;
                 }
                 let mut got = Vec::new();
                 {
@@ -72,10 +76,14 @@ pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>) {
     let pump_out = {
         let shared = shared.clone();
         let mut from_h2 = ours;
+        let state = state.clone();
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 << 10];
             loop {
                 let n = from_h2.read(&mut buf).unwrap_or(0);
+                if n > 0 && state.silent.lock().unwrap().contains(&id) {
+                    continue;
+                }
                 let mut g = shared.lock().unwrap();
                 let (conn, sock) = &mut *g;
                 if n == 0 {

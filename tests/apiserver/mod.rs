@@ -210,6 +210,8 @@ struct State {
     changed: [Condvar; 4],
     /// API Priority and Fairness, as far as a fleet meets it: above a rate, 429.
     limit: Mutex<Option<Limit>>,
+    /// HTTP/2 connections that carry nothing more either way, as when a NAT forgets them.
+    silent: Mutex<std::collections::HashSet<u64>>,
     faults: Mutex<Faults>,
     log: Mutex<Vec<Logged>>,
     tokens: Mutex<HashMap<String, String>>,
@@ -265,6 +267,7 @@ impl ApiServer {
             store: Mutex::new(Store::default()),
             changed: Default::default(),
             limit: Mutex::new(None),
+            silent: Mutex::new(Default::default()),
             faults: Mutex::new(Faults::default()),
             log: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
@@ -298,7 +301,7 @@ impl ApiServer {
                         state.conns.lock().unwrap().insert(id, stream.try_clone().unwrap());
                         let state = state.clone();
                         std::thread::spawn(move || {
-                            connection(&state, stream);
+                            connection(&state, stream, id);
                             if let Some(s) = state.conns.lock().unwrap().remove(&id) {
                                 let _ = s.shutdown(std::net::Shutdown::Both);
                             }
@@ -333,6 +336,13 @@ impl ApiServer {
         config.alpn_protocols =
             if on { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
         *tls = Arc::new(config);
+    }
+
+    /// Every HTTP/2 connection open now goes silent: nothing more passes either way and
+    /// nothing tells either end (a NAT that forgot them). New connections work.
+    pub fn silence_connections(&self) {
+        let open: Vec<u64> = self.state.conns.lock().unwrap().keys().copied().collect();
+        self.state.silent.lock().unwrap().extend(open);
     }
 
     /// How many TCP connections the server has accepted.
@@ -554,7 +564,7 @@ enum Reply {
     Watch(&'static str, Vec<(String, String)>, Option<u64>, Duration),
 }
 
-fn connection(state: &Arc<State>, stream: TcpStream) {
+fn connection(state: &Arc<State>, stream: TcpStream, id: u64) {
     let config = state.tls.lock().unwrap().clone();
     let conn = rustls::ServerConnection::new(config).unwrap();
     let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
@@ -567,7 +577,7 @@ fn connection(state: &Arc<State>, stream: TcpStream) {
     let cert_user =
         tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| state.certs.get(c.as_ref()).cloned());
     if tls.conn.alpn_protocol() == Some(b"h2".as_slice()) {
-        return h2::serve(state, tls, cert_user);
+        return h2::serve(state, tls, cert_user, id);
     }
     loop {
         let Some(req) = read_request(&mut tls) else { return };
