@@ -183,15 +183,7 @@ fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>
 fn kinds(log: &[apiserver::Logged]) -> String {
     let mut n: BTreeMap<String, usize> = BTreeMap::new();
     for l in log {
-        let what = if l.path.contains("/leases/") {
-            format!("{} lease", l.method)
-        } else if l.path.contains("watch=true") {
-            "watch pods".to_string()
-        } else if l.path.starts_with("/api/v1/nodes") {
-            format!("{} node{}", l.method, if l.path.contains("/status") { " status" } else { "" })
-        } else {
-            format!("{} pods", l.method)
-        };
+        let what = l.kind();
         let what = if l.status == 429 { format!("{what} (429)") } else { what };
         *n.entry(what).or_default() += 1;
     }

@@ -166,15 +166,7 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
 fn kinds(log: &[apiserver::Logged]) -> BTreeMap<String, usize> {
     let mut requests: BTreeMap<String, usize> = BTreeMap::new();
     for l in log {
-        let what = if l.path.contains("/leases/") {
-            format!("{} lease", l.method)
-        } else if l.path.contains("watch=true") {
-            "watch pods".to_string()
-        } else if l.path.starts_with("/api/v1/nodes") {
-            format!("{} node{}", l.method, if l.path.ends_with("/status") { " status" } else { "" })
-        } else {
-            format!("{} pods", l.method)
-        };
+        let what = l.kind();
         *requests.entry(format!("{what} ({})", l.proto)).or_default() += 1;
     }
     requests

@@ -2,7 +2,7 @@
 //! honoured and spread), which answers are worth retrying, and the content types of its
 //! requests.
 
-use super::apiserver::Reply;
+use super::wire::Reply;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Failure back-off: 1 s doubling to 60 s, each wait jittered to 50–100 %, a `Retry-After`

@@ -168,6 +168,23 @@ pub struct Logged {
     pub content_type: String,
 }
 
+impl Logged {
+    /// What the request was, in a benchmark's words: `PUT lease`, `watch pods`, `PATCH node
+    /// status`, `POST pods` (a lease's creation counts as `POST lease`).
+    pub fn kind(&self) -> String {
+        let path = self.path.split_once('?').map_or(self.path.as_str(), |(p, _)| p);
+        if path.contains("/leases") {
+            format!("{} lease", self.method)
+        } else if self.path.contains("watch=true") {
+            "watch pods".to_string()
+        } else if path.starts_with("/api/v1/nodes") {
+            format!("{} node{}", self.method, if path.ends_with("/status") { " status" } else { "" })
+        } else {
+            format!("{} pods", self.method)
+        }
+    }
+}
+
 #[derive(Default)]
 struct Faults {
     delay: Duration,
