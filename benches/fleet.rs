@@ -108,7 +108,7 @@ fn main() {
     let from = server.log().len();
     server.up();
     let back = Instant::now();
-    let recovered = wait_for(Duration::from_secs(if bench { 600 } else { 120 }), "every node back", || {
+    let recovered = wait_for(Duration::from_secs(if bench { 600 } else { 300 }), "every node back", || {
         all_settled(&server.log()[from..], &users, back).then(|| back.elapsed())
     });
     // Watch the rate until it has been quiet for a while.
