@@ -185,12 +185,16 @@ impl H2 {
                     return Ok(None);
                 };
                 let Some(chunk) = chunk? else { return Ok(None) };
+                // Only the new bytes are searched for a line's end: a long line sent in small
+                // pieces costs its length, not its length times its pieces.
+                let mut from = buf.len();
                 buf.extend_from_slice(&chunk);
-                while let Some(at) = buf.iter().position(|b| *b == b'\n') {
+                while let Some(at) = buf[from..].iter().position(|b| *b == b'\n').map(|i| from + i) {
                     let line: Vec<u8> = buf.drain(..=at).collect();
                     if !each(&line) {
                         return Ok(None);
                     }
+                    from = 0;
                 }
                 if buf.len() > MAX_BODY {
                     return Err(format!("an event larger than {MAX_BODY} bytes"));
