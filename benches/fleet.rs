@@ -16,6 +16,8 @@
 
 #[path = "../tests/apiserver/mod.rs"]
 mod apiserver;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use atoll::mirror::{MirrorState, Options};
 use atoll::node::{Facts, Node};
@@ -77,7 +79,7 @@ fn main() {
         atoll::mirror::start(opts, node, state);
     }
     let users: Vec<String> = (0..nodes).map(|i| format!("system:node:n-{i}")).collect();
-    wait_for(Duration::from_secs(600), "every node registered, leased and watching", || {
+    common::eventually(Duration::from_secs(600), "every node registered, leased and watching", || {
         all_settled(&server.log(), &users, started).then_some(())
     });
     println!("fleet: {nodes} mirrors in one process against the test API server (kubelet's default timings)");
@@ -108,7 +110,7 @@ fn main() {
     let from = server.log().len();
     server.up();
     let back = Instant::now();
-    let recovered = wait_for(Duration::from_secs(if bench { 600 } else { 300 }), "every node back", || {
+    let recovered = common::eventually(Duration::from_secs(if bench { 600 } else { 300 }), "every node back", || {
         all_settled(&server.log()[from..], &users, back).then(|| back.elapsed())
     });
     // Watch the rate until it has been quiet for a while.
@@ -166,17 +168,6 @@ fn all_settled(log: &[apiserver::Logged], users: &[String], since: Instant) -> b
         }
     }
     users.iter().all(|u| leased.contains(u.as_str()) && watching.contains(u.as_str()))
-}
-
-fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// The requests of a window by kind, as "32 PUT lease, 1 watch pods".
