@@ -23,6 +23,9 @@ struct Measured {
     startup: (u64, u64),
     /// The requests made meanwhile, by kind.
     converge_requests: BTreeMap<String, usize>,
+    /// Their bodies by kind: (requests, bytes sent, bytes answered), and the watch events'.
+    converge_bodies: BTreeMap<String, (usize, usize, usize)>,
+    converge_events: u64,
     /// Per minute at steady state, to and from.
     steady: (f64, f64),
     window: Duration,
@@ -61,6 +64,18 @@ fn main() {
         );
         let listed: Vec<String> = m.converge_requests.iter().map(|(k, v)| format!("{v} {k}")).collect();
         println!("    requests to converge: {}", listed.join(", "));
+        // Where those bytes go: the objects themselves, before HTTP and TLS.
+        let listed: Vec<String> = m
+            .converge_bodies
+            .iter()
+            .map(|(k, (n, out, back))| format!("{k}: {} out, {} back", out / n, back / n))
+            .collect();
+        println!("    bodies to converge, bytes per request: {}", listed.join("; "));
+        let (out, back) = m.converge_bodies.values().fold((0, 0), |(o, b), (_, out, back)| (o + out, b + back));
+        println!(
+            "    bodies to converge in all: {out} bytes out, {back} back in answers and {} in watch events",
+            m.converge_events
+        );
         println!(
             "    steady state over {:.0} s: {:.0} bytes/min to the API server, {:.0} bytes/min from it: {:.2} MB a day",
             m.window.as_secs_f64(),
@@ -115,6 +130,7 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
     let converged = started.elapsed();
     let startup = server.bytes();
     let converge_log = server.log();
+    let converge_events = server.watch_bytes();
     // Let the first lease renewals and status writes settle.
     std::thread::sleep(Duration::from_secs(15));
     let (in0, out0) = server.bytes();
@@ -148,12 +164,19 @@ fn run(tb: &common::Testbed, pods: usize, window: Duration, http2: bool) -> Meas
 
     let requests = kinds(&log[from..]);
     let converge_requests = kinds(&converge_log);
+    let mut converge_bodies: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    for l in &converge_log {
+        let e = converge_bodies.entry(l.kind()).or_default();
+        *e = (e.0 + 1, e.1 + l.body, e.2 + l.answer);
+    }
     minutes.sort_unstable();
     let per_min = |b: u64| b as f64 * 60.0 / took.as_secs_f64();
     Measured {
         converged,
         startup,
         converge_requests,
+        converge_bodies,
+        converge_events,
         steady: (per_min(in1 - in0), per_min(out1 - out0)),
         window: took,
         renewal: minutes.get(minutes.len() / 2).copied(),

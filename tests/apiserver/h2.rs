@@ -118,12 +118,10 @@ pub(super) fn serve(state: &Arc<State>, tls: Tls, cert_user: Option<String>, id:
 /// A JSON answer: head and body.
 fn send_json(
     respond: &mut h2::server::SendResponse<Bytes>,
-    accept: Option<&str>,
+    (content_type, bytes): (&'static str, Vec<u8>),
     status: u16,
-    body: &serde_json::Value,
     ra: Option<u64>,
 ) {
-    let (content_type, bytes) = super::encoded(accept, body);
     let mut head = http::Response::builder().status(status);
     for (k, v) in super::answer_headers(content_type, Some(bytes.len()), ra) {
         head = head.header(k.to_ascii_lowercase(), v);
@@ -169,12 +167,13 @@ fn one_stream(
     let user = user.unwrap_or_default();
     match outcome {
         Outcome::Reply(Reply::Json(status, body), ra) => {
-            record(state, &req, arrived, status, &user);
-            send_json(&mut respond, req.headers.get("accept").map(String::as_str), status, &body, ra);
+            let answer = super::encoded(req.headers.get("accept").map(String::as_str), &body);
+            record(state, &req, arrived, status, &user, answer.1.len());
+            send_json(&mut respond, answer, status, ra);
         }
         Outcome::Reply(Reply::Watch(resource, selector, from, timeout), _) => {
             let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
-            record(state, &req, arrived, 200, &user);
+            record(state, &req, arrived, 200, &user, 0);
             let mut head = http::Response::builder().status(200);
             for (k, v) in super::answer_headers("application/json", None, None) {
                 head = head.header(k.to_ascii_lowercase(), v);
@@ -187,8 +186,9 @@ fn one_stream(
             let mut node = match node_proxy::open(state, &req, &t) {
                 Ok(node) => node,
                 Err(Reply::Json(status, body)) => {
-                    record(state, &req, arrived, status, &user);
-                    return send_json(&mut respond, None, status, &body, None);
+                    let answer = super::encoded(None, &body);
+                    record(state, &req, arrived, status, &user, answer.1.len());
+                    return send_json(&mut respond, answer, status, None);
                 }
                 Err(_) => return,
             };
@@ -210,7 +210,7 @@ fn one_stream(
             if let Some(s) = stream.borrow_mut().as_mut() {
                 let _ = s.send_data(Bytes::new(), true);
             }
-            record(state, &req, arrived, status.unwrap_or(502), &user);
+            record(state, &req, arrived, status.unwrap_or(502), &user, 0);
         }
     }
 }
@@ -219,14 +219,15 @@ fn one_stream(
 struct Data(h2::SendStream<Bytes>);
 
 impl Events for Data {
-    fn event(&mut self, event: serde_json::Value) -> std::io::Result<()> {
+    fn event(&mut self, event: serde_json::Value) -> std::io::Result<usize> {
         let mut line = serde_json::to_vec(&event).unwrap();
         line.push(b'\n');
+        let n = line.len();
         self.0.send_data(Bytes::from(line), false).map_err(std::io::Error::other)?;
         // A client gone (the stream reset) shows here, as a failed write would over HTTP/1.1.
         match self.0.poll_reset(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(r) => Err(std::io::Error::other(format!("the client reset the stream: {r:?}"))),
-            Poll::Pending => Ok(()),
+            Poll::Pending => Ok(n),
         }
     }
 

@@ -166,6 +166,10 @@ pub struct Logged {
     pub proto: &'static str,
     /// The request body's Content-Type (empty without one).
     pub content_type: String,
+    /// The request's body, and the answer's (0 for a watch: its events are `watch_bytes`), in
+    /// bytes as they went (before TLS and HTTP framing).
+    pub body: usize,
+    pub answer: usize,
 }
 
 impl Logged {
@@ -240,6 +244,8 @@ struct State {
     up: AtomicBool,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    /// The bytes of every watch event sent (each event's encoding as it went).
+    watch_bytes: AtomicU64,
     /// Open connections by number (so `down` can cut them).
     conns: Mutex<HashMap<u64, TcpStream>>,
     conn_seq: AtomicU64,
@@ -294,6 +300,7 @@ impl ApiServer {
             up: AtomicBool::new(true),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            watch_bytes: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
             conn_seq: AtomicU64::new(0),
             tls: Mutex::new(Arc::new(tls)),
@@ -473,6 +480,11 @@ impl ApiServer {
         self.state.log.lock().unwrap().clone()
     }
 
+    /// The bytes of the watch events sent so far (their encoding, before any framing).
+    pub fn watch_bytes(&self) -> u64 {
+        self.state.watch_bytes.load(Ordering::Relaxed)
+    }
+
     /// Bytes received and sent on the wire (TLS included).
     pub fn bytes(&self) -> (u64, u64) {
         (self.state.bytes_in.load(Ordering::SeqCst), self.state.bytes_out.load(Ordering::SeqCst))
@@ -604,16 +616,17 @@ fn connection(state: &Arc<State>, stream: TcpStream, id: u64) {
         let ok = match outcome {
             Outcome::Proxy(t) => {
                 let status = node_proxy::serve(state, tls, &req, &t);
-                record(state, &req, arrived, status, &user);
+                record(state, &req, arrived, status, &user, 0);
                 return;
             }
             Outcome::Reply(Reply::Json(status, body), retry_after) => {
-                record(state, &req, arrived, status, &user);
-                write_json(&mut tls, req.headers.get("accept").map(String::as_str), status, &body, retry_after).is_ok()
+                let answer = encoded(req.headers.get("accept").map(String::as_str), &body);
+                record(state, &req, arrived, status, &user, answer.1.len());
+                write_answer(&mut tls, answer, status, retry_after).is_ok()
             }
             Outcome::Reply(Reply::Watch(resource, selector, from, timeout), _) => {
                 let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
-                record(state, &req, arrived, 200, &user);
+                record(state, &req, arrived, 200, &user, 0);
                 // A watch that ran its course leaves the connection open for more.
                 match Chunked::start(&mut tls) {
                     Ok(mut out) => stream_watch(state, &mut out, resource, &selector, from, timeout).unwrap_or(false),
@@ -685,7 +698,7 @@ fn decide(state: &Arc<State>, req: &Request, cert_user: Option<&str>) -> Option<
     Some((user, outcome))
 }
 
-fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &str) {
+fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &str, answer: usize) {
     state.log.lock().unwrap().push(Logged {
         at: arrived,
         method: req.method.clone(),
@@ -694,6 +707,8 @@ fn record(state: &State, req: &Request, arrived: Instant, status: u16, user: &st
         user: user.into(),
         proto: req.proto,
         content_type: req.headers.get("content-type").cloned().unwrap_or_default(),
+        body: req.body.len(),
+        answer,
     });
 }
 
@@ -739,7 +754,16 @@ fn write_json(
     body: &Value,
     retry_after: Option<u64>,
 ) -> std::io::Result<()> {
-    let (content_type, bytes) = encoded(accept, body);
+    write_answer(w, encoded(accept, body), status, retry_after)
+}
+
+/// An answer already encoded: its content type and bytes.
+fn write_answer(
+    w: &mut impl Write,
+    (content_type, bytes): (&'static str, Vec<u8>),
+    status: u16,
+    retry_after: Option<u64>,
+) -> std::io::Result<()> {
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_for(status));
     for (k, v) in answer_headers(content_type, Some(bytes.len()), retry_after) {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -1582,7 +1606,8 @@ fn delete(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
 
 /// Where a watch's events go: HTTP/1.1 chunks, or HTTP/2 DATA (`h2`).
 trait Events {
-    fn event(&mut self, event: Value) -> std::io::Result<()>;
+    /// Sends one event; the bytes its encoding took.
+    fn event(&mut self, event: Value) -> std::io::Result<usize>;
     /// The end of the answer (the watch ran its course, or ended in an ERROR event).
     fn end(&mut self) -> std::io::Result<()>;
 }
@@ -1603,13 +1628,13 @@ impl<'a, W: Write> Chunked<'a, W> {
 }
 
 impl<W: Write> Events for Chunked<'_, W> {
-    fn event(&mut self, event: Value) -> std::io::Result<()> {
+    fn event(&mut self, event: Value) -> std::io::Result<usize> {
         let mut line = serde_json::to_vec(&event).unwrap();
         line.push(b'\n');
         write!(self.0, "{:x}\r\n", line.len())?;
         self.0.write_all(&line)?;
         self.0.write_all(b"\r\n")?;
-        self.0.flush()
+        self.0.flush().map(|_| line.len())
     }
 
     fn end(&mut self) -> std::io::Result<()> {
@@ -1647,7 +1672,8 @@ fn stream_watch(
             let rv = store.rv;
             drop(store);
             for obj in current {
-                w.event(json!({"type": "ADDED", "object": obj}))?;
+                let n = w.event(json!({"type": "ADDED", "object": obj}))?;
+                state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
             store = state.store.lock().unwrap();
             rv
@@ -1679,7 +1705,8 @@ fn stream_watch(
         }
         drop(store);
         for e in batch {
-            w.event(e)?;
+            let n = w.event(e)?;
+            state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
         store = state.store.lock().unwrap();
     }
