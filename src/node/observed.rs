@@ -161,6 +161,23 @@ impl WaitReason {
     }
 }
 
+impl WaitReason {
+    /// The event a container's image wait records: its reason and whether it is a warning.
+    /// kubelet's image manager: a failed pull is a Warning `Failed`, the back-off after it a
+    /// Normal `BackOff`, a missing image with policy Never a Warning `ErrImageNeverPull`, an
+    /// image the runtime cannot inspect a Warning `InspectFailed`. A tarball still being
+    /// imported is no failure: a Normal `ImageImporting`.
+    pub fn image_event(self) -> (&'static str, bool) {
+        match self {
+            WaitReason::ImagePullBackOff => ("BackOff", false),
+            WaitReason::ImageImporting => ("ImageImporting", false),
+            WaitReason::ErrImageNeverPull => ("ErrImageNeverPull", true),
+            WaitReason::ImageInspectError => ("InspectFailed", true),
+            _ => ("Failed", true),
+        }
+    }
+}
+
 impl std::fmt::Display for WaitReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

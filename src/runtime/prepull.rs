@@ -45,9 +45,9 @@ pub async fn run<R: RuntimeService>(cx: &Context<R>, old: &Pod, new: &Pod, woken
                         "the new version ({}) waits for image {image:?}: {}; this version keeps running",
                         new.metadata.uid, w.wait.message
                     );
+                    // A wait, not a failure: the old version runs on (the event says why).
                     if message != last && w.wait.reason != WaitReason::ImageImporting {
-                        log::warn!("pod {}: {message}", old.key());
-                        cx.node.events().record(old, true, "UpdateWaitingForImage", &message);
+                        cx.node.events().record(old, false, "UpdateWaitingForImage", &message);
                         last = message;
                     }
                     let retry_in = w.retry_in.max(Duration::from_millis(100));

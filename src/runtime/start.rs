@@ -139,9 +139,9 @@ async fn start_one<R: RuntimeService>(
     let (image_ref, image_volumes) = match found {
         Ok(r) => r,
         Err(w) => {
-            let event = if w.wait.reason == WaitReason::ImagePullBackOff { "BackOff" } else { "Failed" };
+            let (event, warning) = w.wait.reason.image_event();
             let text = format!("container {}: {}: {}", c.name, w.wait.reason, w.wait.message);
-            cx.node.events().record(pod, true, event, &text);
+            cx.node.events().record(pod, warning, event, &text);
             waits.insert(c.name.clone(), w.wait);
             return Ok(Outcome::Blocked(Some(w.retry_in)));
         }

@@ -163,6 +163,27 @@ fn an_image_that_cannot_be_pulled_waits_and_backs_off_without_pulling_again() {
     assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ImagePullBackOff));
     assert_eq!(rt.count("PullImage"), 1, "no pull during the back-off");
     assert_eq!(rt.count("CreateContainer"), 0);
+    // kubelet's events: the failed pull a warning, the back-off after it a normal event.
+    let events = cx.node.events().all();
+    let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e.type_, e.reason.as_str())).collect();
+    assert_eq!(kinds, [("Normal", "Pulling"), ("Warning", "Failed"), ("Normal", "BackOff")], "{events:?}");
+}
+
+#[test]
+fn an_image_still_being_imported_is_a_normal_wait_not_a_failure() {
+    let root = dir("importing");
+    let rt = FakeRuntime::default();
+    let cx = context(&root, &rt);
+    cx.node.imports().set("app.tar", crate::node::imports::FileState::Importing);
+    let sp = static_pod("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: docker.io/library/app:1}\n");
+    let mut waits = Waits::new();
+    converge(&cx, &sp, &mut waits, 1);
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::ImageImporting));
+    assert_eq!(rt.count("PullImage"), 0, "no pull while the directory may hold the image");
+    let events = cx.node.events().all();
+    let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e.type_, e.reason.as_str())).collect();
+    assert_eq!(kinds, [("Normal", "ImageImporting")], "{events:?}");
+    assert!(events[0].message.contains("app.tar"), "{events:?}");
 }
 
 #[test]
@@ -521,7 +542,9 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     assert_eq!(running(&rt), ["c"]);
     let events = node.events().all();
     assert!(
-        events.iter().any(|ev| ev.reason == "UpdateWaitingForImage" && ev.message.contains(NEW_IMAGE)),
+        events.iter().any(|ev| ev.reason == "UpdateWaitingForImage"
+            && ev.type_ == "Normal"
+            && ev.message.contains(NEW_IMAGE)),
         "{events:?}"
     );
     // The registry answers: pulled, then the old version stops, then the new one starts.
