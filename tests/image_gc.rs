@@ -4,7 +4,8 @@
 //! container uses, the ones pods that cannot start need (by tag, and by digest), the one
 //! side-loaded from the images directory and the runtime's sandbox image; a tarball dropped in
 //! then is refused rather than take the disk further. `atoll images` says why each stays;
-//! `atoll images prune --dry-run` then finds nothing more to take.
+//! `atoll images prune --dry-run` then finds nothing more to take. Then the runtime's pin on
+//! the pods' images: set as the pods start, not a minute later.
 
 mod common;
 
@@ -23,8 +24,30 @@ fn pod(name: &str, image: &str, extra: &str) -> String {
     )
 }
 
+/// One test at a time: the first one's collector takes every image nothing keeps.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The image's line in `ctr images ls` (its labels), empty when it is not there.
+fn listed(tb: &Testbed, image: &str) -> String {
+    let out = std::process::Command::new(tb.var("ATOLL_TB_CTR"))
+        .args(["--address", tb.var("ATOLL_TB_SOCKET"), "-n", "k8s.io", "images", "ls"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    listing.lines().find(|l| l.starts_with(image)).unwrap_or_default().to_string()
+}
+
+fn pinned_for_pods(line: &str) -> bool {
+    line.contains("io.cri-containerd.pinned=pinned") && line.contains("atoll.io/pinned-for-pods=true")
+}
+
 #[test]
 fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
+    let _turn = turn();
     let tb = testbed();
     let run = std::process::id();
     let dir = std::env::temp_dir().join(format!("atoll-image-gc-{run}"));
@@ -133,19 +156,10 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     assert!(out.contains("0 image(s) would remove"), "{out}");
 
     // The runtime's own pin on what the pods need, for the box's other collectors.
-    let labels = |image: &str| {
-        let out = std::process::Command::new(ctr)
-            .args(["--address", tb.var("ATOLL_TB_SOCKET"), "-n", "k8s.io", "images", "ls"])
-            .output()
-            .unwrap();
-        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
-        listing.lines().find(|l| l.starts_with(image)).unwrap_or_default().to_string()
-    };
+    let labels = |image: &str| listed(tb, image);
     for image in [&tb.busybox, &looping, &side] {
         eventually(Duration::from_secs(30), "the pods' images pinned", || {
-            let line = labels(image);
-            (line.contains("io.cri-containerd.pinned=pinned") && line.contains("atoll.io/pinned-for-pods=true"))
-                .then_some(())
+            pinned_for_pods(&labels(image)).then_some(())
         });
     }
     for name in ["web", "blocked", "sider", "pinned"] {
@@ -160,4 +174,46 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
         let line = labels(&side);
         (line.contains("io.cri-containerd.pinned=pinned") && !line.contains("atoll.io/pinned-for-pods")).then_some(())
     });
+}
+
+/// With the default periods (a pass a minute), the images of the pods found at start, and of a
+/// pod added later, carry the runtime's pin within seconds: another collector on the box (the
+/// runtime's, a cron `crictl rmi --prune`) has no minute to take an image a pod has yet to use.
+#[test]
+fn the_pods_images_are_pinned_as_they_start_not_a_minute_later() {
+    let _turn = turn();
+    let tb = testbed();
+    let run = std::process::id();
+    let dir = std::env::temp_dir().join(format!("atoll-image-pins-{run}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    let archives = Archives::new(tb, "pins");
+    let at_start = format!("atoll.test/pinned-at-start:{run}");
+    let later = format!("atoll.test/pinned-later:{run}");
+    for (image, content) in [(&at_start, "at start\n"), (&later, "later\n")] {
+        let tarball = dir.join("import.tar");
+        std::fs::write(&tarball, archives.docker_with_layer(image, content)).unwrap();
+        let ctr = tb.var("ATOLL_TB_CTR");
+        sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+        assert!(!pinned_for_pods(&listed(tb, image)), "not pinned before atoll runs");
+    }
+    // Pods that never create their container (runAsNonRoot, images that run as root): only the
+    // pods need the images, nothing uses them.
+    let blocked = |name: &str, image: &str| pod(name, image, "    securityContext: {runAsNonRoot: true}\n");
+    std::fs::write(dir.join("manifests/first.yaml"), blocked("first", &at_start)).unwrap();
+    let agent = Agent::start(tb, &dir, "", &[], &[]);
+    // Well under the minute of the periodic pass (the first comes a minute after start).
+    eventually(Duration::from_secs(20), "the image of the pod found at start pinned", || {
+        pinned_for_pods(&listed(tb, &at_start)).then_some(())
+    });
+    std::fs::write(dir.join("manifests/second.yaml"), blocked("second", &later)).unwrap();
+    eventually(Duration::from_secs(20), "the image of the pod added later pinned", || {
+        pinned_for_pods(&listed(tb, &later)).then_some(())
+    });
+    drop(agent);
+    for image in [&at_start, &later] {
+        let ctr = tb.var("ATOLL_TB_CTR");
+        sh(&format!("{ctr} --address {} -n k8s.io images rm {image}", tb.var("ATOLL_TB_SOCKET")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,10 +13,17 @@ use crate::node::Node;
 use std::collections::BTreeSet;
 
 const OURS: &str = "atoll.io/pinned-for-pods";
+/// How long a change of the pods waits for the ones starting with it.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Keeps the pins up to date every `every` (a minute, or the collector's shorter period) until
-/// the task is dropped; where the runtime is not containerd, or has no `ctr`, it says so once
-/// and stops.
+/// Pins the images of pods as soon as their workers start (at start, and for every new or
+/// changed pod), and keeps every pin up to date every `every` (a minute, or the collector's
+/// shorter period) until the task is dropped; where the runtime is not containerd, or has no
+/// `ctr`, it says so once and stops.
+///
+/// Pins come off only in the periodic pass: it runs first `every` after start, when the
+/// sources' pods have all been handed to workers, so a pod not yet started at boot does not
+/// lose its image's pin to an early pass that knew only some of the pods.
 pub async fn run(
     node: std::sync::Arc<Node>,
     cri: Cri,
@@ -28,8 +35,28 @@ pub async fn run(
     let mut last_error = String::new();
     // The runtime and its ctr do not change while atoll runs: found once, not every minute.
     let mut found: Option<Target> = None;
+    let changes = node.statuses().changes();
+    let mut next_full = std::time::Instant::now() + every;
     loop {
-        smol::Timer::after(every).await;
+        let full = smol::future::or(
+            async {
+                smol::Timer::at(next_full).await;
+                true
+            },
+            async {
+                if changes.recv().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                // Workers start together: one pass for the lot.
+                smol::Timer::after(SETTLE).await;
+                let _ = changes.try_recv();
+                false
+            },
+        )
+        .await;
+        if full {
+            next_full = std::time::Instant::now() + every;
+        }
         if found.is_none() {
             match super::dir::target(ctr.as_deref(), &address, &cri).await {
                 Ok(t) => found = Some(t),
@@ -41,7 +68,7 @@ pub async fn run(
             }
         }
         let Some(target) = &found else { continue };
-        match pins.update(&node, &cri, target).await {
+        match pins.update(&node, &cri, target, full).await {
             Ok(()) => last_error.clear(),
             Err(e) if e != last_error => {
                 log::warn!("images: pinning the pods' images: {e}");
@@ -60,8 +87,8 @@ pub struct Pins {
 }
 
 impl Pins {
-    /// Pins what the pods need and unpins what they no longer do.
-    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Target) -> Result<(), String> {
+    /// Pins what the pods need and, when `unpin`, unpins what they no longer do.
+    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Target, unpin: bool) -> Result<(), String> {
         let pinned = match &mut self.pinned {
             Some(p) => p,
             None => {
@@ -85,6 +112,9 @@ impl Pins {
             .await?;
             log::debug!("images: pinned {name} for the pods that need it");
             pinned.insert(name);
+        }
+        if !unpin {
+            return Ok(());
         }
         for name in pinned.difference(&keep).cloned().collect::<Vec<_>>() {
             if present.contains(&name) {

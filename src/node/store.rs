@@ -7,12 +7,21 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StatusStore {
     inner: Mutex<BTreeMap<String, PodStatus>>,
     /// The pod each worker runs, by UID (for the local API's PodList): shared with the
     /// worker and the sources, not a copy.
     pods: Mutex<BTreeMap<String, Arc<Pod>>>,
+    /// One pending wake-up whenever the pods change (a worker's pod set or removed): the
+    /// images' pins follow the pods at once, not at their next period.
+    changed: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
+}
+
+impl Default for StatusStore {
+    fn default() -> Self {
+        StatusStore { inner: Default::default(), pods: Default::default(), changed: smol::channel::bounded(1) }
+    }
 }
 
 impl StatusStore {
@@ -23,11 +32,19 @@ impl StatusStore {
     /// Records the pod a worker runs (its spec and metadata).
     pub fn set_pod(&self, uid: &str, pod: &Arc<Pod>) {
         crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
+        let _ = self.changed.0.try_send(());
     }
 
     pub fn remove(&self, uid: &str) {
         crate::locks::lock(&self.inner).remove(uid);
         crate::locks::lock(&self.pods).remove(uid);
+        let _ = self.changed.0.try_send(());
+    }
+
+    /// Wakes (once for any number of changes since the last wake) when the pods change. One
+    /// reader: wake-ups are shared, not copied.
+    pub fn changes(&self) -> smol::channel::Receiver<()> {
+        self.changed.1.clone()
     }
 
     /// Every pod with its latest status (none before its first sync), by UID.

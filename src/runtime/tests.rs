@@ -542,9 +542,9 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     assert_eq!(running(&rt), ["c"]);
     let events = node.events().all();
     assert!(
-        events.iter().any(|ev| ev.reason == "UpdateWaitingForImage"
-            && ev.type_ == "Normal"
-            && ev.message.contains(NEW_IMAGE)),
+        events
+            .iter()
+            .any(|ev| ev.reason == "UpdateWaitingForImage" && ev.type_ == "Normal" && ev.message.contains(NEW_IMAGE)),
         "{events:?}"
     );
     // The registry answers: pulled, then the old version stops, then the new one starts.
