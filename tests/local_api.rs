@@ -117,6 +117,7 @@ metadata: {name: short}
 spec:
   hostNetwork: true
   restartPolicy: Never
+  terminationGracePeriodSecond: 1
   containers:
   - name: once
     image: docker.io/library/busybox:1.36
@@ -156,6 +157,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
         pod_json(&agent, "talker-tb").filter(running_and_ready)
     });
     assert_eq!(talker["kind"], "Pod");
+    // A typo in a manifest: the agent's log names the key and the field it is closest to.
+    let log = agent.log();
+    let typo =
+        "spec.terminationGracePeriodSecond: unknown field (did you mean terminationGracePeriodSeconds?); ignored";
+    assert!(log.lines().any(|l| l.starts_with("WARN") && l.contains("short.yaml") && l.contains(typo)), "{log}");
     assert!(talker["status"]["containerStatuses"][0]["containerID"].as_str().unwrap().starts_with("containerd://"));
 
     // It has started (it may even have finished already: then -f prints all and ends).

@@ -50,16 +50,32 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     let file = dir.join("p.yaml");
     std::fs::write(
         &file,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    disk: ssd\n  containers:\n  - name: c\n    image: x:1\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  version: 2\nspec:\n  nodeSelector:\n    disk: ssd\n  ServeAccount: a\n  containers:\n  - name: c\n    image: x:1\n    imagePullPolice: Always\n",
     )
     .unwrap();
     let path = file.to_str().unwrap();
     let (code, out) = validate(&[path]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning: spec.nodeSelector: not implemented by atoll; ignored"), "{out}");
+    // A Kubernetes field atoll leaves out, and keys Kubernetes does not have (typos with the
+    // field they are closest to).
+    for line in [
+        "warning: spec.nodeSelector: not implemented by atoll; ignored",
+        "warning: metadata.version: unknown field; ignored",
+        "warning: spec.ServeAccount: unknown field (did you mean serviceAccount?); ignored",
+        "warning: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?); ignored",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
     let (code, out) = validate(&[path, "--strict"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("error: spec.nodeSelector: not implemented by atoll; ignored (--strict)"), "{out}");
+    assert!(out.contains("error: spec.nodeSelector: not implemented by atoll (--strict)"), "{out}");
+    assert!(
+        out.contains(
+            "error: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?) (--strict)"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("ignored"), "--strict ignores nothing: {out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -6,6 +6,7 @@
 
 use super::model::{LocalObject, MAX_OBJECT_BYTES};
 use crate::pod::references::ObjectKind;
+use crate::pod::schema::{self, Unread};
 use crate::pod::validate::objects::config_key;
 use crate::pod::validate::{dns1123_label, dns1123_subdomain};
 use crate::pod::Finding;
@@ -29,13 +30,15 @@ pub fn decode(
         _ => ObjectKind::ConfigMap,
     };
     let mut problems = Vec::new();
-    let mut known: Vec<&str> = vec!["apiVersion", "kind", "metadata", "data", "immutable"];
+    let mut known: Vec<&'static str> = vec!["apiVersion", "kind", "metadata", "data", "immutable"];
     known.extend(match kind {
         ObjectKind::ConfigMap => ["binaryData"].as_slice(),
         ObjectKind::Secret => ["stringData", "type"].as_slice(),
     });
+    // Every field of a ConfigMap and a Secret is read: any other key is no field of them.
     for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
-        warnings.push(Finding::new(&at(k), "not implemented by atoll; ignored"));
+        let near = schema::nearest(k, known.iter().copied());
+        warnings.push(Finding::new(&at(k), format!("{}; ignored", schema::unknown_field(near))));
     }
     let empty = Map::new();
     let meta = match obj.get("metadata") {
@@ -44,7 +47,12 @@ pub fn decode(
         Some(_) => return Err(vec![Finding::new(&at("metadata"), "expected an object")]),
     };
     for k in meta.keys().filter(|k| !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations")) {
-        warnings.push(Finding::new(&at(&format!("metadata.{k}")), "not implemented by atoll; ignored"));
+        // The Pod's metadata reads more (uid, creationTimestamp): Kubernetes fields all the same.
+        let message = match (schema::OBJECT_META.field_names().contains(&k.as_str()), schema::OBJECT_META.unread(k)) {
+            (true, _) | (_, Unread::NotImplemented) => "not implemented by atoll; ignored".to_string(),
+            (false, Unread::Unknown(near)) => format!("{}; ignored", schema::unknown_field(near)),
+        };
+        warnings.push(Finding::new(&at(&format!("metadata.{k}")), message));
     }
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
     if let Err(e) = dns1123_subdomain(&name) {

@@ -42,7 +42,7 @@ pub fn load(
         }
     }
     if policy.strict && !warnings.is_empty() {
-        problems.extend(warnings.drain(..).map(|w| Finding { message: format!("{} (--strict)", w.message), ..w }));
+        problems.extend(warnings.drain(..).map(Finding::strict));
     }
     if !problems.is_empty() {
         return Err(ManifestError { origin: origin.to_string(), problems });

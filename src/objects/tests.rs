@@ -66,7 +66,7 @@ fn bad_objects_are_refused_naming_the_field() {
     // Unknown fields are warnings; under --strict, errors.
     let extra = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  uid: x\nfoo: 1\n";
     let w: Vec<String> = one(extra).unwrap().warnings.iter().map(ToString::to_string).collect();
-    assert_eq!(w, vec!["foo: not implemented by atoll; ignored", "metadata.uid: not implemented by atoll; ignored"]);
+    assert_eq!(w, vec!["foo: unknown field; ignored", "metadata.uid: not implemented by atoll; ignored"]);
     let strict = load(extra.as_bytes(), Shape::SinglePod, &origin(), "n1", Policy { strict: true });
     assert_eq!(strict.unwrap_err().problems.len(), 2);
 }

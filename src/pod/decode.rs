@@ -9,7 +9,7 @@
 //! In: bytes. Out: pods plus [`Finding`]s (warnings), or an error list.
 
 use super::finding::Finding;
-use super::schema;
+use super::schema::{self, Unread};
 use super::types::Pod;
 use serde_json::Value;
 
@@ -81,8 +81,11 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
                     return Err(vec![Finding::new("items", format!("expected a list, found {}", kind_of(&other)))]);
                 }
             };
-            for key in obj.keys().filter(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")) {
-                warnings.push(Finding::new(key, "not implemented by atoll; ignored"));
+            // A list's own fields are these four (items taken above).
+            const LIST_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "items"];
+            for key in obj.keys().filter(|k| !LIST_FIELDS.contains(&k.as_str())) {
+                let near = schema::nearest(key, LIST_FIELDS.into_iter());
+                warnings.push(Finding::new(key, format!("{}; {IGNORED}", schema::unknown_field(near))));
             }
             let mut pods = Vec::with_capacity(items.len());
             let mut others = Vec::new();
@@ -155,8 +158,13 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
+/// How a warning about a field atoll leaves out ends (`--strict` drops it: it refuses instead).
+pub const IGNORED: &str = "ignored";
+
 /// Decodes one Pod object; the fields the types do not read (`schema::unknown`) are errors
-/// when a container would run differently without them, else warnings, under `prefix`.
+/// when a container would run differently without them, else warnings, under `prefix`: a
+/// Kubernetes field atoll does not implement says so, a key Kubernetes does not have is an
+/// unknown field, with the real one it is closest to.
 fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<Pod, Vec<Finding>> {
     let mut ignored = Vec::new();
     schema::unknown(&schema::POD, &value, "", &mut ignored);
@@ -170,11 +178,18 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
         }
     };
     let mut errors = Vec::new();
-    for field in ignored {
+    for (field, unread) in ignored {
         let path = schema::join(prefix, &field);
-        match super::fields::runtime_visible(&field) {
-            Some(why) => errors.push(Finding::new(&path, why)),
-            None => warnings.push(Finding::new(&path, "not implemented by atoll; ignored")),
+        match (unread, super::fields::runtime_visible(&field)) {
+            // A volume with no source atoll reads would be another volume (an emptyDir).
+            (Unread::Unknown(near), Some(_)) => errors.push(Finding::new(&path, schema::unknown_field(near))),
+            (Unread::Unknown(near), None) => {
+                warnings.push(Finding::new(&path, format!("{}; {IGNORED}", schema::unknown_field(near))))
+            }
+            (Unread::NotImplemented, Some(why)) => errors.push(Finding::new(&path, why)),
+            (Unread::NotImplemented, None) => {
+                warnings.push(Finding::new(&path, format!("not implemented by atoll; {IGNORED}")))
+            }
         }
     }
     if errors.is_empty() {

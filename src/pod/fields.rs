@@ -29,9 +29,25 @@ const CONTAINER_FIELDS: &[(&str, &str)] = &[
     ("restartPolicyRules", "container restart rules are not implemented by atoll"),
     ("volumeMounts[].subPathExpr", "subPathExpr is not implemented by atoll (subPath is)"),
     ("volumeMounts[].recursiveReadOnly", "recursive read-only mounts are not implemented by atoll"),
+    ("volumeMounts[].bindMountOptions", "bind mount options are not implemented by atoll"),
     ("securityContext.appArmorProfile", "AppArmor profiles are not implemented by atoll"),
     ("env[].valueFrom.fileKeyRef", "environment variables from files are not implemented by atoll"),
     ("resources.claims", "resource claims are not implemented by atoll"),
+];
+
+/// Fields anywhere under a container (its probes' and hooks' handlers) that change what
+/// happens to it: a probe atoll would make differently fails, and restarts the container.
+const HANDLER_FIELDS: &[(&str, &str)] = &[
+    ("httpGet.protocol", "HTTP probes and hooks over h2c are not implemented by atoll"),
+    ("grpc.mode", "gRPC probes over TLS are not implemented by atoll"),
+];
+
+/// Fields of volumes atoll writes (emptyDir, Secret, ConfigMap, projected) that change the
+/// files a container sees.
+const VOLUME_FILE_FIELDS: &[(&str, &str)] = &[
+    ("emptyDir.mode", "emptyDir modes are not implemented by atoll"),
+    ("defaultUser", "file owners in Secret, ConfigMap and projected volumes are not implemented by atoll"),
+    ("user", "file owners in Secret, ConfigMap and projected volumes are not implemented by atoll"),
 ];
 
 /// Pod fields that change what its containers see or may do, with why.
@@ -58,11 +74,22 @@ pub fn runtime_visible(path: &str) -> Option<String> {
         if !VOLUME_FIELDS.contains(&key) {
             return Some(format!("{key} volumes are not implemented by atoll (hostPath, emptyDir and image are)"));
         }
+        let last = rest.rsplit('.').next().unwrap_or(rest);
+        for (field, why) in VOLUME_FILE_FIELDS {
+            if rest == *field || (!field.contains('.') && last == *field && key != "hostPath") {
+                return Some((*why).to_string());
+            }
+        }
     }
     for prefix in ["spec.containers[].", "spec.initContainers[]."] {
         if let Some(rest) = general.strip_prefix(prefix) {
             for (field, why) in CONTAINER_FIELDS {
                 if under(rest, field) {
+                    return Some((*why).to_string());
+                }
+            }
+            for (field, why) in HANDLER_FIELDS {
+                if rest.ends_with(&format!(".{field}")) {
                     return Some((*why).to_string());
                 }
             }
@@ -109,6 +136,14 @@ mod tests {
             "spec.containers[0].securityContext.appArmorProfile.type",
             "spec.securityContext.appArmorProfile",
             "spec.containers[0].env[4].valueFrom.fileKeyRef",
+            "spec.containers[0].volumeMounts[0].bindMountOptions",
+            "spec.containers[0].livenessProbe.httpGet.protocol",
+            "spec.initContainers[0].lifecycle.postStart.httpGet.protocol",
+            "spec.containers[0].readinessProbe.grpc.mode",
+            "spec.volumes[0].emptyDir.mode",
+            "spec.volumes[1].secret.defaultUser",
+            "spec.volumes[1].configMap.items[0].user",
+            "spec.volumes[1].projected.sources[0].secret.items[2].user",
         ] {
             assert!(runtime_visible(path).is_some(), "{path} must not be ignored");
         }

@@ -19,6 +19,12 @@ impl Finding {
     pub fn root(message: impl Into<String>) -> Finding {
         Finding::new("", message)
     }
+
+    /// This warning as `--strict` refuses it: nothing is ignored then.
+    pub fn strict(self) -> Finding {
+        let message = self.message.strip_suffix("; ignored").unwrap_or(&self.message);
+        Finding { message: format!("{message} (--strict)"), ..self }
+    }
 }
 
 impl fmt::Display for Finding {

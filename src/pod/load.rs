@@ -31,9 +31,7 @@ pub fn load(bytes: &[u8], shape: Shape, origin: &Origin, node: &str, policy: Pol
     let fail = |problems| ManifestError { origin: origin.to_string(), problems };
     let decode::Decoded { pods, others, warnings, list } = decode::decode(bytes, shape).map_err(fail)?;
     if policy.strict && !warnings.is_empty() {
-        let problems =
-            warnings.into_iter().map(|w| Finding { message: format!("{} (--strict)", w.message), ..w }).collect();
-        return Err(fail(problems));
+        return Err(fail(warnings.into_iter().map(Finding::strict).collect()));
     }
     let mut out = Vec::with_capacity(pods.len());
     let mut problems = Vec::new();

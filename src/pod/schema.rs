@@ -14,11 +14,25 @@ use serde::de::{DeserializeOwned, Deserializer, Visitor};
 use serde_json::{Map, Value};
 use std::cell::Cell;
 
-/// One API struct: its serde field names, a decode of it from JSON, and its struct fields.
+/// One API struct: its serde field names, a decode of it from JSON, its struct fields, and the
+/// fields Kubernetes has that atoll's type does not read.
 pub struct Type {
     fields: fn() -> &'static [&'static str],
     check: fn(Value) -> Result<(), serde_json::Error>,
     children: &'static [(&'static str, Child)],
+    /// Space-separated: the rest of the struct's fields in k8s.io/api core/v1 (the master of
+    /// 2026-11, alpha fields included). A key in neither list is no Kubernetes field at all.
+    kube: &'static str,
+}
+
+/// A key of a manifest that atoll's types do not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unread {
+    /// A Kubernetes field atoll does not implement.
+    NotImplemented,
+    /// No field of this Kubernetes type: a typo, or another type's field. The nearest real
+    /// field, when one is close.
+    Unknown(Option<&'static str>),
 }
 
 /// What a field holds, when it is not a plain value.
@@ -29,8 +43,8 @@ pub enum Child {
     Any,
 }
 
-const fn ty<T: DeserializeOwned>(children: &'static [(&'static str, Child)]) -> Type {
-    Type { fields: names::<T>, check: decodes::<T>, children }
+const fn ty<T: DeserializeOwned>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
+    Type { fields: names::<T>, check: decodes::<T>, children, kube }
 }
 
 fn decodes<T: DeserializeOwned>(value: Value) -> Result<(), serde_json::Error> {
@@ -72,9 +86,9 @@ impl<'de> Deserializer<'de> for Names<'_> {
 
 use Child::{Any, Many, One};
 
-pub static POD: Type = ty::<Pod>(&[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
-static OBJECT_META: Type = ty::<ObjectMeta>(&[("creationTimestamp", Any)]);
-static POD_SPEC: Type = ty::<PodSpec>(&[
+pub static POD: Type = ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
+pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName selfLink resourceVersion generation deletionTimestamp deletionGracePeriodSeconds ownerReferences finalizers clusterName managedFields", &[("creationTimestamp", Any)]);
+static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates preemptionPolicy overhead topologySpreadConstraints os hostUsers resources hostnameOverride workloadRef schedulingGroup evictionResponders", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
     ("ephemeralContainers", Any),
@@ -87,71 +101,71 @@ static POD_SPEC: Type = ty::<PodSpec>(&[
     ("schedulingGates", Any),
     ("resourceClaims", Any),
 ]);
-static DNS_CONFIG: Type = ty::<PodDnsConfig>(&[("options", Many(&DNS_OPTION))]);
-static DNS_OPTION: Type = ty::<PodDnsConfigOption>(&[]);
-static HOST_ALIAS: Type = ty::<HostAlias>(&[]);
-static TOLERATION: Type = ty::<Toleration>(&[]);
-static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(&[
-    ("sysctls", Many(&SYSCTL)),
-    ("seccompProfile", One(&SECCOMP)),
-    ("seLinuxOptions", One(&SELINUX)),
-]);
-static SYSCTL: Type = ty::<Sysctl>(&[]);
-static SECCOMP: Type = ty::<SeccompProfile>(&[]);
-static SELINUX: Type = ty::<SeLinuxOptions>(&[]);
-static CONTAINER: Type = ty::<Container>(&[
-    ("env", Many(&ENV_VAR)),
-    ("envFrom", Many(&ENV_FROM)),
-    ("ports", Many(&PORT)),
-    ("resources", One(&RESOURCES)),
-    ("volumeMounts", Many(&VOLUME_MOUNT)),
-    ("livenessProbe", One(&PROBE)),
-    ("readinessProbe", One(&PROBE)),
-    ("startupProbe", One(&PROBE)),
-    ("lifecycle", One(&LIFECYCLE)),
-    ("securityContext", One(&SECURITY_CONTEXT)),
-]);
-static ENV_VAR: Type = ty::<EnvVar>(&[("valueFrom", One(&ENV_SOURCE))]);
-static ENV_SOURCE: Type = ty::<EnvVarSource>(&[
-    ("fieldRef", One(&FIELD_REF)),
-    ("resourceFieldRef", One(&RESOURCE_REF)),
-    ("secretKeyRef", One(&KEY_SELECTOR)),
-    ("configMapKeyRef", One(&KEY_SELECTOR)),
-]);
-static FIELD_REF: Type = ty::<ObjectFieldSelector>(&[]);
-static RESOURCE_REF: Type = ty::<ResourceFieldSelector>(&[]);
-static KEY_SELECTOR: Type = ty::<KeySelector>(&[]);
-static ENV_FROM: Type = ty::<EnvFromSource>(&[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
-static OBJECT_REF: Type = ty::<ObjectRef>(&[]);
-static PORT: Type = ty::<ContainerPort>(&[]);
-static RESOURCES: Type = ty::<ResourceRequirements>(&[]);
-static VOLUME_MOUNT: Type = ty::<VolumeMount>(&[]);
-static PROBE: Type = ty::<Probe>(&[
-    ("exec", One(&EXEC)),
-    ("httpGet", One(&HTTP_GET)),
-    ("tcpSocket", One(&TCP_SOCKET)),
-    ("grpc", One(&GRPC)),
-]);
-static EXEC: Type = ty::<ExecAction>(&[]);
-static HTTP_GET: Type = ty::<HttpGetAction>(&[("httpHeaders", Many(&HTTP_HEADER))]);
-static HTTP_HEADER: Type = ty::<HttpHeader>(&[]);
-static TCP_SOCKET: Type = ty::<TcpSocketAction>(&[]);
-static GRPC: Type = ty::<GrpcAction>(&[]);
-static LIFECYCLE: Type = ty::<Lifecycle>(&[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
-static HANDLER: Type = ty::<LifecycleHandler>(&[
-    ("exec", One(&EXEC)),
-    ("httpGet", One(&HTTP_GET)),
-    ("tcpSocket", One(&TCP_SOCKET)),
-    ("sleep", One(&SLEEP)),
-]);
-static SLEEP: Type = ty::<SleepAction>(&[]);
-static SECURITY_CONTEXT: Type = ty::<SecurityContext>(&[
-    ("capabilities", One(&CAPABILITIES)),
-    ("seccompProfile", One(&SECCOMP)),
-    ("seLinuxOptions", One(&SELINUX)),
-]);
-static CAPABILITIES: Type = ty::<Capabilities>(&[]);
-static VOLUME: Type = ty::<Volume>(&[
+static DNS_CONFIG: Type = ty::<PodDnsConfig>("", &[("options", Many(&DNS_OPTION))]);
+static DNS_OPTION: Type = ty::<PodDnsConfigOption>("", &[]);
+static HOST_ALIAS: Type = ty::<HostAlias>("", &[]);
+static TOLERATION: Type = ty::<Toleration>("", &[]);
+static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(
+    "windowsOptions supplementalGroupsPolicy fsGroupChangePolicy appArmorProfile seLinuxChangePolicy",
+    &[("sysctls", Many(&SYSCTL)), ("seccompProfile", One(&SECCOMP)), ("seLinuxOptions", One(&SELINUX))],
+);
+static SYSCTL: Type = ty::<Sysctl>("", &[]);
+static SECCOMP: Type = ty::<SeccompProfile>("", &[]);
+static SELINUX: Type = ty::<SeLinuxOptions>("", &[]);
+static CONTAINER: Type = ty::<Container>(
+    "resizePolicy restartPolicyRules volumeDevices",
+    &[
+        ("env", Many(&ENV_VAR)),
+        ("envFrom", Many(&ENV_FROM)),
+        ("ports", Many(&PORT)),
+        ("resources", One(&RESOURCES)),
+        ("volumeMounts", Many(&VOLUME_MOUNT)),
+        ("livenessProbe", One(&PROBE)),
+        ("readinessProbe", One(&PROBE)),
+        ("startupProbe", One(&PROBE)),
+        ("lifecycle", One(&LIFECYCLE)),
+        ("securityContext", One(&SECURITY_CONTEXT)),
+    ],
+);
+static ENV_VAR: Type = ty::<EnvVar>("", &[("valueFrom", One(&ENV_SOURCE))]);
+static ENV_SOURCE: Type = ty::<EnvVarSource>(
+    "fileKeyRef",
+    &[
+        ("fieldRef", One(&FIELD_REF)),
+        ("resourceFieldRef", One(&RESOURCE_REF)),
+        ("secretKeyRef", One(&KEY_SELECTOR)),
+        ("configMapKeyRef", One(&KEY_SELECTOR)),
+    ],
+);
+static FIELD_REF: Type = ty::<ObjectFieldSelector>("", &[]);
+static RESOURCE_REF: Type = ty::<ResourceFieldSelector>("", &[]);
+static KEY_SELECTOR: Type = ty::<KeySelector>("", &[]);
+static ENV_FROM: Type = ty::<EnvFromSource>("", &[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
+static OBJECT_REF: Type = ty::<ObjectRef>("", &[]);
+static PORT: Type = ty::<ContainerPort>("", &[]);
+static RESOURCES: Type = ty::<ResourceRequirements>("claims", &[]);
+static VOLUME_MOUNT: Type = ty::<VolumeMount>("recursiveReadOnly subPathExpr bindMountOptions", &[]);
+static PROBE: Type = ty::<Probe>(
+    "",
+    &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("grpc", One(&GRPC))],
+);
+static EXEC: Type = ty::<ExecAction>("", &[]);
+static HTTP_GET: Type = ty::<HttpGetAction>("protocol", &[("httpHeaders", Many(&HTTP_HEADER))]);
+static HTTP_HEADER: Type = ty::<HttpHeader>("", &[]);
+static TCP_SOCKET: Type = ty::<TcpSocketAction>("", &[]);
+static GRPC: Type = ty::<GrpcAction>("mode", &[]);
+static LIFECYCLE: Type = ty::<Lifecycle>("stopSignal", &[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
+static HANDLER: Type = ty::<LifecycleHandler>(
+    "",
+    &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("sleep", One(&SLEEP))],
+);
+static SLEEP: Type = ty::<SleepAction>("", &[]);
+static SECURITY_CONTEXT: Type = ty::<SecurityContext>(
+    "windowsOptions appArmorProfile",
+    &[("capabilities", One(&CAPABILITIES)), ("seccompProfile", One(&SECCOMP)), ("seLinuxOptions", One(&SELINUX))],
+);
+static CAPABILITIES: Type = ty::<Capabilities>("", &[]);
+static VOLUME: Type = ty::<Volume>("gcePersistentDisk awsElasticBlockStore gitRepo nfs iscsi glusterfs rbd flexVolume cinder cephfs flocker fc azureFile vsphereVolume quobyte azureDisk photonPersistentDisk portworxVolume scaleIO storageos", &[
     ("hostPath", One(&HOST_PATH)),
     ("emptyDir", One(&EMPTY_DIR)),
     ("secret", One(&SECRET_VOLUME)),
@@ -163,31 +177,79 @@ static VOLUME: Type = ty::<Volume>(&[
     ("downwardAPI", Any),
     ("image", One(&IMAGE_VOLUME)),
 ]);
-static HOST_PATH: Type = ty::<HostPathVolumeSource>(&[]);
-static EMPTY_DIR: Type = ty::<EmptyDirVolumeSource>(&[]);
-static IMAGE_VOLUME: Type = ty::<ImageVolumeSource>(&[]);
-static SECRET_VOLUME: Type = ty::<SecretVolumeSource>(&[("items", Many(&KEY_TO_PATH))]);
-static CONFIG_MAP_VOLUME: Type = ty::<ConfigMapVolumeSource>(&[("items", Many(&KEY_TO_PATH))]);
-static KEY_TO_PATH: Type = ty::<KeyToPath>(&[]);
-static PROJECTED: Type = ty::<ProjectedVolumeSource>(&[("sources", Many(&PROJECTION))]);
-static PROJECTION: Type = ty::<VolumeProjection>(&[
-    ("configMap", One(&OBJECT_PROJECTION)),
-    ("secret", One(&OBJECT_PROJECTION)),
-    ("downwardAPI", Any),
-    ("serviceAccountToken", Any),
-    ("clusterTrustBundle", Any),
-    ("podCertificate", Any),
-]);
-static OBJECT_PROJECTION: Type = ty::<ObjectProjection>(&[("items", Many(&KEY_TO_PATH))]);
+static HOST_PATH: Type = ty::<HostPathVolumeSource>("", &[]);
+static EMPTY_DIR: Type = ty::<EmptyDirVolumeSource>("mode", &[]);
+static IMAGE_VOLUME: Type = ty::<ImageVolumeSource>("", &[]);
+static SECRET_VOLUME: Type = ty::<SecretVolumeSource>("defaultUser", &[("items", Many(&KEY_TO_PATH))]);
+static CONFIG_MAP_VOLUME: Type = ty::<ConfigMapVolumeSource>("defaultUser", &[("items", Many(&KEY_TO_PATH))]);
+static KEY_TO_PATH: Type = ty::<KeyToPath>("user", &[]);
+static PROJECTED: Type = ty::<ProjectedVolumeSource>("defaultUser", &[("sources", Many(&PROJECTION))]);
+static PROJECTION: Type = ty::<VolumeProjection>(
+    "",
+    &[
+        ("configMap", One(&OBJECT_PROJECTION)),
+        ("secret", One(&OBJECT_PROJECTION)),
+        ("downwardAPI", Any),
+        ("serviceAccountToken", Any),
+        ("clusterTrustBundle", Any),
+        ("podCertificate", Any),
+    ],
+);
+static OBJECT_PROJECTION: Type = ty::<ObjectProjection>("", &[("items", Many(&KEY_TO_PATH))]);
 
 impl Type {
     fn child(&self, key: &str) -> Option<&Child> {
         self.children.iter().find(|(name, _)| *name == key).map(|(_, c)| c)
     }
 
-    /// The field names this type reads (issue 31's did-you-mean looks here too).
+    /// The field names this type reads.
     pub fn field_names(&self) -> &'static [&'static str] {
         (self.fields)()
+    }
+
+    /// What `key`, which this type does not read, is.
+    pub fn unread(&self, key: &str) -> Unread {
+        let kube = || self.kube.split(' ').filter(|k| !k.is_empty());
+        if kube().any(|k| k == key) {
+            return Unread::NotImplemented;
+        }
+        Unread::Unknown(nearest(key, self.field_names().iter().copied().chain(kube())))
+    }
+}
+
+/// The field name closest to `key` (case aside, a few edits away), for a did-you-mean.
+pub fn nearest(key: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+    let key = key.to_ascii_lowercase();
+    let limit = (key.len() / 3).max(1);
+    names
+        .map(|n| (edits(&key, &n.to_ascii_lowercase()), n))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance between two short ASCII names (bytes; a name of another script only
+/// ever gets a large distance).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The message for an unknown field (with `; ignored` where it is only a warning).
+pub fn unknown_field(near: Option<&str>) -> String {
+    match near {
+        Some(n) => format!("unknown field (did you mean {n}?)"),
+        None => "unknown field".to_string(),
     }
 }
 
@@ -201,15 +263,15 @@ pub fn join(prefix: &str, key: &str) -> String {
 }
 
 /// Appends to `out` the path (under `path`) of every field of `value` that `ty` does not read,
-/// in the value's order; below free JSON nothing is unknown, and a field of the wrong shape
-/// is left to the typed decode to refuse.
-pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<String>) {
+/// with what it is, in the value's order; below free JSON nothing is unknown, and a field of
+/// the wrong shape is left to the typed decode to refuse.
+pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<(String, Unread)>) {
     let Value::Object(map) = value else { return };
     let known = ty.field_names();
     for (key, v) in map {
         let at = join(path, key);
         if !known.contains(&key.as_str()) {
-            out.push(at);
+            out.push((at, ty.unread(key)));
             continue;
         }
         match (ty.child(key), v) {

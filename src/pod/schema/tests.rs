@@ -60,10 +60,61 @@ fn the_walk_names_exactly_the_fields_serde_drops() {
     let mut expected = dropped_by_serde(value);
     assert!(expected.len() > 40, "{expected:?}");
     // serde_ignored writes list items as `.0`; the walk as kubectl does, `[0]`.
-    let mut walked: Vec<String> = walked.iter().map(|p| p.replace('[', ".").replace(']', "")).collect();
+    assert!(walked.iter().all(|(p, u)| !p.ends_with("noSuchField") || *u == Unread::Unknown(None)), "{walked:?}");
+    let mut walked: Vec<String> = walked.iter().map(|(p, _)| p.replace('[', ".").replace(']', "")).collect();
     walked.sort();
     expected.sort();
     assert_eq!(walked, expected);
+}
+
+#[test]
+fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_have() {
+    let pod = json!({
+        "metadata": {"name": "x", "version": 3, "ownerReferences": []},
+        "spec": {
+            "ServeAccount": "a", "nodeSelector": {},
+            "containers": [{"name": "c", "imagePullPolice": "Always", "ImagePullPolicy": "Always", "resizePolicy": []}],
+            "volumes": [{"name": "v", "hostpath": {"path": "/x"}, "nfs": {}}]
+        }
+    });
+    let mut found = Vec::new();
+    unknown(&POD, &pod, "", &mut found);
+    let mut found: Vec<(&str, Unread)> = found.iter().map(|(p, u)| (p.as_str(), u.clone())).collect();
+    found.sort_by_key(|(p, _)| *p);
+    let mut expected = [
+        ("metadata.version", Unread::Unknown(None)),
+        ("metadata.ownerReferences", Unread::NotImplemented),
+        ("spec.ServeAccount", Unread::Unknown(Some("serviceAccount"))),
+        ("spec.nodeSelector", Unread::NotImplemented),
+        ("spec.containers[0].imagePullPolice", Unread::Unknown(Some("imagePullPolicy"))),
+        ("spec.containers[0].ImagePullPolicy", Unread::Unknown(Some("imagePullPolicy"))),
+        ("spec.containers[0].resizePolicy", Unread::NotImplemented),
+        ("spec.volumes[0].hostpath", Unread::Unknown(Some("hostPath"))),
+        ("spec.volumes[0].nfs", Unread::NotImplemented),
+    ];
+    expected.sort_by_key(|(p, _)| *p);
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn the_kubernetes_lists_name_only_fields_the_types_do_not_read() {
+    for ty in reachable() {
+        for k in ty.kube.split(' ').filter(|k| !k.is_empty()) {
+            assert!(!ty.field_names().contains(&k), "{k} is read by atoll: take it out of the list");
+        }
+    }
+}
+
+#[test]
+fn a_did_you_mean_is_offered_only_when_a_name_is_close() {
+    let names = || ["serviceAccount", "serviceAccountName", "nodeName", "hostNetwork"].into_iter();
+    assert_eq!(nearest("serviceaccount", names()), Some("serviceAccount"));
+    assert_eq!(nearest("hostNetwrk", names()), Some("hostNetwork"));
+    assert_eq!(nearest("node", names()), None);
+    assert_eq!(nearest("version", names()), None);
+    assert_eq!(nearest("", names()), None);
+    assert_eq!(nearest("ü", names()), None);
+    assert_eq!(edits("kitten", "sitting"), 3);
 }
 
 #[test]
