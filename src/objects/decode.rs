@@ -37,7 +37,7 @@ pub fn decode(
     });
     // Every field of a ConfigMap and a Secret is read: any other key is no field of them.
     for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
-        let near = schema::nearest(k, known.iter().copied());
+        let near = schema::nearest(k, &known, "");
         warnings.push(Finding::new(&at(k), format!("{}; ignored", schema::unknown_field(near))));
     }
     let empty = Map::new();

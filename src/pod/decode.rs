@@ -84,7 +84,7 @@ pub fn decode(bytes: &[u8], shape: Shape) -> Result<Decoded, Vec<Finding>> {
             // A list's own fields are these four (items taken above).
             const LIST_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "items"];
             for key in obj.keys().filter(|k| !LIST_FIELDS.contains(&k.as_str())) {
-                let near = schema::nearest(key, LIST_FIELDS.into_iter());
+                let near = schema::nearest(key, &LIST_FIELDS, "");
                 warnings.push(Finding::new(key, format!("{}; {IGNORED}", schema::unknown_field(near))));
             }
             let mut pods = Vec::with_capacity(items.len());

@@ -213,19 +213,31 @@ impl Type {
         if kube().any(|k| k == key) {
             return Unread::NotImplemented;
         }
-        Unread::Unknown(nearest(key, self.field_names().iter().copied().chain(kube())))
+        Unread::Unknown(nearest(key, self.field_names(), self.kube))
     }
 }
 
-/// The field name closest to `key` (case aside, a few edits away), for a did-you-mean.
-pub fn nearest(key: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+/// The field name closest to `key` (case aside, a few edits away) among `names` and the
+/// space-separated `more`, for a did-you-mean. A key is a manifest's: only a name within the
+/// edit limit by length alone is compared, and a key longer than any field name is not, so
+/// a manifest of many or long keys costs little.
+pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<&'static str> {
+    if key.len() > 64 {
+        return None;
+    }
     let key = key.to_ascii_lowercase();
     let limit = (key.len() / 3).max(1);
-    names
-        .map(|n| (edits(&key, &n.to_ascii_lowercase()), n))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, n)| n)
+    let mut best: Option<(usize, &'static str)> = None;
+    for name in names.iter().copied().chain(more.split(' ')) {
+        if name.is_empty() || name.len().abs_diff(key.len()) > limit {
+            continue;
+        }
+        let d = edits(&key, &name.to_ascii_lowercase());
+        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, name));
+        }
+    }
+    best.map(|(_, n)| n)
 }
 
 /// Levenshtein distance between two short ASCII names (bytes; a name of another script only
