@@ -41,6 +41,14 @@ fn listed(tb: &Testbed, image: &str) -> String {
     listing.lines().find(|l| l.starts_with(image)).unwrap_or_default().to_string()
 }
 
+/// An image of one layer holding `content`, imported into the runtime straight (not by atoll).
+fn import(tb: &Testbed, archives: &Archives, dir: &Path, image: &str, content: &str) {
+    let tarball = dir.join("import.tar");
+    std::fs::write(&tarball, archives.docker_with_layer(image, content)).unwrap();
+    let ctr = tb.var("ATOLL_TB_CTR");
+    sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+}
+
 fn pinned_for_pods(line: &str) -> bool {
     line.contains("io.cri-containerd.pinned=pinned") && line.contains("atoll.io/pinned-for-pods=true")
 }
@@ -64,9 +72,7 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     let unused = format!("atoll.test/unused:{run}");
     let ctr = tb.var("ATOLL_TB_CTR");
     for (image, content) in [(&looping, "blocked\n"), (&unused, "unused\n")] {
-        let tarball = dir.join("import.tar");
-        std::fs::write(&tarball, archives.docker_with_layer(image, content)).unwrap();
-        sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+        import(tb, &archives, &dir, image, content);
     }
     smol::block_on(tb.cri().pull_image(&tb.pullable, None, None)).expect("pull the image named by digest");
     let by_digest = smol::block_on(tb.cri().image_status(&tb.pullable)).unwrap().unwrap().repo_digests[0].clone();
@@ -191,10 +197,7 @@ fn the_pods_images_are_pinned_as_they_start_not_a_minute_later() {
     let at_start = format!("atoll.test/pinned-at-start:{run}");
     let later = format!("atoll.test/pinned-later:{run}");
     for (image, content) in [(&at_start, "at start\n"), (&later, "later\n")] {
-        let tarball = dir.join("import.tar");
-        std::fs::write(&tarball, archives.docker_with_layer(image, content)).unwrap();
-        let ctr = tb.var("ATOLL_TB_CTR");
-        sh(&format!("{ctr} --address {} -n k8s.io images import {}", tb.var("ATOLL_TB_SOCKET"), tarball.display()));
+        import(tb, &archives, &dir, image, content);
         assert!(!pinned_for_pods(&listed(tb, image)), "not pinned before atoll runs");
     }
     // Pods that never create their container (runAsNonRoot, images that run as root): only the
