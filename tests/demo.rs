@@ -44,12 +44,13 @@ impl Drop for Running {
     }
 }
 
-/// The demo, started as a shell in a terminal starts it: its own process group; what it prints
-/// goes to `log`.
+/// The demo, started as a shell in a terminal starts it: its own process group, SIGINT at its
+/// default (a runner started in the background, as CI may be, hands it down ignored, and a
+/// shell cannot trap a signal ignored when it started); what it prints goes to `log`.
 fn start_demo(tmp: &Path, log: &Path) -> Running {
     let root = env!("CARGO_MANIFEST_DIR");
-    let child = Command::new("bash")
-        .arg(format!("{root}/configs/demo.sh"))
+    let child = Command::new("env")
+        .args(["--default-signal=INT", "bash", &format!("{root}/configs/demo.sh")])
         .env("ATOLL_BIN", BIN)
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
@@ -75,7 +76,14 @@ fn ctrl_c(demo: &Running) {
 /// Waits for the demo to end after a Ctrl-C, then checks that nothing of it is left: no
 /// directory under its TMPDIR, no mount there, no process it started.
 fn ended_without_leftovers(mut demo: Running, tmp: &Path, log: &Path, before: &BTreeSet<(u32, String)>) {
-    let status = eventually(Duration::from_secs(180), "the demo to end after Ctrl-C", || demo.0.try_wait().unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = demo.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the demo did not end after Ctrl-C:\n{}", printed(log));
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let out = printed(log);
     assert!(status.success(), "a Ctrl-C ends the demo with 0: {status:?}\n{out}");
     assert!(out.contains("demo: tearing down the test bed"), "{out}");
