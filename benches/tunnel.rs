@@ -127,6 +127,17 @@ fn main() {
         .expect("start atoll");
     let pid = child.id();
     let ca = dir.join("state/pki/kubelet.crt");
+    // The pods running first: a port-forward to a pod not yet started is refused (404), and
+    // the client below takes anything but 101 for a failure.
+    common::eventually(Duration::from_secs(300), "the shell and the blob running", || {
+        let out = common::atoll_command()
+            .args(["pods", "-o", "json", &format!("--api-socket={}", dir.join("api.sock").display())])
+            .output()
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let running = v["items"].as_array()?.iter().filter(|p| p["status"]["phase"] == "Running").count();
+        (running == 2).then_some(())
+    });
     common::eventually(Duration::from_secs(300), "the shell and the blob served, through the tunnel", || {
         (konn.links().len() == 1 && ca.exists() && port_forward(port, &ca, Some(frontend)).0 > blob_mib << 20)
             .then_some(())
