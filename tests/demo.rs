@@ -17,6 +17,20 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_atoll");
 const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
 
+/// The parent of `pid`, if it still runs.
+fn parent(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|p| p.trim().parse().ok())
+}
+
+/// The processes before a demo runs, once no other test bed is running or tearing down (the
+/// test beds' lock is free).
+fn quiet_processes() -> BTreeSet<(u32, String)> {
+    let status = Command::new("flock").args(["/run/atoll-testbed.lock", "true"]).status().unwrap();
+    assert!(status.success());
+    processes()
+}
+
 /// The processes alive now, with their command lines (kernel threads, which have none, left out).
 fn processes() -> BTreeSet<(u32, String)> {
     let mut out = BTreeSet::new();
@@ -105,9 +119,18 @@ fn ended_without_leftovers(mut demo: Running, tmp: &Path, log: &Path, before: &B
     assert!(mounts.is_empty(), "no mount of the demo is left: {mounts:?}\n{out}");
     // Every process the demo started (containerd, its shims, the pods' processes) is gone; a
     // killed one may take a moment to be reaped.
+    // A new child of a process that ran before the demo is not the demo's (a loop's `sleep`
+    // elsewhere on the box), unless that parent is init, which takes in whatever a killed
+    // parent leaves behind.
     let test = std::process::id();
-    let started =
-        || -> Vec<(u32, String)> { processes().difference(before).filter(|(pid, _)| *pid != test).cloned().collect() };
+    let old: BTreeSet<u32> = before.iter().map(|(pid, _)| *pid).collect();
+    let started = || -> Vec<(u32, String)> {
+        processes()
+            .difference(before)
+            .filter(|(pid, _)| *pid != test && parent(*pid).is_none_or(|p| p == 1 || !old.contains(&p)))
+            .cloned()
+            .collect()
+    };
     let gone = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
         started().is_empty()
@@ -143,7 +166,7 @@ fn the_demo_runs_beside_an_installed_atoll_and_leaves_nothing_behind() {
     let ours = other.0.try_wait().unwrap().is_none();
 
     // Ctrl-C during start-up: while the test bed's containerd comes up.
-    let before = processes();
+    let before = quiet_processes();
     let log = tmp.join("start-up.log");
     let demo = start_demo(&demos, &log);
     eventually(Duration::from_secs(120), "the demo starting its containerd", || {
@@ -153,7 +176,7 @@ fn the_demo_runs_beside_an_installed_atoll_and_leaves_nothing_behind() {
     ended_without_leftovers(demo, &demos, &log, &before);
 
     // Ctrl-C while the pods run, their volumes mounted (greeter's Secret is a tmpfs).
-    let before = processes();
+    let before = quiet_processes();
     let log = tmp.join("running.log");
     let demo = start_demo(&demos, &log);
     let socket = eventually(Duration::from_secs(180), "the demo's hint naming its socket", || {
