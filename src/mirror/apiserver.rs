@@ -13,7 +13,7 @@ use super::kubeconfig::{Connection, Source};
 use super::wire::Ask;
 pub use super::wire::{Answer, Reply, REQUEST_TIMEOUT};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Sets `value` at `path` in a JSON object from a server, creating objects where nothing is,
 /// and refusing (false) where something else is: `v["a"]["b"] = x` panics on a list or a
@@ -51,7 +51,7 @@ pub struct Client {
     /// Until when the server asked this node to wait (a 429's or 503's Retry-After), when
     /// every request waits for it (`holding`): the mirror's loops then send nothing while the
     /// node is told to wait, whichever of them was told.
-    hold: Option<Mutex<Option<std::time::Instant>>>,
+    hold: Option<Mutex<Option<Instant>>>,
 }
 
 struct Token {
@@ -143,19 +143,22 @@ impl Client {
         self
     }
 
-    /// Waits out a Retry-After in force.
+    /// Waits out a Retry-After in force, including one another request was given meanwhile.
     fn wait_as_told(&self) {
         let Some(hold) = &self.hold else { return };
-        let until = *crate::locks::lock(hold);
-        if let Some(until) = until {
-            std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+        loop {
+            let left = crate::locks::lock(hold).map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left);
         }
     }
 
     /// Notes an answer's Retry-After (429, 503), spread as the back-off spreads it.
     fn told(&self, a: &Answer) {
         let (Some(hold), Some(ra), 429 | 503) = (&self.hold, a.retry_after, a.status) else { return };
-        let until = std::time::Instant::now() + super::retry::retry_after(ra);
+        let until = Instant::now() + super::retry::retry_after(ra);
         let mut h = crate::locks::lock(hold);
         *h = Some(h.map_or(until, |was| was.max(until)));
     }
