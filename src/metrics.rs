@@ -1,9 +1,12 @@
-//! The agent's own counters, rendered in the Prometheus text format (0.0.4) at `/metrics`.
+//! The agent's own counters and histograms, rendered in the Prometheus text format (0.0.4) at
+//! `/metrics`: atoll's (`atoll_*`) and, for the dashboards and alerts written for kubelet, the
+//! series kubelet exports under its names, labels and bucket boundaries (`kubelet_*`,
+//! `prober_probe_total`).
 //!
-//! A process-wide registry: the parts that count (CRI calls, probes, manifest sources) add to
-//! it without carrying a handle; gauges that describe the current state (pods by phase,
-//! containers by state, per-container CPU and memory, the agent's RSS) are computed by the
-//! local API when it renders.
+//! A process-wide registry: the parts that count (CRI calls, probes, manifest sources, the
+//! relist, the pod workers) add to it without carrying a handle; gauges that describe the
+//! current state (pods by phase, per-container CPU and memory, the agent's RSS) are computed by
+//! the local API when it renders.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -109,8 +112,91 @@ pub const TUNNEL_DROPPED: Family = Family {
     help: "Tunnelled connections closed because the kubelet server fell too far behind their data.",
 };
 
+/// A histogram: its family (`kind` "histogram") and its buckets' upper bounds, as kubelet's.
+pub struct Histogram {
+    pub family: Family,
+    pub buckets: &'static [f64],
+}
+
+/// The Prometheus client's default buckets (kubelet's `DefBuckets`).
+const DEFAULT_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// kubelet's pod start buckets, half a second to an hour.
+const POD_START_BUCKETS: &[f64] = &[
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0, 480.0,
+    600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+/// kubelet's runtime operation buckets: 14 from 5 ms, each 2.5 times the last (computed as
+/// the Prometheus client computes them, so the `le` labels are the same digits).
+const RUNTIME_BUCKETS: [f64; 14] = exponential(0.005, 2.5);
+
+const fn exponential<const N: usize>(start: f64, factor: f64) -> [f64; N] {
+    let mut out = [0.0; N];
+    let (mut i, mut b) = (0, start);
+    while i < N {
+        out[i] = b;
+        b *= factor;
+        i += 1;
+    }
+    out
+}
+
+const fn kubelet(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+    Family { name, kind, help }
+}
+const fn histogram(name: &'static str, help: &'static str, buckets: &'static [f64]) -> Histogram {
+    Histogram { family: kubelet(name, "histogram", help), buckets }
+}
+
+pub const RUNTIME_OPERATIONS: Family = kubelet(
+    "kubelet_runtime_operations_total",
+    "counter",
+    "Cumulative number of runtime operations by operation type.",
+);
+pub const RUNTIME_ERRORS: Family = kubelet(
+    "kubelet_runtime_operations_errors_total",
+    "counter",
+    "Cumulative number of runtime operation errors by operation type.",
+);
+pub const RUNTIME_SECONDS: Histogram = histogram(
+    "kubelet_runtime_operations_duration_seconds",
+    "Duration in seconds of runtime operations. Broken down by operation type.",
+    &RUNTIME_BUCKETS,
+);
+pub const POD_START_SECONDS: Histogram = histogram(
+    "kubelet_pod_start_duration_seconds",
+    "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+    POD_START_BUCKETS,
+);
+pub const POD_WORKER_SECONDS: Histogram = histogram(
+    "kubelet_pod_worker_duration_seconds",
+    "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+    DEFAULT_BUCKETS,
+);
+pub const RELIST_SECONDS: Histogram = histogram(
+    "kubelet_pleg_relist_duration_seconds",
+    "Duration in seconds for relisting pods in PLEG.",
+    DEFAULT_BUCKETS,
+);
+pub const RELIST_INTERVAL: Histogram = histogram(
+    "kubelet_pleg_relist_interval_seconds",
+    "Interval in seconds between relisting in PLEG.",
+    DEFAULT_BUCKETS,
+);
+pub const RUNNING_PODS: Family =
+    kubelet("kubelet_running_pods", "gauge", "Number of pods that have a running pod sandbox");
+pub const RUNNING_CONTAINERS: Family =
+    kubelet("kubelet_running_containers", "gauge", "Number of containers currently running");
+pub const PROBE_RESULTS: Family = kubelet(
+    "prober_probe_total",
+    "counter",
+    "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+);
+
 type Labels = Vec<(&'static str, String)>;
 
+/// Every series by family name. A histogram's series carry one more label, `le`, holding the
+/// bucket's index (`00`, `01`, ..., the +Inf bucket's after the bounds; not cumulative) or `sum`,
+/// so that its samples sort in bucket order after their other labels.
 #[derive(Default)]
 struct Registry {
     values: BTreeMap<&'static str, BTreeMap<Labels, f64>>,
@@ -135,10 +221,63 @@ pub fn set(family: &Family, labels: &[(&'static str, &str)], value: f64) {
     with(|r| r.values.entry(family.name).or_default().insert(labels, value));
 }
 
-/// Counts one CRI call.
+/// Adds one observation to a histogram: one to the first bucket whose bound holds it, and the
+/// value to the sum.
+pub fn observe(h: &Histogram, labels: &[(&'static str, &str)], value: f64) {
+    let bucket = h.buckets.iter().position(|b| value <= *b).unwrap_or(h.buckets.len());
+    let bucket = format!("{bucket:02}");
+    let mut labels = labels.to_vec();
+    labels.push(("le", &bucket));
+    add(&h.family, &labels, 1.0);
+    labels.pop();
+    labels.push(("le", "sum"));
+    add(&h.family, &labels, value);
+}
+
+/// Drops every series of a pod (by its `pod_uid` label): a removed pod's probes leave nothing.
+pub fn forget_pod(uid: &str) {
+    let of_pod = |labels: &Labels| labels.iter().any(|(k, v)| *k == "pod_uid" && v == uid);
+    // Rebuilt rather than `retain`ed: the map's removal code would cost more bytes than the
+    // rare removal of a pod costs time.
+    with(|r| {
+        for m in r.values.values_mut() {
+            let mut kept = BTreeMap::new();
+            for (l, v) in std::mem::take(m) {
+                if !of_pod(&l) {
+                    kept.insert(l, v);
+                }
+            }
+            *m = kept;
+        }
+    });
+}
+
+/// Counts one CRI call, as atoll's and as kubelet's runtime operation.
 pub fn cri_call(method: &str, result: &str, took: Duration) {
     add(&CRI_CALLS, &[("method", method), ("result", result)], 1.0);
     add(&CRI_SECONDS, &[("method", method)], took.as_secs_f64());
+    let op = operation_type(method);
+    add(&RUNTIME_OPERATIONS, &[("operation_type", &op)], 1.0);
+    if result != "ok" {
+        add(&RUNTIME_ERRORS, &[("operation_type", &op)], 1.0);
+    }
+    observe(&RUNTIME_SECONDS, &[("operation_type", &op)], took.as_secs_f64());
+}
+
+/// kubelet's `operation_type` for a CRI method: its name in snake case, a pod sandbox as one
+/// word (`RunPodSandbox`: `run_podsandbox`), `UpdateContainerResources` as `update_container`.
+pub fn operation_type(method: &str) -> String {
+    if method == "UpdateContainerResources" {
+        return "update_container".to_string();
+    }
+    let mut out = String::with_capacity(method.len() + 4);
+    for (i, c) in method.char_indices() {
+        if c.is_ascii_uppercase() && i > 0 && !method[..i].ends_with("Pod") {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// The value of a counter or gauge (0 if never set), for tests.
@@ -166,7 +305,15 @@ const FAMILIES: &[&Family] = &[
     &TUNNEL_BYTES,
     &TUNNEL_REFUSALS,
     &TUNNEL_DROPPED,
+    &RUNTIME_OPERATIONS,
+    &RUNTIME_ERRORS,
+    &RUNNING_PODS,
+    &RUNNING_CONTAINERS,
+    &PROBE_RESULTS,
 ];
+
+const HISTOGRAMS: &[&Histogram] =
+    &[&RUNTIME_SECONDS, &POD_START_SECONDS, &POD_WORKER_SECONDS, &RELIST_SECONDS, &RELIST_INTERVAL];
 
 /// Escapes a label value for the text format.
 pub fn escape(v: &str) -> String {
@@ -214,6 +361,42 @@ pub fn render_registry(out: &mut String) {
             sample(out, f.name, &labels, *v);
         }
     }
+    for h in HISTOGRAMS {
+        if let Some(samples) = values.get(h.family.name) {
+            render_histogram(out, h, samples);
+        }
+    }
+}
+
+/// A histogram's samples as Prometheus shows them: per series, every bucket with its bound and
+/// cumulative count, then `_sum` and `_count`.
+fn render_histogram(out: &mut String, h: &Histogram, samples: &BTreeMap<Labels, f64>) {
+    let f = &h.family;
+    header(out, f.name, f.kind, f.help);
+    let (bucket, sum, count) = (format!("{}_bucket", f.name), format!("{}_sum", f.name), format!("{}_count", f.name));
+    let les: Vec<String> = h.buckets.iter().map(|b| format_value(*b)).chain(["+Inf".to_string()]).collect();
+    let mut samples = samples.iter().peekable();
+    while let Some(&(first, _)) = samples.peek() {
+        let series = &first[..first.len().saturating_sub(1)];
+        let mut counts = vec![0.0; les.len()];
+        let mut total = 0.0;
+        while let Some((labels, v)) = samples.next_if(|(l, _)| l.len() == first.len() && l.starts_with(series)) {
+            match labels.last().map(|(_, i)| i.parse::<usize>()) {
+                Some(Ok(i)) => counts.get_mut(i).into_iter().for_each(|c| *c += v),
+                _ => total += v,
+            }
+        }
+        let mut labels: Vec<(&str, &str)> = series.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut seen = 0.0;
+        for (n, le) in counts.iter().zip(&les) {
+            seen += n;
+            labels.push(("le", le));
+            sample(out, &bucket, &labels, seen);
+            labels.pop();
+        }
+        sample(out, &sum, &labels, total);
+        sample(out, &count, &labels, seen);
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +416,67 @@ mod tests {
         let mut line = String::new();
         sample(&mut line, "x", &[("a", "q\"uote\\n\n")], 0.25);
         assert_eq!(line, "x{a=\"q\\\"uote\\\\n\\n\"} 0.25\n");
+    }
+
+    #[test]
+    fn histograms_render_cumulative_buckets_with_kubelets_bounds() {
+        cri_call("TestPodSandboxRun", "ok", Duration::from_millis(20));
+        cri_call("TestPodSandboxRun", "DeadlineExceeded", Duration::from_secs(2));
+        cri_call("TestPodSandboxRun", "ok", Duration::from_secs(1000));
+        let mut out = String::new();
+        render_registry(&mut out);
+        let op = "operation_type=\"test_podsandbox_run\"";
+        for line in [
+            "# TYPE kubelet_runtime_operations_duration_seconds histogram\n".to_string(),
+            format!("kubelet_runtime_operations_total{{{op}}} 3\n"),
+            format!("kubelet_runtime_operations_errors_total{{{op}}} 1\n"),
+            // 20 ms is in the third bucket, 2 s in the seventh; 1000 s only in +Inf.
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"0.0125\"}} 0\n"),
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"0.03125\"}} 1\n"),
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"1.220703125\"}} 1\n"),
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"3.0517578125\"}} 2\n"),
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"745.0580596923828\"}} 2\n"),
+            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"+Inf\"}} 3\n"),
+            format!("kubelet_runtime_operations_duration_seconds_sum{{{op}}} 1002.02\n"),
+            format!("kubelet_runtime_operations_duration_seconds_count{{{op}}} 3\n"),
+        ] {
+            assert!(out.contains(&line), "{line} in {out}");
+        }
+        // Go's ExponentialBuckets(.005, 2.5, 14), digit for digit.
+        let les: Vec<String> = RUNTIME_BUCKETS.iter().map(|b| format_value(*b)).collect();
+        assert_eq!(les.first().map(String::as_str), Some("0.005"));
+        assert_eq!(les.get(12).map(String::as_str), Some("298.0232238769531"));
+        // A bound is inclusive, as Prometheus's `le`.
+        observe(&POD_START_SECONDS, &[("test", "le")], 0.5);
+        let mut out = String::new();
+        render_registry(&mut out);
+        assert!(out.contains("kubelet_pod_start_duration_seconds_bucket{test=\"le\",le=\"0.5\"} 1\n"), "{out}");
+    }
+
+    #[test]
+    fn kubelets_operation_types() {
+        for (method, op) in [
+            ("RunPodSandbox", "run_podsandbox"),
+            ("ListPodSandbox", "list_podsandbox"),
+            ("PodSandboxStatus", "podsandbox_status"),
+            ("ListPodSandboxStats", "list_podsandbox_stats"),
+            ("CreateContainer", "create_container"),
+            ("UpdateContainerResources", "update_container"),
+            ("ExecSync", "exec_sync"),
+            ("ImageFsInfo", "image_fs_info"),
+            ("Version", "version"),
+        ] {
+            assert_eq!(operation_type(method), op);
+        }
+    }
+
+    #[test]
+    fn a_removed_pods_probe_series_are_forgotten() {
+        let labels = |uid| [("probe_type", "Readiness"), ("result", "successful"), ("pod_uid", uid)];
+        add(&PROBE_RESULTS, &labels("forget-me"), 1.0);
+        add(&PROBE_RESULTS, &labels("keep-me"), 1.0);
+        forget_pod("forget-me");
+        assert_eq!(value(&PROBE_RESULTS, &labels("forget-me")), 0.0);
+        assert_eq!(value(&PROBE_RESULTS, &labels("keep-me")), 1.0);
     }
 }

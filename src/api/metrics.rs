@@ -83,13 +83,16 @@ fn pods_and_containers(out: &mut String, pods: &Pods) {
     }
 }
 
-/// The agent's own gauges: API connections, events, whether the runtime answers.
+/// The agent's own gauges: API connections, events, the node's name (kubelet's), whether the
+/// runtime answers.
 fn agent<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     use crate::metrics::{header, sample};
     header(out, "atoll_api_connections", "gauge", "Local API connections being served.");
     sample(out, "atoll_api_connections", &[], api.open_connections() as f64);
     header(out, "atoll_events_total", "counter", "Lifecycle events recorded.");
     sample(out, "atoll_events_total", &[], api.node.events().total() as f64);
+    header(out, "kubelet_node_name", "gauge", "The node's name. The count is always 1.");
+    sample(out, "kubelet_node_name", &[("node", &api.node.facts().name)], 1.0);
     let runtime_up = api.node.heartbeat().runtime_up();
     header(out, "atoll_runtime_up", "gauge", "Whether the container runtime answered the last relist.");
     sample(out, "atoll_runtime_up", &[], if runtime_up { 1.0 } else { 0.0 });

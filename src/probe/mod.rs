@@ -352,6 +352,16 @@ impl<R: RuntimeService> Task<R> {
         let probe_type = self.kind.name();
         crate::metrics::add(&crate::metrics::PROBES, &[("probe_type", probe_type), ("result", result)], 1.0);
         crate::metrics::add(&crate::metrics::PROBE_SECONDS, &[("probe_type", probe_type)], took.as_secs_f64());
+        let m = &self.pod.metadata;
+        let labels = [
+            ("probe_type", probe_type),
+            ("result", result),
+            ("container", self.container.name.as_str()),
+            ("pod", m.name.as_str()),
+            ("namespace", m.namespace.as_str()),
+            ("pod_uid", m.uid.as_str()),
+        ];
+        crate::metrics::add(&crate::metrics::PROBE_RESULTS, &labels, 1.0);
         let mut st = self.lock();
         let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
         s.busy += took;

@@ -19,11 +19,12 @@ use super::plan::Kill;
 use super::stop::{grace_of, stop_containers};
 use super::sync::{sync, Mode, Synced};
 use crate::cri::RuntimeService;
+use crate::metrics;
 use crate::node::observed::{ContainerState, Observed, Waits};
 use crate::pod::types::Pod;
 use crate::pod::StaticPod;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long a worker with nothing pending sleeps unless woken (a day: in effect, until woken).
 const QUIET: Duration = Duration::from_secs(24 * 3600);
@@ -74,6 +75,9 @@ struct Worker<R> {
     waits: Waits,
     probes: Box<dyn crate::node::probing::PodProbes>,
     first_seen: SystemTime,
+    /// kubelet's `operation_type` of the next sync: create, update (the spec changed), sync,
+    /// or kill (the pod is being stopped).
+    next_sync: &'static str,
     last_phase: String,
     last_error: String,
 }
@@ -90,6 +94,7 @@ impl<R: RuntimeService> Worker<R> {
             waits: Waits::new(),
             probes,
             first_seen: SystemTime::now(),
+            next_sync: "create",
             last_phase: String::new(),
             last_error: String::new(),
         };
@@ -112,9 +117,13 @@ impl<R: RuntimeService> Worker<R> {
         let (uid, key) = (self.sp.uid.clone(), self.sp.pod.key());
         let resync = self.cx.config.resync.unwrap_or(QUIET);
         let verdicts = self.probes.verdicts();
-        let (wait, obs) = match sync(&self.cx, &self.sp.pod, self.mode, &verdicts, &mut self.waits).await {
+        let began = Instant::now();
+        let synced = sync(&self.cx, &self.sp.pod, self.mode, &verdicts, &mut self.waits).await;
+        self.timed(began);
+        let (wait, obs) = match synced {
             Ok((Synced::Removed, _)) => {
                 self.cx.node.statuses().remove(&uid);
+                metrics::forget_pod(&uid);
                 log::info!("pod {key} ({uid}): terminated and removed");
                 return Step::Removed;
             }
@@ -152,6 +161,12 @@ impl<R: RuntimeService> Worker<R> {
         Step::Wait(wait)
     }
 
+    /// A sync that began at `began`, in kubelet's pod worker histogram.
+    fn timed(&mut self, began: Instant) {
+        let op = if self.mode == Mode::Run { std::mem::replace(&mut self.next_sync, "sync") } else { "kill" };
+        metrics::observe(&metrics::POD_WORKER_SECONDS, &[("operation_type", op)], began.elapsed().as_secs_f64());
+    }
+
     /// What the runtime shows goes to the PLEG (processes to watch, logs to rotate) and the
     /// probes.
     fn observed(&mut self, obs: &Observed) {
@@ -181,6 +196,10 @@ impl<R: RuntimeService> Worker<R> {
         }
         if status.phase != self.last_phase {
             log::info!("pod {}: phase {}", self.sp.pod.key(), status.phase);
+            if status.phase == "Running" {
+                let took = self.first_seen.elapsed().unwrap_or_default();
+                metrics::observe(&metrics::POD_START_SECONDS, &[], took.as_secs_f64());
+            }
             self.last_phase = status.phase.clone();
         }
         node.statuses().set(&self.sp.uid, status);
@@ -223,6 +242,7 @@ impl<R: RuntimeService> Worker<R> {
                 let containers_changed = new.pod.spec.containers != self.sp.pod.spec.containers
                     || new.pod.spec.init_containers != self.sp.pod.spec.init_containers;
                 self.sp = *new;
+                self.next_sync = "update";
                 if containers_changed {
                     self.probes = self.cx.prober.start(&self.sp.pod);
                 }

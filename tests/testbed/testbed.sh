@@ -183,6 +183,28 @@ kubectl_bin() {
   echo "$root/kubectl"
 }
 
+# prometheus_bin: Debian's prometheus for the metrics test, unpacked once into the cache from
+# the .deb the system's apt offers (not installed: installing starts a server on :9090).
+prometheus_bin() {
+  local root="$CACHE/prometheus"
+  if [ -x "$root/usr/bin/prometheus" ]; then
+    echo "$root/usr/bin/prometheus"
+    return
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  log "fetching Debian's prometheus package"
+  (cd "$tmp" && { apt-get download -q -o APT::Sandbox::User=root prometheus >&2 || { apt-get update -qq >&2 && apt-get download -q -o APT::Sandbox::User=root prometheus >&2; }; }) ||
+    die "downloading Debian's prometheus package failed"
+  rm -rf "$root.new" && mkdir -p "$root.new"
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$root.new"
+  rm -rf "$tmp"
+  "$root.new/usr/bin/prometheus" --version >/dev/null 2>&1 || die "Debian's prometheus does not run"
+  rm -rf "$root" && mv "$root.new" "$root"
+  log "prometheus in $root"
+  echo "$root/usr/bin/prometheus"
+}
+
 arch() {
   case "$(dpkg --print-architecture)" in
     amd64) echo '"architecture":"amd64"' ;;
@@ -477,6 +499,7 @@ ATOLL_TB_DIR=$DIR
 ATOLL_TB_BIN=$BIN
 ATOLL_TB_CTR=$BIN/ctr
 ATOLL_TB_KUBECTL=$(kubectl_bin)
+ATOLL_TB_PROMETHEUS=$(prometheus_bin)
 ATOLL_TB_CONTAINERD_VERSION=$CONTAINERD_VERSION
 ATOLL_TB_SOCKET=$SOCK
 ATOLL_TB_ENDPOINT=unix://$SOCK
@@ -570,6 +593,7 @@ case "${1:-}" in
     install_packages
     containerd_bin >/dev/null
     kubectl_bin >/dev/null
+    prometheus_bin >/dev/null
     ;;
   run)
     [ $# -eq 2 ] || die "usage: testbed.sh run DIR"

@@ -1,8 +1,9 @@
 //! The PLEG's two tasks (see `pleg`): the relist, and the runtime's event stream.
 
 use super::{Pleg, Signal, RELIST_FALLBACK};
-use crate::cri::api::ContainerEventResponse;
+use crate::cri::api::{ContainerEventResponse, PodSandboxState};
 use crate::cri::{Code, EventStream, RuntimeService};
+use crate::metrics;
 use crate::runtime::context::Context;
 use crate::runtime::sandbox::LABEL_POD_UID;
 use std::collections::HashMap;
@@ -55,6 +56,7 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
             (Ok(s), Ok(c)) => (s, c),
             _ => continue, // the runtime is away; workers notice on their own
         };
+        running_metrics(&sandboxes, &containers);
         let now = fingerprints(&sandboxes, &containers);
         let uids: Vec<String> = pleg.watched();
         let changed: Vec<String> = match &last {
@@ -73,9 +75,42 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
         }
         let evented_throughout = last.is_some() && pleg.events_open_since().is_some_and(|t| t <= last_listed);
         to_check = if evented_throughout { (changed, last_listed) } else { (Vec::new(), listed_at) };
+        if last.is_some() {
+            metrics::observe(&metrics::RELIST_INTERVAL, &[], (listed_at - last_listed).as_secs_f64());
+        }
+        metrics::observe(&metrics::RELIST_SECONDS, &[], listed_at.elapsed().as_secs_f64());
         last = Some(now);
         last_listed = listed_at;
     }
+}
+
+/// kubelet's gauges of what the runtime runs for the node's pods: pods with a ready sandbox,
+/// and containers by state.
+fn running_metrics(sandboxes: &[crate::cri::api::PodSandbox], containers: &[crate::cri::api::Container]) {
+    let (pods, by_state) = running(sandboxes, containers);
+    metrics::set(&metrics::RUNNING_PODS, &[], pods as f64);
+    for (state, n) in ["created", "running", "exited", "unknown"].into_iter().zip(by_state) {
+        metrics::set(&metrics::RUNNING_CONTAINERS, &[("container_state", state)], n as f64);
+    }
+}
+
+/// The pods (by UID) with a ready sandbox, and the containers by CRI state (created, running,
+/// exited, unknown), counting only what carries a pod UID label (atoll's).
+fn running(
+    sandboxes: &[crate::cri::api::PodSandbox],
+    containers: &[crate::cri::api::Container],
+) -> (usize, [usize; 4]) {
+    let ready = sandboxes.iter().filter(|s| s.state == PodSandboxState::SandboxReady as i32);
+    let uids: Vec<&String> = ready.filter_map(|s| s.labels.get(LABEL_POD_UID)).collect();
+    let pods = uids.iter().enumerate().filter(|(i, u)| !uids[..*i].contains(u)).count();
+    let mut by_state = [0; 4];
+    for c in containers.iter().filter(|c| c.labels.contains_key(LABEL_POD_UID)) {
+        let i = usize::try_from(c.state).unwrap_or(3).min(3);
+        if let Some(n) = by_state.get_mut(i) {
+            *n += 1;
+        }
+    }
+    (pods, by_state)
 }
 
 /// A fingerprint of what the runtime shows for each pod UID: its sandboxes' and containers'
@@ -196,5 +231,33 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(pod_of(&ev).as_deref(), Some("from-sandbox"));
+    }
+
+    #[test]
+    fn running_counts_pods_with_a_ready_sandbox_and_containers_by_state() {
+        use crate::cri::api::{Container, PodSandbox};
+        let ours = |uid: &str| HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
+        let sandbox = |uid: &str, state: PodSandboxState| PodSandbox {
+            labels: ours(uid),
+            state: state as i32,
+            ..Default::default()
+        };
+        let sandboxes = [
+            sandbox("a", PodSandboxState::SandboxReady),
+            sandbox("a", PodSandboxState::SandboxNotready), // a's old sandbox: a counts once
+            sandbox("b", PodSandboxState::SandboxNotready),
+            sandbox("c", PodSandboxState::SandboxReady),
+            PodSandbox::default(), // another client's
+        ];
+        let container = |state: i32, labels| Container { labels, state, ..Default::default() };
+        let containers = [
+            container(1, ours("a")),
+            container(1, ours("c")),
+            container(2, ours("a")),
+            container(0, ours("c")),
+            container(7, ours("c")), // a state this build does not know counts as unknown
+            container(1, HashMap::new()),
+        ];
+        assert_eq!(running(&sandboxes, &containers), (2, [1, 2, 1, 1]));
     }
 }
