@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Cross-builds atoll as static musl binaries for the edge targets, prints their sizes, and runs
-# `atoll version` for each under qemu-user-static.
+# Cross-builds atoll as static musl binaries for the edge targets, prints their sizes, runs
+# `atoll version` for each under qemu-user-static, and checks the dependency list each carries.
 #
 #   cross/build.sh                 all three targets
 #   cross/build.sh TARGET...       only these (aarch64-unknown-linux-musl,
@@ -36,6 +36,11 @@ if [ ! -x "$TOOLS/venv/bin/cargo-zigbuild" ] || ! "$TOOLS/venv/bin/python" -m zi
   "$TOOLS/venv/bin/pip" install -q --disable-pip-version-check "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
 fi
 export PATH="$TOOLS/venv/bin:$PATH"
+AUDITABLE_VERSION=0.7.7
+if ! cargo install --list | grep -qx "cargo-auditable v$AUDITABLE_VERSION:"; then
+  say "installing cargo-auditable $AUDITABLE_VERSION (the dependency list in the binary)"
+  cargo install -q --locked cargo-auditable --version "$AUDITABLE_VERSION" >&2
+fi
 
 for t in "${TARGETS[@]}"; do
   case "$t" in
@@ -72,6 +77,10 @@ for t in "${TARGETS[@]}"; do
     fail=1
   fi
   echo "$version" | sed "s/^/  [$t] /"
+  if ! deps=$(python3 cross/deps.py "$bin") || ! grep -q "^atoll " <<<"$deps"; then
+    say "FAIL: $bin carries no dependency list that cargo audit, trivy or syft could read"
+    fail=1
+  fi
   if ! grep -qx "target: $t" <<<"$version"; then
     say "FAIL: $bin reports a target other than $t"
     fail=1
