@@ -8,7 +8,8 @@
 #
 # How: cargo-zigbuild with zig as C compiler and linker, both from PyPI (in a venv under
 # ~/.cache/atoll-cross). std is built from source with the binary, at its release profile and
-# without unwind tables (cross/release.sh says how and why). Binaries land in target/cross/.
+# without unwind tables (cross/release.sh says how and why). The targets build in parallel.
+# Binaries land in target/cross/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,13 +55,31 @@ rustup component list --installed | grep -q '^rust-src' || rustup component add 
 . cross/release.sh
 
 mkdir -p target/cross
-rows=()
+# The targets build side by side, each in a target directory of its own (one cargo holds a
+# target directory's lock): much of a release build is the one codegen unit and LTO of the
+# final crate, a single thread, so two cores build three targets in about half the time.
+# Each build's output goes to target/cross/build-TARGET.log, shown when it fails.
 fail=0
+pids=()
 for t in "${TARGETS[@]}"; do
   say "building $t"
-  release_build "$t"
+  (CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/cross/build}-$t" release_build "$t" 2>"target/cross/build-$t.log") &
+  pids+=($!)
+done
+for i in "${!TARGETS[@]}"; do
+  t=${TARGETS[$i]}
+  if ! wait "${pids[$i]}"; then
+    cat "target/cross/build-$t.log" >&2
+    say "FAIL: the build for $t failed"
+    fail=1
+  fi
+done
+[ "$fail" = 0 ] || exit 1
+rows=()
+for t in "${TARGETS[@]}"; do
+  grep -h "Finished" "target/cross/build-$t.log" | sed "s/^ */  [$t] /" >&2 || true
   bin="target/cross/atoll-$t"
-  cp "${CARGO_TARGET_DIR:-target}/$t/release/atoll" "$bin"
+  cp "${CARGO_TARGET_DIR:-target/cross/build}-$t/$t/release/atoll" "$bin"
   case "$t" in
     aarch64-*) qemu=qemu-aarch64-static ;;
     armv7-*) qemu=qemu-arm-static ;;
