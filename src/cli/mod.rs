@@ -55,16 +55,18 @@ impl fmt::Display for UsageError {
 }
 
 /// One command: what it takes and what it is for.
-struct CommandSpec {
-    name: &'static str,
-    args: &'static str,
-    summary: &'static str,
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub args: &'static str,
+    pub summary: &'static str,
     /// Which flags it takes (`None`: none).
-    flags: Option<Group>,
-    example: &'static str,
+    pub flags: Option<Group>,
+    pub example: &'static str,
 }
 
-const COMMANDS: &[CommandSpec] = &[
+/// Every command, in help order. With the flag table, the source of the help texts, the man
+/// page and the shell completions (`examples/docs.rs`).
+pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "run",
         args: "",
@@ -252,7 +254,8 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
 }
 
 /// Whether `spec` takes flags of `group`'s.
-fn takes(spec: &CommandSpec, group: Group) -> bool {
+/// Whether a command takes the flags of `group`.
+pub fn takes(spec: &CommandSpec, group: Group) -> bool {
     match (spec.flags, group) {
         (None, _) => false,
         (Some(_), Group::Both) => true,
