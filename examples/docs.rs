@@ -160,3 +160,37 @@ fn fish() -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_and_flag_is_in_the_man_page_and_each_completion() {
+        let (man, bash, zsh, fish) = (man("1.2.3", "2026-11-27"), bash(), zsh(), fish());
+        for c in COMMANDS {
+            assert!(man.contains(&format!("\\fBatoll {}\\fR", c.name)), "man: {}", c.name);
+            assert!(bash.contains(c.name) && zsh.contains(&format!("'{}:", c.name)), "{}", c.name);
+            assert!(fish.contains(&format!("-a {} -d", c.name)), "fish: {}", c.name);
+        }
+        for f in TABLE.iter().filter(|f| f.in_use) {
+            let dashed = format!("\\fB\\-\\-{}\\fR", roff(f.name));
+            assert!(man.contains(&dashed), "man: --{}", f.name);
+            let bash_form = if f.kind == Kind::Bool { format!("--{} ", f.name) } else { format!("--{}=", f.name) };
+            assert!(bash.contains(&bash_form) || bash.contains(&format!("--{}'", f.name)), "bash: --{}", f.name);
+            assert!(zsh.contains(&format!("--{}", f.name)), "zsh: --{}", f.name);
+            assert!(fish.contains(&format!(" -l {} ", f.name)), "fish: --{}", f.name);
+        }
+        // A flag the table keeps but atoll does not act on is offered nowhere.
+        for f in TABLE.iter().filter(|f| !f.in_use) {
+            assert!(!fish.contains(&format!(" -l {} ", f.name)), "fish offers --{}", f.name);
+        }
+    }
+
+    #[test]
+    fn text_is_escaped_for_each_format() {
+        assert_eq!(roff(".starts with a dot, has a \\ and a -"), "\\&.starts with a dot, has a \\e and a \\-");
+        assert_eq!(quoted("it's"), "'it'\\''s'");
+        assert_eq!(zsh_text("a [b]: c"), "a \\[b\\]\\: c");
+    }
+}
