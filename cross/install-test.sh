@@ -32,9 +32,11 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
 fi
 
-# A pristine root for ARCH, as a tarball in the cache.
+# A pristine root for ARCH, as a tarball in the cache: sets $tarball, and $made to how it came.
 pristine() {
-  local arch=$1 tarball="$CACHE/debootstrap-$SUITE-$1.tar"
+  local arch=$1 start=$SECONDS
+  tarball=$CACHE/debootstrap-$SUITE-$1.tar
+  made="from the cache"
   if [ ! -s "$tarball" ]; then
     local mirror keyring dir
     read -r mirror keyring < <(debian_mirror)
@@ -49,8 +51,8 @@ pristine() {
     mkdir -p "$CACHE"
     tar -C "$dir" -cf "$tarball.new" . && mv "$tarball.new" "$tarball"
     rm -rf "$dir"
+    made="by debootstrap in $((SECONDS - start)) s"
   fi
-  echo "$tarball"
 }
 
 # arm64 binaries in a chroot: the kernel hands them to qemu (the F flag: the interpreter is
@@ -66,9 +68,11 @@ check() {
   local arch=$1 target=$2 deb root version out
   deb=$(ls "$pkgs"/atoll_*_"$arch".deb) || die "no $arch package in $pkgs"
   version=$(dpkg-deb -f "$deb" Version)
+  pristine "$arch"
+  local start=$SECONDS
   root=$(mktemp -d)
   trap "umount '$root/proc' 2>/dev/null || true; rm -rf --one-file-system '$root'" RETURN
-  tar -C "$root" -xf "$(pristine "$arch")"
+  tar -C "$root" -xf "$tarball"
   mount -t proc proc "$root/proc"
   in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "$@"; }
 
@@ -102,6 +106,7 @@ check() {
   [ ! -e "$root/etc/atoll/atoll.yaml" ] || die "$arch: purge left the conffiles"
   [ "$(cat "$root/var/lib/atoll/pods/0f1e2d/volumes/data")" = state ] || die "$arch: /var/lib/atoll was touched"
   log "$arch: installed, ran version, doctor and validate, enabled; removed and purged with /var/lib/atoll left alone"
+  echo "install $arch: root $made; unpacked, installed, checked and removed in $((SECONDS - start)) s"
 }
 
 for arch in "${ARCHES[@]}"; do
