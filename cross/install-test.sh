@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of cross/package.sh as a user installs them, each into a fresh
 # Debian root file system made by debootstrap from the mirror this machine's apt uses: amd64
-# natively, arm64 under qemu-user (binfmt_misc, registered from qemu-user-static's own
+# natively, arm64 and armhf under qemu-user (binfmt_misc, registered from qemu-user-static's own
 # configuration when it is not yet). In each root: dpkg -i, then `atoll version` and `atoll
 # doctor` run, the unit is where systemd looks and enabled, the man page and completions are
 # where man, bash, zsh and fish look, the configs are conffiles; then removal and purge leave
 # /var/lib/atoll as it was.
 #
-#   cross/install-test.sh PACKAGES_DIR [ARCH...]      (default: amd64 arm64)
+#   cross/install-test.sh PACKAGES_DIR [ARCH...]      (default: amd64 arm64 armhf)
 #
 # The bookworm roots are made once and kept as tarballs under ATOLL_TESTBED_CACHE
 # (/var/cache/atoll-testbed); each run unpacks a fresh copy.
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 pkgs=$(realpath "$1")
 shift
 ARCHES=("$@")
-[ ${#ARCHES[@]} -gt 0 ] || ARCHES=(amd64 arm64)
+[ ${#ARCHES[@]} -gt 0 ] || ARCHES=(amd64 arm64 armhf)
 CACHE=${ATOLL_TESTBED_CACHE:-/var/cache/atoll-testbed}
 SUITE=bookworm
 log() { echo "install-test: $*" >&2; }

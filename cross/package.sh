@@ -105,7 +105,7 @@ for t in "${TARGETS[@]}"; do
     xargs -0 md5sum) >"$root/DEBIAN/md5sums"
   chmod 0644 "$root/DEBIAN/md5sums" "$root/DEBIAN/control" "$root/DEBIAN/conffiles"
   settle "$root"
-  dpkg-deb --root-owner-group -Zxz -z9 --build "$root" "$out/atoll_${version}_${arch}.deb" >&2
+  dpkg-deb --root-owner-group -Zxz -z9 -Sextreme --build "$root" "$out/atoll_${version}_${arch}.deb" >&2
 
   # The tarball: the same files, under one directory.
   name=atoll-$version-$t

@@ -253,7 +253,6 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, UsageEr
     }
 }
 
-/// Whether `spec` takes flags of `group`'s.
 /// Whether a command takes the flags of `group`.
 pub fn takes(spec: &CommandSpec, group: Group) -> bool {
     match (spec.flags, group) {
