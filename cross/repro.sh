@@ -48,7 +48,7 @@ compare() { # compare LABEL FILE_A FILE_B
   sum_a=$(sha256sum <"$2" | cut -c1-16)
   sum_b=$(sha256sum <"$3" | cut -c1-16)
   if ! cmp -s "$2" "$3"; then verdict="DIFFER ($sum_b)"; differ=1; fi
-  printf '  %-48s %10d bytes  %s  %s\n' "$1" "$(stat -c %s "$2")" "$sum_a" "$verdict"
+  printf '  %-52s %10d bytes  %s  %s\n' "$1" "$(stat -c %s "$2")" "$sum_a" "$verdict"
 }
 for t in "${TARGETS[@]}"; do
   compare "atoll-$t" "$a/target/cross/atoll-$t" "$b/target/cross/atoll-$t"
