@@ -448,7 +448,9 @@ fn configmaps_and_secrets_are_versioned_like_pods() {
     // The revoked credential put back with its own good signature, under another name too.
     std::fs::write(w.dir.join("old-db.yaml.minisig"), &old_sig).unwrap();
     write(&w.dir.join("old-db.yaml"), &secret("revoked"));
-    let u = until(&bed, |u| errors(u).contains("old-db.yaml"));
+    // Written in place, not renamed: a scan may first see the file half written, which its
+    // signature does not match; the version check comes once it is whole.
+    let u = until(&bed, |u| errors(u).contains("old-db.yaml: signature: version serial=4"));
     assert!(errors(&u).contains("version serial=4 of secret default/db is older than serial=5"), "{}", errors(&u));
     assert_eq!(u.objects.len(), 1);
     assert_eq!(u.objects[0].data["password"], b"rotated");
