@@ -55,7 +55,7 @@ pristine() {
   fi
 }
 
-# arm64 binaries in a chroot: the kernel hands them to qemu (the F flag: the interpreter is
+# ARM binaries in a chroot: the kernel hands them to qemu (the F flag: the interpreter is
 # opened once, here, so the root needs no copy of it).
 binfmt() {
   local name=qemu-$1
