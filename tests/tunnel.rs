@@ -10,6 +10,8 @@
 mod apiserver;
 mod common;
 mod konnectivity;
+#[path = "tunnel/link.rs"]
+mod link;
 
 use apiserver::{ApiServer, Pki};
 use common::kubectl::run as kubectl;

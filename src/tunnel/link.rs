@@ -1,16 +1,18 @@
 //! One link to one konnectivity server instance: TLS to the agent port, the
-//! `agent.AgentService/Connect` call with the node's identity, then the server's packets
-//! served until the link drops. A DIAL_REQ the policy allows opens a TCP connection to the
-//! kubelet server; DATA goes both ways; CLOSE_REQ, or the kubelet server closing, ends one
-//! connection with a CLOSE_RSP.
+//! `AgentService/Connect` call (the upstream proto has no package, so the path has none) with
+//! the node's identity, then the server's packets served until the link drops. A DIAL_REQ the
+//! policy allows opens a TCP connection to the kubelet server; DATA goes both ways; CLOSE_REQ,
+//! or the kubelet server closing, ends one connection with a CLOSE_RSP.
 //!
 //! The protocol has no per-connection flow control: the server's packets for every
 //! connection arrive on one stream. The link never stops reading it for one connection:
 //! each connection queues what the kubelet server has not taken yet, and a connection that
 //! falls [`MAX_QUEUED`] behind is closed (counted), so a stuck upload cannot stall the other
-//! sessions (the upstream agent blocks the whole link instead). Outbound, each connection
-//! sends a packet at a time through the call's flow-control window, in turn.
+//! sessions (the upstream agent blocks the whole link instead). Outbound, everything goes
+//! through the link's `outbox`: one writer, whole messages, each connection a few packets
+//! at a time, in turn.
 
+use super::outbox::{self, Budget, Outbox};
 use super::packet::{DialResponse, Kind, Packet, Payload};
 use super::policy::{check_dial, Destination};
 use super::settings::Settings;
@@ -18,7 +20,6 @@ use crate::cri::grpc::bidi::{open_bidi, Outbound};
 use crate::cri::grpc::Replies;
 use bytes::Bytes;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
-use smol::lock::Mutex as AsyncMutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The gRPC method the agent calls.
-const CONNECT: &str = "/agent.AgentService/Connect";
+const CONNECT: &str = "/AgentService/Connect";
 /// The largest packet either way (the server's DATA are at most a few tens of KiB).
 const MAX_PACKET: usize = 4 << 20;
 /// What a connection may have queued for the kubelet server before it is closed.
@@ -36,7 +37,8 @@ const READ_SIZE: usize = 32 << 10;
 /// How long a dial of the kubelet server, or a connect to the konnectivity server, may take.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a keepalive PING waits for its PONG (gRPC's default keepalive timeout).
+/// How long a keepalive PING waits for its PONG (gRPC's default keepalive timeout), and how
+/// long the link may be unable to send before it is replaced.
 const PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// An open link, its call not yet served.
@@ -121,11 +123,13 @@ pub async fn connect(
         .map_err(|e| format!("{authority}: {e}"))?;
     let header = |k: &str| bidi.headers.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
     let server_id = header("serverid").ok_or_else(|| format!("{authority}: the server sent no serverID"))?;
-    let server_count = header("servercount").and_then(|c| c.trim().parse::<usize>().ok()).unwrap_or(1).max(1);
+    // As the upstream agent: one count, a number (0 counts as 1).
+    let server_count = header("servercount")
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .ok_or_else(|| format!("{authority}: the server sent no serverCount"))?
+        .max(1);
     Ok(Link { server_id, server_count, send: bidi.send, recv: bidi.recv, ping: bidi.ping })
 }
-
-type Out = Arc<AsyncMutex<Outbound>>;
 
 /// One tunnelled connection as the link sees it.
 struct Entry {
@@ -146,7 +150,7 @@ impl Link {
     /// Serves the server's packets until the link drops; returns why it ended.
     pub async fn serve(self, to: Destination, local: SocketAddr, keepalive: Duration) -> String {
         let Link { server_id, send, mut recv, ping, .. } = self;
-        let out: Out = Arc::new(AsyncMutex::new(send));
+        let (out, queue) = Outbox::new();
         let table: Table = Arc::default();
         let keep = async {
             let Some(mut ping) = ping else { return std::future::pending().await };
@@ -173,41 +177,40 @@ impl Link {
                             crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[], 1.0);
                             log::warn!("tunnel: server {server_id} asked for a connection to {:?}: refused", d.address);
                             let refusal = DialResponse { error: why, connect_id: 0, random: d.random };
-                            send_or_log(&out, Packet::new(Kind::DialRsp, Payload::DialResponse(refusal))).await;
+                            out.control(Packet::new(Kind::DialRsp, Payload::DialResponse(refusal))).await;
                             continue;
                         }
                         next_id += 1;
                         let (out, table) = (out.clone(), table.clone());
                         crate::task::spawn(dial(next_id, d.random, local, out, table)).detach();
                     }
+                    // As the upstream agent: DATA without a connection is the server's mistake.
+                    Some(Payload::Data(d)) if d.connect_id == 0 => {
+                        log::debug!("tunnel: server {server_id} sent DATA for connection 0; ignored")
+                    }
                     Some(Payload::Data(d)) => {
                         if let Some(reply) = deliver(&table, d.connect_id, d.data) {
-                            send_or_log(&out, reply).await;
+                            out.control(reply).await;
                         }
                     }
                     Some(Payload::CloseRequest(c)) => {
                         // The writer sends what is queued, then the connection ends (CLOSE_RSP).
                         let known = crate::locks::lock(&table).remove(&c.connect_id).is_some();
                         if !known {
-                            send_or_log(&out, Packet::close_response(c.connect_id, "Unknown connectID")).await;
+                            out.control(Packet::close_response(c.connect_id, "Unknown connectID")).await;
                         }
                     }
                     _ => log::debug!("tunnel: server {server_id} sent packet type {}; ignored", packet.r#type),
                 }
             }
         };
-        let why = smol::future::or(packets, keep).await;
+        let writer = outbox::write(send, queue, PING_TIMEOUT);
+        let why = smol::future::or(packets, smol::future::or(keep, writer)).await;
         // Every connection ends with its link: its writer when its queue's sender goes (what
         // was queued handed to the kubelet server first). Not an abort: that is for falling
         // behind, and counted as such.
         crate::locks::lock(&table).clear();
         why
-    }
-}
-
-async fn send_or_log(out: &Out, packet: Packet) {
-    if let Err(e) = out.lock().await.send(&packet).await {
-        log::debug!("tunnel: sending a packet failed: {e}");
     }
 }
 
@@ -224,20 +227,20 @@ fn deliver(table: &Table, id: i64, data: Bytes) -> Option<Packet> {
 }
 
 /// Answers one allowed DIAL_REQ: dials the kubelet server and, connected, pumps its bytes.
-async fn dial(id: i64, random: i64, local: SocketAddr, out: Out, table: Table) {
+async fn dial(id: i64, random: i64, local: SocketAddr, out: Outbox, table: Table) {
     let answer = |error: String, connect_id: i64| {
         Packet::new(Kind::DialRsp, Payload::DialResponse(DialResponse { error, connect_id, random }))
     };
     let tcp = match crate::deadline::with_deadline(DIAL_TIMEOUT, smol::net::TcpStream::connect(local)).await {
         Some(Ok(tcp)) => tcp,
-        Some(Err(e)) => return send_or_log(&out, answer(format!("dial tcp {local}: {e}"), 0)).await,
-        None => return send_or_log(&out, answer(format!("dial tcp {local}: timed out"), 0)).await,
+        Some(Err(e)) => return out.control(answer(format!("dial tcp {local}: {e}"), 0)).await,
+        None => return out.control(answer(format!("dial tcp {local}: timed out"), 0)).await,
     };
     let _ = tcp.set_nodelay(true);
     let (queue, inbox) = smol::channel::unbounded();
     let shared = Arc::new(Shared::default());
     crate::locks::lock(&table).insert(id, Entry { queue, shared: shared.clone() });
-    send_or_log(&out, answer(String::new(), id)).await;
+    out.control(answer(String::new(), id)).await;
     open_connections(1);
     pump(id, tcp, inbox, &shared, &out).await;
     open_connections(-1);
@@ -249,24 +252,34 @@ async fn dial(id: i64, random: i64, local: SocketAddr, out: Out, table: Table) {
     } else {
         ""
     };
-    send_or_log(&out, Packet::close_response(id, error)).await;
+    // Behind the connection's last DATA in the queue: the server has every byte first.
+    out.control(Packet::close_response(id, error)).await;
 }
 
 /// Copies the kubelet server's bytes out as DATA, and the queued DATA in, until either side
-/// ends.
-async fn pump(id: i64, tcp: smol::net::TcpStream, inbox: smol::channel::Receiver<Bytes>, shared: &Shared, out: &Out) {
+/// ends. Either side may be dropped at any await: neither touches the call's stream.
+async fn pump(
+    id: i64,
+    tcp: smol::net::TcpStream,
+    inbox: smol::channel::Receiver<Bytes>,
+    shared: &Shared,
+    out: &Outbox,
+) {
     let (mut sent, mut received) = (Counted::new("out"), Counted::new("in"));
     let up = async {
         let mut reader = tcp.clone();
         let mut buf = vec![0u8; READ_SIZE];
+        let budget: Budget = Outbox::budget();
         loop {
+            // Read only what there is room to queue: a slow link slows the kubelet server.
+            let place = budget.acquire_arc().await;
             let n = match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
             let data =
                 super::packet::Data { connect_id: id, error: String::new(), data: Bytes::copy_from_slice(&buf[..n]) };
-            if out.lock().await.send(&Packet::new(Kind::Data, Payload::Data(data))).await.is_err() {
+            if !out.data(place, Packet::new(Kind::Data, Payload::Data(data))) {
                 return;
             }
             sent.add(n);

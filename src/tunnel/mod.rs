@@ -1,5 +1,5 @@
 //! The node's way in from behind NAT: a konnectivity agent (apiserver-network-proxy's
-//! `AgentService.Connect`), so the API server reaches the kubelet server through a tunnel the
+//! `AgentService/Connect`), so the API server reaches the kubelet server through a tunnel the
 //! node dials out, with no route to the box.
 //!
 //! The node connects to the konnectivity server's agent port over TLS (its CA; a client
@@ -14,9 +14,11 @@
 //! - `packet`: the protocol's messages;
 //! - `policy`: which dials are allowed, the identifiers, the back-off;
 //! - `link`: one link, its connections and their flow;
+//! - `outbox`: the link's one writer, and what may wait for it;
 //! - `settings`: the `konnectivity` settings and the node's identity.
 
 pub mod link;
+mod outbox;
 pub mod packet;
 pub mod policy;
 pub mod settings;

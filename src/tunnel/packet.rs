@@ -1,5 +1,5 @@
 //! konnectivity's wire messages (apiserver-network-proxy `konnectivity-client/proto/client`,
-//! package none, carried by `agent.AgentService/Connect`), as prost types: one `Packet` type
+//! package none, carried by `AgentService/Connect`), as prost types: one `Packet` type
 //! with a payload per kind. Field numbers and names are the protocol's.
 
 /// `PacketType`.

@@ -1,6 +1,6 @@
 //! A konnectivity server for tests (apiserver-network-proxy's `proxy-server`), as the real one
 //! behaves toward its two sides:
-//! - agents: `agent.AgentService/Connect` over TLS with ALPN h2 (grpc-go refuses anything
+//! - agents: `AgentService/Connect` over TLS with ALPN h2 (grpc-go refuses anything
 //!   else), the agent's `agentid` and `agentidentifiers` metadata, a bearer token checked when
 //!   one is required (Unauthenticated otherwise), the reply's `serverid` and `servercount`
 //!   headers; several instances behind one address, each connection given to the next;
@@ -14,6 +14,8 @@
 
 // Each test binary uses a part of it.
 #![allow(dead_code)]
+
+pub mod real;
 
 use atoll::tunnel::packet::{CloseRequest, Data, DialRequest, DialResponse, Kind, Packet, Payload};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -183,7 +185,7 @@ async fn agent(state: Arc<State>, tcp: smol::net::TcpStream) {
     while let Some(Ok((req, mut respond))) = conn.accept().await {
         state.calls.fetch_add(1, Ordering::SeqCst);
         let header = |k: &str| req.headers().get(k).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if req.uri().path() != "/agent.AgentService/Connect" {
+        if req.uri().path() != "/AgentService/Connect" {
             let _ = respond.send_response(trailers_only(12, "unknown method"), true);
             continue;
         }

@@ -1,0 +1,158 @@
+//! atoll's konnectivity link against the real server (`proxy-server`, built from Debian's
+//! sources), with no cluster around it: the agent runs in this process
+//! (`atoll::tunnel::run`), and the "kubelet server" it may dial is a small TCP service of the
+//! test's whose connections either stream without end, echo, or never read. The API server's
+//! side is this test too, sending HTTP CONNECTs to the server's frontend socket.
+//!
+//! What only a real server shows: the server ending sessions while atoll's data for them waits
+//! for flow-control credit, a server that stops reading the link, a server restarted.
+
+use super::apiserver::Pki;
+use super::common::{eventually, unique};
+use super::konnectivity::real::{AgentAuth, ProxyServer};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The test's stand-in for the kubelet server: the first line of each connection picks what
+/// it does (`stream`: 32 KiB writes until the peer goes; `echo`: lines back; `sink`: reads
+/// nothing, ever).
+fn kubelet() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    return;
+                }
+                let mut w = conn;
+                match first.trim() {
+                    "stream" => {
+                        let chunk = vec![b's'; 32 << 10];
+                        while w.write_all(&chunk).is_ok() {}
+                    }
+                    "echo" => {
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                            if w.write_all(line.as_bytes()).is_err() {
+                                return;
+                            }
+                            line.clear();
+                        }
+                    }
+                    _ => std::thread::sleep(Duration::from_secs(3600)),
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// atoll's agent, in this process, linked to `server` (one address) as node `tb`.
+fn agent(server: SocketAddr, pki: &Pki, token: Option<&Path>, kubelet: SocketAddr) -> smol::Task<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = atoll::tunnel::Settings {
+        host: server.ip().to_string(),
+        port: server.port(),
+        ca_cert: pki.ca.clone(),
+        agent_cert: token.is_none().then(|| (pki.client_cert.clone(), pki.client_key.clone())),
+        token_file: token.map(Path::to_path_buf),
+        agent_id: None,
+        agent_identifiers: None,
+        sync_interval: Duration::from_millis(100),
+        sync_interval_cap: Duration::from_secs(1),
+        keepalive: Duration::from_secs(30),
+    };
+    let node = atoll::tunnel::Node { name: "tb".into(), ips: vec!["127.0.0.1".into()], kubelet };
+    smol::spawn(atoll::tunnel::run(settings, node))
+}
+
+/// An echo session through the server: a line there and back, within `limit`.
+fn echo(server: &ProxyServer, kubelet: SocketAddr, limit: Duration) -> Result<UnixStream, String> {
+    let mut s = server.connect(&kubelet.to_string())?;
+    s.set_read_timeout(Some(limit)).unwrap();
+    s.write_all(b"echo\nping\n").map_err(|e| e.to_string())?;
+    let mut back = [0u8; 5];
+    s.read_exact(&mut back).map_err(|e| format!("no echo within {limit:?}: {e}"))?;
+    (&back == b"ping\n").then_some(s).ok_or_else(|| format!("echoed {back:?}"))
+}
+
+fn setup(name: &str) -> (PathBuf, Pki) {
+    let dir = std::env::temp_dir().join(unique(name));
+    let pki = Pki::new(&dir.join("pki"), "tb");
+    (dir, pki)
+}
+
+fn mtls_server(dir: &Path, pki: &Pki) -> ProxyServer {
+    let (cert, key) = (pki.dir.join("server.crt"), pki.dir.join("server.key"));
+    ProxyServer::start(dir, "konn-a", 1, &cert, &key, &AgentAuth::Mtls(pki.ca.clone()))
+}
+
+/// The API server's side ends 50 streaming sessions (exec output, logs -f) while atoll's data
+/// for them waits for the link's flow-control credit: half stop reading for a while first
+/// (the server's frontend write blocks, so the server stops reading the link), half just
+/// close. Meanwhile an echo session goes on, and afterwards new sessions open at once on the
+/// same link: nothing atoll sends is left half-written.
+#[test]
+fn the_link_outlives_fifty_streams_the_server_side_ends() {
+    let (dir, pki) = setup("atoll-link-streams");
+    let server = mtls_server(&dir, &pki);
+    let kubelet = kubelet();
+    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    eventually(Duration::from_secs(30), "a session through atoll's link", || {
+        echo(&server, kubelet, Duration::from_secs(5)).ok()
+    });
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let steady = scope.spawn(|| {
+            let mut s = echo(&server, kubelet, Duration::from_secs(30)).expect("the steady session opens");
+            let mut rounds = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                s.write_all(b"again\n").unwrap();
+                let mut back = [0u8; 6];
+                s.read_exact(&mut back).expect("the steady session answers while others end");
+                assert_eq!(&back, b"again\n");
+                rounds += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            rounds
+        });
+        for batch in 0..5 {
+            let sessions: Vec<_> = (0..10)
+                .map(|i| {
+                    let server = &server;
+                    scope.spawn(move || {
+                        let mut s = server.connect(&kubelet.to_string()).expect("a streaming session opens");
+                        s.write_all(b"stream\n").unwrap();
+                        let mut got = vec![0u8; 256 << 10];
+                        s.read_exact(&mut got).expect("the stream flows");
+                        if (batch + i) % 2 == 0 {
+                            // The client stops reading; the stream fills every window between.
+                            std::thread::sleep(Duration::from_millis(1500));
+                        }
+                    })
+                })
+                .collect();
+            for s in sessions {
+                s.join().unwrap();
+            }
+        }
+        let ended = Instant::now();
+        for i in 0..5 {
+            echo(&server, kubelet, Duration::from_secs(5))
+                .unwrap_or_else(|e| panic!("session {i} after the streams ended ({:?} later): {e}", ended.elapsed()));
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(steady.join().unwrap() > 0);
+    });
+    // The same link all along: none was replaced.
+    assert_eq!(server.log().matches("\"Agent connected\"").count(), 1, "{}", server.log());
+    let _ = std::fs::remove_dir_all(&dir);
+}
