@@ -255,7 +255,7 @@ struct State {
     kubelet_client: Mutex<Option<Arc<rustls::ClientConfig>>>,
     /// `--egress-selector-config-file`'s cluster egress: nodes are reached through this HTTP
     /// CONNECT proxy (a konnectivity server), not dialled.
-    egress: Mutex<Option<SocketAddr>>,
+    egress: Mutex<Option<node_proxy::Egress>>,
     addr: SocketAddr,
 }
 
@@ -386,7 +386,13 @@ impl ApiServer {
     /// Reaches nodes through `proxy` (HTTP CONNECT, as kube-apiserver's egress selector with a
     /// konnectivity server in HTTPConnect mode), or dials them again with `None`.
     pub fn egress(&self, proxy: Option<SocketAddr>) {
-        *self.state.egress.lock().unwrap() = proxy;
+        *self.state.egress.lock().unwrap() = proxy.map(node_proxy::Egress::Tcp);
+    }
+
+    /// Reaches nodes through the konnectivity server's unix socket (`transport: uds`, as a
+    /// konnectivity server beside each kube-apiserver is usually set up).
+    pub fn egress_uds(&self, socket: &Path) {
+        *self.state.egress.lock().unwrap() = Some(node_proxy::Egress::Unix(socket.to_path_buf()));
     }
 
     /// The server goes away: the port refuses connections, open ones are cut. State is kept

@@ -148,7 +148,7 @@ pub(super) fn open(
     state: &State,
     req: &Request,
     t: &Target,
-) -> Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>, Reply> {
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, NodeStream>, Reply> {
     let (path, node) = location(state, req, t)?;
     let Some(addr) = endpoint(state, &node) else {
         let msg = format!("node {node:?} publishes no kubelet endpoint");
@@ -255,24 +255,47 @@ fn read_line(r: &mut impl Read) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
+/// Where the egress proxy listens.
+#[derive(Clone, Debug)]
+pub enum Egress {
+    Tcp(std::net::SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+/// A connection to a node, over TCP or through a unix socket's proxy.
+pub trait NodeSocket: Read + Write + std::os::fd::AsFd + Send {}
+impl<T: Read + Write + std::os::fd::AsFd + Send> NodeSocket for T {}
+pub type NodeStream = Box<dyn NodeSocket>;
+
 /// A connection to the node's `addr`: dialled, or through the egress proxy.
-fn dial(state: &State, addr: &str) -> std::io::Result<std::net::TcpStream> {
-    let proxy = *state.egress.lock().unwrap();
-    dial_node(addr, proxy)
+fn dial(state: &State, addr: &str) -> std::io::Result<NodeStream> {
+    let egress = state.egress.lock().unwrap().clone();
+    match egress {
+        Some(Egress::Unix(socket)) => {
+            Ok(Box::new(connect_through(std::os::unix::net::UnixStream::connect(socket)?, addr)?))
+        }
+        Some(Egress::Tcp(proxy)) => Ok(Box::new(dial_node(addr, Some(proxy))?)),
+        None => Ok(Box::new(dial_node(addr, None)?)),
+    }
 }
 
 /// A connection to `addr`, without Nagle's wait as Go dials: straight, or through `proxy`
 /// (HTTP CONNECT, its 200 read before anything else is sent, as kube-apiserver's egress
 /// selector in HTTPConnect mode).
 pub fn dial_node(addr: &str, proxy: Option<std::net::SocketAddr>) -> std::io::Result<std::net::TcpStream> {
-    let mut s = match proxy {
+    let s = match proxy {
         None => std::net::TcpStream::connect(addr)?,
         Some(proxy) => std::net::TcpStream::connect(proxy)?,
     };
     s.set_nodelay(true)?;
-    if proxy.is_none() {
-        return Ok(s);
+    match proxy {
+        None => Ok(s),
+        Some(_) => connect_through(s, addr),
     }
+}
+
+/// An HTTP CONNECT to `addr` on `s`; `s` once the proxy answered 200.
+fn connect_through<S: Read + Write>(mut s: S, addr: &str) -> std::io::Result<S> {
     s.write_all(format!("CONNECT {addr} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -293,7 +316,7 @@ pub fn dial_node(addr: &str, proxy: Option<std::net::SocketAddr>) -> std::io::Re
 /// side ends, the other is told (close_notify and a TCP half-close) and the rest still flows.
 fn splice(
     a: rustls::StreamOwned<rustls::ServerConnection, Counting>,
-    b: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
+    b: rustls::StreamOwned<rustls::ClientConnection, NodeStream>,
 ) -> std::io::Result<()> {
     let (mut a_conn, mut a_sock) = (rustls::Connection::from(a.conn), a.sock);
     let (mut b_conn, mut b_sock) = (rustls::Connection::from(b.conn), b.sock);

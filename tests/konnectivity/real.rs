@@ -67,6 +67,10 @@ pub struct ProxyServer {
     pub log: PathBuf,
     args: Vec<String>,
     child: Option<Child>,
+    /// The network namespace it was made in: a restart from a test thread that has moved to
+    /// a namespace of its own (the API server's side) still starts it there.
+    netns: std::fs::File,
+    starts: usize,
 }
 
 impl ProxyServer {
@@ -123,14 +127,29 @@ impl ProxyServer {
             log: dir.join(format!("{id}.log")),
             args,
             child: None,
+            netns: std::fs::File::open("/proc/thread-self/ns/net").unwrap(),
+            starts: 0,
         };
         server.run();
         server
     }
 
     fn run(&mut self) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
-        let child = Command::new(built("proxy-server"))
+        let netns = self.netns.as_raw_fd();
+        let mut cmd = Command::new(built("proxy-server"));
+        // SAFETY: between fork and exec the child only calls setns(2), which is
+        // async-signal-safe, on a descriptor it inherited.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = std::os::fd::BorrowedFd::borrow_raw(netns);
+                rustix::thread::move_into_link_name_space(fd, Some(rustix::thread::LinkNameSpaceType::Network))
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -138,13 +157,19 @@ impl ProxyServer {
             .spawn()
             .expect("proxy-server starts");
         self.child = Some(child);
+        self.starts += 1;
+        // Listening on both sides once it says it starts the admin server (the agent port is
+        // bound before that) and its socket answers; judged without TCP, which the calling
+        // thread may see in another namespace.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(self.agent_addr).is_err() || !self.uds.exists() {
+        while self.log().matches("Starting admin server").count() < self.starts
+            || UnixStream::connect(&self.uds).is_err()
+        {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("proxy-server {} exited ({status}): {}", self.id, self.log());
             }
             assert!(Instant::now() < deadline, "proxy-server {} did not listen: {}", self.id, self.log());
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

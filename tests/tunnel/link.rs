@@ -156,3 +156,153 @@ fn the_link_outlives_fifty_streams_the_server_side_ends() {
     assert_eq!(server.log().matches("\"Agent connected\"").count(), 1, "{}", server.log());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Service-account tokens, as the server checks them (TokenReview against the API server,
+/// then the namespace and service account): the right token links, again after each server
+/// restart within the back-off; a token the API server does not know, or one of another
+/// service account, never links, and the node keeps trying at its capped pace.
+#[test]
+fn tokens_are_reviewed_and_only_the_agents_links() {
+    let (dir, pki) = setup("atoll-link-tokens");
+    let api = super::apiserver::ApiServer::start(&pki, "tb");
+    let good = "the-agents-token";
+    api.add_reviewed_token(good, "system:serviceaccount:kube-system:konnectivity-agent", &["system:serviceaccounts"]);
+    api.add_reviewed_token("another-sa", "system:serviceaccount:kube-system:default", &["system:serviceaccounts"]);
+    let auth = AgentAuth::Token {
+        kubeconfig: pki.kubeconfig(api.addr, None),
+        namespace: "kube-system".into(),
+        service_account: "konnectivity-agent".into(),
+        audience: "system:konnectivity-server".into(),
+    };
+    let (cert, key) = (pki.dir.join("server.crt"), pki.dir.join("server.key"));
+    let mut server = ProxyServer::start(&dir, "konn-t", 1, &cert, &key, &auth);
+    let kubelet = kubelet();
+    for (n, bad) in ["unknown-token", "another-sa"].into_iter().enumerate() {
+        let file = dir.join(format!("bad-{n}"));
+        std::fs::write(&file, bad).unwrap();
+        let _intruder = agent(server.agent_addr, &pki, Some(&file), kubelet);
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(server.connect(&kubelet.to_string()).is_err(), "{bad}: no link, so no way to the node");
+        assert!(!server.log().contains("\"Agent connected\""), "{bad}: {}", server.log());
+    }
+    assert!(server.log().contains("Failed to validate authentication token"), "{}", server.log());
+    let file = dir.join("good");
+    std::fs::write(&file, format!("{good}\n")).unwrap();
+    let _agent = agent(server.agent_addr, &pki, Some(&file), kubelet);
+    for round in 1..=3 {
+        let since = Instant::now();
+        eventually(Duration::from_secs(30), "a session through the link", || {
+            echo(&server, kubelet, Duration::from_secs(5)).ok()
+        });
+        assert!(since.elapsed() < Duration::from_secs(5), "round {round}: linked in {:?}", since.elapsed());
+        server.restart();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two instances (`--server-count=2`) behind one address: the node links to each (a second
+/// link to the same instance is dropped), reaches the kubelet server through either, and links
+/// to an instance again when it restarts, while the other link carries on.
+#[test]
+fn both_instances_behind_one_address_are_linked_and_relinked() {
+    let (dir, pki) = setup("atoll-link-two");
+    let (cert, key) = (pki.dir.join("server.crt"), pki.dir.join("server.key"));
+    let auth = AgentAuth::Mtls(pki.ca.clone());
+    let mut a = ProxyServer::start(&dir, "konn-a", 2, &cert, &key, &auth);
+    let b = ProxyServer::start(&dir, "konn-b", 2, &cert, &key, &auth);
+    let balancer = super::konnectivity::real::Balancer::start(vec![a.agent_addr, b.agent_addr]);
+    let kubelet = kubelet();
+    let _agent = agent(balancer.addr, &pki, None, kubelet);
+    for server in [&a, &b] {
+        eventually(Duration::from_secs(30), &format!("a session through {}", server.id), || {
+            echo(server, kubelet, Duration::from_secs(5)).ok()
+        });
+    }
+    let mut steady = echo(&b, kubelet, Duration::from_secs(5)).unwrap();
+    for round in 1..=3 {
+        a.restart();
+        let since = Instant::now();
+        eventually(Duration::from_secs(30), "a session through a again", || {
+            echo(&a, kubelet, Duration::from_secs(5)).ok()
+        });
+        assert!(since.elapsed() < Duration::from_secs(5), "round {round}: linked again in {:?}", since.elapsed());
+        steady.write_all(b"still\n").unwrap();
+        let mut back = [0u8; 6];
+        steady.read_exact(&mut back).expect("the link to b carries on");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A session whose API-server side never reads: the server's frontend write blocks and the
+/// server stops reading the link altogether (its design: one receive loop per agent, and a
+/// blocking write to each frontend). atoll cannot send for its keepalive timeout (20 s) and
+/// replaces the link. The server keeps dialling on the old one (the first link of an agent
+/// wins) until that client goes; then the new link carries every session.
+#[test]
+fn a_link_the_server_stops_reading_is_replaced() {
+    let (dir, pki) = setup("atoll-link-stall");
+    let server = mtls_server(&dir, &pki);
+    let kubelet = kubelet();
+    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    eventually(Duration::from_secs(30), "a session through the link", || {
+        echo(&server, kubelet, Duration::from_secs(5)).ok()
+    });
+    let mut stuck = server.connect(&kubelet.to_string()).unwrap();
+    stuck.write_all(b"stream\n").unwrap();
+    eventually(Duration::from_secs(10), "every window between filled", || {
+        echo(&server, kubelet, Duration::from_secs(1)).is_err().then_some(())
+    });
+    let since = Instant::now();
+    eventually(Duration::from_secs(40), "a second link", || {
+        (server.log().matches("\"Agent connected\"").count() == 2).then_some(())
+    });
+    let replaced = since.elapsed();
+    assert!(replaced > Duration::from_secs(15), "not before the stall limit: {replaced:?}");
+    drop(stuck);
+    let since = Instant::now();
+    eventually(Duration::from_secs(10), "a session through the new link", || {
+        echo(&server, kubelet, Duration::from_secs(2)).ok()
+    });
+    assert!(since.elapsed() < Duration::from_secs(5), "sessions again {:?} after the client went", since.elapsed());
+    assert!(server.log().contains("\"Remove connection for agent\" agentID=\"tb\""), "the old link is gone");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An upload to a kubelet-server connection that takes nothing: atoll queues 4 MiB of it,
+/// then closes that connection alone; the session beside it never waits.
+#[test]
+fn a_connection_that_takes_nothing_is_closed_alone() {
+    let (dir, pki) = setup("atoll-link-sink");
+    let server = mtls_server(&dir, &pki);
+    let kubelet = kubelet();
+    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    let mut steady = eventually(Duration::from_secs(30), "a session through the link", || {
+        echo(&server, kubelet, Duration::from_secs(5)).ok()
+    });
+    let mut sink = server.connect(&kubelet.to_string()).unwrap();
+    sink.write_all(b"sink\n").unwrap();
+    let mut writer = sink.try_clone().unwrap();
+    let upload = std::thread::spawn(move || {
+        let chunk = vec![0u8; 64 << 10];
+        let mut sent = 0usize;
+        while sent < 64 << 20 && writer.write_all(&chunk).is_ok() {
+            sent += chunk.len();
+        }
+        sent
+    });
+    for _ in 0..20 {
+        steady.write_all(b"beside\n").unwrap();
+        let mut back = [0u8; 7];
+        steady.read_exact(&mut back).expect("the session beside goes on");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The server closed the sink's session when atoll closed its connection.
+    sink.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut rest = Vec::new();
+    let _ = sink.read_to_end(&mut rest);
+    let sent = upload.join().unwrap();
+    assert!(sent < 64 << 20, "the upload was cut short ({sent} bytes)");
+    assert!(sent >= 4 << 20, "at least 4 MiB was taken first ({sent} bytes)");
+    echo(&server, kubelet, Duration::from_secs(5)).expect("new sessions open");
+    let _ = std::fs::remove_dir_all(&dir);
+}
