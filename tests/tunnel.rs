@@ -18,7 +18,7 @@ use apiserver::{ApiServer, Pki};
 use common::kubectl::run as kubectl;
 use common::pods::FILES;
 use common::{eventually, free_port, testbed, unique};
-use konnectivity::real::{connect_over, AgentAuth, Balancer, ProxyServer};
+use konnectivity::{connect_over, AgentAuth, Balancer, ProxyServer};
 use std::path::Path;
 use std::time::Duration;
 

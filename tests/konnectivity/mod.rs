@@ -1,352 +1,355 @@
-//! A konnectivity server for tests (apiserver-network-proxy's `proxy-server`), as the real one
-//! behaves toward its two sides:
-//! - agents: `AgentService/Connect` over TLS with ALPN h2 (grpc-go refuses anything
-//!   else), the agent's `agentid` and `agentidentifiers` metadata, a bearer token checked when
-//!   one is required (Unauthenticated otherwise), the reply's `serverid` and `servercount`
-//!   headers; several instances behind one address, each connection given to the next;
-//! - the API server: HTTP CONNECT (its egress selector's HTTPConnect mode), a backend chosen
-//!   by the `destHost` strategy (an agent whose identifiers name the dialled host) then any,
-//!   DIAL_REQ and its DIAL_RSP, 200 or 503 with the agent's error, then DATA both ways, a
-//!   CLOSE_REQ when the API server hangs up and the connection closed on the agent's CLOSE_RSP.
+//! The real konnectivity server (apiserver-network-proxy's `proxy-server`) and agent
+//! (`proxy-agent`), built by the test bed from Debian's packaged sources
+//! (`tests/testbed/gosrc.sh`), run as a cluster operator runs them:
+//! - the server in `http-connect` mode with its frontend on a unix socket (kube-apiserver's
+//!   egress selector, `transport: uds`), agents on TLS at a TCP port, `--proxy-strategies
+//!   destHost,default`, `--server-count`, and either mTLS agents (`--cluster-ca-cert`) or
+//!   service-account tokens checked through TokenReview against the test API server;
+//! - several instances behind one agent address through [`Balancer`], a TCP load balancer;
+//! - the upstream agent beside atoll's, for comparison.
 //!
-//! The packets are atoll's prost types (`atoll::tunnel::packet`), which a unit test there checks
-//! byte by byte against the protocol's field numbers.
+//! The server refuses ports above 49151 (`low_port`).
 
-// Each test binary uses a part of it.
 #![allow(dead_code)]
 
-pub mod real;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use atoll::tunnel::packet::{CloseRequest, Data, DialRequest, DialResponse, Kind, Packet, Payload};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use prost::Message;
-use smol::io::{AsyncReadExt, AsyncWriteExt};
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio_util::compat::FuturesAsyncReadCompatExt;
-
-/// One agent's link, as a server instance holds it.
-struct Backend {
-    server_id: String,
-    agent_id: String,
-    /// Hosts and addresses from its `agentidentifiers`.
-    hosts: Vec<String>,
-    to_agent: smol::channel::Sender<Packet>,
-    /// Tunnelled connections by connectID: what to write to the API server's side (None: close).
-    conns: Mutex<HashMap<i64, smol::channel::Sender<Option<Bytes>>>>,
-    tcp: smol::net::TcpStream,
+/// A program the test bed built into its cache (`install` builds them all).
+pub fn built(name: &str) -> PathBuf {
+    let cache = std::env::var("ATOLL_TESTBED_CACHE").unwrap_or_else(|_| "/var/cache/atoll-testbed".into());
+    let path = Path::new(&cache).join("gosrc/bin").join(name);
+    assert!(path.exists(), "{} is missing: run `bash tests/testbed/testbed.sh install` first", path.display());
+    path
 }
 
-struct State {
-    instances: AtomicUsize,
-    next: AtomicUsize,
-    tls: Arc<rustls::ServerConfig>,
-    token: Option<String>,
-    backends: Mutex<Vec<Arc<Backend>>>,
-    refusing: AtomicBool,
-    dial_seq: AtomicI64,
-    pending: Mutex<HashMap<i64, smol::channel::Sender<DialResponse>>>,
-    /// Calls that reached the server, accepted or not.
-    calls: AtomicUsize,
+/// The versions the test bed built (package, version; sha256 of each binary).
+pub fn versions() -> String {
+    let cache = std::env::var("ATOLL_TESTBED_CACHE").unwrap_or_else(|_| "/var/cache/atoll-testbed".into());
+    std::fs::read_to_string(Path::new(&cache).join("gosrc/VERSIONS")).unwrap_or_default()
 }
 
-pub struct Konnectivity {
-    /// The agent port (TLS, gRPC), in the namespace it was made in.
+/// A free port on 127.0.0.1 below the ephemeral range the server refuses (1024..49151), not
+/// one another test of this run took.
+pub fn low_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let base = 20000 + (std::process::id() as usize % 97) * 100;
+    loop {
+        let port = (base + NEXT.fetch_add(1, Ordering::SeqCst) % 9000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// How agents prove who they are.
+#[derive(Clone)]
+pub enum AgentAuth {
+    /// A client certificate from this CA (PEM file).
+    Mtls(PathBuf),
+    /// A service account's token, reviewed by the API server this kubeconfig names.
+    Token { kubeconfig: PathBuf, namespace: String, service_account: String, audience: String },
+}
+
+/// One `proxy-server` process.
+pub struct ProxyServer {
+    pub id: String,
     pub agent_addr: SocketAddr,
-    state: Arc<State>,
+    /// The frontend: HTTP CONNECT on this unix socket.
+    pub uds: PathBuf,
+    pub health_port: u16,
+    pub log: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    /// The network namespace it was made in: a restart from a test thread that has moved to
+    /// a namespace of its own (the API server's side) still starts it there.
+    netns: std::fs::File,
+    starts: usize,
 }
 
-impl Konnectivity {
-    /// `instances` server instances behind one agent port on 127.0.0.1, serving `cert`/`key`
-    /// (PEM files); agents must present `token` when it is given.
-    pub fn start(instances: usize, cert: &std::path::Path, key: &std::path::Path, token: Option<&str>) -> Konnectivity {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_file_iter(cert).unwrap().map(Result::unwrap).collect();
-        let key = PrivateKeyDer::from_pem_file(key).unwrap();
-        let mut tls = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key).unwrap();
-        tls.alpn_protocols = vec![b"h2".to_vec()];
-        let state = Arc::new(State {
-            instances: AtomicUsize::new(instances),
-            next: AtomicUsize::new(0),
-            tls: Arc::new(tls),
-            token: token.map(String::from),
-            backends: Mutex::new(Vec::new()),
-            refusing: AtomicBool::new(false),
-            dial_seq: AtomicI64::new(1),
-            pending: Mutex::new(HashMap::new()),
-            calls: AtomicUsize::new(0),
-        });
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let agent_addr = listener.local_addr().unwrap();
-        let listener = smol::net::TcpListener::try_from(listener).unwrap();
-        let st = state.clone();
-        smol::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                if st.refusing.load(Ordering::SeqCst) {
-                    continue;
-                }
-                // As every Go server.
-                let _ = tcp.set_nodelay(true);
-                smol::spawn(agent(st.clone(), tcp)).detach();
+impl ProxyServer {
+    /// An instance serving agents at a port of its own with `cert`/`key` (PEM), one of `count`.
+    pub fn start(dir: &Path, id: &str, count: usize, cert: &Path, key: &Path, auth: &AgentAuth) -> ProxyServer {
+        std::fs::create_dir_all(dir).unwrap();
+        let agent_port = low_port();
+        Self::start_at(dir, id, count, cert, key, auth, agent_port)
+    }
+
+    fn start_at(
+        dir: &Path,
+        id: &str,
+        count: usize,
+        cert: &Path,
+        key: &Path,
+        auth: &AgentAuth,
+        agent_port: u16,
+    ) -> ProxyServer {
+        let uds = dir.join(format!("{id}.sock"));
+        let (health_port, admin_port) = (low_port(), low_port());
+        let mut args: Vec<String> = vec![
+            "--mode=http-connect".into(),
+            format!("--uds-name={}", uds.display()),
+            "--server-port=0".into(),
+            "--agent-bind-address=127.0.0.1".into(),
+            format!("--agent-port={agent_port}"),
+            "--health-bind-address=127.0.0.1".into(),
+            format!("--health-port={health_port}"),
+            "--admin-bind-address=127.0.0.1".into(),
+            format!("--admin-port={admin_port}"),
+            format!("--cluster-cert={}", cert.display()),
+            format!("--cluster-key={}", key.display()),
+            format!("--server-id={id}"),
+            format!("--server-count={count}"),
+            "--proxy-strategies=destHost,default".into(),
+            "-v=3".into(),
+        ];
+        match auth {
+            AgentAuth::Mtls(ca) => args.push(format!("--cluster-ca-cert={}", ca.display())),
+            AgentAuth::Token { kubeconfig, namespace, service_account, audience } => args.extend([
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--kube-api-content-type=application/json".into(),
+                format!("--agent-namespace={namespace}"),
+                format!("--agent-service-account={service_account}"),
+                format!("--authentication-audience={audience}"),
+            ]),
+        }
+        let mut server = ProxyServer {
+            id: id.into(),
+            agent_addr: SocketAddr::from(([127, 0, 0, 1], agent_port)),
+            uds,
+            health_port,
+            log: dir.join(format!("{id}.log")),
+            args,
+            child: None,
+            netns: std::fs::File::open("/proc/thread-self/ns/net").unwrap(),
+            starts: 0,
+        };
+        server.run();
+        server
+    }
+
+    fn run(&mut self) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let netns = self.netns.as_raw_fd();
+        let mut cmd = Command::new(built("proxy-server"));
+        // SAFETY: between fork and exec the child only calls setns(2), which is
+        // async-signal-safe, on a descriptor it inherited.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = std::os::fd::BorrowedFd::borrow_raw(netns);
+                rustix::thread::move_into_link_name_space(fd, Some(rustix::thread::LinkNameSpaceType::Network))
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("proxy-server starts");
+        self.child = Some(child);
+        self.starts += 1;
+        // Listening on both sides once it says it starts the admin server (the agent port is
+        // bound before that) and its socket answers; judged without TCP, which the calling
+        // thread may see in another namespace.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.log().matches("Starting admin server").count() < self.starts
+            || UnixStream::connect(&self.uds).is_err()
+        {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("proxy-server {} exited ({status}): {}", self.id, self.log());
             }
-        })
-        .detach();
-        Konnectivity { agent_addr, state }
-    }
-
-    /// The API server's side: an HTTP CONNECT listener on 127.0.0.1 made in the calling
-    /// thread's network namespace.
-    pub fn frontend_here(&self) -> SocketAddr {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener = smol::net::TcpListener::try_from(listener).unwrap();
-        let st = self.state.clone();
-        smol::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let _ = tcp.set_nodelay(true);
-                smol::spawn(frontend(st.clone(), tcp)).detach();
-            }
-        })
-        .detach();
-        addr
-    }
-
-    /// The links held: (serverID, agentID, identifiers' hosts).
-    pub fn links(&self) -> Vec<(String, String, Vec<String>)> {
-        let backends = self.state.backends.lock().unwrap();
-        backends.iter().map(|b| (b.server_id.clone(), b.agent_id.clone(), b.hosts.clone())).collect()
-    }
-
-    /// How many calls reached the server (a token arrives only with one).
-    pub fn calls(&self) -> usize {
-        self.state.calls.load(Ordering::SeqCst)
-    }
-
-    /// How many instances the server says there are, from the next link on.
-    pub fn set_instances(&self, n: usize) {
-        self.state.instances.store(n, Ordering::SeqCst);
-    }
-
-    /// Every link cut, and new ones refused while `refuse` holds (the server is down).
-    pub fn cut(&self, refuse: bool) {
-        self.state.refusing.store(refuse, Ordering::SeqCst);
-        for b in self.state.backends.lock().unwrap().drain(..) {
-            let _ = b.tcp.shutdown(std::net::Shutdown::Both);
+            assert!(Instant::now() < deadline, "proxy-server {} did not listen: {}", self.id, self.log());
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Takes agents again.
-    pub fn resume(&self) {
-        self.state.refusing.store(false, Ordering::SeqCst);
-    }
-}
-
-/// gRPC's frame: flag 0, a big-endian length, the message.
-fn frame(p: &Packet) -> Bytes {
-    let mut b = BytesMut::with_capacity(5 + p.encoded_len());
-    b.put_u8(0);
-    b.put_u32(p.encoded_len() as u32);
-    p.encode(&mut b).unwrap();
-    b.freeze()
-}
-
-fn trailers_only(code: u32, message: &str) -> http::Response<()> {
-    http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .header("grpc-status", code.to_string())
-        .header("grpc-message", message)
-        .body(())
-        .unwrap()
-}
-
-/// One agent connection: TLS, HTTP/2, the Connect call, its packets.
-async fn agent(state: Arc<State>, tcp: smol::net::TcpStream) {
-    let instances = state.instances.load(Ordering::SeqCst);
-    let instance = state.next.fetch_add(1, Ordering::SeqCst) % instances;
-    let server_id = format!("test-konnectivity-{instance}");
-    let Ok(tls) = futures_rustls::TlsAcceptor::from(state.tls.clone()).accept(tcp.clone()).await else { return };
-    if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
-        return;
-    }
-    // grpc-go grows its windows by BDP estimation; these are where a fast link takes them.
-    let handshake = h2::server::Builder::new()
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(2 << 20)
-        .handshake(tls.compat());
-    let Ok(mut conn) = handshake.await else { return };
-    let mut mine = Vec::new();
-    while let Some(Ok((req, mut respond))) = conn.accept().await {
-        state.calls.fetch_add(1, Ordering::SeqCst);
-        let header = |k: &str| req.headers().get(k).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if req.uri().path() != "/AgentService/Connect" {
-            let _ = respond.send_response(trailers_only(12, "unknown method"), true);
-            continue;
-        }
-        if let Some(token) = &state.token {
-            if header("authorization") != format!("Bearer {token}") {
-                let _ = respond.send_response(trailers_only(16, "Failed to validate authentication token"), true);
-                continue;
-            }
-        }
-        let hosts: Vec<String> = header("agentidentifiers")
-            .split('&')
-            .filter_map(|kv| kv.split_once('='))
-            .filter(|(k, _)| ["host", "ipv4", "ipv6"].contains(k))
-            .map(|(_, v)| v.replace("%3A", ":"))
-            .collect();
-        let reply = http::Response::builder()
-            .status(200)
-            .header("content-type", "application/grpc")
-            .header("serverid", server_id.as_str())
-            .header("servercount", instances.to_string())
-            .body(())
-            .unwrap();
-        let Ok(mut send) = respond.send_response(reply, false) else { continue };
-        let (to_agent, outbox) = smol::channel::unbounded::<Packet>();
-        let backend = Arc::new(Backend {
-            server_id: server_id.clone(),
-            agent_id: header("agentid"),
-            hosts,
-            to_agent,
-            conns: Mutex::new(HashMap::new()),
-            tcp: tcp.clone(),
-        });
-        state.backends.lock().unwrap().push(backend.clone());
-        mine.push(backend.clone());
-        smol::spawn(async move {
-            while let Ok(p) = outbox.recv().await {
-                if send.send_data(frame(&p), false).is_err() {
-                    return;
-                }
-            }
-        })
-        .detach();
-        smol::spawn(from_agent(state.clone(), backend, req.into_body())).detach();
-    }
-    // The connection is gone: so are its links and their connections.
-    state.backends.lock().unwrap().retain(|b| !mine.iter().any(|m| Arc::ptr_eq(b, m)));
-    for b in mine {
-        for (_, c) in b.conns.lock().unwrap().drain() {
-            let _ = c.try_send(None);
+    /// Stops the process (SIGKILL: its agents see their connections reset).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
-}
 
-async fn from_agent(state: Arc<State>, backend: Arc<Backend>, mut body: h2::RecvStream) {
-    let mut buf = BytesMut::new();
-    while let Some(Ok(chunk)) = body.data().await {
-        let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
-        while buf.len() >= 5 {
-            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-            if buf.len() < 5 + len {
-                break;
-            }
-            buf.advance(5);
-            let Ok(p) = Packet::decode(buf.split_to(len).freeze()) else { return };
-            match p.payload {
-                Some(Payload::DialResponse(r)) => {
-                    if let Some(waiting) = state.pending.lock().unwrap().remove(&r.random) {
-                        let _ = waiting.try_send(r);
-                    }
-                }
-                Some(Payload::Data(d)) => {
-                    let conn = backend.conns.lock().unwrap().get(&d.connect_id).cloned();
-                    if let Some(c) = conn {
-                        let _ = c.send(Some(d.data)).await;
-                    }
-                }
-                Some(Payload::CloseResponse(c)) => {
-                    if let Some(conn) = backend.conns.lock().unwrap().remove(&c.connect_id) {
-                        let _ = conn.try_send(None);
-                    }
-                }
-                _ => {}
-            }
+    /// Stops it and starts it again on the same ports.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.run();
+    }
+
+    /// Restarts it saying there are `count` instances.
+    pub fn restart_counting(&mut self, count: usize) {
+        for a in self.args.iter_mut().filter(|a| a.starts_with("--server-count=")) {
+            *a = format!("--server-count={count}");
         }
+        self.restart();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The server's `/readyz`: ready once at least one agent is linked.
+    pub fn ready(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.health_port)) else { return false };
+        let _ = write!(s, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text.starts_with("HTTP/1.1 200")
+    }
+
+    /// A metric from the server's health port (`/metrics`), summed over its series.
+    pub fn metric(&self, name: &str) -> f64 {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.health_port)) else { return 0.0 };
+        let _ = write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// An HTTP CONNECT to `address` through the frontend, as kube-apiserver's egress selector
+    /// sends it: the stream once the server said 200, or the whole answer it gave instead.
+    pub fn connect(&self, address: &str) -> Result<UnixStream, String> {
+        connect_over(UnixStream::connect(&self.uds).map_err(|e| e.to_string())?, address)
     }
 }
 
-/// One HTTP CONNECT from the API server.
-async fn frontend(state: Arc<State>, mut tcp: smol::net::TcpStream) {
+impl Drop for ProxyServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// CONNECT on `s`: `s` itself once answered 200, the answer otherwise.
+pub fn connect_over<S: Read + Write>(mut s: S, address: &str) -> Result<S, String> {
+    write!(s, "CONNECT {address} HTTP/1.1\r\nHost: {address}\r\n\r\n").map_err(|e| e.to_string())?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > 8192 || tcp.read(&mut byte).await.unwrap_or(0) == 0 {
-            return;
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => break,
         }
-        head.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let mut words = head.split_whitespace();
-    let (Some("CONNECT"), Some(address)) = (words.next(), words.next()) else {
-        let _ = tcp.write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n").await;
-        return;
-    };
-    let host = address.rsplit_once(':').map_or(address, |(h, _)| h).trim_matches(['[', ']']).to_string();
-    let backend = {
-        let backends = state.backends.lock().unwrap();
-        let by_host = backends.iter().find(|b| b.hosts.contains(&host)).cloned();
-        by_host.or_else(|| backends.first().cloned())
-    };
-    let refuse =
-        |why: String| format!("HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\n\r\n{why}", why.len());
-    let Some(backend) = backend else {
-        let _ = tcp.write_all(refuse("No agent available".into()).as_bytes()).await;
-        return;
-    };
-    let random = state.dial_seq.fetch_add(1, Ordering::SeqCst);
-    let (answer, answered) = smol::channel::bounded(1);
-    state.pending.lock().unwrap().insert(random, answer);
-    let dial = DialRequest { protocol: "tcp".into(), address: address.to_string(), random };
-    let _ = backend.to_agent.send(Packet::new(Kind::DialReq, Payload::DialRequest(dial))).await;
-    let reply = smol::future::or(async { answered.recv().await.ok() }, async {
-        smol::Timer::after(Duration::from_secs(10)).await;
-        None
-    })
-    .await;
-    let id = match reply {
-        Some(r) if r.error.is_empty() => r.connect_id,
-        Some(r) => return drop(tcp.write_all(refuse(r.error).as_bytes()).await),
-        None => return drop(tcp.write_all(refuse("dial timeout".into()).as_bytes()).await),
-    };
-    let (to_frontend, inbox) = smol::channel::bounded::<Option<Bytes>>(64);
-    backend.conns.lock().unwrap().insert(id, to_frontend);
-    if tcp.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
-        return;
+    if head.starts_with(b"HTTP/1.1 200") {
+        return Ok(s);
     }
-    let up = {
-        let (mut tcp, backend) = (tcp.clone(), backend.clone());
-        async move {
-            let mut buf = vec![0u8; 32 << 10];
-            while let Ok(n @ 1..) = tcp.read(&mut buf).await {
-                let data = Data { connect_id: id, error: String::new(), data: Bytes::copy_from_slice(&buf[..n]) };
-                if backend.to_agent.send(Packet::new(Kind::Data, Payload::Data(data))).await.is_err() {
-                    return;
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    head.extend(rest);
+    Err(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The upstream agent, linked to `server` (one address) as `agent_id` with `identifiers`,
+/// authenticated by `cert`/`key` or by the token in `token`.
+pub struct ProxyAgent {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl ProxyAgent {
+    pub fn start(
+        dir: &Path,
+        server: SocketAddr,
+        ca: &Path,
+        identity: (&str, &str),
+        cert_key: Option<(&Path, &Path)>,
+        token: Option<&Path>,
+    ) -> ProxyAgent {
+        let log = dir.join(format!("proxy-agent-{}.log", identity.0));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(built("proxy-agent"));
+        cmd.args([
+            format!("--proxy-server-host={}", server.ip()),
+            format!("--proxy-server-port={}", server.port()),
+            format!("--ca-cert={}", ca.display()),
+            format!("--agent-id={}", identity.0),
+            format!("--agent-identifiers={}", identity.1),
+            format!("--health-server-port={}", low_port()),
+            "--health-server-host=127.0.0.1".into(),
+            format!("--admin-server-port={}", low_port()),
+            "--sync-interval=100ms".into(),
+            "--sync-interval-cap=1s".into(),
+            "-v=1".into(),
+        ]);
+        if let Some((cert, key)) = cert_key {
+            cmd.arg(format!("--agent-cert={}", cert.display())).arg(format!("--agent-key={}", key.display()));
+        }
+        if let Some(t) = token {
+            cmd.arg(format!("--service-account-token-path={}", t.display()));
+        }
+        let child =
+            cmd.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out).spawn().expect("proxy-agent starts");
+        ProxyAgent { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ProxyAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP load balancer on 127.0.0.1 in front of several server instances: each connection
+/// goes to the next backend in turn (as a cloud load balancer or HAProxy in round-robin
+/// mode), so an agent finds every instance only by connecting again.
+pub struct Balancer {
+    pub addr: SocketAddr,
+    backends: Arc<std::sync::Mutex<Vec<SocketAddr>>>,
+}
+
+impl Balancer {
+    pub fn start(backends: Vec<SocketAddr>) -> Balancer {
+        let listener = TcpListener::bind(("127.0.0.1", low_port())).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let next = Arc::new(AtomicUsize::new(0));
+        let backends = Arc::new(std::sync::Mutex::new(backends));
+        let list = backends.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let to = {
+                    let list = list.lock().unwrap();
+                    list[next.fetch_add(1, Ordering::SeqCst) % list.len()]
+                };
+                let Ok(backend) = TcpStream::connect(to) else { continue };
+                for (mut from, mut to) in
+                    [(client.try_clone().unwrap(), backend.try_clone().unwrap()), (backend, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
                 }
             }
-            let close = Packet::new(Kind::CloseReq, Payload::CloseRequest(CloseRequest { connect_id: id }));
-            let _ = backend.to_agent.send(close).await;
-        }
-    };
-    let down = {
-        let mut tcp = tcp.clone();
-        async move {
-            while let Ok(Some(data)) = inbox.recv().await {
-                if tcp.write_all(&data).await.is_err() {
-                    break;
-                }
-            }
-            let _ = tcp.shutdown(std::net::Shutdown::Both);
-        }
-    };
-    smol::future::zip(up, down).await;
-    backend.conns.lock().unwrap().remove(&id);
+        });
+        Balancer { addr, backends }
+    }
+
+    /// New connections go to these from now on.
+    pub fn set_backends(&self, backends: Vec<SocketAddr>) {
+        *self.backends.lock().unwrap() = backends;
+    }
 }

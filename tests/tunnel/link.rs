@@ -9,7 +9,7 @@
 
 use super::apiserver::Pki;
 use super::common::{eventually, unique};
-use super::konnectivity::real::{AgentAuth, ProxyServer};
+use super::konnectivity::{AgentAuth, ProxyServer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
@@ -210,7 +210,7 @@ fn both_instances_behind_one_address_are_linked_and_relinked() {
     let auth = AgentAuth::Mtls(pki.ca.clone());
     let mut a = ProxyServer::start(&dir, "konn-a", 2, &cert, &key, &auth);
     let b = ProxyServer::start(&dir, "konn-b", 2, &cert, &key, &auth);
-    let balancer = super::konnectivity::real::Balancer::start(vec![a.agent_addr, b.agent_addr]);
+    let balancer = super::konnectivity::Balancer::start(vec![a.agent_addr, b.agent_addr]);
     let kubelet = kubelet();
     let _agent = agent(balancer.addr, &pki, None, kubelet);
     for server in [&a, &b] {
