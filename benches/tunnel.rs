@@ -1,7 +1,8 @@
 //! The konnectivity tunnel through the real server (`proxy-server`, built by the test bed from
 //! Debian's sources), on the private test bed, in one run: atoll's agent (the link the node
 //! holds) against the upstream agent (`proxy-agent`, same build) linked to a second instance
-//! of the same server, and against the same sessions dialled. The client is the API server's
+//! of the same server (each agent reaching its server through the same kind of TCP load
+//! balancer), and against the same sessions dialled. The client is the API server's
 //! side: TLS to the node's kubelet server, dialled straight, or through a server's HTTP
 //! CONNECT socket (kube-apiserver's egress selector), in turn:
 //! - **exec set-up**: a WebSocket exec of `echo` until its output arrives, each on a quiet
@@ -206,9 +207,10 @@ fn main() {
         .spawn()
         .expect("start atoll");
     let pid = child.id();
+    let their_balancer = Balancer::start(vec![theirs.agent_addr]);
     let upstream = ProxyAgent::start(
         &dir,
-        theirs.agent_addr,
+        their_balancer.addr,
         &pki.ca,
         ("tb-upstream", "host=tb&ipv4=127.0.0.1"),
         Some((&pki.client_cert, &pki.client_key)),

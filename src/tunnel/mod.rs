@@ -80,9 +80,11 @@ pub async fn run(s: Settings, node: Node) {
         }
         let wait = match result {
             Ok(l) if linked.contains(&l.server_id) => {
-                // The address led to an instance already linked: try again for another.
+                // The address led to an instance already linked: not a failure (the load
+                // balancer's choice), so, as the upstream agent, try again for another after
+                // the first interval.
                 log::debug!("tunnel: server {} is already linked; {} of {count}", l.server_id, linked.len());
-                back_off.failed(random())
+                back_off.succeeded(random())
             }
             Ok(l) => {
                 count = l.server_count;

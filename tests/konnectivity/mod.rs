@@ -335,11 +335,18 @@ impl Balancer {
                     list[next.fetch_add(1, Ordering::SeqCst) % list.len()]
                 };
                 let Ok(backend) = TcpStream::connect(to) else { continue };
+                // As HAProxy and cloud load balancers: no Nagle wait on either leg.
+                let _ = (client.set_nodelay(true), backend.set_nodelay(true));
                 for (mut from, mut to) in
                     [(client.try_clone().unwrap(), backend.try_clone().unwrap()), (backend, client)]
                 {
                     std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
+                        let mut buf = vec![0u8; 64 << 10];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
                         let _ = to.shutdown(std::net::Shutdown::Write);
                     });
                 }
