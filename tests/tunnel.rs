@@ -145,10 +145,6 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
     eventually(Duration::from_secs(60), "links to both server instances", || {
         (linked(&a, 1) && linked(&b, 1)).then_some(())
     });
-    assert!(
-        a.log().contains(&format!("\"Agent successfully authenticated via token\" username=\"{user}\""))
-            || a.log().contains("Agent connected")
-    );
     assert!(server.log().iter().any(|l| l.path.ends_with("/tokenreviews")), "the server asked TokenReview");
     eventually(Duration::from_secs(10), "the metric counts both links", || {
         (metric(read_only, "atoll_tunnel_servers") == 2.0).then_some(())

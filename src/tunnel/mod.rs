@@ -13,10 +13,12 @@
 //!
 //! - `packet`: the protocol's messages;
 //! - `policy`: which dials are allowed, the identifiers, the back-off;
-//! - `link`: one link, its connections and their flow;
+//! - `link`: one link: the call, the server's packets, the dials;
+//! - `conns`: a link's tunnelled connections, what they may queue, how they end;
 //! - `outbox`: the link's one writer, and what may wait for it;
 //! - `settings`: the `konnectivity` settings and the node's identity.
 
+mod conns;
 pub mod link;
 mod outbox;
 pub mod packet;

@@ -67,8 +67,9 @@ impl Outbox {
     }
 }
 
-/// Writes the queue to the call until sending fails or stalls for `stall`; returns why.
-pub async fn write(mut send: Outbound, queue: smol::channel::Receiver<Queued>, stall: Duration) -> String {
+/// Writes the queue to the call until sending fails or stalls for `stall`; returns why. The
+/// link closes and empties the queue when it ends.
+pub async fn write(mut send: Outbound, queue: &smol::channel::Receiver<Queued>, stall: Duration) -> String {
     while let Ok(q) = queue.recv().await {
         match crate::deadline::with_deadline(stall, send.send(&q.packet)).await {
             Some(Ok(())) => {}

@@ -279,6 +279,8 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
     let mut steady = eventually(Duration::from_secs(30), "a session through the link", || {
         echo(&server, kubelet, Duration::from_secs(5)).ok()
     });
+    let dropped = || atoll::metrics::value(&atoll::metrics::TUNNEL_DROPPED, &[]);
+    let before = dropped();
     let mut sink = server.connect(&kubelet.to_string()).unwrap();
     sink.write_all(b"sink\n").unwrap();
     let mut writer = sink.try_clone().unwrap();
@@ -304,5 +306,8 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
     assert!(sent < 64 << 20, "the upload was cut short ({sent} bytes)");
     assert!(sent >= 4 << 20, "at least 4 MiB was taken first ({sent} bytes)");
     echo(&server, kubelet, Duration::from_secs(5)).expect("new sessions open");
+    // Counted, as soon as the connection was closed (its socket shut down: the kubelet side
+    // reading nothing does not hold it open).
+    eventually(Duration::from_secs(5), "the drop counted", || (dropped() == before + 1.0).then_some(()));
     let _ = std::fs::remove_dir_all(&dir);
 }

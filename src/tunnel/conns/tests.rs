@@ -1,0 +1,143 @@
+//! The connection table's decisions: what is queued, charged, dropped, refused, closed.
+
+use super::*;
+
+/// A connected pair on loopback: the table's end, and the kubelet server's.
+fn socket() -> (smol::net::TcpStream, std::net::TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ours = smol::block_on(smol::net::TcpStream::connect(listener.local_addr().unwrap())).unwrap();
+    (ours, listener.accept().unwrap().0)
+}
+
+fn opened(conns: &Conns, id: i64) -> (smol::channel::Receiver<Bytes>, Arc<Shared>, std::net::TcpStream) {
+    assert!(conns.reserve());
+    let (ours, theirs) = socket();
+    let (inbox, shared) = conns.open(id, &ours).unwrap();
+    (inbox, shared, theirs)
+}
+
+/// Whether the kubelet server's end sees its connection shut down.
+fn shut(theirs: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    theirs.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 1];
+    matches!(theirs.read(&mut b), Ok(0))
+}
+
+#[test]
+fn a_connection_that_falls_behind_is_closed_alone_and_its_socket_shut() {
+    let conns = Conns::default();
+    let (stuck_inbox, stuck, mut stuck_end) = opened(&conns, 1);
+    let (moving_inbox, moving, _moving_end) = opened(&conns, 2);
+    let chunk = vec![0u8; 64 << 10];
+    let cost = chunk.len() + OVERHEAD;
+    // Nobody takes connection 1's data: it queues up to the limit, then is closed.
+    for _ in 0..MAX_QUEUED / cost {
+        assert_eq!(conns.deliver(1, &chunk), Delivered::Queued);
+        // Connection 2's pump keeps up.
+        assert_eq!(conns.deliver(2, &chunk), Delivered::Queued);
+        let taken = moving_inbox.try_recv().unwrap();
+        conns.uncharge(&moving, taken.len() + OVERHEAD);
+    }
+    assert_eq!(stuck.queued.load(Ordering::Acquire), MAX_QUEUED / cost * cost);
+    assert_eq!(conns.deliver(1, &chunk), Delivered::Closed);
+    assert!(stuck.aborted(), "closed at the limit");
+    assert!(shut(&mut stuck_end), "its socket is shut down, read or not");
+    assert_eq!(stuck_inbox.len(), MAX_QUEUED / cost, "what it had stays for its pump to drop");
+    // Late DATA for it is dropped without an answer; the other connection is untouched.
+    assert_eq!(conns.deliver(1, &chunk), Delivered::Dropped);
+    assert_eq!(conns.deliver(2, &chunk), Delivered::Queued);
+    assert!(!moving.aborted());
+    // Its charge was given back when it closed; its pump ends: out of the table; DATA for it
+    // is now unknown.
+    assert_eq!(conns.queued.load(Ordering::Acquire), chunk.len() + OVERHEAD, "connection 2's one chunk");
+    conns.remove(1);
+    assert_eq!(conns.deliver(1, &chunk), Delivered::Unknown(Packet::close_response(1, "unrecognized connectID")));
+}
+
+#[test]
+fn tiny_and_empty_data_are_charged_and_the_link_as_a_whole_is_bounded() {
+    let conns = Conns::default();
+    let (_inbox, shared, _end) = opened(&conns, 1);
+    // Empty DATA cost their bookkeeping: they cannot pile up without limit.
+    let mut n = 0;
+    while conns.deliver(1, &[]) == Delivered::Queued {
+        n += 1;
+    }
+    assert_eq!(n, MAX_QUEUED / OVERHEAD);
+    assert!(shared.aborted());
+    // Connections that each stay under their own limit still meet the link's: the one
+    // furthest behind gives way, and the others go on.
+    let conns = Conns::default();
+    let chunk = vec![0u8; (1 << 20) - OVERHEAD];
+    let (stalled_inbox, stalled, _e) = opened(&conns, 1);
+    for _ in 0..3 {
+        assert_eq!(conns.deliver(1, &chunk), Delivered::Queued);
+    }
+    let mut kept = Vec::new();
+    for id in 2..=7 {
+        kept.push(opened(&conns, id));
+        for _ in 0..2 {
+            assert_eq!(conns.deliver(id, &chunk), Delivered::Queued, "connection {id}");
+        }
+    }
+    // 3 + 12 MiB queued; one more MiB for connection 8 is over the link's 16 MiB.
+    kept.push(opened(&conns, 8));
+    assert_eq!(conns.deliver(8, &chunk), Delivered::Queued);
+    assert_eq!(conns.deliver(8, &chunk), Delivered::Queued, "connection 1 gave way");
+    assert!(stalled.aborted() && kept.iter().all(|(_, s, _)| !s.aborted()));
+    assert_eq!(stalled.queued.load(Ordering::Acquire), 0, "its charge given back at once");
+    assert_eq!(conns.queued.load(Ordering::Acquire), 14 << 20);
+    assert_eq!(stalled_inbox.len(), 3, "what it had waits for its pump to drop");
+    // A connection that is itself furthest behind is the one closed.
+    let conns = Conns::default();
+    let (_i, big, _e) = opened(&conns, 1);
+    while conns.deliver(1, &chunk) == Delivered::Queued {}
+    assert!(big.aborted());
+}
+
+#[test]
+fn payloads_are_copied_out_of_the_receive_buffer() {
+    let conns = Conns::default();
+    let (inbox, _shared, _end) = opened(&conns, 1);
+    let buffer = Bytes::from(vec![7u8; 16 << 10]);
+    assert_eq!(conns.deliver(1, &buffer.slice(0..1)), Delivered::Queued);
+    let queued = inbox.try_recv().unwrap();
+    // A one-byte payload of its own, not a view that keeps the 16 KiB buffer alive.
+    let whole = buffer.as_ptr_range();
+    assert_eq!(queued.as_ref(), [7u8]);
+    assert!(!whole.contains(&queued.as_ptr()));
+}
+
+#[test]
+fn dials_beyond_the_budget_are_refused_and_failed_ones_give_their_place_back() {
+    let conns = Conns::default();
+    for _ in 0..MAX_CONNECTIONS {
+        assert!(conns.reserve());
+    }
+    assert!(!conns.reserve(), "the 129th dial is refused");
+    conns.dial_failed();
+    assert!(conns.reserve(), "a failed dial's place is free again");
+}
+
+#[test]
+fn the_servers_close_drains_then_ends_and_the_links_end_shuts_everything() {
+    let conns = Conns::default();
+    let (inbox, _shared, _end) = opened(&conns, 1);
+    assert_eq!(conns.deliver(1, b"last bytes"), Delivered::Queued);
+    assert!(conns.close(1));
+    assert!(!conns.close(9), "an unknown connection");
+    // What was queued is still there for the pump; the queue then ends; late DATA is dropped.
+    assert_eq!(smol::block_on(inbox.recv()).unwrap(), Bytes::from_static(b"last bytes"));
+    assert!(smol::block_on(inbox.recv()).is_err());
+    assert_eq!(conns.deliver(1, b"late"), Delivered::Dropped);
+
+    let (_inbox2, shared2, mut end2) = opened(&conns, 2);
+    conns.end();
+    assert!(shut(&mut end2), "every connection's socket shut down");
+    assert!(!shared2.aborted(), "not counted as falling behind");
+    assert!(!conns.reserve(), "nothing new once the link has ended");
+    let (ours, mut theirs) = socket();
+    assert!(conns.open(3, &ours).is_none());
+    assert!(shut(&mut theirs), "a dial that lands after the end is shut down");
+}
