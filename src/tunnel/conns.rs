@@ -17,7 +17,7 @@
 //! that would overtake its last bytes. At most [`MAX_CONNECTIONS`] are open or being dialled
 //! per link (the kubelet server's own budget); the server's dials beyond are refused.
 
-use super::outbox::{Budget, Outbox};
+use super::outbox::Outbox;
 use super::packet::{Data, Kind, Packet, Payload};
 use bytes::Bytes;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
@@ -215,16 +215,14 @@ impl Conns {
         let up = async {
             let mut reader = shared.tcp.clone();
             let mut buf = vec![0u8; READ_SIZE];
-            let budget: Budget = Outbox::budget();
             loop {
-                // Read only what there is room to queue: a slow link slows the kubelet server.
-                let place = budget.acquire_arc().await;
                 let n = match reader.read(&mut buf).await {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 };
                 let data = Data { connect_id: id, error: String::new(), data: Bytes::copy_from_slice(&buf[..n]) };
-                if !out.data(place, Packet::new(Kind::Data, Payload::Data(data))) {
+                // Waits for a place: a slow link slows the kubelet server.
+                if !out.send(&Packet::new(Kind::Data, Payload::Data(data))).await {
                     return;
                 }
                 sent.add(n);

@@ -15,7 +15,7 @@
 
 use super::conns::{Conns, Delivered, MAX_QUEUED};
 use super::outbox::{self, Outbox};
-use super::packet::{DialResponse, Kind, Packet, Payload};
+use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
 use super::settings::Settings;
 use crate::cri::grpc::bidi::{open_bidi, Outbound};
@@ -141,7 +141,7 @@ impl Link {
     /// Serves the server's packets until the link drops; returns why it ended.
     pub async fn serve(self, to: Destination, local: SocketAddr, keepalive: Duration) -> String {
         let Link { server_id, send, mut recv, ping, tcp, .. } = self;
-        let (out, queue) = Outbox::new();
+        let (out, queue) = Outbox::new(MAX_PACKET);
         let conns = Arc::new(Conns::default());
         let keep = async {
             let Some(mut ping) = ping else { return std::future::pending().await };
@@ -162,62 +162,59 @@ impl Link {
                     Ok(None) => return "the server ended the call".to_string(),
                     Err(e) => return e.to_string(),
                 };
-                match packet.payload {
-                    Some(Payload::DialRequest(d)) => {
-                        if let Err(why) = check_dial(&to, &d.protocol, &d.address) {
-                            crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[], 1.0);
-                            log::warn!("tunnel: server {server_id} asked for a connection to {:?}: refused", d.address);
-                            let refusal = DialResponse { error: why, connect_id: 0, random: d.random };
-                            out.control(Packet::new(Kind::DialRsp, Payload::DialResponse(refusal))).await;
-                            continue;
+                let reply = match packet.payload {
+                    Some(Payload::DialRequest(d)) => match admit(&to, &conns, &server_id, &d.protocol, &d.address) {
+                        Err(error) => Some(Packet::dial_response(error, 0, d.random)),
+                        Ok(()) => {
+                            next_id += 1;
+                            let (out, conns) = (out.clone(), conns.clone());
+                            crate::task::spawn(dial(next_id, d.random, local, out, conns)).detach();
+                            None
                         }
-                        if !conns.reserve() {
-                            let error = "too many connections through this link".to_string();
-                            let refusal = DialResponse { error, connect_id: 0, random: d.random };
-                            out.control(Packet::new(Kind::DialRsp, Payload::DialResponse(refusal))).await;
-                            continue;
-                        }
-                        next_id += 1;
-                        let (out, conns) = (out.clone(), conns.clone());
-                        crate::task::spawn(dial(next_id, d.random, local, out, conns)).detach();
-                    }
+                    },
                     // As the upstream agent: DATA without a connection is the server's mistake.
-                    Some(Payload::Data(d)) if d.connect_id == 0 => {
-                        log::debug!("tunnel: server {server_id} sent DATA for connection 0; ignored")
-                    }
-                    Some(Payload::Data(d)) => {
-                        if let Delivered::Unknown(reply) = conns.deliver(d.connect_id, &d.data) {
-                            out.control(reply).await;
-                        }
-                    }
-                    Some(Payload::CloseRequest(c)) => {
-                        // What is queued goes to the kubelet server, then its CLOSE_RSP.
-                        if !conns.close(c.connect_id) {
-                            out.control(Packet::close_response(c.connect_id, "Unknown connectID")).await;
-                        }
-                    }
-                    _ => log::debug!("tunnel: server {server_id} sent packet type {}; ignored", packet.r#type),
+                    Some(Payload::Data(d)) if d.connect_id == 0 => None,
+                    Some(Payload::Data(d)) => match conns.deliver(d.connect_id, &d.data) {
+                        Delivered::Unknown(reply) => Some(reply),
+                        _ => None,
+                    },
+                    // What is queued goes to the kubelet server, then its CLOSE_RSP.
+                    Some(Payload::CloseRequest(c)) if conns.close(c.connect_id) => None,
+                    Some(Payload::CloseRequest(c)) => Some(Packet::close_response(c.connect_id, "Unknown connectID")),
+                    _ => None,
+                };
+                if let Some(reply) = reply {
+                    out.send(&reply).await;
                 }
             }
         };
         let writer = outbox::write(send, &queue, PING_TIMEOUT);
         let why = smol::future::or(packets, smol::future::or(keep, writer)).await;
         // Everything ends with the link: the connection to the server, every tunnelled
-        // connection (not counted as falling behind), and what waited to be sent, whose places
-        // are given back so that nothing waits for them.
+        // connection (not counted as falling behind), and the queue (its senders told).
         let _ = tcp.shutdown(std::net::Shutdown::Both);
         conns.end();
         queue.close();
-        while queue.try_recv().is_ok() {}
         why
     }
 }
 
+/// Whether a DIAL_REQ may be dialled (the policy, then a place among the link's
+/// connections); why not, for its DIAL_RSP.
+fn admit(to: &Destination, conns: &Conns, server: &str, protocol: &str, address: &str) -> Result<(), String> {
+    if let Err(why) = check_dial(to, protocol, address) {
+        crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[], 1.0);
+        log::warn!("tunnel: server {server} asked for a connection to {address:?}: refused");
+        return Err(why);
+    }
+    if !conns.reserve() {
+        return Err("too many connections through this link".to_string());
+    }
+    Ok(())
+}
+
 /// Answers one allowed DIAL_REQ: dials the kubelet server and, connected, pumps its bytes.
 async fn dial(id: i64, random: i64, local: SocketAddr, out: Outbox, conns: Arc<Conns>) {
-    let answer = |error: String, connect_id: i64| {
-        Packet::new(Kind::DialRsp, Payload::DialResponse(DialResponse { error, connect_id, random }))
-    };
     let tcp = match crate::deadline::with_deadline(DIAL_TIMEOUT, smol::net::TcpStream::connect(local)).await {
         Some(Ok(tcp)) => tcp,
         failed => {
@@ -226,12 +223,13 @@ async fn dial(id: i64, random: i64, local: SocketAddr, out: Outbox, conns: Arc<C
                 Some(Err(e)) => e.to_string(),
                 _ => "timed out".to_string(),
             };
-            return out.control(answer(format!("dial tcp {local}: {why}"), 0)).await;
+            out.send(&Packet::dial_response(format!("dial tcp {local}: {why}"), 0, random)).await;
+            return;
         }
     };
     let _ = tcp.set_nodelay(true);
     let Some((inbox, shared)) = conns.open(id, &tcp) else { return };
-    out.control(answer(String::new(), id)).await;
+    out.send(&Packet::dial_response(String::new(), id, random)).await;
     open_connections(1);
     conns.pump(id, inbox, &shared, &out).await;
     open_connections(-1);
@@ -243,7 +241,7 @@ async fn dial(id: i64, random: i64, local: SocketAddr, out: Outbox, conns: Arc<C
         ""
     };
     // Behind the connection's last DATA in the queue: the server has every byte first.
-    out.control(Packet::close_response(id, error)).await;
+    out.send(&Packet::close_response(id, error)).await;
 }
 
 /// The number of connections open through the tunnel, moved by `by`.

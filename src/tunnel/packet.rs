@@ -91,6 +91,10 @@ impl Packet {
         Packet { r#type: kind as i32, payload: Some(payload) }
     }
 
+    pub fn dial_response(error: String, connect_id: i64, random: i64) -> Packet {
+        Packet::new(Kind::DialRsp, Payload::DialResponse(DialResponse { error, connect_id, random }))
+    }
+
     pub fn close_response(connect_id: i64, error: &str) -> Packet {
         Packet::new(Kind::CloseRsp, Payload::CloseResponse(CloseResponse { error: error.to_string(), connect_id }))
     }

@@ -226,8 +226,13 @@ impl ProxyServer {
 
     /// An HTTP CONNECT to `address` through the frontend, as kube-apiserver's egress selector
     /// sends it: the stream once the server said 200, or the whole answer it gave instead.
+    /// The answer is awaited for 10 s at most.
     pub fn connect(&self, address: &str) -> Result<UnixStream, String> {
-        connect_over(UnixStream::connect(&self.uds).map_err(|e| e.to_string())?, address)
+        let s = UnixStream::connect(&self.uds).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let s = connect_over(s, address)?;
+        s.set_read_timeout(None).map_err(|e| e.to_string())?;
+        Ok(s)
     }
 }
 

@@ -249,10 +249,10 @@ fn a_link_the_server_stops_reading_is_replaced() {
     });
     let mut stuck = server.connect(&kubelet.to_string()).unwrap();
     stuck.write_all(b"stream\n").unwrap();
-    eventually(Duration::from_secs(10), "every window between filled", || {
+    let since = Instant::now();
+    eventually(Duration::from_secs(15), "every window between filled", || {
         echo(&server, kubelet, Duration::from_secs(1)).is_err().then_some(())
     });
-    let since = Instant::now();
     eventually(Duration::from_secs(40), "a second link", || {
         (server.log().matches("\"Agent connected\"").count() == 2).then_some(())
     });

@@ -1,9 +1,10 @@
 //! A bidirectional-streaming call on a connection of its own (konnectivity's
 //! `AgentService.Connect`): the request's metadata out, the reply's head back at once (the
-//! server's metadata), then messages both ways. Outbound messages wait for HTTP/2 flow-control
-//! credit, so a peer that reads slowly slows the sender instead of filling memory.
+//! server's metadata), then messages both ways. Outbound messages (framed by the caller, see
+//! `encode_message`) wait for HTTP/2 flow-control credit, so a peer that reads slowly slows
+//! the sender instead of filling memory.
 
-use super::{encode_message, handshake, reply_head, transport_status, Conn, Replies};
+use super::{handshake, reply_head, transport_status, Conn, Replies};
 use crate::cri::status::{Code, Status};
 use bytes::{Bytes, BytesMut};
 
@@ -21,7 +22,6 @@ pub struct Bidi {
 pub struct Outbound {
     stream: h2::SendStream<Bytes>,
     conn: Conn,
-    max: usize,
 }
 
 /// Starts HTTP/2 on `stream` (already secured by the caller) and opens `path` with `metadata`
@@ -54,16 +54,17 @@ pub async fn open_bidi(
     reply_head(&head)?;
     Ok(Bidi {
         headers: head.headers,
-        send: Outbound { stream, conn: conn.clone(), max },
+        send: Outbound { stream, conn: conn.clone() },
         recv: Replies { conn, head: None, body: Some(body), buf: BytesMut::new(), max },
         ping,
     })
 }
 
 impl Outbound {
-    /// Sends one message, as fast as the peer's flow-control window lets it go.
-    pub async fn send<M: prost::Message>(&mut self, message: &M) -> Result<(), Status> {
-        let mut frame = encode_message(message, self.max)?;
+    /// Sends one framed message, as fast as the peer's flow-control window lets it go. A
+    /// send cancelled half-way leaves the call's stream cut inside a message: only a sender
+    /// that owns the stream alone and ends the call when it gives up may be cancelled.
+    pub async fn send_frame(&mut self, mut frame: Bytes) -> Result<(), Status> {
         while !frame.is_empty() {
             self.stream.reserve_capacity(frame.len());
             let granted = std::future::poll_fn(|cx| self.stream.poll_capacity(cx)).await;
@@ -79,10 +80,5 @@ impl Outbound {
             self.stream.send_data(chunk, false).map_err(|e| super::broken(&self.conn, &e))?;
         }
         Ok(())
-    }
-
-    /// Ends the sending half (the server sees the end of the client's stream).
-    pub fn finish(&mut self) {
-        let _ = self.stream.send_data(Bytes::new(), true);
     }
 }
