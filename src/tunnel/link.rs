@@ -121,19 +121,19 @@ pub async fn connect(
         .await
         .ok_or_else(|| format!("{authority}: no answer within {CONNECT_TIMEOUT:?}"))?
         .map_err(|e| format!("{authority}: {e}"))?;
-    // As the upstream agent: exactly one of each; a count of 0 counts as 1.
-    let header = |k: &str| {
+    // As the upstream agent: exactly one of each, the count a number (0 counts as 1).
+    let single = |k: &str| {
         let mut all = bidi.headers.get_all(k).iter();
-        match (all.next().and_then(|v| v.to_str().ok()), all.next()) {
-            (Some(v), None) => Ok(v.trim().to_string()),
-            _ => Err(format!("{authority}: the server sent no single {k}")),
+        match (all.next(), all.next()) {
+            (Some(v), None) => v.to_str().ok(),
+            _ => None,
         }
     };
-    let server_id = header("serverid")?;
-    let server_count = header("servercount")?
-        .parse::<usize>()
-        .map_err(|e| format!("{authority}: serverCount: {e}"))?
-        .clamp(1, MAX_SERVERS);
+    let count = single("servercount").and_then(|c| c.trim().parse::<usize>().ok());
+    let (Some(server_id), Some(count)) = (single("serverid"), count) else {
+        return Err(format!("{authority}: the server sent no single serverID and serverCount"));
+    };
+    let (server_id, server_count) = (server_id.to_string(), count.clamp(1, MAX_SERVERS));
     Ok(Link { server_id, server_count, send: bidi.send, recv: bidi.recv, ping: bidi.ping, tcp })
 }
 
