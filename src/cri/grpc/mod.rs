@@ -99,6 +99,13 @@ impl Channel {
         R: prost::Message + Default,
     {
         let body = encode_message(request, self.max_message)?;
+        let reply = self.call(path, body, timeout).await?;
+        decode_message(reply, self.max_message)
+    }
+
+    /// A unary call of one framed message, answered by one (the reply's frame). Not generic:
+    /// compiled once for every CRI method, whose typed wrappers only encode and decode.
+    async fn call(&self, path: &'static str, body: Bytes, timeout: Option<Duration>) -> Result<Bytes, Status> {
         let call = async {
             let (conn, response) = self.send(path, body, timeout).await?;
             self.finish(&conn, response).await
@@ -244,12 +251,9 @@ impl Channel {
         Ok(response)
     }
 
-    /// Reads the reply: status line, then either Trailers-Only or one message plus trailers.
-    async fn finish<R: prost::Message + Default>(
-        &self,
-        conn: &Conn,
-        response: http::Response<h2::RecvStream>,
-    ) -> Result<R, Status> {
+    /// Reads the reply: status line, then either Trailers-Only or one message plus trailers;
+    /// the message's frame, still to decode.
+    async fn finish(&self, conn: &Conn, response: http::Response<h2::RecvStream>) -> Result<Bytes, Status> {
         let (head, mut body) = response.into_parts();
         reply_head(&head)?;
         let cap = self.max_message + PREFIX;
@@ -270,7 +274,7 @@ impl Channel {
             Some(t) => status_from(&t)?,
             None => return Err(Status::new(Code::Internal, "reply ended without grpc-status")),
         }
-        decode_message(buf.freeze(), self.max_message)
+        Ok(buf.freeze())
     }
 }
 
