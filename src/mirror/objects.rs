@@ -13,6 +13,15 @@ pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// never run (atoll runs static pods only).
 pub const STATIC_ONLY_TAINT: &str = "atoll.io/static-pods-only";
 
+/// nodeInfo.kubeletVersion: the kubelet whose API atoll implements, in kubelet's form (a
+/// semantic version, as kubectl, kubeadm's skew checks and the controllers parse it with
+/// k8s.io/apimachinery's version rules), atoll's own version as its build metadata. atoll's
+/// fields follow k8s.io/api 0.36 (Kubernetes 1.36), which the tests hold its requests to.
+/// Build metadata, as k3s's `+k3s1`, does not change how the version sorts: a pre-release
+/// (`-atoll...`) would sort below v1.36.0 and fail the "at least 1.36" checks of the
+/// control plane.
+pub const KUBELET_VERSION: &str = concat!("v1.36.0+atoll.", env!("CARGO_PKG_VERSION"));
+
 /// What the Node object says about this machine.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeFacts {
@@ -139,7 +148,12 @@ pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> 
             "kernelVersion": f.kernel_version,
             "osImage": f.os_image,
             "containerRuntimeVersion": f.container_runtime_version,
-            "kubeletVersion": concat!("atoll/", env!("CARGO_PKG_VERSION")),
+            "kubeletVersion": KUBELET_VERSION,
+            // Deprecated (KEP-4004): kubelet 1.33 on (DisableNodeKubeProxyVersion on by
+            // default, locked in 1.36) leaves it empty and clears a value an older kubelet
+            // left; so does atoll. A real server answers it empty anyway, so saying it keeps
+            // the comparison of nodeInfo with the server's still.
+            "kubeProxyVersion": "",
             "operatingSystem": "linux",
             "architecture": f.architecture,
         },
@@ -398,7 +412,8 @@ mod tests {
         assert_eq!(node["status"]["addresses"][0], json!({"type": "InternalIP", "address": "10.0.0.5"}));
         assert_eq!(node["status"]["addresses"][1], json!({"type": "Hostname", "address": "edge-1"}));
         assert_eq!(node["status"]["nodeInfo"]["containerRuntimeVersion"], "containerd://1.6.20");
-        assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], concat!("atoll/", env!("CARGO_PKG_VERSION")));
+        assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], KUBELET_VERSION);
+        assert_eq!(node["status"]["nodeInfo"]["kubeProxyVersion"], "");
         let ready = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!(ready["status"], "True");
         assert_eq!(ready["reason"], "KubeletReady");
@@ -408,6 +423,45 @@ mod tests {
         let later = node_status(&f, &conds, "T2");
         assert_eq!(without_heartbeat(&later), without_heartbeat(&node["status"]));
         assert_ne!(later, node["status"]);
+    }
+
+    /// k8s.io/apimachinery's ParseSemantic, as written in its version.go: `v` optional, three
+    /// numeric components without leading zeros, then `-pre.release` (numeric identifiers
+    /// without leading zeros) and `+build.metadata`, identifiers of `[0-9A-Za-z-]`.
+    fn kubernetes_semver(v: &str) -> bool {
+        let v = v.strip_prefix('v').unwrap_or(v);
+        let numeric =
+            |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) && (c == "0" || !c.starts_with('0'));
+        let idents =
+            |s: &str| s.split('.').all(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        let (rest, build) = v.split_once('+').map_or((v, None), |(r, b)| (r, Some(b)));
+        let (core, pre) = rest.split_once('-').map_or((rest, None), |(c, p)| (c, Some(p)));
+        let parts: Vec<&str> = core.split('.').collect();
+        parts.len() == 3
+            && parts.iter().all(|c| numeric(c))
+            && pre
+                .is_none_or(|p| idents(p) && p.split('.').all(|i| !i.bytes().all(|b| b.is_ascii_digit()) || numeric(i)))
+            && build.is_none_or(idents)
+    }
+
+    #[test]
+    fn the_kubelet_version_is_a_kubernetes_semantic_version() {
+        for (v, ok) in [
+            (KUBELET_VERSION, true),
+            ("v1.36.0", true),
+            ("v1.36.0-rc.1", true),
+            ("v1.30.4+k3s1", true),
+            ("v1.36.0-atoll.0.1.0", true),
+            ("atoll/0.1.0", false),
+            ("v1.36", false),
+            ("v01.36.0", false),
+            ("v1.36.0-01", false),
+            ("v1.36.0+", false),
+        ] {
+            assert_eq!(kubernetes_semver(v), ok, "{v}");
+        }
+        assert!(KUBELET_VERSION.starts_with("v1.36.0+atoll."), "{KUBELET_VERSION}");
+        assert!(KUBELET_VERSION.ends_with(env!("CARGO_PKG_VERSION")));
     }
 
     #[test]
