@@ -114,6 +114,30 @@ pub fn conditions(ready: bool, not_ready_message: &str) -> Vec<(&'static str, bo
     ]
 }
 
+/// By condition type: the condition as last seen (its status and lastTransitionTime).
+pub type Transitions = Map<String, Value>;
+
+/// When the node condition `type_`, now `status`, last changed, as kubelet's condition setters
+/// decide it: the time `seen` holds while the status is the same, else `now` (held from then).
+pub fn transition(seen: &mut Transitions, type_: &str, status: &str, now: &str) -> String {
+    let kept = seen.get(type_).filter(|c| c["status"] == status).and_then(|c| c["lastTransitionTime"].as_str());
+    if let Some(since) = kept {
+        return since.to_string();
+    }
+    seen.insert(type_.into(), json!({"status": status, "lastTransitionTime": now}));
+    now.into()
+}
+
+/// Notes the conditions of a Node's status as the server holds them, for `transition`: kubelet
+/// reads the Node back and keeps the time of a condition whose status it does not change.
+pub fn seen_on_server(seen: &mut Transitions, status: &Value) {
+    for c in status["conditions"].as_array().into_iter().flatten() {
+        if let Some(t) = c["type"].as_str() {
+            seen.insert(t.to_string(), c.clone());
+        }
+    }
+}
+
 /// The Node's status. `heartbeat` is the time of this report (RFC 3339).
 pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> Value {
     let resources = json!({
@@ -462,6 +486,30 @@ mod tests {
         }
         assert!(KUBELET_VERSION.starts_with("v1.36.0+atoll."), "{KUBELET_VERSION}");
         assert!(KUBELET_VERSION.ends_with(env!("CARGO_PKG_VERSION")));
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        // The Node as a restarted atoll reads it back.
+        let server = json!({"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "T0"},
+            {"type": "MemoryPressure", "status": "Unknown", "lastTransitionTime": "T1"},
+            {"type": "DiskPressure", "status": "False"},
+        ]});
+        let mut seen = Transitions::new();
+        seen_on_server(&mut seen, &server);
+        for (type_, status, now, since) in [
+            ("Ready", "True", "T5", "T0"),           // restarted, still Ready: its time kept
+            ("MemoryPressure", "False", "T5", "T5"), // the controller's Unknown: a change
+            ("DiskPressure", "False", "T5", "T5"),
+            ("PIDPressure", "False", "T5", "T5"), // new
+            ("Ready", "False", "T6", "T6"),
+            ("Ready", "False", "T7", "T6"),
+            ("Ready", "True", "T8", "T8"),
+            ("DiskPressure", "False", "T9", "T5"),
+        ] {
+            assert_eq!(transition(&mut seen, type_, status, now), since, "{type_} {status} at {now}");
+        }
     }
 
     #[test]

@@ -28,9 +28,10 @@
 //!   the node's kubelet endpoint with the API server's kubelet client certificate
 //!   (`node_proxy`).
 //!
-//! Faults: down (connections refused and cut), slow (every answer delayed), queued failures
-//! (500, 429 with Retry-After, ...), queued answers of any status and JSON body (a broken or
-//! hostile server), and admission rejection of pods by name.
+//! Faults: down (connections refused and cut), unavailable (every request answered 503), slow
+//! (every answer delayed), queued failures (500, 429 with Retry-After, ...), queued answers of
+//! any status and JSON body (a broken or hostile server), watch events held back, and
+//! admission rejection of pods by name.
 //! Every request is logged (time, method, path, status) and bytes on the wire are counted.
 
 #![allow(dead_code)]
@@ -204,6 +205,9 @@ struct Faults {
     watch_limit: Option<Duration>,
     /// Watch events wait (a watch cache or a link that lags): writes are served meanwhile.
     watches_held: bool,
+    /// Every request is answered 503 without Retry-After (no healthy backend behind a load
+    /// balancer, etcd away): an outage the log sees, each attempt in it.
+    unavailable: bool,
 }
 
 struct Event {
@@ -463,6 +467,11 @@ impl ApiServer {
         }
     }
 
+    /// Every request is answered 503 (true) until the server is available again (false).
+    pub fn unavailable(&self, on: bool) {
+        self.state.faults.lock().unwrap().unavailable = on;
+    }
+
     /// The next `n` requests get `status` with `body`, whatever they asked for.
     pub fn answer_next(&self, n: usize, status: u16, body: Value) {
         let mut f = self.state.faults.lock().unwrap();
@@ -702,7 +711,14 @@ fn decide(state: &Arc<State>, req: &Request, cert_user: Option<&str>) -> Option<
     let user = cert_user.map(str::to_string).or(token_user);
     let delay = state.faults.lock().unwrap().delay;
     std::thread::sleep(delay);
-    let injected = state.faults.lock().unwrap().fail_next.pop_front();
+    let injected = {
+        let mut f = state.faults.lock().unwrap();
+        if f.unavailable {
+            Some((503, None, None))
+        } else {
+            f.fail_next.pop_front()
+        }
+    };
     let outcome = match (&user, injected) {
         (_, Some((code, ra, Some(body)))) => Outcome::Reply(Reply::Json(code, body), ra),
         (_, Some((code, ra, None))) => {
