@@ -3,13 +3,14 @@
 //! accepts and refuses, so the mirror's end-to-end tests (tests/mirror.rs) stand on a double
 //! that behaves like the real thing. Then atoll's mirror itself, in this process and without
 //! a runtime, read as a control plane reads it: transition times across a restart, the lease
-//! after an outage.
+//! after an outage, and pod status patches that keep other writers' conditions.
 
 mod apiserver;
 
 use apiserver::{ApiServer, Pki};
 use atoll::mirror::apiserver::Client;
 use atoll::mirror::kubeconfig;
+use atoll::pod::status::{PodCondition, PodIp, PodStatus};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -526,4 +527,71 @@ fn after_an_outage_the_lease_and_ready_return_within_a_renew_interval() {
     assert!(others >= 2 && widest > Duration::from_secs(8), "the node's status backs off: {others}, {widest:?} apart");
     let at = wait_for(Duration::from_secs(70), "a renewal after the 503s", || renewed(ended));
     assert!(at - ended <= Duration::from_millis(7500), "renewed {:?} after the 503s", at - ended);
+}
+
+/// Pod status goes out as a strategic merge patch, as kubelet's status manager sends it
+/// (applied here by upstream code, k8scheck): a condition another writer added after atoll's
+/// last watch event stays. A JSON merge patch would replace the list whole and drop it.
+#[test]
+fn a_condition_another_writer_added_survives_the_mirrors_status_patch() {
+    let (dir, pki, server) = setup("conditions");
+    let (node, state) = mirror_here(&dir, &pki, &server, Duration::from_secs(1));
+    let pod: atoll::pod::Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    let origin = atoll::pod::Origin::File("/etc/atoll/manifests/web.yaml".into());
+    let sp = atoll::pod::identity::make_static(pod, &origin, "edge-1");
+    let status = |ready: bool, before: Option<&PodStatus>, now: &str| {
+        let cond = |t: &str, ok: bool| PodCondition {
+            type_: t.into(),
+            status: if ok { "True" } else { "False" }.into(),
+            ..Default::default()
+        };
+        let mut s = PodStatus {
+            phase: "Running".into(),
+            conditions: vec![cond("PodScheduled", true), cond("Ready", ready)],
+            host_ip: "192.0.2.7".into(),
+            host_ips: vec![PodIp { ip: "192.0.2.7".into() }],
+            qos_class: "BestEffort".into(),
+            ..Default::default()
+        };
+        atoll::status::stamp_transitions(&mut s, before, now);
+        s
+    };
+    let first = status(false, None, "2026-11-27T10:00:00Z");
+    node.statuses().set(&sp.uid, first.clone());
+    state.set_desired([&sp].into_iter());
+    let mirror = wait_for(Duration::from_secs(30), "the mirror's status", || {
+        server.get("pods", "default", "web-edge-1").filter(|m| m["status"]["phase"] == "Running")
+    });
+    assert_eq!(condition(&mirror, "Ready")["lastTransitionTime"], "2026-11-27T10:00:00Z");
+    assert_eq!(mirror["status"]["hostIPs"], json!([{"ip": "192.0.2.7"}]));
+    // Another writer's condition, which atoll's watch does not show it yet.
+    server.hold_watches(true);
+    let gate = json!({"type": "example.com/gate", "status": "True", "lastTransitionTime": "2026-11-27T10:00:01Z"});
+    let (code, _) = server.admin(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web-edge-1/status",
+        "application/strategic-merge-patch+json",
+        Some(json!({"status": {"conditions": [gate.clone()]}})),
+    );
+    assert_eq!(code, 200);
+    node.statuses().set(&sp.uid, status(true, Some(&first), "2026-11-27T10:00:02Z"));
+    let mirror = wait_for(Duration::from_secs(30), "Ready on the mirror", || {
+        server.get("pods", "default", "web-edge-1").filter(|m| condition(m, "Ready")["status"] == "True")
+    });
+    server.hold_watches(false);
+    assert_eq!(condition(&mirror, "example.com/gate"), &gate, "the other writer's condition stays");
+    assert_eq!(condition(&mirror, "Ready")["lastTransitionTime"], "2026-11-27T10:00:02Z");
+    assert_eq!(condition(&mirror, "PodScheduled")["lastTransitionTime"], "2026-11-27T10:00:00Z");
+    let patches: Vec<String> = server
+        .log()
+        .iter()
+        .filter(|l| l.method == "PATCH" && l.path.ends_with("/pods/web-edge-1/status"))
+        .map(|l| l.content_type.clone())
+        .collect();
+    assert!(
+        !patches.is_empty() && patches.iter().all(|c| c == "application/strategic-merge-patch+json"),
+        "{patches:?}"
+    );
 }

@@ -10,6 +10,7 @@
 use super::apiserver::Client;
 use super::lease::{self, Lease};
 use super::objects;
+use super::patch;
 use super::pods::uid_of;
 use super::retry::{fail_of, Failure, Retry, JSON, SMP};
 use super::state::{Env, Options};
@@ -202,7 +203,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
     }
     // Only what differs from the server's copy; a report with nothing new still renews the
     // heartbeats, so there is always something.
-    let patch = objects::node_status_patch(&status, &st.server_status).unwrap_or_else(|| json!({ "status": status }));
+    let patch = patch::node_status_patch(&status, &st.server_status).unwrap_or_else(|| json!({ "status": status }));
     let r = client.call("PATCH", &format!("{path}/status"), SMP, Some(&patch)).map_err(|e| (e, None))?;
     if r.status == 404 {
         // Deleted by someone: register again (mirrors follow the new node UID).

@@ -1,6 +1,6 @@
 //! The API objects atoll writes, built from local facts: the Node and its status, the Lease,
-//! mirror pods and their status patches. Pure functions (no I/O), so their shapes are tested
-//! on their own.
+//! mirror pods and the status wanted on them (their patches: `patch.rs`). Pure functions (no
+//! I/O), so their shapes are tested on their own.
 
 use crate::pod::status::PodStatus;
 use crate::pod::types::Pod;
@@ -270,21 +270,6 @@ pub fn mirror_hash(pod: &Value) -> Option<&str> {
     pod["metadata"]["annotations"][ANNOTATION_MIRROR].as_str()
 }
 
-/// The status fields atoll writes (the v1 PodStatus fields its status has).
-const OWNED_STATUS_FIELDS: &[&str] = &[
-    "phase",
-    "reason",
-    "message",
-    "conditions",
-    "hostIP",
-    "podIP",
-    "podIPs",
-    "startTime",
-    "initContainerStatuses",
-    "containerStatuses",
-    "qosClass",
-];
-
 /// The status atoll wants on a mirror: its own, with the conditions of other writers (types
 /// atoll does not set) kept, as kubelet's status manager keeps them.
 pub fn desired_status(ours: &PodStatus, mirror: &Value) -> Value {
@@ -303,62 +288,6 @@ pub fn desired_status(ours: &PodStatus, mirror: &Value) -> Value {
         want["conditions"] = Value::Array(all);
     }
     want
-}
-
-/// A JSON merge patch (RFC 7386) taking the mirror's status to `want`: changed fields, and
-/// null for fields atoll owns that `want` no longer has. Lists are replaced whole (container
-/// statuses have no stale sub-fields left behind). The mirror's UID goes along as a
-/// precondition. None when the mirror already shows `want`.
-pub fn status_patch(want: &Value, mirror: &Value) -> Option<Value> {
-    let have = &mirror["status"];
-    let mut patch = Map::new();
-    for key in OWNED_STATUS_FIELDS {
-        match (&want[*key], &have[*key]) {
-            (Value::Null, Value::Null) => {}
-            (Value::Null, _) => {
-                patch.insert(key.to_string(), Value::Null);
-            }
-            (w, h) if w == h => {}
-            (w, _) => {
-                patch.insert(key.to_string(), w.clone());
-            }
-        }
-    }
-    (!patch.is_empty()).then(|| json!({"metadata": {"uid": mirror["metadata"]["uid"]}, "status": patch}))
-}
-
-/// A strategic-merge patch taking the node status the server holds (`have`) to `want`: only
-/// the fields that differ, and of the conditions (merged by type) only the ones that changed,
-/// each with its type and what changed in it: at steady state the heartbeats, as kubelet's
-/// patch carries them. Other lists go whole; fields others write (images, volumes) are left
-/// alone. None when nothing differs.
-pub fn node_status_patch(want: &Value, have: &Value) -> Option<Value> {
-    let mut status = Map::new();
-    for (key, value) in want.as_object().into_iter().flatten() {
-        let old = &have[key.as_str()];
-        if value == old {
-            continue;
-        }
-        let diff = match (key.as_str(), value.as_array(), old.as_array()) {
-            ("conditions", Some(new), Some(old)) => Value::Array(
-                new.iter()
-                    .filter_map(|c| {
-                        let before = old.iter().find(|o| o["type"] == c["type"]);
-                        let changed: Map<String, Value> = c
-                            .as_object()?
-                            .iter()
-                            .filter(|(k, v)| *k == "type" || before.is_none_or(|b| &b[k.as_str()] != *v))
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        (changed.len() > 1).then_some(Value::Object(changed))
-                    })
-                    .collect(),
-            ),
-            _ => value.clone(),
-        };
-        status.insert(key.clone(), diff);
-    }
-    (!status.is_empty()).then(|| json!({ "status": status }))
 }
 
 #[cfg(test)]
@@ -380,43 +309,6 @@ mod tests {
             architecture: goarch().into(),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn a_node_status_patch_carries_only_what_changed() {
-        let cond = |t: &str, status: &str, beat: &str| json!({"type": t, "status": status, "reason": "R", "message": "m", "lastHeartbeatTime": beat, "lastTransitionTime": "t0"});
-        let have = json!({
-            "conditions": [cond("Ready", "True", "h1"), cond("MemoryPressure", "False", "h1")],
-            "capacity": {"cpu": "2"},
-            "images": [{"names": ["set-by-others"]}],
-        });
-        let mut want = json!({
-            "conditions": [cond("Ready", "True", "h2"), cond("MemoryPressure", "False", "h2")],
-            "capacity": {"cpu": "2"},
-        });
-        assert_eq!(
-            node_status_patch(&want, &have),
-            Some(json!({"status": {"conditions": [
-                {"type": "Ready", "lastHeartbeatTime": "h2"},
-                {"type": "MemoryPressure", "lastHeartbeatTime": "h2"},
-            ]}}))
-        );
-        want["conditions"][0]["status"] = json!("False");
-        want["capacity"]["cpu"] = json!("4");
-        let p = node_status_patch(&want, &have).unwrap();
-        assert_eq!(
-            p["status"]["conditions"][0],
-            json!({"type": "Ready", "status": "False", "lastHeartbeatTime": "h2"})
-        );
-        assert_eq!(p["status"]["capacity"], json!({"cpu": "4"}));
-        assert!(p["status"].get("images").is_none(), "what others write is left alone");
-        // A condition the server lacks goes whole; an unchanged status sends nothing.
-        want["conditions"].as_array_mut().unwrap().push(cond("PIDPressure", "False", "h2"));
-        assert_eq!(
-            node_status_patch(&want, &have).unwrap()["status"]["conditions"][2],
-            cond("PIDPressure", "False", "h2")
-        );
-        assert_eq!(node_status_patch(&have, &have), None);
     }
 
     #[test]
@@ -547,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn status_patches_carry_changes_nulls_and_the_uid_and_keep_foreign_conditions() {
+    fn the_wanted_status_is_ours_with_the_conditions_of_other_writers() {
         let ours = PodStatus {
             phase: "Running".into(),
             conditions: vec![PodCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }],
@@ -568,17 +460,14 @@ mod tests {
             },
         });
         let want = desired_status(&ours, &mirror);
-        let types: Vec<&str> =
-            want["conditions"].as_array().unwrap().iter().filter_map(|c| c["type"].as_str()).collect();
-        assert_eq!(types, ["example.com/gate", "Ready"]);
-        let patch = status_patch(&want, &mirror).unwrap();
-        assert_eq!(patch["metadata"]["uid"], "m-1");
-        assert_eq!(patch["status"]["phase"], "Running");
-        assert_eq!(patch["status"]["podIP"], Value::Null);
-        assert!(patch["status"].get("qosClass").is_none(), "{patch}");
-        assert_eq!(patch["status"]["containerStatuses"][0]["restartCount"], 2);
-        let applied = json!({"metadata": {"uid": "m-1"}, "status": want.clone()});
-        assert_eq!(status_patch(&want, &applied), None);
+        assert_eq!(
+            want["conditions"],
+            json!([{"type": "example.com/gate", "status": "True"}, {"type": "Ready", "status": "True"}]),
+            "other writers' first, as kubelet's mergePodStatus orders them"
+        );
+        assert_eq!(want["phase"], "Running");
+        assert!(want.get("podIP").is_none());
+        assert_eq!(want["containerStatuses"][0]["restartCount"], 2);
     }
 
     #[test]

@@ -82,7 +82,6 @@ pub(super) fn transient(r: &Reply) -> bool {
 }
 
 pub(super) const SMP: &str = "application/strategic-merge-patch+json";
-pub(super) const MERGE: &str = "application/merge-patch+json";
 pub(super) const JSON: &str = "application/json";
 
 pub(super) type Failure = (String, Option<Duration>);
