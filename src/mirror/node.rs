@@ -4,8 +4,9 @@
 //!
 //! As kubelet, the conditions' transition times follow the Node the server holds: a condition
 //! whose status atoll does not change keeps its lastTransitionTime, across a restart of atoll
-//! too. After a failure (an outage) the Node is read again before the next report, since the
-//! control plane may have written it meanwhile (the node lifecycle controller's Unknown).
+//! too. After an outage longer than the lease the Node is read again and reported at once,
+//! since the control plane may have written it meanwhile (the node lifecycle controller's
+//! Unknown, which only the node's own report undoes).
 
 use super::apiserver::Client;
 use super::lease::{self, Lease};
@@ -30,7 +31,8 @@ struct NodeState {
     reported: Option<(Value, Instant)>,
     /// The node's status as the server's last answer showed it: what a patch is made against.
     server_status: Value,
-    /// A request failed since the last report: the server's Node is read again first.
+    /// The lease went unrenewed for its whole duration, long enough for the node lifecycle
+    /// controller to mark the node's conditions Unknown: the server's Node is read again first.
     stale: bool,
     lease: Lease,
 }
@@ -47,10 +49,12 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
     // The node and its lease are kept apart, each with its own back-off: a refused
     // registration (RBAC) does not stop the renewals, and a lease that failed through an
     // outage is tried again within kubelet's 7 s while the rest backs off to a minute (the
-    // status follows once the lease is renewed).
+    // status follows a lease renewed after it expired).
     let mut backoff = Retry::default();
     let mut lease_backoff = Retry::lease();
     let mut next_status = Instant::now();
+    let mut renewed_at = Instant::now();
+    let lease_duration = Duration::from_secs(u64::from(opts.lease_duration_seconds));
     loop {
         let now = Instant::now();
         if !backoff.waiting() && (now >= next_status || shared.state.node_uid().is_none()) {
@@ -60,7 +64,6 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
                     next_status = now + opts.status_update_frequency;
                 }
                 Err((why, retry_after)) => {
-                    st.stale = true;
                     let wait = backoff.fail(retry_after);
                     log::warn!("API server: {why}; retrying in {wait:.1?}");
                 }
@@ -69,16 +72,18 @@ pub(super) fn node_loop(client: &Client, opts: &Options, shared: &Env) {
         if now >= st.lease.due {
             match lease::renew(client, opts, shared.state.node_uid().as_deref(), &mut st.lease) {
                 Ok(()) => {
-                    if lease_backoff.failing() {
-                        // The server answers again: the status (which the node lifecycle
-                        // controller may have marked Unknown meanwhile, and only a report
-                        // undoes) need not wait out the back-off of the outage.
+                    if renewed_at.elapsed() >= lease_duration {
+                        // Back after the lease expired: the node lifecycle controller may have
+                        // marked the node Unknown, which only the node's own report undoes. It
+                        // goes next, from the Node read again, not after the outage's back-off.
+                        st.stale = true;
                         backoff.ok();
+                        next_status = next_status.min(Instant::now());
                     }
+                    renewed_at = Instant::now();
                     lease_backoff.ok();
                 }
                 Err((why, retry_after)) => {
-                    st.stale = true;
                     let again = lease_backoff.failing();
                     let wait = lease_backoff.fail(retry_after);
                     st.lease.due = Instant::now() + wait;
