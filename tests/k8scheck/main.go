@@ -17,9 +17,19 @@
 // Besides the server's rules: a Node's status.nodeInfo.kubeletVersion must parse with
 // apimachinery's version.ParseSemantic, as kubectl, kubeadm and the controllers read it.
 //
+// Built offline in GOPATH mode, as Debian's dh-golang builds, from this directory:
+//
+//	GO111MODULE=off GOPROXY=off GOFLAGS= GOENV=off GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=local \
+//	GOPATH=<root>/usr/share/gocode GOROOT=<root>/usr/lib/go-1.NN go build -trimpath -o k8scheck .
+//
+// where <root> holds Debian's golang-k8s-api-dev, golang-k8s-apimachinery-dev,
+// golang-k8s-sigs-json-dev, golang-github-evanphx-json-patch-dev (and what they depend on)
+// unpacked. The tests find the binary in ATOLL_TB_K8SCHECK.
+//
 // Protocol: one JSON request a line on stdin, one JSON answer a line on stdout:
-//   {"op": "body"|"patch", "kind": "Pod", "contentType": "...", "body": "<base64>", "before": {...}}
-//   {"ok": true, "object": {...}} or {"ok": false, "code": 400|415|422, "error": "..."}
+//
+//	{"op": "body"|"patch", "kind": "Pod", "contentType": "...", "body": "<base64>", "before": {...}}
+//	{"ok": true, "object": {...}} or {"ok": false, "code": 400|415|422, "error": "..."}
 package main
 
 import (
