@@ -4,7 +4,8 @@
 //! container's status, a refused mirror reported locally and created once allowed, user
 //! deletes, a manifest edit, static pod removal, a slow server, an outage with changes made
 //! meanwhile, the steady state's traffic (lease renewals only), Retry-After, and an atoll
-//! restart that adopts the mirrors.
+//! restart that adopts the mirrors and keeps its Node's transition times. Every request is
+//! held to the upstream definitions by the test server (k8scheck).
 //! (Its own test binary: atoll removes every atoll-made sandbox it was not told to run.)
 
 mod apiserver;
@@ -110,7 +111,10 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     assert_eq!(labels["site"], "test-bed");
     assert_eq!(node["spec"]["taints"][0]["key"], "atoll.io/static-pods-only");
     assert_eq!(node["status"]["capacity"]["pods"], "30");
-    assert!(node["status"]["nodeInfo"]["kubeletVersion"].as_str().unwrap().starts_with("atoll/"));
+    // kubelet's form, as kubectl and kubeadm parse it (k8scheck parses every Node's with
+    // apimachinery's version.ParseSemantic); atoll's own version as build metadata.
+    assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], atoll::mirror::objects::KUBELET_VERSION);
+    assert_eq!(node["status"]["nodeInfo"]["kubeProxyVersion"], "", "deprecated: left empty, as kubelet 1.33 on");
     assert!(node["status"]["nodeInfo"]["containerRuntimeVersion"].as_str().unwrap().starts_with("containerd://"));
     let conds: Vec<&str> =
         node["status"]["conditions"].as_array().unwrap().iter().filter_map(|c| c["type"].as_str()).collect();
@@ -172,6 +176,27 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     assert_ne!(uid(&web), hash, "the mirror has its own UID");
     assert_eq!(web["status"]["containerStatuses"][0]["ready"], true);
     assert_eq!(web["status"]["containerStatuses"][0]["containerID"], format!("containerd://{web_id}"));
+    // Each condition has the time its status last changed (kubelet's status manager sets
+    // it); hostIPs beside hostIP; the status went out as strategic merge patches.
+    let since = |m: &Value, t: &str| {
+        let c = m["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned());
+        c.and_then(|c| c["lastTransitionTime"].as_str().map(String::from))
+    };
+    for c in web["status"]["conditions"].as_array().unwrap() {
+        assert!(c["lastTransitionTime"].as_str().is_some_and(|t| t.ends_with('Z')), "{c}");
+    }
+    let scheduled = since(&web, "PodScheduled").unwrap();
+    if let Some(host_ip) = web["status"]["hostIP"].as_str() {
+        assert_eq!(web["status"]["hostIPs"], json!([{ "ip": host_ip }]));
+    }
+    let status_patches: Vec<String> = server
+        .log()
+        .iter()
+        .filter(|l| l.method == "PATCH" && l.path.contains("/pods/") && l.path.ends_with("/status"))
+        .map(|l| l.content_type.clone())
+        .collect();
+    assert!(!status_patches.is_empty(), "no pod status patch yet");
+    assert!(status_patches.iter().all(|c| c == "application/strategic-merge-patch+json"), "{status_patches:?}");
 
     // A restarting container's status reaches the mirror.
     eventually(Duration::from_secs(60), "crash's restarts in its mirror", || {
@@ -207,9 +232,10 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
         Some(json!({"gracePeriodSeconds": 0})),
     );
     assert_eq!(code, 200);
-    eventually(Duration::from_secs(30), "web's mirror back after a forced delete", || {
-        mirror(&server, "web").filter(|m| uid(m) != uid(&again))
+    let replaced = eventually(Duration::from_secs(30), "web's mirror back after a forced delete", || {
+        mirror(&server, "web").filter(|m| uid(m) != uid(&again) && m["status"]["phase"] == "Running")
     });
+    assert_eq!(since(&replaced, "PodScheduled"), Some(scheduled), "the pod's condition times, not the mirror's");
     assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)), "web was not restarted");
 
     // A manifest edit replaces the mirror (new hash); removing a manifest deletes its mirror.
@@ -303,9 +329,15 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     assert_eq!(running_container(tb, "web"), Some((web_id.clone(), 0)));
     assert!(!agent.log().contains("panicked"));
 
-    // atoll restarts: it adopts its pods and their mirrors, replacing nothing.
+    // atoll restarts: it adopts its pods and their mirrors, replacing nothing, and its Node's
+    // Ready keeps its transition time (kubelet reads the Node back).
     let mirrors: Vec<String> = ["web", "late"].iter().map(|p| uid(&mirror(&server, p).unwrap())).collect();
     drop(agent);
+    let ready = |n: &Value| {
+        n["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Ready").cloned())
+    };
+    let ready_before = ready(&server.get("nodes", "", "tb").unwrap()).unwrap();
+    assert_eq!(ready_before["status"], "True");
     let restart = Instant::now();
     let from = server.log().len();
     let _agent = start_agent(tb, &dir, &kubeconfig);
@@ -316,6 +348,11 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
             && new.iter().filter(|l| l.path.contains("/leases/")).count() >= 2)
             .then_some(())
     });
+    let ready_after = eventually(Duration::from_secs(30), "the restarted atoll's node report", || {
+        ready(&server.get("nodes", "", "tb")?).filter(|r| r["lastHeartbeatTime"] != ready_before["lastHeartbeatTime"])
+    });
+    assert_eq!(ready_after["status"], "True");
+    assert_eq!(ready_after["lastTransitionTime"], ready_before["lastTransitionTime"], "Ready held through the restart");
     std::thread::sleep(Duration::from_secs(3));
     let after: Vec<String> = ["web", "late"].iter().map(|p| uid(&mirror(&server, p).unwrap())).collect();
     assert_eq!(after, mirrors, "the mirrors were kept");

@@ -1,15 +1,19 @@
 //! The test API server against the API's rules, through atoll's own API client (HTTPS with a
 //! client certificate, or a bearer token from a file that rotates): what the real server
 //! accepts and refuses, so the mirror's end-to-end tests (tests/mirror.rs) stand on a double
-//! that behaves like the real thing.
+//! that behaves like the real thing. Then atoll's mirror itself, in this process and without
+//! a runtime, read as a control plane reads it: transition times across a restart, the lease
+//! after an outage, and pod status patches that keep other writers' conditions.
 
 mod apiserver;
 
 use apiserver::{ApiServer, Pki};
 use atoll::mirror::apiserver::Client;
 use atoll::mirror::kubeconfig;
+use atoll::pod::status::{PodCondition, PodIp, PodStatus};
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn setup(name: &str) -> (std::path::PathBuf, Pki, ApiServer) {
     let dir = std::env::temp_dir().join(format!("atoll-mirror-api-{name}-{}", std::process::id()));
@@ -379,4 +383,216 @@ fn a_silent_connection_is_dropped_once_a_ping_goes_unanswered() {
     assert_eq!(r.status, 200);
     assert_eq!(server.connections(), 2);
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+}
+
+/// Polls `check` every 100 ms until it gives something, or panics after `limit`.
+fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// atoll's mirror for node edge-1 in this process, the runtime shown up (its threads run on
+/// until the test binary ends); status compared every `update`, reported every 5 minutes, a
+/// 40 s lease (renewed every 10 s).
+fn mirror_here(
+    dir: &std::path::Path,
+    pki: &Pki,
+    server: &ApiServer,
+    update: Duration,
+) -> (Arc<atoll::node::Node>, Arc<atoll::mirror::MirrorState>) {
+    let node = atoll::node::Node::new(atoll::node::Facts {
+        name: "edge-1".into(),
+        host_ip: "192.0.2.7".into(),
+        cpu_millis: 2000,
+        memory_bytes: 4 << 30,
+        runtime_name: "containerd".into(),
+        ..Default::default()
+    });
+    node.heartbeat().beat(Instant::now(), true, Duration::from_secs(3600));
+    let opts = atoll::mirror::Options {
+        kubeconfig: pki.kubeconfig(server.addr, None),
+        node: "edge-1".into(),
+        node_labels: Default::default(),
+        taints: vec![],
+        max_pods: 10,
+        status_update_frequency: update,
+        status_report_frequency: Duration::from_secs(300),
+        lease_duration_seconds: 40,
+        runtime_version: "containerd://1.6.20".into(),
+        endpoint_port: 0,
+        root_dir: dir.to_path_buf(),
+    };
+    let state = Arc::new(atoll::mirror::MirrorState::default());
+    atoll::mirror::start(opts, node.clone(), state.clone());
+    (node, state)
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> &'a Value {
+    obj["status"]["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == type_)).unwrap_or(&Value::Null)
+}
+
+/// A restarted atoll finds its Node there (AlreadyExists): as kubelet, which reads the Node back,
+/// a condition whose status it does not change keeps its lastTransitionTime; one it changes gets
+/// a new one; another writer's condition is left alone.
+#[test]
+fn a_restart_keeps_the_transition_times_of_conditions_that_held() {
+    let (dir, pki, server) = setup("restart-times");
+    let since = "2026-01-02T03:04:05Z";
+    let cond = |t: &str, status: &str, reason: &str| {
+        json!({"type": t, "status": status, "reason": reason, "message": "as an earlier run left it",
+               "lastHeartbeatTime": since, "lastTransitionTime": since})
+    };
+    let before = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-1"}, "status": {"conditions": [
+        cond("Ready", "True", "KubeletReady"),
+        cond("MemoryPressure", "True", "KubeletHasInsufficientMemory"),
+        cond("example.com/Disk", "True", "Checked"),
+    ]}});
+    assert_eq!(server.admin("POST", "/api/v1/nodes", "application/json", Some(before)).0, 201);
+    mirror_here(&dir, &pki, &server, Duration::from_secs(1));
+    let node = wait_for(Duration::from_secs(30), "the restarted atoll's report", || {
+        server.get("nodes", "", "edge-1").filter(|n| condition(n, "Ready")["lastHeartbeatTime"] != since)
+    });
+    assert_eq!(condition(&node, "Ready")["status"], "True");
+    assert_eq!(condition(&node, "Ready")["lastTransitionTime"], since, "Ready held: its time is kept");
+    let memory = condition(&node, "MemoryPressure");
+    assert_eq!(memory["status"], "False");
+    assert_ne!(memory["lastTransitionTime"], since, "MemoryPressure changed: a new time");
+    assert_eq!(condition(&node, "example.com/Disk"), &cond("example.com/Disk", "True", "Checked"));
+    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "edge-1");
+    assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], atoll::mirror::objects::KUBELET_VERSION);
+}
+
+/// A minute's outage (connections refused): the lease is renewed within one renew interval
+/// (10 s for a 40 s lease) of the server answering again, as kubelet's lease controller
+/// retries (200 ms doubling to 7 s), not after the minute-long back-off of everything else;
+/// and the Ready the node lifecycle controller marked Unknown meanwhile (which only the node's
+/// own report undoes) is True again as soon, not at the next 5-minute report. Then 40 s of
+/// 503s, where each attempt shows: the lease is tried at least every 7 s, while the status
+/// report the runtime's fall makes due still backs off beyond that, as everything else.
+#[test]
+fn after_an_outage_the_lease_and_ready_return_within_a_renew_interval() {
+    let (dir, pki, server) = setup("outage");
+    let (node, _) = mirror_here(&dir, &pki, &server, Duration::from_secs(2));
+    let leases = |l: &apiserver::Logged| l.method == "PUT" && l.path.contains("/leases/");
+    let renewed =
+        |after: Instant| server.log().iter().find(|l| l.at >= after && leases(l) && l.status == 200).map(|l| l.at);
+    let start = Instant::now();
+    wait_for(Duration::from_secs(30), "a first renewal", || renewed(start));
+    let ready = || server.get("nodes", "", "edge-1").filter(|n| condition(n, "Ready")["status"] == "True");
+    wait_for(Duration::from_secs(30), "Ready", ready);
+    server.down();
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    // What kube-controller-manager's node lifecycle controller writes of a silent node.
+    let unknown = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.", "lastTransitionTime": "2026-11-27T00:00:00Z"}]}});
+    let (code, _) =
+        server.admin("PATCH", "/api/v1/nodes/edge-1/status", "application/strategic-merge-patch+json", Some(unknown));
+    assert_eq!(code, 200);
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(down.elapsed()));
+    let back = Instant::now();
+    server.up();
+    let at = wait_for(Duration::from_secs(70), "a renewal after the outage", || renewed(back));
+    let ready_again = wait_for(Duration::from_secs(70), "Ready again", || ready().map(|_| back.elapsed()));
+    eprintln!(
+        "after a 60 s outage: the lease renewed {:?}, Ready again {ready_again:?} after the server came back",
+        at - back
+    );
+    assert!(at - back <= Duration::from_secs(10), "the lease was renewed {:?} after the server came back", at - back);
+    assert!(ready_again <= Duration::from_secs(10), "Ready again {ready_again:?} after the server came back");
+
+    // 503s for 40 s: every attempt is in the log. The runtime falls meanwhile (a status to send).
+    let from = server.log().len();
+    server.unavailable(true);
+    node.heartbeat().beat(Instant::now(), false, Duration::from_secs(3600));
+    let began = Instant::now();
+    std::thread::sleep(Duration::from_secs(40));
+    server.unavailable(false);
+    let (ended, log) = (Instant::now(), server.log());
+    let gaps = |of: &dyn Fn(&apiserver::Logged) -> bool| {
+        let at: Vec<Instant> = log[from..].iter().filter(|l| l.at < ended && of(l)).map(|l| l.at).collect();
+        let mut gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.extend(at.last().map(|last| ended - *last)); // and from the last one to the end
+        (at.len(), gaps.into_iter().max().unwrap_or(ended - began))
+    };
+    let (tries, widest) = gaps(&leases);
+    eprintln!("40 s of 503s: {tries} lease renewals tried, at most {widest:?} apart");
+    assert!(tries >= 5 && widest <= Duration::from_millis(7500), "{tries} tries, {widest:?} apart");
+    let (reports, widest) = gaps(&|l| l.path == "/api/v1/nodes/edge-1/status");
+    assert!(reports >= 2 && widest > Duration::from_secs(8), "the status backs off: {reports} tries, {widest:?} apart");
+    let at = wait_for(Duration::from_secs(70), "a renewal after the 503s", || renewed(ended));
+    assert!(at - ended <= Duration::from_millis(7500), "renewed {:?} after the 503s", at - ended);
+}
+
+/// Pod status goes out as a strategic merge patch, as kubelet's status manager sends it
+/// (applied here by upstream code, k8scheck): a condition another writer added after atoll's
+/// last watch event stays. A JSON merge patch would replace the list whole and drop it.
+#[test]
+fn a_condition_another_writer_added_survives_the_mirrors_status_patch() {
+    let (dir, pki, server) = setup("conditions");
+    let (node, state) = mirror_here(&dir, &pki, &server, Duration::from_secs(1));
+    let pod: atoll::pod::Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    let origin = atoll::pod::Origin::File("/etc/atoll/manifests/web.yaml".into());
+    let sp = atoll::pod::identity::make_static(pod, &origin, "edge-1");
+    let status = |ready: bool, before: Option<&PodStatus>, now: &str| {
+        let cond = |t: &str, ok: bool| PodCondition {
+            type_: t.into(),
+            status: if ok { "True" } else { "False" }.into(),
+            ..Default::default()
+        };
+        let mut s = PodStatus {
+            phase: "Running".into(),
+            conditions: vec![cond("PodScheduled", true), cond("Ready", ready)],
+            host_ip: "192.0.2.7".into(),
+            host_ips: vec![PodIp { ip: "192.0.2.7".into() }],
+            qos_class: "BestEffort".into(),
+            ..Default::default()
+        };
+        atoll::status::stamp_transitions(&mut s, before, now);
+        s
+    };
+    let first = status(false, None, "2026-11-27T10:00:00Z");
+    node.statuses().set(&sp.uid, first.clone());
+    state.set_desired([&sp].into_iter());
+    let mirror = wait_for(Duration::from_secs(30), "the mirror's status", || {
+        server.get("pods", "default", "web-edge-1").filter(|m| m["status"]["phase"] == "Running")
+    });
+    assert_eq!(condition(&mirror, "Ready")["lastTransitionTime"], "2026-11-27T10:00:00Z");
+    assert_eq!(mirror["status"]["hostIPs"], json!([{"ip": "192.0.2.7"}]));
+    // Another writer's condition, which atoll's watch does not show it yet.
+    server.hold_watches(true);
+    let gate = json!({"type": "example.com/gate", "status": "True", "lastTransitionTime": "2026-11-27T10:00:01Z"});
+    let (code, _) = server.admin(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web-edge-1/status",
+        "application/strategic-merge-patch+json",
+        Some(json!({"status": {"conditions": [gate.clone()]}})),
+    );
+    assert_eq!(code, 200);
+    node.statuses().set(&sp.uid, status(true, Some(&first), "2026-11-27T10:00:02Z"));
+    let mirror = wait_for(Duration::from_secs(30), "Ready on the mirror", || {
+        server.get("pods", "default", "web-edge-1").filter(|m| condition(m, "Ready")["status"] == "True")
+    });
+    server.hold_watches(false);
+    assert_eq!(condition(&mirror, "example.com/gate"), &gate, "the other writer's condition stays");
+    assert_eq!(condition(&mirror, "Ready")["lastTransitionTime"], "2026-11-27T10:00:02Z");
+    assert_eq!(condition(&mirror, "PodScheduled")["lastTransitionTime"], "2026-11-27T10:00:00Z");
+    let patches: Vec<String> = server
+        .log()
+        .iter()
+        .filter(|l| l.method == "PATCH" && l.path.ends_with("/pods/web-edge-1/status"))
+        .map(|l| l.content_type.clone())
+        .collect();
+    assert!(
+        !patches.is_empty() && patches.iter().all(|c| c == "application/strategic-merge-patch+json"),
+        "{patches:?}"
+    );
 }

@@ -24,6 +24,7 @@ pub mod kubeconfig;
 mod lease;
 mod node;
 pub mod objects;
+mod patch;
 mod pods;
 pub mod proto;
 mod retry;

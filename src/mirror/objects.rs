@@ -1,6 +1,6 @@
 //! The API objects atoll writes, built from local facts: the Node and its status, the Lease,
-//! mirror pods and their status patches. Pure functions (no I/O), so their shapes are tested
-//! on their own.
+//! mirror pods and the status wanted on them (their patches: `patch.rs`). Pure functions (no
+//! I/O), so their shapes are tested on their own.
 
 use crate::pod::status::PodStatus;
 use crate::pod::types::Pod;
@@ -12,6 +12,15 @@ pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// Nodes registered by atoll carry this taint, so the scheduler does not bind pods atoll would
 /// never run (atoll runs static pods only).
 pub const STATIC_ONLY_TAINT: &str = "atoll.io/static-pods-only";
+
+/// nodeInfo.kubeletVersion: the kubelet whose API atoll implements, in kubelet's form (a
+/// semantic version, as kubectl, kubeadm's skew checks and the controllers parse it with
+/// k8s.io/apimachinery's version rules), atoll's own version as its build metadata. atoll's
+/// fields follow k8s.io/api 0.36 (Kubernetes 1.36), which the tests hold its requests to.
+/// Build metadata, as k3s's `+k3s1`, does not change how the version sorts: a pre-release
+/// (`-atoll...`) would sort below v1.36.0 and fail the "at least 1.36" checks of the
+/// control plane.
+pub const KUBELET_VERSION: &str = concat!("v1.36.0+atoll.", env!("CARGO_PKG_VERSION"));
 
 /// What the Node object says about this machine.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -105,6 +114,30 @@ pub fn conditions(ready: bool, not_ready_message: &str) -> Vec<(&'static str, bo
     ]
 }
 
+/// By condition type: the condition as last seen (its status and lastTransitionTime).
+pub type Transitions = Map<String, Value>;
+
+/// When the node condition `type_`, now `status`, last changed, as kubelet's condition setters
+/// decide it: the time `seen` holds while the status is the same, else `now` (held from then).
+pub fn transition(seen: &mut Transitions, type_: &str, status: &str, now: &str) -> String {
+    let kept = seen.get(type_).filter(|c| c["status"] == status).and_then(|c| c["lastTransitionTime"].as_str());
+    if let Some(since) = kept {
+        return since.to_string();
+    }
+    seen.insert(type_.into(), json!({"status": status, "lastTransitionTime": now}));
+    now.into()
+}
+
+/// Notes the conditions of a Node's status as the server holds them, for `transition`: kubelet
+/// reads the Node back and keeps the time of a condition whose status it does not change.
+pub fn seen_on_server(seen: &mut Transitions, status: &Value) {
+    for c in status["conditions"].as_array().into_iter().flatten() {
+        if let Some(t) = c["type"].as_str() {
+            seen.insert(t.to_string(), c.clone());
+        }
+    }
+}
+
 /// The Node's status. `heartbeat` is the time of this report (RFC 3339).
 pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> Value {
     let resources = json!({
@@ -139,7 +172,12 @@ pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> 
             "kernelVersion": f.kernel_version,
             "osImage": f.os_image,
             "containerRuntimeVersion": f.container_runtime_version,
-            "kubeletVersion": concat!("atoll/", env!("CARGO_PKG_VERSION")),
+            "kubeletVersion": KUBELET_VERSION,
+            // Deprecated (KEP-4004): kubelet 1.33 on (DisableNodeKubeProxyVersion on by
+            // default, locked in 1.36) leaves it empty and clears a value an older kubelet
+            // left; so does atoll. A real server answers it empty anyway, so saying it keeps
+            // the comparison of nodeInfo with the server's still.
+            "kubeProxyVersion": "",
             "operatingSystem": "linux",
             "architecture": f.architecture,
         },
@@ -232,21 +270,6 @@ pub fn mirror_hash(pod: &Value) -> Option<&str> {
     pod["metadata"]["annotations"][ANNOTATION_MIRROR].as_str()
 }
 
-/// The status fields atoll writes (the v1 PodStatus fields its status has).
-const OWNED_STATUS_FIELDS: &[&str] = &[
-    "phase",
-    "reason",
-    "message",
-    "conditions",
-    "hostIP",
-    "podIP",
-    "podIPs",
-    "startTime",
-    "initContainerStatuses",
-    "containerStatuses",
-    "qosClass",
-];
-
 /// The status atoll wants on a mirror: its own, with the conditions of other writers (types
 /// atoll does not set) kept, as kubelet's status manager keeps them.
 pub fn desired_status(ours: &PodStatus, mirror: &Value) -> Value {
@@ -265,62 +288,6 @@ pub fn desired_status(ours: &PodStatus, mirror: &Value) -> Value {
         want["conditions"] = Value::Array(all);
     }
     want
-}
-
-/// A JSON merge patch (RFC 7386) taking the mirror's status to `want`: changed fields, and
-/// null for fields atoll owns that `want` no longer has. Lists are replaced whole (container
-/// statuses have no stale sub-fields left behind). The mirror's UID goes along as a
-/// precondition. None when the mirror already shows `want`.
-pub fn status_patch(want: &Value, mirror: &Value) -> Option<Value> {
-    let have = &mirror["status"];
-    let mut patch = Map::new();
-    for key in OWNED_STATUS_FIELDS {
-        match (&want[*key], &have[*key]) {
-            (Value::Null, Value::Null) => {}
-            (Value::Null, _) => {
-                patch.insert(key.to_string(), Value::Null);
-            }
-            (w, h) if w == h => {}
-            (w, _) => {
-                patch.insert(key.to_string(), w.clone());
-            }
-        }
-    }
-    (!patch.is_empty()).then(|| json!({"metadata": {"uid": mirror["metadata"]["uid"]}, "status": patch}))
-}
-
-/// A strategic-merge patch taking the node status the server holds (`have`) to `want`: only
-/// the fields that differ, and of the conditions (merged by type) only the ones that changed,
-/// each with its type and what changed in it: at steady state the heartbeats, as kubelet's
-/// patch carries them. Other lists go whole; fields others write (images, volumes) are left
-/// alone. None when nothing differs.
-pub fn node_status_patch(want: &Value, have: &Value) -> Option<Value> {
-    let mut status = Map::new();
-    for (key, value) in want.as_object().into_iter().flatten() {
-        let old = &have[key.as_str()];
-        if value == old {
-            continue;
-        }
-        let diff = match (key.as_str(), value.as_array(), old.as_array()) {
-            ("conditions", Some(new), Some(old)) => Value::Array(
-                new.iter()
-                    .filter_map(|c| {
-                        let before = old.iter().find(|o| o["type"] == c["type"]);
-                        let changed: Map<String, Value> = c
-                            .as_object()?
-                            .iter()
-                            .filter(|(k, v)| *k == "type" || before.is_none_or(|b| &b[k.as_str()] != *v))
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        (changed.len() > 1).then_some(Value::Object(changed))
-                    })
-                    .collect(),
-            ),
-            _ => value.clone(),
-        };
-        status.insert(key.clone(), diff);
-    }
-    (!status.is_empty()).then(|| json!({ "status": status }))
 }
 
 #[cfg(test)]
@@ -345,43 +312,6 @@ mod tests {
     }
 
     #[test]
-    fn a_node_status_patch_carries_only_what_changed() {
-        let cond = |t: &str, status: &str, beat: &str| json!({"type": t, "status": status, "reason": "R", "message": "m", "lastHeartbeatTime": beat, "lastTransitionTime": "t0"});
-        let have = json!({
-            "conditions": [cond("Ready", "True", "h1"), cond("MemoryPressure", "False", "h1")],
-            "capacity": {"cpu": "2"},
-            "images": [{"names": ["set-by-others"]}],
-        });
-        let mut want = json!({
-            "conditions": [cond("Ready", "True", "h2"), cond("MemoryPressure", "False", "h2")],
-            "capacity": {"cpu": "2"},
-        });
-        assert_eq!(
-            node_status_patch(&want, &have),
-            Some(json!({"status": {"conditions": [
-                {"type": "Ready", "lastHeartbeatTime": "h2"},
-                {"type": "MemoryPressure", "lastHeartbeatTime": "h2"},
-            ]}}))
-        );
-        want["conditions"][0]["status"] = json!("False");
-        want["capacity"]["cpu"] = json!("4");
-        let p = node_status_patch(&want, &have).unwrap();
-        assert_eq!(
-            p["status"]["conditions"][0],
-            json!({"type": "Ready", "status": "False", "lastHeartbeatTime": "h2"})
-        );
-        assert_eq!(p["status"]["capacity"], json!({"cpu": "4"}));
-        assert!(p["status"].get("images").is_none(), "what others write is left alone");
-        // A condition the server lacks goes whole; an unchanged status sends nothing.
-        want["conditions"].as_array_mut().unwrap().push(cond("PIDPressure", "False", "h2"));
-        assert_eq!(
-            node_status_patch(&want, &have).unwrap()["status"]["conditions"][2],
-            cond("PIDPressure", "False", "h2")
-        );
-        assert_eq!(node_status_patch(&have, &have), None);
-    }
-
-    #[test]
     fn the_node_carries_labels_capacity_and_conditions() {
         let f = facts();
         let conds: Vec<Condition> = conditions(true, "")
@@ -398,7 +328,8 @@ mod tests {
         assert_eq!(node["status"]["addresses"][0], json!({"type": "InternalIP", "address": "10.0.0.5"}));
         assert_eq!(node["status"]["addresses"][1], json!({"type": "Hostname", "address": "edge-1"}));
         assert_eq!(node["status"]["nodeInfo"]["containerRuntimeVersion"], "containerd://1.6.20");
-        assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], concat!("atoll/", env!("CARGO_PKG_VERSION")));
+        assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], KUBELET_VERSION);
+        assert_eq!(node["status"]["nodeInfo"]["kubeProxyVersion"], "");
         let ready = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
         assert_eq!(ready["status"], "True");
         assert_eq!(ready["reason"], "KubeletReady");
@@ -408,6 +339,69 @@ mod tests {
         let later = node_status(&f, &conds, "T2");
         assert_eq!(without_heartbeat(&later), without_heartbeat(&node["status"]));
         assert_ne!(later, node["status"]);
+    }
+
+    /// k8s.io/apimachinery's ParseSemantic, as written in its version.go: `v` optional, three
+    /// numeric components without leading zeros, then `-pre.release` (numeric identifiers
+    /// without leading zeros) and `+build.metadata`, identifiers of `[0-9A-Za-z-]`.
+    fn kubernetes_semver(v: &str) -> bool {
+        let v = v.strip_prefix('v').unwrap_or(v);
+        let numeric =
+            |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) && (c == "0" || !c.starts_with('0'));
+        let idents =
+            |s: &str| s.split('.').all(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        let (rest, build) = v.split_once('+').map_or((v, None), |(r, b)| (r, Some(b)));
+        let (core, pre) = rest.split_once('-').map_or((rest, None), |(c, p)| (c, Some(p)));
+        let parts: Vec<&str> = core.split('.').collect();
+        parts.len() == 3
+            && parts.iter().all(|c| numeric(c))
+            && pre
+                .is_none_or(|p| idents(p) && p.split('.').all(|i| !i.bytes().all(|b| b.is_ascii_digit()) || numeric(i)))
+            && build.is_none_or(idents)
+    }
+
+    #[test]
+    fn the_kubelet_version_is_a_kubernetes_semantic_version() {
+        for (v, ok) in [
+            (KUBELET_VERSION, true),
+            ("v1.36.0", true),
+            ("v1.36.0-rc.1", true),
+            ("v1.30.4+k3s1", true),
+            ("v1.36.0-atoll.0.1.0", true),
+            ("atoll/0.1.0", false),
+            ("v1.36", false),
+            ("v01.36.0", false),
+            ("v1.36.0-01", false),
+            ("v1.36.0+", false),
+        ] {
+            assert_eq!(kubernetes_semver(v), ok, "{v}");
+        }
+        assert!(KUBELET_VERSION.starts_with("v1.36.0+atoll."), "{KUBELET_VERSION}");
+        assert!(KUBELET_VERSION.ends_with(env!("CARGO_PKG_VERSION")));
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        // The Node as a restarted atoll reads it back.
+        let server = json!({"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "T0"},
+            {"type": "MemoryPressure", "status": "Unknown", "lastTransitionTime": "T1"},
+            {"type": "DiskPressure", "status": "False"},
+        ]});
+        let mut seen = Transitions::new();
+        seen_on_server(&mut seen, &server);
+        for (type_, status, now, since) in [
+            ("Ready", "True", "T5", "T0"),           // restarted, still Ready: its time kept
+            ("MemoryPressure", "False", "T5", "T5"), // the controller's Unknown: a change
+            ("DiskPressure", "False", "T5", "T5"),
+            ("PIDPressure", "False", "T5", "T5"), // new
+            ("Ready", "False", "T6", "T6"),
+            ("Ready", "False", "T7", "T6"),
+            ("Ready", "True", "T8", "T8"),
+            ("DiskPressure", "False", "T9", "T5"),
+        ] {
+            assert_eq!(transition(&mut seen, type_, status, now), since, "{type_} {status} at {now}");
+        }
     }
 
     #[test]
@@ -445,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn status_patches_carry_changes_nulls_and_the_uid_and_keep_foreign_conditions() {
+    fn the_wanted_status_is_ours_with_the_conditions_of_other_writers() {
         let ours = PodStatus {
             phase: "Running".into(),
             conditions: vec![PodCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }],
@@ -466,17 +460,14 @@ mod tests {
             },
         });
         let want = desired_status(&ours, &mirror);
-        let types: Vec<&str> =
-            want["conditions"].as_array().unwrap().iter().filter_map(|c| c["type"].as_str()).collect();
-        assert_eq!(types, ["example.com/gate", "Ready"]);
-        let patch = status_patch(&want, &mirror).unwrap();
-        assert_eq!(patch["metadata"]["uid"], "m-1");
-        assert_eq!(patch["status"]["phase"], "Running");
-        assert_eq!(patch["status"]["podIP"], Value::Null);
-        assert!(patch["status"].get("qosClass").is_none(), "{patch}");
-        assert_eq!(patch["status"]["containerStatuses"][0]["restartCount"], 2);
-        let applied = json!({"metadata": {"uid": "m-1"}, "status": want.clone()});
-        assert_eq!(status_patch(&want, &applied), None);
+        assert_eq!(
+            want["conditions"],
+            json!([{"type": "example.com/gate", "status": "True"}, {"type": "Ready", "status": "True"}]),
+            "other writers' first, as kubelet's mergePodStatus orders them"
+        );
+        assert_eq!(want["phase"], "Running");
+        assert!(want.get("podIP").is_none());
+        assert_eq!(want["containerStatuses"][0]["restartCount"], 2);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 
 use super::apiserver::Client;
 use super::objects;
-use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, MERGE};
+use super::patch;
+use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, SMP};
 use super::state::{Env, Options};
 use crate::pod::StaticPod;
 use serde_json::{json, Value};
@@ -370,12 +371,14 @@ impl Pods<'_> {
         if self.sent.get(&muid) == Some(&want) {
             return Ok(());
         }
-        let Some(patch) = objects::status_patch(&want, mirror) else {
+        let Some(patch) = patch::status_patch(&want, mirror) else {
             self.sent.insert(muid, want);
             return Ok(());
         };
         let path = format!("/api/v1/namespaces/{}/pods/{}/status", sp.pod.metadata.namespace, sp.pod.metadata.name);
-        let r = self.client.call("PATCH", &path, MERGE, Some(&patch)).map_err(|e| (e, None))?;
+        // A strategic merge patch, as kubelet's status manager sends: conditions merge by type,
+        // so one another writer added since the last watch event stays.
+        let r = self.client.call("PATCH", &path, SMP, Some(&patch)).map_err(|e| (e, None))?;
         match r.status {
             200 => {
                 if let Some(c) = &mut self.cache {

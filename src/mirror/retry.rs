@@ -5,12 +5,20 @@
 use super::wire::Reply;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Failure back-off: 1 s doubling to 60 s, each wait jittered to 50–100 %, a `Retry-After`
-/// honoured (up to 5 minutes).
-#[derive(Debug, Default)]
+/// Failure back-off: 1 s doubling to 60 s (the lease's: 200 ms doubling to 7 s), each wait
+/// jittered to 50–100 %, a `Retry-After` honoured (up to 5 minutes).
+#[derive(Debug)]
 pub(super) struct Retry {
     delay: Duration,
     pub(super) until: Option<Instant>,
+    first: Duration,
+    max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry { delay: Duration::ZERO, until: None, first: Self::FIRST, max: Self::MAX }
+    }
 }
 
 impl Retry {
@@ -18,14 +26,27 @@ impl Retry {
     const MAX: Duration = Duration::from_secs(60);
     const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
+    /// The lease's: kubelet's lease controller (component-helpers' lease/controller.go) retries
+    /// within its renew interval, 200 ms doubling to 7 s, so a node is renewed within 7 s of
+    /// the server answering again, however long it was away. Each wait is jittered here too:
+    /// a fleet does not redial in step, and the 7 s bound holds.
+    pub(super) fn lease() -> Retry {
+        Retry { first: Duration::from_millis(200), max: Duration::from_secs(7), ..Retry::default() }
+    }
+
     pub(super) fn fail(&mut self, retry_after: Option<Duration>) -> Duration {
-        self.delay = if self.delay.is_zero() { Self::FIRST } else { (self.delay * 2).min(Self::MAX) };
+        self.delay = if self.delay.is_zero() { self.first } else { self.delay.saturating_mul(2).min(self.max) };
         let mut wait = jitter(self.delay);
         if let Some(ra) = retry_after {
             wait = wait.max(self::retry_after(ra));
         }
         self.until = Some(Instant::now() + wait);
         wait
+    }
+
+    /// Whether the last request failed too.
+    pub(super) fn failing(&self) -> bool {
+        !self.delay.is_zero()
     }
 
     pub(super) fn ok(&mut self) {
@@ -61,7 +82,6 @@ pub(super) fn transient(r: &Reply) -> bool {
 }
 
 pub(super) const SMP: &str = "application/strategic-merge-patch+json";
-pub(super) const MERGE: &str = "application/merge-patch+json";
 pub(super) const JSON: &str = "application/json";
 
 pub(super) type Failure = (String, Option<Duration>);
@@ -95,6 +115,26 @@ mod tests {
         assert!(wait >= Duration::from_secs(30) && wait <= Duration::from_secs(45), "{wait:?}");
         let wait = b.fail(Some(Duration::from_secs(3600)));
         assert!(wait >= Retry::MAX_RETRY_AFTER && wait <= Retry::MAX_RETRY_AFTER * 3 / 2, "{wait:?}");
+    }
+
+    #[test]
+    fn the_lease_retries_within_kubelets_renew_interval() {
+        let mut b = Retry::lease();
+        assert!(!b.failing());
+        let waits: Vec<Duration> = (0..40).map(|_| b.fail(None)).collect();
+        assert!(b.failing());
+        // 200 ms doubling (each wait 50–100 % of it) to 7 s, and never past it: after an outage of
+        // any length the lease is tried again within 7 s of the server answering.
+        for (n, wait) in waits.iter().enumerate() {
+            let delay = (Duration::from_millis(200) * 2u32.pow(n.min(6) as u32)).min(Duration::from_secs(7));
+            assert!(*wait >= delay / 2 && *wait <= delay, "try {n}: {wait:?} for {delay:?}");
+        }
+        assert!(waits.iter().all(|w| *w <= Duration::from_secs(7)));
+        // A Retry-After still holds it.
+        assert!(b.fail(Some(Duration::from_secs(30))) >= Duration::from_secs(30));
+        b.ok();
+        assert!(!b.failing() && !b.waiting());
+        assert!(b.fail(None) <= Duration::from_millis(200), "from the start again");
     }
 
     #[test]

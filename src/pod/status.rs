@@ -17,6 +17,9 @@ pub struct PodStatus {
     pub conditions: Vec<PodCondition>,
     #[serde(rename = "hostIP", default, skip_serializing_if = "String::is_empty")]
     pub host_ip: String,
+    /// The node's IPs, as kubelet reports them beside `hostIP` (a HostIP is `{ip}`, as a PodIP).
+    #[serde(rename = "hostIPs", default, skip_serializing_if = "Vec::is_empty")]
+    pub host_ips: Vec<PodIp>,
     #[serde(rename = "podIP", default, skip_serializing_if = "String::is_empty")]
     pub pod_ip: String,
     #[serde(rename = "podIPs", default, skip_serializing_if = "Vec::is_empty")]

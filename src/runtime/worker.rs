@@ -194,6 +194,11 @@ impl<R: RuntimeService> Worker<R> {
         if let (Mode::Stop, Some(f)) = (self.mode, &self.failure) {
             lifecycle::show_failure(&mut status, f);
         }
+        // Transition times from the status the store holds (kubelet's status manager keeps the
+        // old time of a condition whose status did not change).
+        let before = node.statuses().get(&self.sp.uid);
+        let now = crate::rfc3339::format_seconds(SystemTime::now());
+        crate::status::stamp_transitions(&mut status, before.as_ref(), &now);
         if status.phase != self.last_phase {
             log::info!("pod {}: phase {}", self.sp.pod.key(), status.phase);
             if status.phase == "Running" {

@@ -1,8 +1,10 @@
 //! Pod status as kubelet reports it: phase, conditions and container statuses, computed from
 //! the pod, what the runtime shows, and why containers wait.
 //!
-//! A pure function ([`compute`]); the pod workers store its result in the node's status store,
-//! which the local API and the mirror read. The types are the v1 API's (`pod::status`).
+//! Pure functions: [`compute`], and [`stamp_transitions`], which gives each condition its
+//! lastTransitionTime from the status before it (the pod workers pass the one the node's status
+//! store holds, and store the result there, where the local API and the mirror read it). The
+//! types are the v1 API's (`pod::status`).
 
 use crate::node::observed::{ContainerObs, ContainerState, Observed, ProbeView, Waits};
 use crate::pod::derived::{is_sidecar, qos_class};
@@ -242,12 +244,26 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
         message: rolled_back.map(|from| format!("rolled back from {from}")),
         conditions,
         host_ip: ctx.host_ip.clone(),
+        host_ips: if ctx.host_ip.is_empty() { vec![] } else { vec![PodIp { ip: ctx.host_ip.clone() }] },
         pod_ips: if pod_ip.is_empty() { vec![] } else { vec![PodIp { ip: pod_ip.clone() }] },
         pod_ip,
         start_time: ts(ctx.start_time),
         init_container_statuses: init_statuses,
         container_statuses: statuses,
         qos_class: qos_class(pod).into(),
+    }
+}
+
+/// Each condition's lastTransitionTime, as kubelet's status manager sets it: the time of the
+/// condition of the same type in `before` (the pod's previous status) while its status is the
+/// same, else `now` (RFC 3339), when it changed or first appeared.
+pub fn stamp_transitions(status: &mut PodStatus, before: Option<&PodStatus>, now: &str) {
+    for c in &mut status.conditions {
+        let was = before.and_then(|b| b.conditions.iter().find(|o| o.type_ == c.type_));
+        c.last_transition_time = match was {
+            Some(o) if o.status == c.status && o.last_transition_time.is_some() => o.last_transition_time.clone(),
+            _ => Some(now.to_string()),
+        };
     }
 }
 
@@ -409,6 +425,39 @@ mod tests {
     }
 
     #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let p = pod(ONE);
+        let starting = compute(&p, &obs(vec![]), &ctx());
+        let running = compute(&p, &obs(vec![ctr("a", ContainerState::Running, 0, 0, 5)]), &ctx());
+        assert!(running.conditions.iter().all(|c| c.last_transition_time.is_none()), "compute sets none itself");
+        let time = |s: &PodStatus, t: &str| cond(s, t).last_transition_time.clone();
+        let mut first = starting.clone();
+        stamp_transitions(&mut first, None, "T0");
+        assert!(first.conditions.iter().all(|c| c.last_transition_time.as_deref() == Some("T0")), "all new");
+        let mut later = starting.clone();
+        stamp_transitions(&mut later, Some(&first), "T1");
+        assert_eq!(later, first, "nothing changed, nothing moved");
+        let mut up = running.clone();
+        stamp_transitions(&mut up, Some(&later), "T2");
+        for (t, since) in [
+            ("PodScheduled", "T0"),
+            ("Initialized", "T0"),
+            ("PodReadyToStartContainers", "T0"),
+            ("Ready", "T2"),
+            ("ContainersReady", "T2"),
+        ] {
+            assert_eq!(time(&up, t).as_deref(), Some(since), "{t}");
+        }
+        let mut still = running;
+        stamp_transitions(&mut still, Some(&up), "T3");
+        assert_eq!(time(&still, "Ready").as_deref(), Some("T2"));
+        let mut down = starting;
+        stamp_transitions(&mut down, Some(&still), "T4");
+        assert_eq!(time(&down, "Ready").as_deref(), Some("T4"));
+        assert_eq!(time(&down, "PodScheduled").as_deref(), Some("T0"));
+    }
+
+    #[test]
     fn status_serialises_with_api_field_names() {
         let p = pod(ONE);
         let s = compute(&p, &obs(vec![ctr("a", ContainerState::Running, 0, 0, 5)]), &ctx());
@@ -417,6 +466,7 @@ mod tests {
             "\"phase\":\"Running\"",
             "\"podIP\":\"10.0.0.9\"",
             "\"hostIP\"",
+            "\"hostIPs\":[{\"ip\":\"192.0.2.1\"}]",
             "\"containerID\"",
             "\"imageID\"",
             "\"restartCount\"",

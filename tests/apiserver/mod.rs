@@ -13,8 +13,10 @@
 //! - `metadata.uid`, `creationTimestamp` and `resourceVersion` set by the server (one counter
 //!   over all writes); updates must carry the current resourceVersion; pod status reset to
 //!   Pending on create; status and spec written only through their own endpoints.
-//! - JSON merge patch (RFC 7386) and strategic merge patch (lists merged by their merge keys:
-//!   conditions and addresses by type, container statuses by name, ...).
+//! - Every body held to the upstream definitions before it is taken (`check`: strict JSON
+//!   and protobuf decoding into k8s.io/api's types by Kubernetes' own code), and JSON merge
+//!   patch and strategic merge patch applied by upstream code (conditions merged by type,
+//!   `$setElementOrder`, ...).
 //! - DELETE with DeleteOptions: preconditions (uid, resourceVersion), grace period (a bound
 //!   pod with grace > 0 gets a deletionTimestamp and stays; grace 0 removes it). Deleting a
 //!   Node removes the pods it owns, as the garbage collector would.
@@ -26,13 +28,15 @@
 //!   the node's kubelet endpoint with the API server's kubelet client certificate
 //!   (`node_proxy`).
 //!
-//! Faults: down (connections refused and cut), slow (every answer delayed), queued failures
-//! (500, 429 with Retry-After, ...), queued answers of any status and JSON body (a broken or
-//! hostile server), and admission rejection of pods by name.
+//! Faults: down (connections refused and cut), unavailable (every request answered 503), slow
+//! (every answer delayed), queued failures (500, 429 with Retry-After, ...), queued answers of
+//! any status and JSON body (a broken or hostile server), watch events held back, and
+//! admission rejection of pods by name.
 //! Every request is logged (time, method, path, status) and bytes on the wire are counted.
 
 #![allow(dead_code)]
 
+mod check;
 mod discovery;
 mod h2;
 pub mod node_proxy;
@@ -40,7 +44,7 @@ mod proto;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -199,6 +203,11 @@ struct Faults {
     reject_pods: HashMap<String, String>,
     /// Watches end after at most this long (a proxy that cuts streams).
     watch_limit: Option<Duration>,
+    /// Watch events wait (a watch cache or a link that lags): writes are served meanwhile.
+    watches_held: bool,
+    /// Every request is answered 503 without Retry-After (no healthy backend behind a load
+    /// balancer, etcd away): an outage the log sees, each attempt in it.
+    unavailable: bool,
 }
 
 struct Event {
@@ -234,6 +243,8 @@ struct State {
     /// HTTP/2 connections that carry nothing more either way, as when a NAT forgets them.
     silent: Mutex<std::collections::HashSet<u64>>,
     faults: Mutex<Faults>,
+    /// What `check` refused: each fails the test when the server is dropped.
+    refused: Mutex<Vec<String>>,
     log: Mutex<Vec<Logged>>,
     tokens: Mutex<HashMap<String, String>>,
     /// Tokens TokenReview knows: token → (user, groups).
@@ -269,6 +280,7 @@ impl ApiServer {
     /// Starts serving on a free 127.0.0.1 port with `pki`'s certificates; the client
     /// certificate authenticates as `system:node:<node>`.
     pub fn start(pki: &Pki, node: &str) -> ApiServer {
+        check::ready();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_file_iter(&pki.ca).unwrap() {
@@ -292,6 +304,7 @@ impl ApiServer {
             limit: Mutex::new(None),
             silent: Mutex::new(Default::default()),
             faults: Mutex::new(Faults::default()),
+            refused: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
             tokens: Mutex::new(HashMap::new()),
             reviewed: Mutex::new(HashMap::new()),
@@ -460,6 +473,11 @@ impl ApiServer {
         }
     }
 
+    /// Every request is answered 503 (true) until the server is available again (false).
+    pub fn unavailable(&self, on: bool) {
+        self.state.faults.lock().unwrap().unavailable = on;
+    }
+
     /// The next `n` requests get `status` with `body`, whatever they asked for.
     pub fn answer_next(&self, n: usize, status: u16, body: Value) {
         let mut f = self.state.faults.lock().unwrap();
@@ -478,12 +496,27 @@ impl ApiServer {
         self.state.faults.lock().unwrap().watch_limit = limit;
     }
 
+    /// Holds every watch's events back (true) until released (false), when they go out in order:
+    /// the watchers' view lags the writes made meanwhile.
+    pub fn hold_watches(&self, held: bool) {
+        self.state.faults.lock().unwrap().watches_held = held;
+        for c in &self.state.changed {
+            c.notify_all();
+        }
+    }
+
     pub fn allow_pod(&self, name: &str) {
         self.state.faults.lock().unwrap().reject_pods.remove(name);
     }
 
     pub fn log(&self) -> Vec<Logged> {
         self.state.log.lock().unwrap().clone()
+    }
+
+    /// What upstream definitions refused so far (taken: a test that sends such bodies on
+    /// purpose takes them, and the server's drop no longer fails on them).
+    pub fn refused(&self) -> Vec<String> {
+        std::mem::take(&mut *self.state.refused.lock().unwrap())
     }
 
     /// The bytes of the watch events sent so far (their encoding, before any framing).
@@ -533,6 +566,7 @@ impl ApiServer {
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.down();
+        check::assert_none(&self.state.refused);
     }
 }
 
@@ -683,7 +717,14 @@ fn decide(state: &Arc<State>, req: &Request, cert_user: Option<&str>) -> Option<
     let user = cert_user.map(str::to_string).or(token_user);
     let delay = state.faults.lock().unwrap().delay;
     std::thread::sleep(delay);
-    let injected = state.faults.lock().unwrap().fail_next.pop_front();
+    let injected = {
+        let mut f = state.faults.lock().unwrap();
+        if f.unavailable {
+            Some((503, None, None))
+        } else {
+            f.fail_next.pop_front()
+        }
+    };
     let outcome = match (&user, injected) {
         (_, Some((code, ra, Some(body)))) => Outcome::Reply(Reply::Json(code, body), ra),
         (_, Some((code, ra, None))) => {
@@ -954,6 +995,10 @@ fn review(state: &State, req: &Request) -> Option<Reply> {
     let Ok(mut body) = serde_json::from_slice::<Value>(&req.body) else {
         return Some(fail(400, "BadRequest", "the body is not JSON"));
     };
+    let content_type = req.headers.get("content-type").map_or("", String::as_str);
+    if let Err(refused) = check::body(&state.refused, kind, content_type, &req.body) {
+        return Some(refused);
+    }
     if body["kind"] != kind || body["spec"].is_null() {
         return Some(fail(400, "BadRequest", format!("expected a {kind} with a spec")));
     }
@@ -1026,13 +1071,21 @@ fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     if namespaced && !t.namespace.is_empty() && !NAMESPACES.contains(&t.namespace.as_str()) {
         return fail(404, "NotFound", format!("namespaces \"{}\" not found", t.namespace));
     }
-    let protobuf = req.headers.get("content-type").is_some_and(|c| c.starts_with(proto::CONTENT_TYPE));
+    let content_type = req.headers.get("content-type").map_or("", String::as_str);
+    // What the body is, by upstream code (`check`): an object to create or replace with, or
+    // DeleteOptions; a patch is judged where it is applied.
+    let judged = match req.method.as_str() {
+        "POST" | "PUT" => Some(kind_of(t.resource).0),
+        "DELETE" => Some("DeleteOptions"),
+        _ => None,
+    };
     let body: Option<Value> = if req.body.is_empty() {
         None
-    } else if protobuf {
-        match proto::decode(&req.body) {
-            Ok(v) => Some(v),
-            Err(e) => return fail(415, "UnsupportedMediaType", format!("the body is not a protobuf Lease: {e}")),
+    } else if content_type.starts_with(proto::CONTENT_TYPE) {
+        let Some(kind) = judged else { return fail(415, "UnsupportedMediaType", "protobuf is for objects") };
+        match check::body(&state.refused, kind, content_type, &req.body) {
+            Ok(decoded) => decoded,
+            Err(refused) => return refused,
         }
     } else {
         match serde_json::from_slice(&req.body) {
@@ -1040,6 +1093,11 @@ fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
             Err(e) => return fail(400, "BadRequest", format!("the body is not JSON: {e}")),
         }
     };
+    if let (Some(kind), Some(_), false) = (judged, &body, content_type.starts_with(proto::CONTENT_TYPE)) {
+        if let Err(refused) = check::body(&state.refused, kind, content_type, &req.body) {
+            return refused;
+        }
+    }
     if let Some(denied) = node_restriction(state, user, req, &t, body.as_ref()) {
         return denied;
     }
@@ -1092,7 +1150,7 @@ fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
             None => not_found(&t),
         },
         ("PUT", false, "") => update(&mut store, &t, body),
-        ("PATCH", false, sub @ ("" | "status")) => patch(&mut store, &t, sub == "status", req, body),
+        ("PATCH", false, sub @ ("" | "status")) => patch(state, &mut store, &t, sub == "status", req, body),
         ("DELETE", false, "") => delete(&mut store, &t, body),
         _ => fail(405, "MethodNotAllowed", format!("{} is not supported on {}", req.method, req.path)),
     };
@@ -1428,18 +1486,21 @@ fn update(store: &mut Store, t: &Target, body: Option<Value>) -> Reply {
     replace(store, t, new, false, true)
 }
 
-fn patch(store: &mut Store, t: &Target, status: bool, req: &Request, body: Option<Value>) -> Reply {
+fn patch(state: &State, store: &mut Store, t: &Target, status: bool, req: &Request, body: Option<Value>) -> Reply {
     let Some(p) = body.filter(Value::is_object) else { return fail(400, "BadRequest", "a JSON object is required") };
     let Some(old) = store.objects.get(&(t.resource, t.namespace.clone(), t.name.clone())).cloned() else {
         return not_found(t);
     };
     let ct = req.headers.get("content-type").map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
+    // Applied by upstream code (`check`): merge patch as RFC 7386, strategic merge patch by the
+    // API types' patch tags (conditions by type, ...), the result held to the type.
     let new = match ct {
-        "application/merge-patch+json" => merge_patch(&old, &p),
-        "application/strategic-merge-patch+json" => match strategic_merge(&old, &p, "") {
-            Ok(v) => v,
-            Err(e) => return fail(400, "BadRequest", e),
-        },
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            match check::patch(&state.refused, kind_of(t.resource).0, ct, &old, &req.body) {
+                Ok(v) => v,
+                Err(refused) => return refused,
+            }
+        }
         other => return fail(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})")),
     };
     // A patch's resourceVersion is a precondition; absent, the current one applies.
@@ -1448,87 +1509,6 @@ fn patch(store: &mut Store, t: &Target, status: bool, req: &Request, body: Optio
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     }
     replace(store, t, new, status, false)
-}
-
-/// RFC 7386.
-fn merge_patch(target: &Value, patch: &Value) -> Value {
-    let Some(p) = patch.as_object() else { return patch.clone() };
-    let mut out = target.as_object().cloned().unwrap_or_default();
-    for (k, v) in p {
-        if v.is_null() {
-            out.remove(k);
-        } else {
-            let merged = merge_patch(out.get(k).unwrap_or(&Value::Null), v);
-            out.insert(k.clone(), merged);
-        }
-    }
-    Value::Object(out)
-}
-
-/// The merge key of a list field, by its path (the API types' patchMergeKey tags for the
-/// fields of Pod, Node and Lease objects).
-fn merge_key(path: &str) -> Option<&'static str> {
-    Some(match path {
-        "status.conditions" => "type",
-        "status.addresses" => "type",
-        "status.containerStatuses" | "status.initContainerStatuses" | "status.ephemeralContainerStatuses" => "name",
-        "status.podIPs" | "status.hostIPs" => "ip",
-        "metadata.ownerReferences" => "uid",
-        "spec.containers" | "spec.initContainers" | "spec.volumes" => "name",
-        "spec.tolerations" => return None,
-        _ => return None,
-    })
-}
-
-/// Strategic merge patch: maps merge recursively (null deletes), lists with a merge key merge
-/// by it (`$patch: delete` removes an item), other lists are replaced; `$patch: replace` on a
-/// map replaces it. `$setElementOrder` and `$retainKeys` directives are accepted and ignored.
-fn strategic_merge(target: &Value, patch: &Value, path: &str) -> Result<Value, String> {
-    let Some(p) = patch.as_object() else { return Ok(patch.clone()) };
-    if p.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut m = p.clone();
-        m.remove("$patch");
-        return Ok(Value::Object(m));
-    }
-    let mut out: Map<String, Value> = target.as_object().cloned().unwrap_or_default();
-    for (k, v) in p {
-        if k.starts_with("$setElementOrder/") || k == "$retainKeys" {
-            continue;
-        }
-        if k.starts_with('$') {
-            return Err(format!("unknown patch directive {k:?} at {path}"));
-        }
-        let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-        if v.is_null() {
-            out.remove(k);
-            continue;
-        }
-        let merged = match (out.get(k), v, merge_key(&child)) {
-            (Some(Value::Array(old)), Value::Array(items), Some(key)) => {
-                let mut list = old.clone();
-                for item in items {
-                    let id = &item[key];
-                    let pos = list.iter().position(|o| &o[key] == id);
-                    if item.get("$patch").and_then(Value::as_str) == Some("delete") {
-                        if let Some(i) = pos {
-                            list.remove(i);
-                        }
-                        continue;
-                    }
-                    match pos {
-                        Some(i) => list[i] = strategic_merge(&list[i], item, &child)?,
-                        None => list.push(strategic_merge(&Value::Null, item, &child)?),
-                    }
-                }
-                Value::Array(list)
-            }
-            (Some(old @ Value::Object(_)), Value::Object(_), _) => strategic_merge(old, v, &child)?,
-            (_, Value::Object(_), _) => strategic_merge(&Value::Null, v, &child)?,
-            _ => v.clone(),
-        };
-        out.insert(k.clone(), merged);
-    }
-    Ok(Value::Object(out))
 }
 
 /// A UID precondition (a patch's or update's `metadata.uid`, DeleteOptions' `preconditions`)
@@ -1693,6 +1673,10 @@ fn stream_watch(
         if Instant::now() >= end {
             drop(store);
             return w.end().map(|_| true);
+        }
+        if state.faults.lock().unwrap().watches_held {
+            store = state.changed(resource).wait_timeout(store, Duration::from_millis(200)).unwrap().0;
+            continue;
         }
         // From the newest back to the last seen: a wake costs what is new, not the history.
         let mut batch: Vec<Value> = store

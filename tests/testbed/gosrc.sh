@@ -15,7 +15,8 @@
 # $CACHE/gosrc/VERSIONS says which versions were built (the README's "Nodes behind NAT" cites it).
 
 GOSRC_SUITE=sid
-GOSRC_PACKAGES=(golang-k8s-sigs-apiserver-network-proxy-dev golang-k8s-api-dev golang-k8s-apimachinery-dev golang-k8s-sigs-json-dev)
+GOSRC_PACKAGES=(golang-k8s-sigs-apiserver-network-proxy-dev golang-k8s-api-dev golang-k8s-apimachinery-dev
+  golang-k8s-sigs-json-dev golang-github-evanphx-json-patch-dev)
 
 # gosrc_root: the unpacked tree (GOROOT under usr/lib/go-1.NN, GOPATH usr/share/gocode).
 gosrc_root() {
