@@ -11,8 +11,8 @@ use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::time::{Duration, Instant};
 
 /// kubelet's probe user agent (`kube-probe/<major>.<minor>` of the Kubernetes version atoll
-/// follows).
-pub const USER_AGENT: &str = "kube-probe/1.35";
+/// follows: the same as the Node's kubeletVersion, `mirror::objects::KUBELET_VERSION`).
+pub const USER_AGENT: &str = "kube-probe/1.36";
 /// kubelet's user agent for a lifecycle hook's httpGet.
 pub const LIFECYCLE_USER_AGENT: &str = "kube-lifecycle/1.35";
 /// kubelet reads at most this much of a probe's response body.
@@ -290,7 +290,7 @@ mod tests {
     fn headers_follow_kubelets_rules() {
         let port = server(|_, headers| {
             let has = |h: &str| headers.iter().any(|l| l.eq_ignore_ascii_case(h));
-            let ok = has("user-agent: kube-probe/1.35") && has("accept: */*") && has("x-custom: 1");
+            let ok = has("user-agent: kube-probe/1.36") && has("accept: */*") && has("x-custom: 1");
             status(if ok { 200 } else { 418 })
         });
         let mut t = target(port, "/");

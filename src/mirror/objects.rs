@@ -377,6 +377,9 @@ mod tests {
             assert_eq!(kubernetes_semver(v), ok, "{v}");
         }
         assert!(KUBELET_VERSION.starts_with("v1.36.0+atoll."), "{KUBELET_VERSION}");
+        // The probes say the same Kubernetes release (kube-probe/<major>.<minor>).
+        let probes = crate::handlers::http::USER_AGENT.trim_start_matches("kube-probe/");
+        assert!(KUBELET_VERSION.starts_with(&format!("v{probes}.0+")), "{probes} against {KUBELET_VERSION}");
         assert!(KUBELET_VERSION.ends_with(env!("CARGO_PKG_VERSION")));
     }
 
