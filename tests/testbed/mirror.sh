@@ -32,3 +32,27 @@ debian_mirror() {
   case "$keyring" in /*) ;; *) keyring=/usr/share/keyrings/debian-archive-keyring.gpg ;; esac
   echo "$1 $keyring"
 }
+
+# private_apt_init DIR SUITE: an apt configuration of its own under DIR (sources, lists, cache,
+# status, and DIR/deb for downloads) for Debian SUITE on this machine's mirror, which it prints;
+# the system's sources, lists and packages are untouched. private_apt DIR apt-get|apt-cache
+# ARGS... runs apt with it.
+private_apt_init() {
+  local dir=$1 suite=$2 mirror keyring
+  read -r mirror keyring < <(debian_mirror)
+  rm -rf "$dir" && mkdir -p "$dir/sources" "$dir/lists/partial" "$dir/cache" "$dir/archives/partial" "$dir/empty" "$dir/deb"
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' "$mirror" "$suite" "$keyring" >"$dir/sources/debian.sources"
+  : >"$dir/status"
+  echo "$mirror"
+}
+
+private_apt() {
+  local dir=$1 tool=$2
+  shift 2
+  "$tool" -q -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$dir/sources" \
+    -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$dir/empty" \
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::State::Status=$dir/status" -o "Dir::Cache=$dir/cache" \
+    -o "Dir::Cache::Archives=$dir/archives" -o "APT::Sandbox::User=root" -o "Acquire::Languages=none" \
+    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false" \
+    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false" "$@"
+}

@@ -78,7 +78,8 @@ suite_for() {
   esac
 }
 
-# debian_mirror: the Debian mirror and keyring this machine's apt uses (tests/testbed/mirror.sh).
+# debian_mirror, private_apt_init, private_apt: this machine's Debian mirror, and apt configurations of
+# the test bed's own on it (tests/testbed/mirror.sh).
 . "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 # kubectl_bin, prometheus_bin, konnectivity_bin, go_checker: the real counterparts tests talk to.
 . "$(dirname "${BASH_SOURCE[0]}")/counterparts.sh"
@@ -96,20 +97,12 @@ containerd_bin() {
     return
   fi
   command -v apt-get >/dev/null || die "ATOLL_CONTAINERD=$want needs apt-get to fetch Debian's containerd"
-  local mirror keyring apt="$CACHE/apt-$suite"
-  read -r mirror keyring < <(debian_mirror)
+  local mirror apt="$CACHE/apt-$suite"
+  mirror=$(private_apt_init "$apt" "$suite")
   log "fetching containerd $want from Debian $suite at $mirror (private apt configuration in $apt)"
-  rm -rf "$apt" && mkdir -p "$apt/sources" "$apt/lists/partial" "$apt/cache" "$apt/archives/partial" "$apt/empty" "$apt/deb"
-  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' "$mirror" "$suite" "$keyring" >"$apt/sources/debian.sources"
-  : >"$apt/status"
-  local opts=(-q -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/sources"
-    -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$apt/empty"
-    -o "Dir::State::Lists=$apt/lists" -o "Dir::State::Status=$apt/status" -o "Dir::Cache=$apt/cache"
-    -o "Dir::Cache::Archives=$apt/archives" -o "APT::Sandbox::User=root" -o "Acquire::Languages=none"
-    -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
-    -o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false")
-  apt-get "${opts[@]}" update >&2 || die "apt-get update of Debian $suite failed"
-  (cd "$apt/deb" && apt-get "${opts[@]}" download "containerd/$suite" >&2) || die "downloading containerd from Debian $suite failed"
+  private_apt "$apt" apt-get update >&2 || die "apt-get update of Debian $suite failed"
+  (cd "$apt/deb" && private_apt "$apt" apt-get download "containerd/$suite" >&2) ||
+    die "downloading containerd from Debian $suite failed"
   local deb version
   deb=$(ls "$apt"/deb/containerd_*.deb 2>/dev/null | head -n1)
   [ -n "$deb" ] || die "no containerd .deb from Debian $suite"
