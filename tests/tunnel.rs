@@ -269,9 +269,12 @@ fn a_server_that_checks_client_certificates_links_the_node() {
     eventually(Duration::from_secs(60), "the link", || linked(&konn, 1).then_some(()));
     from_the_cluster(&server, &dir, &pki, |config| {
         server.egress_uds(&konn.uds);
-        let (code, out, err) = kubectl(config, &["logs", "ticker-tb", "--tail=1"], b"");
-        assert_eq!(code, 0, "{err}");
-        assert!(String::from_utf8_lossy(&out).starts_with("line "));
+        // (The ticker may not have written its first line yet.)
+        eventually(Duration::from_secs(30), "a log line through the tunnel", || {
+            let (code, out, err) = kubectl(config, &["logs", "ticker-tb", "--tail=1"], b"");
+            assert_eq!(code, 0, "{err}");
+            String::from_utf8_lossy(&out).starts_with("line ").then_some(())
+        });
         echo(config, 0);
     });
     drop(agent);
