@@ -38,6 +38,7 @@ pub mod deadline;
 pub mod dirwatch;
 pub mod duration;
 pub mod fnv;
+pub mod gate;
 pub mod handlers;
 pub mod http1;
 pub mod images;

@@ -104,12 +104,28 @@ pub const TUNNEL_BYTES: Family = Family {
 pub const TUNNEL_REFUSALS: Family = Family {
     name: "atoll_tunnel_dial_refusals_total",
     kind: "counter",
-    help: "Dials a konnectivity server asked for that were refused (anything but the kubelet server).",
+    help: "Dials a konnectivity server asked for that were refused (anything but the kubelet server, or over the connection limits).",
 };
 pub const TUNNEL_DROPPED: Family = Family {
     name: "atoll_tunnel_dropped_connections_total",
     kind: "counter",
     help: "Tunnelled connections closed because the kubelet server fell too far behind their data.",
+};
+
+pub const LISTENER_PENDING: Family = Family {
+    name: "atoll_listener_pending_connections",
+    kind: "gauge",
+    help: "Connections a listener holds that have not yet sent a complete request (and, on the kubelet server, finished TLS and shown credentials).",
+};
+pub const LISTENER_SESSIONS: Family = Family {
+    name: "atoll_listener_sessions",
+    kind: "gauge",
+    help: "Connections a listener serves past their request head.",
+};
+pub const LISTENER_CLOSED: Family = Family {
+    name: "atoll_listener_closed_connections_total",
+    kind: "counter",
+    help: "Connections a listener closed by its budgets: evicted (the oldest pending, for a newer one), deadline (no complete request in time), sessions_full.",
 };
 
 /// A histogram: its family (`kind` "histogram") and its buckets' upper bounds, as kubelet's.
@@ -305,6 +321,9 @@ const FAMILIES: &[&Family] = &[
     &TUNNEL_BYTES,
     &TUNNEL_REFUSALS,
     &TUNNEL_DROPPED,
+    &LISTENER_PENDING,
+    &LISTENER_SESSIONS,
+    &LISTENER_CLOSED,
     &RUNTIME_OPERATIONS,
     &RUNTIME_ERRORS,
     &RUNNING_PODS,

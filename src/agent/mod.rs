@@ -114,9 +114,11 @@ impl Agent {
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
-        let kubelet_server = parts::kubelet_server(&s, &node, &api).await;
-        tasks.extend(parts::tunnel(&s, &node, kubelet_server.is_some()));
-        tasks.extend(kubelet_server);
+        // The tunnel hands its connections to the kubelet server in-process.
+        let (handoff, handed) = smol::channel::bounded(16);
+        let kubelet_server = parts::kubelet_server(&s, &node, &api, handed).await;
+        tasks.extend(parts::tunnel(&s, &node, kubelet_server.is_some(), handoff));
+        tasks.extend(kubelet_server.into_iter().flatten());
         let rollback_dir = Some(s.node.root_dir.join("rollback"));
         let url = s.sources.url.url.clone();
         let rollback = crate::rollback::Rollback::new(rollback_dir, s.rollback, parts::intake(&s), url);

@@ -167,7 +167,12 @@ pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<s
 /// kubelet's HTTPS server, when atoll mirrors to an API server: its certificate (the
 /// configured one, else a self-signed one for the node's names under the root dir), its
 /// listener. A problem is logged and the agent goes on without it: pods never wait on it.
-pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api>) -> Option<smol::Task<()>> {
+pub async fn kubelet_server(
+    s: &Settings,
+    node: &Node,
+    api: &Arc<crate::api::Api>,
+    handoff: crate::kubelet_server::serve::Handoff,
+) -> Option<Vec<smol::Task<()>>> {
     use crate::kubelet_server::{auth::Auth, cert, serve, ApiServer};
     let (ks, kubeconfig) = (s.listeners.kubelet.as_ref()?, s.mirror.kubeconfig.as_ref()?);
     let made = match ks.tls {
@@ -211,11 +216,16 @@ pub async fn kubelet_server(s: &Settings, node: &Node, api: &Arc<crate::api::Api
     }
     let auth = Auth::new(ks.auth.clone(), ApiServer::new(kubeconfig));
     let server = serve::Server::new(tls, auth, api.clone(), ks);
-    Some(crate::task::spawn(server.serve(listener)))
+    Some(vec![crate::task::spawn(server.clone().serve_tunnelled(handoff)), crate::task::spawn(server.serve(listener))])
 }
 
 /// The konnectivity tunnel, when one is configured and the kubelet server it leads to runs.
-pub fn tunnel(s: &Settings, node: &Node, serving: bool) -> Option<smol::Task<()>> {
+pub fn tunnel(
+    s: &Settings,
+    node: &Node,
+    serving: bool,
+    handoff: smol::channel::Sender<smol::net::unix::UnixStream>,
+) -> Option<smol::Task<()>> {
     let settings = s.mirror.tunnel.clone()?;
     let kubelet = s.listeners.kubelet.as_ref().filter(|_| serving);
     let Some(ks) = kubelet else {
@@ -227,6 +237,7 @@ pub fn tunnel(s: &Settings, node: &Node, serving: bool) -> Option<smol::Task<()>
         name: s.node.name.clone(),
         ips: vec![ip].into_iter().filter(|i| !i.is_empty()).collect(),
         kubelet: ks.address,
+        handoff,
     };
     Some(crate::task::spawn(crate::tunnel::run(settings, who)))
 }

@@ -23,10 +23,12 @@
 //!   directory's files; `POST /images/prune?dryRun=true`: removes (or lists) every image that
 //!   is neither in use nor pinned (socket only).
 //!
-//! Each listener serves at most [`view::MAX_CONNECTIONS`] connections at once (more are closed at
-//! once), a request head must arrive within 10 s and every write must be taken within
-//! [`server::WRITE_DEADLINE`]: a client that floods, stalls or goes away costs the agent nothing
-//! lasting.
+//! Each listener has a [`crate::gate::Gate`] ([`LIMITS`]): a connection's request head must
+//! arrive within 10 s, the oldest of those still waiting for theirs is closed when a new one
+//! needs the room, and the connections being served have a budget of their own; every write
+//! must be taken within [`server::WRITE_DEADLINE`]. A client (any local user, on the TCP
+//! ports) that floods, stalls or goes away costs the agent nothing lasting and locks nobody
+//! out.
 
 pub mod images;
 pub mod log_lines;
@@ -42,16 +44,18 @@ pub mod view;
 pub use view::Api;
 
 use crate::cri::RuntimeService;
+use crate::gate::{Gate, Limits, Pending};
 use pods::{find_pod, not_found, pod_list, restart};
 use server::{respond, Request, Response};
 use std::path::Path;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
-/// How long a client may take to send its request head.
-const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// Each listener's budgets: clients still sending their request head, and requests being
+/// served. All come from the box itself (loopback or the socket), so no source has a share
+/// of its own.
+pub const LIMITS: Limits = Limits { pending: 32, per_source: 32, deadline: Duration::from_secs(10), sessions: 64 };
 
 /// What a listener may serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,12 +91,12 @@ pub fn bind_socket(path: &Path) -> Result<smol::net::unix::UnixListener, String>
 
 /// Serves the unix socket until the task is dropped.
 pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::net::unix::UnixListener) {
-    let count = Arc::new(AtomicUsize::new(0));
+    let gate = Gate::new("api-socket", LIMITS);
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let (api, count) = (api.clone(), count.clone());
-                crate::task::spawn(async move { handle(&api, &count, stream, Scope::Full).await }).detach();
+                let (api, pending) = (api.clone(), gate.arrive(None));
+                crate::task::spawn(async move { handle(&api, pending, stream, Scope::Full).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -104,12 +108,12 @@ pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::n
 
 /// Serves a TCP listener with the given scope until the task is dropped.
 pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::net::TcpListener, scope: Scope) {
-    let count = Arc::new(AtomicUsize::new(0));
+    let gate = Gate::new(if scope == Scope::Healthz { "healthz" } else { "read-only" }, LIMITS);
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                let (api, count) = (api.clone(), count.clone());
-                crate::task::spawn(async move { handle(&api, &count, stream, scope).await }).detach();
+            Ok((stream, peer)) => {
+                let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip())));
+                crate::task::spawn(async move { handle(&api, pending, stream, scope).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -119,21 +123,22 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
     }
 }
 
-async fn handle<S, RT: RuntimeService>(api: &Api<RT>, count: &AtomicUsize, mut stream: S, scope: Scope)
+async fn handle<S, RT: RuntimeService>(api: &Api<RT>, pending: Pending, mut stream: S, scope: Scope)
 where
     S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(_slot) = api.admit(count) else {
-        return; // full: the connection is closed at once
-    };
-    let req = match crate::deadline::with_deadline(READ_DEADLINE, server::read_request(&mut stream)).await {
-        Some(Ok(r)) => r,
-        Some(Err(e)) => {
+    let req = match pending.step(server::read_request(&mut stream)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             respond(&mut stream, &Response::error(400, "BadRequest", e)).await;
             return;
         }
-        None => return,
+        Err(_) => return, // evicted for a newer client, or too slow
     };
+    let Some(_session) = pending.admit() else {
+        return respond(&mut stream, &Response::error(503, "ServiceUnavailable", "too many requests at once")).await;
+    };
+    let _slot = api.serving();
     let (req, head) = req;
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     if scope == Scope::Full && matches!(segments[0], "exec" | "attach" | "portForward") {

@@ -11,9 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Connections one listener serves at once.
-pub const MAX_CONNECTIONS: usize = 64;
-
 /// The API's view of the agent: the node, the engine's workers (for a restart), and the
 /// mirror's reports when atoll mirrors to an API server.
 pub struct Api<R = Cri> {
@@ -28,15 +25,13 @@ pub struct Api<R = Cri> {
     open: AtomicUsize,
 }
 
-/// One admitted connection: counted while it lives, on its listener and in the total.
+/// One connection being served: counted in the total while it lives.
 pub(crate) struct Slot<'a> {
-    listener: &'a AtomicUsize,
     total: &'a AtomicUsize,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.listener.fetch_sub(1, Ordering::AcqRel);
         self.total.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -58,14 +53,11 @@ impl<R: RuntimeService> Api<R> {
         self.open.load(Ordering::Acquire)
     }
 
-    /// A slot on `listener` (its own count), or `None` when it serves its maximum already.
-    pub(crate) fn admit<'a>(&'a self, listener: &'a AtomicUsize) -> Option<Slot<'a>> {
-        if listener.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            listener.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
+    /// Counts a connection as served while the slot lives (each listener's budget is its
+    /// [`crate::gate::Gate`]).
+    pub(crate) fn serving(&self) -> Slot<'_> {
         self.open.fetch_add(1, Ordering::AcqRel);
-        Some(Slot { listener, total: &self.open })
+        Slot { total: &self.open }
     }
 
     /// `None` while healthy, else why not.

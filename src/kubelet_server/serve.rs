@@ -1,26 +1,36 @@
 //! The listener: TLS 1.2/1.3 (rustls), client certificates asked for and verified against
 //! `clientCAFile` when one is given (optional, so a bearer token can stand in), one request
-//! per connection. The handshake and the request head must each arrive within 10 s; nothing
-//! is routed before the request is authenticated and authorized (`auth`). Errors before a
-//! response starts are plain text, as kubelet's.
+//! per connection. Nothing is routed before the request is authenticated and authorized
+//! (`auth`). Errors before a response starts are plain text, as kubelet's.
+//!
+//! Until a connection has finished TLS, sent its request head and had its credentials
+//! checked it is *pending* ([`crate::gate`]): [`PENDING`] of them at once, at most
+//! `per_source` from one address, 10 s for the whole phase, the oldest closed to make room.
+//! Connections the konnectivity tunnel hands over in-process have a gate of their own, so
+//! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
 use super::auth::{Auth, Credentials, Reviewer, Verdict};
 use super::{authz, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
 use crate::api::Api;
 use crate::cri::RuntimeService;
+use crate::gate::{Gate, Limits, Pending};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The handshake and the request head each arrive within this.
-const READ_DEADLINE: Duration = Duration::from_secs(10);
 /// kubelet's MaxHeaderBytes is 1 MiB; the API server's requests are a few hundred bytes.
 const HEAD_LIMIT: usize = 64 << 10;
-/// Connections served at once; more are closed at once.
-const MAX_CONNECTIONS: usize = 128;
+/// The TCP listener's budgets: pending connections (from anyone who can reach the port) and
+/// sessions (authenticated and authorized).
+pub const PENDING: Limits = Limits { pending: 64, per_source: 16, deadline: Duration::from_secs(10), sessions: 128 };
+/// The same for connections through the tunnel, whose source is the konnectivity server
+/// (one per link, at most 128 connections each: `tunnel::conns`).
+pub const TUNNELLED: Limits = Limits { pending: 64, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
+
+/// A connection the konnectivity tunnel hands to the server: one end of a socket pair.
+pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
 
 /// The TLS settings: the serving certificate (the configured files, else `made`), and the
 /// client CA when there is one.
@@ -74,33 +84,28 @@ pub struct Server<RT, R> {
     api: Arc<Api<RT>>,
     debugging_handlers: bool,
     idle_timeout: Duration,
-    open: AtomicUsize,
+    direct: Arc<Gate>,
+    tunnelled: Arc<Gate>,
 }
 
 impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
     pub fn new(tls: Arc<rustls::ServerConfig>, auth: Auth<R>, api: Arc<Api<RT>>, s: &ServerSettings) -> Arc<Self> {
         let tls = futures_rustls::TlsAcceptor::from(tls);
         let (debugging_handlers, idle_timeout) = (s.debugging_handlers, s.idle_timeout);
-        Arc::new(Server { tls, auth, api, debugging_handlers, idle_timeout, open: AtomicUsize::new(0) })
+        let (direct, tunnelled) = (Gate::new("kubelet", PENDING), Gate::new("kubelet-tunnel", TUNNELLED));
+        Arc::new(Server { tls, auth, api, debugging_handlers, idle_timeout, direct, tunnelled })
     }
 
     /// Serves `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: smol::net::TcpListener) {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     // Small writes (a session's frames, an answer's head) leave at once.
                     let _ = stream.set_nodelay(true);
-                    if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                        self.open.fetch_sub(1, Ordering::AcqRel);
-                        continue; // dropped: closed at once
-                    }
+                    let pending = self.direct.arrive(Some(peer.ip()));
                     let server = self.clone();
-                    crate::task::spawn(async move {
-                        server.connection(stream).await;
-                        server.open.fetch_sub(1, Ordering::AcqRel);
-                    })
-                    .detach();
+                    crate::task::spawn(async move { server.connection(stream, pending).await }).detach();
                 }
                 Err(e) => {
                     log::warn!("kubelet server: accept: {e}");
@@ -110,12 +115,21 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
         }
     }
 
-    async fn connection(&self, stream: smol::net::TcpStream) {
-        let Some(Ok(mut tls)) = crate::deadline::with_deadline(READ_DEADLINE, self.tls.accept(stream)).await else {
-            return;
-        };
-        let head = crate::deadline::with_deadline(READ_DEADLINE, crate::http1::read_head(&mut tls, HEAD_LIMIT)).await;
-        let Some(Ok((head, _))) = head else { return };
+    /// Serves the connections the tunnel hands over until the task is dropped.
+    pub async fn serve_tunnelled(self: Arc<Self>, handoff: Handoff) {
+        while let Ok(stream) = handoff.recv().await {
+            let pending = self.tunnelled.arrive(None);
+            let server = self.clone();
+            crate::task::spawn(async move { server.connection(stream, pending).await }).detach();
+        }
+    }
+
+    async fn connection<S>(&self, stream: S, pending: Pending)
+    where
+        S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(Ok(mut tls)) = pending.step(self.tls.accept(stream)).await else { return };
+        let Ok(Ok((head, _))) = pending.step(crate::http1::read_head(&mut tls, HEAD_LIMIT)).await else { return };
         let req = match parse_head(&head) {
             Ok(r) => r,
             Err(e) => return respond(&mut tls, &Response::text(400, e)).await,
@@ -129,7 +143,8 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             (None, Some(token)) => Credentials::Bearer(token),
             (None, None) => Credentials::None,
         };
-        let user = match self.auth.check(credentials, &attributes).await {
+        let Ok(verdict) = pending.step(self.auth.check(credentials, &attributes)).await else { return };
+        let user = match verdict {
             Verdict::Allowed(user) => user,
             Verdict::Unauthorized => return respond(&mut tls, &Response::text(401, "Unauthorized")).await,
             Verdict::Forbidden(why) => return respond(&mut tls, &Response::text(403, why)).await,
@@ -137,6 +152,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 log::warn!("kubelet server: {why}: the API server could not be asked");
                 return respond(&mut tls, &Response::text(500, why)).await;
             }
+        };
+        let Some(_session) = pending.admit() else {
+            return respond(&mut tls, &Response::text(503, "too many sessions; try again")).await;
         };
         log::debug!("kubelet server: {} {} by {}", req.method, req.path, user.name);
         let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();

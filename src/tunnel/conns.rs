@@ -15,7 +15,13 @@
 //! socket shut down at once, as the upstream agent closes them). Until its pump is done a
 //! closing connection stays in the table, so late DATA for it is dropped without an answer
 //! that would overtake its last bytes. At most [`MAX_CONNECTIONS`] are open or being dialled
-//! per link (the kubelet server's own budget); the server's dials beyond are refused.
+//! per link and [`MAX_TOTAL_CONNECTIONS`] over all links; the server's dials beyond are
+//! refused. What all links queue together is held to [`MAX_TOTAL_QUEUED`] the same way as
+//! one link's, so the tunnel's worst case (32 MiB queued) fits well inside the unit's
+//! `MemoryMax=128M` whatever the servers ask for.
+//!
+//! A connection is one end of a socket pair whose other end the kubelet server serves
+//! (handed over in-process, so tunnelled connections have a budget of their own there).
 
 use super::outbox::Outbox;
 use super::packet::{Data, Kind, Packet, Payload};
@@ -34,6 +40,10 @@ pub const MAX_LINK_QUEUED: usize = 16 << 20;
 pub const OVERHEAD: usize = 64;
 /// Connections open or being dialled on one link.
 pub const MAX_CONNECTIONS: usize = 128;
+/// Connections open or being dialled over all links.
+pub const MAX_TOTAL_CONNECTIONS: usize = 256;
+/// What all links' connections may have queued together.
+pub const MAX_TOTAL_QUEUED: usize = 32 << 20;
 /// How long a connection the server closed may take to hand over what it had queued.
 pub const DRAIN: Duration = Duration::from_secs(5);
 /// One read from the kubelet server, sent as one DATA packet.
@@ -52,7 +62,17 @@ pub struct Shared {
     queued: AtomicUsize,
     /// Closed for falling behind (counted, said in its CLOSE_RSP).
     abort: AtomicBool,
-    tcp: smol::net::TcpStream,
+    sock: Socket,
+}
+
+/// The tunnel's end of a connection to the kubelet server.
+pub type Socket = smol::net::unix::UnixStream;
+
+/// What every link of the node's tunnel shares: connections and queued bytes over all links.
+#[derive(Default)]
+pub struct Budget {
+    connections: AtomicUsize,
+    queued: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -70,6 +90,8 @@ pub struct Conns {
     table: Mutex<Table>,
     /// Bytes charged for everything queued on the link.
     queued: AtomicUsize,
+    /// The node's totals.
+    budget: Arc<Budget>,
 }
 
 /// What to do with a DATA the server sent.
@@ -85,39 +107,57 @@ pub enum Delivered {
 }
 
 impl Conns {
-    /// Takes a place for a dial; false when [`MAX_CONNECTIONS`] are taken or the link has
-    /// ended. [`Conns::open`] or [`Conns::dial_failed`] gives it back.
+    /// A link's table, counted in the node's `budget`.
+    pub fn new(budget: Arc<Budget>) -> Conns {
+        Conns { budget, ..Conns::default() }
+    }
+
+    /// Takes a place for a dial; false when [`MAX_CONNECTIONS`] are taken on the link or
+    /// [`MAX_TOTAL_CONNECTIONS`] over all links, or the link has ended. [`Conns::open`] or
+    /// [`Conns::dial_failed`] gives it back.
     pub fn reserve(&self) -> bool {
         let mut t = crate::locks::lock(&self.table);
-        let free = !t.ended && t.map.len().saturating_add(t.dialling) < MAX_CONNECTIONS;
-        if free {
-            t.dialling += 1;
+        if t.ended || t.map.len().saturating_add(t.dialling) >= MAX_CONNECTIONS {
+            return false;
         }
-        free
+        let total = &self.budget.connections;
+        if total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_TOTAL_CONNECTIONS).then_some(n + 1))
+            .is_err()
+        {
+            return false;
+        }
+        t.dialling += 1;
+        true
     }
 
     pub fn dial_failed(&self) {
         let mut t = crate::locks::lock(&self.table);
-        t.dialling = t.dialling.saturating_sub(1);
+        if let Some(n) = t.dialling.checked_sub(1) {
+            t.dialling = n;
+            self.budget.connections.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// Enters a dialled connection; its queue's receiving end, or None (the socket shut
     /// down) when the link ended meanwhile.
-    pub fn open(&self, id: i64, tcp: &smol::net::TcpStream) -> Option<(smol::channel::Receiver<Bytes>, Arc<Shared>)> {
+    pub fn open(&self, id: i64, sock: &Socket) -> Option<(smol::channel::Receiver<Bytes>, Arc<Shared>)> {
         let mut t = crate::locks::lock(&self.table);
         t.dialling = t.dialling.saturating_sub(1);
         if t.ended {
-            let _ = tcp.shutdown(std::net::Shutdown::Both);
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+            self.budget.connections.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
         let (queue, inbox) = smol::channel::unbounded();
-        let shared = Arc::new(Shared { queued: AtomicUsize::new(0), abort: AtomicBool::new(false), tcp: tcp.clone() });
+        let shared =
+            Arc::new(Shared { queued: AtomicUsize::new(0), abort: AtomicBool::new(false), sock: sock.clone() });
         t.map.insert(id, Entry { queue: Some(queue), shared: shared.clone() });
         Some((inbox, shared))
     }
 
-    /// Queues the server's DATA for connection `id`. Over the link's limit, the connection
-    /// furthest behind is closed to make room (this one, if it is).
+    /// Queues the server's DATA for connection `id`. Over the link's limit or the node's, the
+    /// link's connection furthest behind is closed to make room (this one, if it is).
     pub fn deliver(&self, id: i64, data: &[u8]) -> Delivered {
         let mut t = crate::locks::lock(&self.table);
         let Some(entry) = t.map.get(&id) else {
@@ -131,7 +171,9 @@ impl Conns {
             self.abort(&mut t, id);
             return Delivered::Closed;
         }
-        while self.queued.load(Ordering::Acquire).saturating_add(cost) > MAX_LINK_QUEUED {
+        while self.queued.load(Ordering::Acquire).saturating_add(cost) > MAX_LINK_QUEUED
+            || self.budget.queued.load(Ordering::Acquire).saturating_add(cost) > MAX_TOTAL_QUEUED
+        {
             let furthest = t
                 .map
                 .iter()
@@ -148,6 +190,7 @@ impl Conns {
         // Charged before the pump can take it (and give the charge back).
         entry.shared.queued.fetch_add(cost, Ordering::AcqRel);
         self.queued.fetch_add(cost, Ordering::AcqRel);
+        self.budget.queued.fetch_add(cost, Ordering::AcqRel);
         if queue.try_send(Bytes::copy_from_slice(data)).is_err() {
             self.uncharge(&entry.shared, cost);
             return Delivered::Dropped;
@@ -161,7 +204,7 @@ impl Conns {
         if let Some(e) = t.map.get_mut(&id) {
             e.shared.abort.store(true, Ordering::Release);
             e.queue = None;
-            let _ = e.shared.tcp.shutdown(std::net::Shutdown::Both);
+            let _ = e.shared.sock.shutdown(std::net::Shutdown::Both);
             self.uncharge(&e.shared, usize::MAX);
         }
     }
@@ -171,6 +214,7 @@ impl Conns {
         let before = shared.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| Some(q.saturating_sub(n)));
         let taken = before.map_or(0, |q| q.min(n));
         self.queued.fetch_sub(taken, Ordering::AcqRel);
+        self.budget.queued.fetch_sub(taken, Ordering::AcqRel);
     }
 
     /// The server's CLOSE_REQ: what is queued goes to the kubelet server for at most
@@ -179,10 +223,10 @@ impl Conns {
         let mut t = crate::locks::lock(&self.table);
         let Some(entry) = t.map.get_mut(&id) else { return false };
         if entry.queue.take().is_some() {
-            let tcp = entry.shared.tcp.clone();
+            let sock = entry.shared.sock.clone();
             crate::task::spawn(async move {
                 smol::Timer::after(DRAIN).await;
-                let _ = tcp.shutdown(std::net::Shutdown::Both);
+                let _ = sock.shutdown(std::net::Shutdown::Both);
             })
             .detach();
         }
@@ -194,6 +238,7 @@ impl Conns {
         let entry = crate::locks::lock(&self.table).map.remove(&id);
         if let Some(e) = entry {
             self.uncharge(&e.shared, usize::MAX);
+            self.budget.connections.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -203,7 +248,7 @@ impl Conns {
         t.ended = true;
         for e in t.map.values_mut() {
             e.queue = None;
-            let _ = e.shared.tcp.shutdown(std::net::Shutdown::Both);
+            let _ = e.shared.sock.shutdown(std::net::Shutdown::Both);
         }
     }
 
@@ -213,7 +258,7 @@ impl Conns {
     pub async fn pump(&self, id: i64, inbox: smol::channel::Receiver<Bytes>, shared: &Shared, out: &Outbox) {
         let (mut sent, mut received) = (Counted::new("out"), Counted::new("in"));
         let up = async {
-            let mut reader = shared.tcp.clone();
+            let mut reader = shared.sock.clone();
             let mut buf = vec![0u8; READ_SIZE];
             loop {
                 let n = match reader.read(&mut buf).await {
@@ -229,7 +274,7 @@ impl Conns {
             }
         };
         let down = async {
-            let mut writer = shared.tcp.clone();
+            let mut writer = shared.sock.clone();
             while let Ok(data) = inbox.recv().await {
                 if shared.abort.load(Ordering::Acquire) || writer.write_all(&data).await.is_err() {
                     return;
@@ -241,7 +286,7 @@ impl Conns {
             let _ = writer.flush().await;
         };
         smol::future::or(up, down).await;
-        let _ = shared.tcp.shutdown(std::net::Shutdown::Both);
+        let _ = shared.sock.shutdown(std::net::Shutdown::Both);
         self.remove(id);
     }
 }

@@ -13,14 +13,13 @@
 //! connection is shut down at once (an HTTP/2 goodbye to a server that reads nothing would
 //! otherwise wait on it), and so is every tunnelled connection.
 
-use super::conns::{Conns, Delivered, MAX_QUEUED};
+use super::conns::{Budget, Conns, Delivered, MAX_QUEUED};
 use super::outbox::{self, Outbox};
 use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
-use super::settings::Settings;
+use super::settings::{Kubelet, Settings};
 use crate::cri::grpc::bidi::{open_bidi, Outbound};
 use crate::cri::grpc::Replies;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,10 +138,10 @@ pub async fn connect(
 
 impl Link {
     /// Serves the server's packets until the link drops; returns why it ended.
-    pub async fn serve(self, to: Destination, local: SocketAddr, keepalive: Duration) -> String {
+    pub async fn serve(self, to: Destination, kubelet: Kubelet, budget: Arc<Budget>, keepalive: Duration) -> String {
         let Link { server_id, send, mut recv, ping, tcp, .. } = self;
         let (out, queue) = Outbox::new(MAX_PACKET);
-        let conns = Arc::new(Conns::default());
+        let conns = Arc::new(Conns::new(budget));
         let keep = async {
             let Some(mut ping) = ping else { return std::future::pending().await };
             loop {
@@ -167,8 +166,8 @@ impl Link {
                         Err(error) => Some(Packet::dial_response(error, 0, d.random)),
                         Ok(()) => {
                             next_id += 1;
-                            let (out, conns) = (out.clone(), conns.clone());
-                            crate::task::spawn(dial(next_id, d.random, local, out, conns)).detach();
+                            let (out, conns, kubelet) = (out.clone(), conns.clone(), kubelet.clone());
+                            crate::task::spawn(dial(next_id, d.random, kubelet, out, conns)).detach();
                             None
                         }
                     },
@@ -213,22 +212,27 @@ fn admit(to: &Destination, conns: &Conns, server: &str, protocol: &str, address:
     Ok(())
 }
 
-/// Answers one allowed DIAL_REQ: dials the kubelet server and, connected, pumps its bytes.
-async fn dial(id: i64, random: i64, local: SocketAddr, out: Outbox, conns: Arc<Conns>) {
-    let tcp = match crate::deadline::with_deadline(DIAL_TIMEOUT, smol::net::TcpStream::connect(local)).await {
-        Some(Ok(tcp)) => tcp,
+/// Answers one allowed DIAL_REQ: hands the kubelet server one end of a socket pair and,
+/// taken, pumps the other end's bytes.
+async fn dial(id: i64, random: i64, kubelet: Kubelet, out: Outbox, conns: Arc<Conns>) {
+    let handed = async {
+        let (ours, theirs) = smol::net::unix::UnixStream::pair().map_err(|e| e.to_string())?;
+        kubelet.handoff.send(theirs).await.map_err(|_| "the kubelet server has stopped".to_string())?;
+        Ok::<_, String>(ours)
+    };
+    let sock = match crate::deadline::with_deadline(DIAL_TIMEOUT, handed).await {
+        Some(Ok(sock)) => sock,
         failed => {
             conns.dial_failed();
             let why = match failed {
-                Some(Err(e)) => e.to_string(),
+                Some(Err(e)) => e,
                 _ => "timed out".to_string(),
             };
-            out.send(&Packet::dial_response(format!("dial tcp {local}: {why}"), 0, random)).await;
+            out.send(&Packet::dial_response(format!("dial tcp {}: {why}", kubelet.address), 0, random)).await;
             return;
         }
     };
-    let _ = tcp.set_nodelay(true);
-    let Some((inbox, shared)) = conns.open(id, &tcp) else { return };
+    let Some((inbox, shared)) = conns.open(id, &sock) else { return };
     out.send(&Packet::dial_response(String::new(), id, random)).await;
     open_connections(1);
     conns.pump(id, inbox, &shared, &out).await;

@@ -43,6 +43,8 @@ pub async fn run(s: Settings, node: Node) {
     let mut hosts: Vec<String> = node.ips.iter().chain([&node.name]).map(|h| h.to_ascii_lowercase()).collect();
     hosts.push(local.ip().to_string());
     let to = policy::Destination { port: node.kubelet.port(), hosts };
+    let kubelet = settings::Kubelet { address: local, handoff: node.handoff.clone() };
+    let budget = std::sync::Arc::new(conns::Budget::default());
     let mut back_off = policy::BackOff::new(s.sync_interval, s.sync_interval_cap);
     let (ended_tx, ended) = smol::channel::unbounded::<String>();
     let mut linked: BTreeSet<String> = BTreeSet::new();
@@ -96,9 +98,9 @@ pub async fn run(s: Settings, node: Node) {
                 crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], linked.len() as f64);
                 log::info!("tunnel: linked to konnectivity server {id} ({} of {count})", linked.len());
                 let (to, done) = (to.clone(), ended_tx.clone());
-                let keepalive = s.keepalive;
+                let (keepalive, kubelet, budget) = (s.keepalive, kubelet.clone(), budget.clone());
                 crate::task::spawn(async move {
-                    let why = l.serve(to, local, keepalive).await;
+                    let why = l.serve(to, kubelet, budget, keepalive).await;
                     log::warn!("tunnel: the link to konnectivity server {id} ended: {why}");
                     let _ = done.send(id).await;
                 })

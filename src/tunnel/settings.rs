@@ -49,4 +49,14 @@ pub struct Node {
     pub ips: Vec<String>,
     /// The kubelet server's address (an unspecified one is reached on loopback).
     pub kubelet: SocketAddr,
+    /// Where the kubelet server takes tunnelled connections.
+    pub handoff: smol::channel::Sender<smol::net::unix::UnixStream>,
+}
+
+/// The kubelet server as a link reaches it: its address (what dials are checked against, and
+/// named in errors), and where it takes connections in-process.
+#[derive(Clone, Debug)]
+pub struct Kubelet {
+    pub address: SocketAddr,
+    pub handoff: smol::channel::Sender<smol::net::unix::UnixStream>,
 }

@@ -1,7 +1,7 @@
 //! atoll's konnectivity link against the real server (`proxy-server`, built from Debian's
 //! sources), with no cluster around it: the agent runs in this process
-//! (`atoll::tunnel::run`), and the "kubelet server" it may dial is a small TCP service of the
-//! test's whose connections either stream without end, echo, or never read. The API server's
+//! (`atoll::tunnel::run`), and the "kubelet server" it hands connections to is a small service
+//! of the test's whose connections either stream without end, echo, or never read. The API server's
 //! side is this test too, sending HTTP CONNECTs to the server's frontend socket.
 //!
 //! What only a real server shows: the server ending sessions while atoll's data for them waits
@@ -11,20 +11,34 @@ use super::apiserver::Pki;
 use super::common::{eventually, unique};
 use super::konnectivity::{AgentAuth, ProxyServer};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The test's stand-in for the kubelet server: the first line of each connection picks what
-/// it does (`stream`: 32 KiB writes until the peer goes; `echo`: lines back; `sink`: reads
-/// nothing, ever).
-fn kubelet() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
+/// The test's stand-in for the kubelet server: the address dials name, and where the tunnel
+/// hands its connections (one end of a socket pair each).
+struct Kubelet {
+    addr: SocketAddr,
+    handoff: smol::channel::Sender<smol::net::unix::UnixStream>,
+}
+
+impl std::fmt::Display for Kubelet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.addr.fmt(f)
+    }
+}
+
+/// The first line of each connection picks what it does (`stream`: 32 KiB writes until the
+/// peer goes; `echo`: lines back; `sink`: reads nothing, ever).
+fn kubelet() -> Kubelet {
+    let addr = SocketAddr::from(([127, 0, 0, 1], super::common::free_port()));
+    let (handoff, handed) = smol::channel::unbounded::<smol::net::unix::UnixStream>();
     std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { return };
+        while let Ok(conn) = smol::block_on(handed.recv()) {
+            let conn: std::sync::Arc<smol::Async<UnixStream>> = conn.into();
+            let conn = std::sync::Arc::into_inner(conn).unwrap().into_inner().unwrap();
+            conn.set_nonblocking(false).unwrap();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut first = String::new();
@@ -51,11 +65,11 @@ fn kubelet() -> SocketAddr {
             });
         }
     });
-    addr
+    Kubelet { addr, handoff }
 }
 
 /// atoll's agent, in this process, linked to `server` (one address) as node `tb`.
-fn agent(server: SocketAddr, pki: &Pki, token: Option<&Path>, kubelet: SocketAddr) -> smol::Task<()> {
+fn agent(server: SocketAddr, pki: &Pki, token: Option<&Path>, kubelet: &Kubelet) -> smol::Task<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = atoll::tunnel::Settings {
         host: server.ip().to_string(),
@@ -69,12 +83,13 @@ fn agent(server: SocketAddr, pki: &Pki, token: Option<&Path>, kubelet: SocketAdd
         sync_interval_cap: Duration::from_secs(1),
         keepalive: Duration::from_secs(30),
     };
-    let node = atoll::tunnel::Node { name: "tb".into(), ips: vec!["127.0.0.1".into()], kubelet };
+    let (ips, handoff) = (vec!["127.0.0.1".into()], kubelet.handoff.clone());
+    let node = atoll::tunnel::Node { name: "tb".into(), ips, kubelet: kubelet.addr, handoff };
     smol::spawn(atoll::tunnel::run(settings, node))
 }
 
 /// An echo session through the server: a line there and back, within `limit`.
-fn echo(server: &ProxyServer, kubelet: SocketAddr, limit: Duration) -> Result<UnixStream, String> {
+fn echo(server: &ProxyServer, kubelet: &Kubelet, limit: Duration) -> Result<UnixStream, String> {
     let mut s = server.connect(&kubelet.to_string())?;
     s.set_read_timeout(Some(limit)).unwrap();
     s.write_all(b"echo\nping\n").map_err(|e| e.to_string())?;
@@ -104,12 +119,13 @@ fn the_link_outlives_fifty_streams_the_server_side_ends() {
     let (dir, pki) = setup("atoll-link-streams");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
-    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    let _agent = agent(server.agent_addr, &pki, None, &kubelet);
     eventually(Duration::from_secs(30), "a session through atoll's link", || {
-        echo(&server, kubelet, Duration::from_secs(5)).ok()
+        echo(&server, &kubelet, Duration::from_secs(5)).ok()
     });
 
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let kubelet = &kubelet;
     std::thread::scope(|scope| {
         let steady = scope.spawn(|| {
             let mut s = echo(&server, kubelet, Duration::from_secs(30)).expect("the steady session opens");
@@ -180,7 +196,7 @@ fn tokens_are_reviewed_and_only_the_agents_links() {
     for (n, bad) in ["unknown-token", "another-sa"].into_iter().enumerate() {
         let file = dir.join(format!("bad-{n}"));
         std::fs::write(&file, bad).unwrap();
-        let _intruder = agent(server.agent_addr, &pki, Some(&file), kubelet);
+        let _intruder = agent(server.agent_addr, &pki, Some(&file), &kubelet);
         std::thread::sleep(Duration::from_secs(2));
         assert!(server.connect(&kubelet.to_string()).is_err(), "{bad}: no link, so no way to the node");
         assert!(!server.log().contains("\"Agent connected\""), "{bad}: {}", server.log());
@@ -188,11 +204,11 @@ fn tokens_are_reviewed_and_only_the_agents_links() {
     assert!(server.log().contains("Failed to validate authentication token"), "{}", server.log());
     let file = dir.join("good");
     std::fs::write(&file, format!("{good}\n")).unwrap();
-    let _agent = agent(server.agent_addr, &pki, Some(&file), kubelet);
+    let _agent = agent(server.agent_addr, &pki, Some(&file), &kubelet);
     for round in 1..=3 {
         let since = Instant::now();
         eventually(Duration::from_secs(30), "a session through the link", || {
-            echo(&server, kubelet, Duration::from_secs(5)).ok()
+            echo(&server, &kubelet, Duration::from_secs(5)).ok()
         });
         assert!(since.elapsed() < Duration::from_secs(5), "round {round}: linked in {:?}", since.elapsed());
         server.restart();
@@ -212,18 +228,18 @@ fn both_instances_behind_one_address_are_linked_and_relinked() {
     let b = ProxyServer::start(&dir, "konn-b", 2, &cert, &key, &auth);
     let balancer = super::konnectivity::Balancer::start(vec![a.agent_addr, b.agent_addr]);
     let kubelet = kubelet();
-    let _agent = agent(balancer.addr, &pki, None, kubelet);
+    let _agent = agent(balancer.addr, &pki, None, &kubelet);
     for server in [&a, &b] {
         eventually(Duration::from_secs(30), &format!("a session through {}", server.id), || {
-            echo(server, kubelet, Duration::from_secs(5)).ok()
+            echo(server, &kubelet, Duration::from_secs(5)).ok()
         });
     }
-    let mut steady = echo(&b, kubelet, Duration::from_secs(5)).unwrap();
+    let mut steady = echo(&b, &kubelet, Duration::from_secs(5)).unwrap();
     for round in 1..=3 {
         a.restart();
         let since = Instant::now();
         eventually(Duration::from_secs(30), "a session through a again", || {
-            echo(&a, kubelet, Duration::from_secs(5)).ok()
+            echo(&a, &kubelet, Duration::from_secs(5)).ok()
         });
         assert!(since.elapsed() < Duration::from_secs(5), "round {round}: linked again in {:?}", since.elapsed());
         steady.write_all(b"still\n").unwrap();
@@ -243,15 +259,15 @@ fn a_link_the_server_stops_reading_is_replaced() {
     let (dir, pki) = setup("atoll-link-stall");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
-    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    let _agent = agent(server.agent_addr, &pki, None, &kubelet);
     eventually(Duration::from_secs(30), "a session through the link", || {
-        echo(&server, kubelet, Duration::from_secs(5)).ok()
+        echo(&server, &kubelet, Duration::from_secs(5)).ok()
     });
     let mut stuck = server.connect(&kubelet.to_string()).unwrap();
     stuck.write_all(b"stream\n").unwrap();
     let since = Instant::now();
     eventually(Duration::from_secs(15), "every window between filled", || {
-        echo(&server, kubelet, Duration::from_secs(1)).is_err().then_some(())
+        echo(&server, &kubelet, Duration::from_secs(1)).is_err().then_some(())
     });
     eventually(Duration::from_secs(40), "a second link", || {
         (server.log().matches("\"Agent connected\"").count() == 2).then_some(())
@@ -261,7 +277,7 @@ fn a_link_the_server_stops_reading_is_replaced() {
     drop(stuck);
     let since = Instant::now();
     eventually(Duration::from_secs(10), "a session through the new link", || {
-        echo(&server, kubelet, Duration::from_secs(2)).ok()
+        echo(&server, &kubelet, Duration::from_secs(2)).ok()
     });
     assert!(since.elapsed() < Duration::from_secs(5), "sessions again {:?} after the client went", since.elapsed());
     assert!(server.log().contains("\"Remove connection for agent\" agentID=\"tb\""), "the old link is gone");
@@ -275,9 +291,9 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
     let (dir, pki) = setup("atoll-link-sink");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
-    let _agent = agent(server.agent_addr, &pki, None, kubelet);
+    let _agent = agent(server.agent_addr, &pki, None, &kubelet);
     let mut steady = eventually(Duration::from_secs(30), "a session through the link", || {
-        echo(&server, kubelet, Duration::from_secs(5)).ok()
+        echo(&server, &kubelet, Duration::from_secs(5)).ok()
     });
     let dropped = || atoll::metrics::value(&atoll::metrics::TUNNEL_DROPPED, &[]);
     let before = dropped();
@@ -305,7 +321,7 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
     let sent = upload.join().unwrap();
     assert!(sent < 64 << 20, "the upload was cut short ({sent} bytes)");
     assert!(sent >= 4 << 20, "at least 4 MiB was taken first ({sent} bytes)");
-    echo(&server, kubelet, Duration::from_secs(5)).expect("new sessions open");
+    echo(&server, &kubelet, Duration::from_secs(5)).expect("new sessions open");
     // Counted, as soon as the connection was closed (its socket shut down: the kubelet side
     // reading nothing does not hold it open).
     eventually(Duration::from_secs(5), "the drop counted", || (dropped() == before + 1.0).then_some(()));

@@ -2,14 +2,15 @@
 
 use super::*;
 
-/// A connected pair on loopback: the table's end, and the kubelet server's.
-fn socket() -> (smol::net::TcpStream, std::net::TcpStream) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let ours = smol::block_on(smol::net::TcpStream::connect(listener.local_addr().unwrap())).unwrap();
-    (ours, listener.accept().unwrap().0)
+/// A socket pair: the table's end, and the kubelet server's.
+fn socket() -> (Socket, std::os::unix::net::UnixStream) {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    (Socket::try_from(ours).unwrap(), theirs)
 }
 
-fn opened(conns: &Conns, id: i64) -> (smol::channel::Receiver<Bytes>, Arc<Shared>, std::net::TcpStream) {
+type Opened = (smol::channel::Receiver<Bytes>, Arc<Shared>, std::os::unix::net::UnixStream);
+
+fn opened(conns: &Conns, id: i64) -> Opened {
     assert!(conns.reserve());
     let (ours, theirs) = socket();
     let (inbox, shared) = conns.open(id, &ours).unwrap();
@@ -17,7 +18,7 @@ fn opened(conns: &Conns, id: i64) -> (smol::channel::Receiver<Bytes>, Arc<Shared
 }
 
 /// Whether the kubelet server's end sees its connection shut down.
-fn shut(theirs: &mut std::net::TcpStream) -> bool {
+fn shut(theirs: &mut std::os::unix::net::UnixStream) -> bool {
     use std::io::Read;
     theirs.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut b = [0u8; 1];
@@ -118,6 +119,45 @@ fn dials_beyond_the_budget_are_refused_and_failed_ones_give_their_place_back() {
     assert!(!conns.reserve(), "the 129th dial is refused");
     conns.dial_failed();
     assert!(conns.reserve(), "a failed dial's place is free again");
+}
+
+#[test]
+fn every_link_together_is_bounded_in_connections_and_in_bytes() {
+    let budget = Arc::new(Budget::default());
+    let links: Vec<Conns> = (0..3).map(|_| Conns::new(budget.clone())).collect();
+    for _ in 0..MAX_CONNECTIONS {
+        assert!(links[0].reserve() && links[1].reserve());
+    }
+    assert!(!links[2].reserve(), "256 over all links: a third link's dial is refused");
+    links[0].dial_failed();
+    assert!(links[2].reserve(), "a place given back on one link is free on another");
+    for (link, dialling) in links.iter().zip([MAX_CONNECTIONS - 1, MAX_CONNECTIONS, 1]) {
+        for _ in 0..dialling {
+            link.dial_failed();
+        }
+    }
+    assert_eq!(budget.connections.load(Ordering::Acquire), 0);
+    // Three links each under their own 16 MiB, 36 MiB together: the node's 32 MiB holds.
+    let chunk = vec![0u8; (1 << 20) - OVERHEAD];
+    let mut held = Vec::new();
+    for (l, link) in links.iter().enumerate() {
+        for id in 1..=3 {
+            let (inbox, shared, end) = opened(link, id);
+            for _ in 0..4 {
+                if link.deliver(id, &chunk) != Delivered::Queued {
+                    assert!(l == 2, "only the third link meets the node's limit");
+                }
+            }
+            held.push((l, inbox, shared, end));
+        }
+    }
+    assert!(budget.queued.load(Ordering::Acquire) <= MAX_TOTAL_QUEUED);
+    let aborted: Vec<usize> = held.iter().filter(|h| h.2.aborted()).map(|h| h.0).collect();
+    assert!(!aborted.is_empty() && aborted.iter().all(|l| *l == 2), "the link that went over gave way: {aborted:?}");
+    drop(held);
+    for link in &links {
+        link.end();
+    }
 }
 
 #[test]

@@ -1,0 +1,205 @@
+//! Every listener's budget for connections that have not yet shown who they are.
+//!
+//! A connection is *pending* from `accept()` until its listener has what it needs to serve it
+//! (the kubelet server: TLS done, the request head read and its credentials checked; the
+//! local listeners: the request head). Pending connections have their own small budget and one
+//! deadline for that whole phase. When the budget is full the **oldest** pending connection is
+//! closed to make room, never the newest: a client that sends its request at once always gets
+//! in, however many idle sockets someone holds open. Where the source address is known, one
+//! source holds at most [`Limits::per_source`] pending connections and makes room among its
+//! own first, so it cannot push out anybody else's.
+//!
+//! Connections past that phase are *sessions*, counted against a separate budget that
+//! pending ones never touch; a session over it gets an answer saying so.
+//!
+//! Each gate publishes `atoll_listener_pending_connections`, `atoll_listener_sessions` and
+//! counts what it closed in `atoll_listener_closed_connections_total` (by reason: evicted,
+//! deadline, sessions_full).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A listener's numbers.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Pending connections at once.
+    pub pending: usize,
+    /// Pending connections from one source address at once.
+    pub per_source: usize,
+    /// From `accept()` to the end of the pending phase.
+    pub deadline: Duration,
+    /// Sessions at once.
+    pub sessions: usize,
+}
+
+/// One listener's gate.
+pub struct Gate {
+    name: &'static str,
+    limits: Limits,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    /// Oldest first.
+    pending: VecDeque<Waiting>,
+    sessions: usize,
+}
+
+struct Waiting {
+    id: u64,
+    source: Option<IpAddr>,
+    /// Dropped to close the connection.
+    _evict: smol::channel::Sender<()>,
+}
+
+/// Which pending connection gives way to one arriving from `source`, if any: the oldest from
+/// that source when it holds its share, else the oldest of all when the budget is full.
+/// `pending` is oldest first.
+pub fn victim(pending: &[(u64, Option<IpAddr>)], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
+    if source.is_some() {
+        let mut own = pending.iter().filter(|(_, s)| *s == source);
+        if own.clone().count() >= limits.per_source {
+            return own.next().map(|(id, _)| *id);
+        }
+    }
+    (pending.len() >= limits.pending).then(|| pending.first().map(|(id, _)| *id)).flatten()
+}
+
+/// A connection in its pending phase. Dropping it leaves the budget.
+pub struct Pending {
+    gate: Arc<Gate>,
+    id: u64,
+    evicted: smol::channel::Receiver<()>,
+    until: Option<Instant>,
+    left: bool,
+}
+
+/// A connection past its pending phase; dropping it frees its place.
+pub struct Session {
+    gate: Arc<Gate>,
+}
+
+/// Why a pending step did not finish.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Closed to make room for a newer connection.
+    Evicted,
+    /// The pending phase's deadline passed.
+    Deadline,
+}
+
+impl Gate {
+    pub fn new(name: &'static str, limits: Limits) -> Arc<Gate> {
+        Arc::new(Gate { name, limits, state: Mutex::new(State::default()) })
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// A connection was accepted: it enters the pending budget, maybe closing an older one.
+    pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>) -> Pending {
+        let (tx, evicted) = smol::channel::bounded(1);
+        let mut s = crate::locks::lock(&self.state);
+        let view: Vec<(u64, Option<IpAddr>)> = s.pending.iter().map(|w| (w.id, w.source)).collect();
+        if let Some(old) = victim(&view, source, &self.limits) {
+            s.pending.retain(|w| w.id != old); // its sender dropped: that connection ends
+            self.count("evicted");
+        }
+        let id = s.next;
+        s.next = s.next.wrapping_add(1);
+        s.pending.push_back(Waiting { id, source, _evict: tx });
+        self.publish(&s);
+        drop(s);
+        let until = crate::deadline::after(Instant::now(), self.limits.deadline);
+        Pending { gate: self.clone(), id, evicted, until, left: false }
+    }
+
+    fn count(&self, reason: &'static str) {
+        crate::metrics::add(&crate::metrics::LISTENER_CLOSED, &[("listener", self.name), ("reason", reason)], 1.0);
+    }
+
+    fn publish(&self, s: &State) {
+        let labels = [("listener", self.name)];
+        crate::metrics::set(&crate::metrics::LISTENER_PENDING, &labels, s.pending.len() as f64);
+        crate::metrics::set(&crate::metrics::LISTENER_SESSIONS, &labels, s.sessions as f64);
+    }
+
+    fn leave(&self, id: u64) {
+        let mut s = crate::locks::lock(&self.state);
+        s.pending.retain(|w| w.id != id);
+        self.publish(&s);
+    }
+
+    /// Pending connections now (for tests and `doctor`).
+    pub fn pending(&self) -> usize {
+        crate::locks::lock(&self.state).pending.len()
+    }
+}
+
+impl Pending {
+    /// Runs one step of the pending phase (a handshake, reading the head, a review), unless
+    /// the connection is evicted or the phase's deadline passes first.
+    pub async fn step<F: Future>(&self, f: F) -> Result<F::Output, Cut> {
+        let evicted = async {
+            let _ = self.evicted.recv().await; // only ever ends by the sender's drop
+            Err(Cut::Evicted)
+        };
+        let deadline = async {
+            match self.until {
+                Some(t) => smol::Timer::at(t).await,
+                None => smol::Timer::never().await,
+            };
+            Err(Cut::Deadline)
+        };
+        let r = smol::future::or(async { Ok(f.await) }, smol::future::or(evicted, deadline)).await;
+        if matches!(r, Err(Cut::Deadline)) {
+            self.gate.count("deadline"); // an eviction was counted when it was chosen
+        }
+        r
+    }
+
+    /// The pending phase is over: a session, or `None` when the listener serves its most
+    /// already (counted as `sessions_full`).
+    pub fn admit(mut self) -> Option<Session> {
+        self.left = true;
+        let gate = self.gate.clone();
+        let mut s = crate::locks::lock(&gate.state);
+        s.pending.retain(|w| w.id != self.id);
+        let full = s.sessions >= gate.limits.sessions;
+        if !full {
+            s.sessions += 1;
+        }
+        gate.publish(&s);
+        drop(s);
+        if full {
+            gate.count("sessions_full");
+            return None;
+        }
+        Some(Session { gate })
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.left {
+            self.gate.leave(self.id);
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let mut s = crate::locks::lock(&self.gate.state);
+        s.sessions = s.sessions.saturating_sub(1);
+        self.gate.publish(&s);
+    }
+}
+
+#[cfg(test)]
+mod tests;
