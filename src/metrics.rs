@@ -104,7 +104,7 @@ pub const TUNNEL_BYTES: Family = Family {
 pub const TUNNEL_REFUSALS: Family = Family {
     name: "atoll_tunnel_dial_refusals_total",
     kind: "counter",
-    help: "Dials a konnectivity server asked for that were refused (anything but the kubelet server, or over the connection limits).",
+    help: "Dials a konnectivity server asked for that were refused, by reason: destination (anything but the kubelet server), limit (128 connections on the link or 256 on the node).",
 };
 pub const TUNNEL_DROPPED: Family = Family {
     name: "atoll_tunnel_dropped_connections_total",

@@ -19,6 +19,7 @@ use common::kubectl::run as kubectl;
 use common::pods::FILES;
 use common::{eventually, free_port, testbed, unique};
 use konnectivity::{connect_over, AgentAuth, Balancer, ProxyServer};
+use std::io::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -170,7 +171,7 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
     // A service on the node's loopback that the tunnel must never lead to.
     let bystander = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let bystander_port = bystander.local_addr().unwrap().port();
-    let refusals_before = metric(read_only, "atoll_tunnel_dial_refusals_total");
+    let refusals_before = metric(read_only, r#"atoll_tunnel_dial_refusals_total{reason="destination"}"#);
 
     from_the_cluster(&server, &dir, &pki, |config| {
         // Dialled, the node is out of reach from here.
@@ -244,7 +245,7 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
     // The token went only to the server, never to the log.
     assert!(!agent.log().contains(TOKEN));
     // Counted, and nothing dialled.
-    assert_eq!(metric(read_only, "atoll_tunnel_dial_refusals_total") - refusals_before, 2.0);
+    assert_eq!(metric(read_only, r#"atoll_tunnel_dial_refusals_total{reason="destination"}"#) - refusals_before, 2.0);
     bystander.set_nonblocking(true).unwrap();
     assert!(bystander.accept().is_err(), "nothing was dialled");
     // The `logs -f` cut with its link ended with it: not a connection closed for falling behind.
@@ -257,6 +258,11 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
 
 /// The server checks agents' client certificates (`--cluster-ca-cert`, the other way the
 /// upstream agent authenticates): the node's own client certificate links, and kubectl works.
+/// Then whoever reaches the server's frontend holds 200 idle connections to the node and asks
+/// for a thousand more, each sent 1 MiB of junk: kubectl still gets its answers through the
+/// same link (tunnelled connections have their own budget in the kubelet server, the oldest
+/// idle one closed for a newer one), and the agent's memory stays far inside its unit's
+/// `MemoryMax=128M`.
 #[test]
 fn a_server_that_checks_client_certificates_links_the_node() {
     let dir = std::env::temp_dir().join(unique("atoll-tunnel-mtls"));
@@ -265,7 +271,7 @@ fn a_server_that_checks_client_certificates_links_the_node() {
     let (cert, key) = (pki.dir.join("server.crt"), pki.dir.join("server.key"));
     let konn = ProxyServer::start(&dir, "konn-m", 1, &cert, &key, &AgentAuth::Mtls(pki.ca.clone()));
     let config = atoll_config(&dir, konn.agent_addr.port(), &pki, None);
-    let (agent, _, _) = node(&dir, &pki, &server, &config);
+    let (agent, port, _) = node(&dir, &pki, &server, &config);
     eventually(Duration::from_secs(60), "the link", || linked(&konn, 1).then_some(()));
     from_the_cluster(&server, &dir, &pki, |config| {
         server.egress_uds(&konn.uds);
@@ -276,7 +282,26 @@ fn a_server_that_checks_client_certificates_links_the_node() {
             String::from_utf8_lossy(&out).starts_with("line ").then_some(())
         });
         echo(config, 0);
+        let node = format!("127.0.0.1:{port}");
+        let idle: Vec<_> = (0..200).filter_map(|_| konn.connect(&node).ok()).collect();
+        assert!(idle.len() >= 100, "{} idle connections held", idle.len());
+        for i in 1..=3 {
+            echo(config, i);
+        }
+        let junk = vec![0x16u8; 1 << 20];
+        let more: Vec<_> = (0..1000)
+            .filter_map(|_| {
+                let mut s = konn.connect(&node).ok()?;
+                s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.write_all(&junk);
+                Some(s)
+            })
+            .collect();
+        echo(config, 4);
+        drop((idle, more));
     });
+    let peak = agent.memory_kib("VmHWM");
+    assert!(peak < 64 << 10, "the agent's peak RSS {peak} KiB");
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -202,11 +202,12 @@ impl Link {
 /// connections); why not, for its DIAL_RSP.
 fn admit(to: &Destination, conns: &Conns, server: &str, protocol: &str, address: &str) -> Result<(), String> {
     if let Err(why) = check_dial(to, protocol, address) {
-        crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[], 1.0);
+        crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[("reason", "destination")], 1.0);
         log::warn!("tunnel: server {server} asked for a connection to {address:?}: refused");
         return Err(why);
     }
     if !conns.reserve() {
+        crate::metrics::add(&crate::metrics::TUNNEL_REFUSALS, &[("reason", "limit")], 1.0);
         return Err("too many connections through this link".to_string());
     }
     Ok(())

@@ -98,6 +98,12 @@ fn echo(server: &ProxyServer, kubelet: &Kubelet, limit: Duration) -> Result<Unix
     (&back == b"ping\n").then_some(s).ok_or_else(|| format!("echoed {back:?}"))
 }
 
+/// The in-process agents share one metrics registry: tests that count drops take turns.
+fn metrics_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn setup(name: &str) -> (PathBuf, Pki) {
     let dir = std::env::temp_dir().join(unique(name));
     let pki = Pki::new(&dir.join("pki"), "tb");
@@ -288,6 +294,7 @@ fn a_link_the_server_stops_reading_is_replaced() {
 /// then closes that connection alone; the session beside it never waits.
 #[test]
 fn a_connection_that_takes_nothing_is_closed_alone() {
+    let _turn = metrics_turn();
     let (dir, pki) = setup("atoll-link-sink");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
@@ -325,5 +332,47 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
     // Counted, as soon as the connection was closed (its socket shut down: the kubelet side
     // reading nothing does not hold it open).
     eventually(Duration::from_secs(5), "the drop counted", || (dropped() == before + 1.0).then_some(()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that asks for a thousand connections the kubelet side never closes: atoll keeps
+/// at most 128 on the link and refuses the rest (counted). Then 1 MiB sent on each that the
+/// kubelet side never takes: the link's queues stay within 16 MiB, the connections furthest
+/// behind closed (counted), and the link still carries new sessions afterwards.
+#[test]
+fn a_thousand_dials_get_the_links_budget_and_no_more() {
+    let _turn = metrics_turn();
+    let (dir, pki) = setup("atoll-link-thousand");
+    let server = mtls_server(&dir, &pki);
+    let kubelet = kubelet();
+    let _agent = agent(server.agent_addr, &pki, None, &kubelet);
+    eventually(Duration::from_secs(30), "a session through the link", || {
+        echo(&server, &kubelet, Duration::from_secs(5)).ok()
+    });
+    let count = |family| atoll::metrics::value(family, &[]);
+    let limited = || atoll::metrics::value(&atoll::metrics::TUNNEL_REFUSALS, &[("reason", "limit")]);
+    let (refusals, drops) = (limited(), count(&atoll::metrics::TUNNEL_DROPPED));
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(mut s) = server.connect(&kubelet.to_string()) {
+            s.write_all(b"sink\n").unwrap();
+            held.push(s);
+        }
+    }
+    let refused = 1000 - held.len();
+    assert!(held.len() <= 128 && refused >= 872, "{} connections taken of 1000", held.len());
+    assert!(limited() - refusals >= refused as f64, "each refusal counted");
+    let megabyte = vec![0u8; 1 << 20];
+    for s in &mut held {
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.write_all(&megabyte);
+    }
+    // Each connection's socket pair takes a few hundred KiB; at most 16 MiB more wait in atoll.
+    let must_drop = (held.len() as f64 - 64.0).max(1.0);
+    eventually(Duration::from_secs(30), "the connections furthest behind closed", || {
+        (count(&atoll::metrics::TUNNEL_DROPPED) - drops >= must_drop).then_some(())
+    });
+    drop(held);
+    eventually(Duration::from_secs(30), "sessions again", || echo(&server, &kubelet, Duration::from_secs(5)).ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
