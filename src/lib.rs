@@ -19,8 +19,9 @@
 //!    engine, workers and kuberuntime's acts; the probers.
 //! 8. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
 //! 9. `node`: node-wide state with narrow handles (facts, statuses, events, imports, objects).
-//! 10. `objects` `cri` `trust` `age`: local ConfigMaps and Secrets; the CRI client and its
-//!     trait; signatures and versions; age decryption.
+//! 10. `objects` `cri` `trust` `age` `gate`: local ConfigMaps and Secrets; the CRI client and
+//!     its trait; signatures and versions; age decryption; every listener's budgets for
+//!     connections that have not shown who they are.
 //! 11. `records` `metrics`: small JSON records on disk; counters and histograms.
 //! 12. `pod`: the Pod model, its validation and safe paths.
 //! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
