@@ -3,11 +3,12 @@
 //! A connection is *pending* from `accept()` until its listener has what it needs to serve it
 //! (the kubelet server: TLS done, the request head read and its credentials checked; the
 //! local listeners: the request head). Pending connections have their own small budget and one
-//! deadline for that whole phase. When the budget is full the **oldest** pending connection is
+//! deadline for that whole phase. When the budget is full an **old** pending connection is
 //! closed to make room, never the newest: a client that sends its request at once always gets
 //! in, however many idle sockets someone holds open. Where the source address is known, one
 //! source holds at most [`Limits::per_source`] pending connections and makes room among its
-//! own first, so it cannot push out anybody else's.
+//! own first, and a full budget makes room among the connections of the source that holds the
+//! most: one source cannot push out anybody else's.
 //!
 //! Connections past that phase are *sessions*, counted against a separate budget that
 //! pending ones never touch; a session over it gets an answer saying so.
@@ -58,16 +59,27 @@ struct Waiting {
 }
 
 /// Which pending connection gives way to one arriving from `source`, if any: the oldest from
-/// that source when it holds its share, else the oldest of all when the budget is full.
+/// that source when it holds its share; else, when the budget is full, the oldest from the
+/// source holding the most (connections whose source is unknown count as one source).
 /// `pending` is oldest first.
 pub fn victim(pending: &[(u64, Option<IpAddr>)], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
-    if source.is_some() {
-        let mut own = pending.iter().filter(|(_, s)| *s == source);
-        if own.clone().count() >= limits.per_source {
-            return own.next().map(|(id, _)| *id);
+    // Each source: how many it holds, and its oldest (the first seen).
+    let mut sources: std::collections::BTreeMap<Option<IpAddr>, (usize, usize)> = Default::default();
+    for (at, (_, s)) in pending.iter().enumerate() {
+        sources.entry(*s).or_insert((0, at)).0 += 1;
+    }
+    let oldest = |at: usize| pending.get(at).map(|(id, _)| *id);
+    if let Some((held, first)) = sources.get(&source).filter(|_| source.is_some()) {
+        if *held >= limits.per_source {
+            return oldest(*first);
         }
     }
-    (pending.len() >= limits.pending).then(|| pending.first().map(|(id, _)| *id)).flatten()
+    if pending.len() < limits.pending {
+        return None;
+    }
+    // The most held; of equals, the source whose connections came first.
+    let most = sources.values().max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))?;
+    oldest(most.1)
 }
 
 /// A connection in its pending phase. Dropping it leaves the budget.

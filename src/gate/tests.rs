@@ -14,11 +14,23 @@ fn the_oldest_gives_way_and_a_source_first_makes_room_among_its_own() {
     type Case<'a> = (&'a str, &'a [(u64, Option<IpAddr>)], Option<IpAddr>, Option<u64>);
     let cases: &[Case] = &[
         ("room left", &[(1, ip(1)), (2, ip(2))], ip(3), None),
-        ("full: the oldest of all", &[(1, ip(1)), (2, ip(2)), (3, ip(3)), (4, ip(4))], ip(5), Some(1)),
+        (
+            "full: the oldest of the source holding most",
+            &[(1, ip(1)), (2, ip(2)), (3, ip(3)), (4, ip(2))],
+            ip(5),
+            Some(2),
+        ),
+        (
+            "full, sources even: the one whose came first",
+            &[(1, ip(1)), (2, ip(2)), (3, ip(2)), (4, ip(1))],
+            ip(5),
+            Some(1),
+        ),
         ("a source at its share: its own oldest", &[(1, ip(1)), (2, ip(2)), (3, ip(2))], ip(2), Some(2)),
-        ("full and at its share: still its own", &[(1, ip(1)), (2, ip(2)), (3, ip(2)), (4, ip(3))], ip(2), Some(2)),
+        ("full and at its share: still its own", &[(1, ip(1)), (2, ip(3)), (3, ip(2)), (4, ip(2))], ip(2), Some(3)),
         ("no source known: only the total counts", &[(1, None), (2, None), (3, None)], None, None),
         ("no source known, full", &[(1, None), (2, None), (3, None), (4, None)], None, Some(1)),
+        ("unknown sources count as one", &[(1, ip(1)), (2, None), (3, None), (4, ip(2))], ip(3), Some(2)),
         ("nothing pending", &[], ip(1), None),
     ];
     for (what, pending, source, want) in cases {

@@ -4,8 +4,8 @@
 //! (`auth`). Errors before a response starts are plain text, as kubelet's.
 //!
 //! Until a connection has finished TLS, sent its request head and had its credentials
-//! checked it is *pending* ([`crate::gate`]): [`PENDING`] of them at once, at most
-//! `per_source` from one address, 10 s for the whole phase, the oldest closed to make room.
+//! checked it is *pending* ([`crate::gate`]): [`PENDING`] sets how many at once, how many from
+//! one address, and 10 s for the whole phase; old ones are closed to make room.
 //! Connections the konnectivity tunnel hands over in-process have a gate of their own, so
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
@@ -24,10 +24,13 @@ use std::time::Duration;
 const HEAD_LIMIT: usize = 64 << 10;
 /// The TCP listener's budgets: pending connections (from anyone who can reach the port) and
 /// sessions (authenticated and authorized).
-pub const PENDING: Limits = Limits { pending: 64, per_source: 16, deadline: Duration::from_secs(10), sessions: 128 };
+/// An API server opens many connections at once (50 `kubectl exec`s are 100 handshakes), so
+/// one address may hold half the pending budget.
+pub const PENDING: Limits = Limits { pending: 128, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
 /// The same for connections through the tunnel, whose source is the konnectivity server
 /// (one per link, at most 128 connections each: `tunnel::conns`).
-pub const TUNNELLED: Limits = Limits { pending: 64, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
+pub const TUNNELLED: Limits =
+    Limits { pending: 128, per_source: 128, deadline: Duration::from_secs(10), sessions: 128 };
 
 /// A connection the konnectivity tunnel hands to the server: one end of a socket pair.
 pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
