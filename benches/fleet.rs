@@ -75,6 +75,7 @@ fn main() {
             runtime_version: "containerd://2.1.0".into(),
             endpoint_port: 10250,
             root_dir: dir.clone(),
+            encrypted_pod_specs: false,
         };
         atoll::mirror::start(opts, node, state);
     }

@@ -6,13 +6,17 @@
 #   atoll-VERSION-TARGET.cdx.json   a CycloneDX SBOM: every crate in the binary, its version,
 #                                   licence and checksum (cross/sbom.py)
 #   SHA256SUMS, SHA256SUMS.minisig  checksums of all of the above, signed with minisign
+#                                   (the public key is never put here: the README holds it)
 # The man page and completions come from the command and flag tables (examples/docs.rs); each
 # binary carries its dependency list in cargo-auditable's format (cross/release.sh).
 #
 #   cross/package.sh OUT [TARGET...]
 #
-# ATOLL_RELEASE_KEY: the minisign secret key to sign with (made without a password, `minisign
-# -G -W`); without it a key is made for this run only, and its public key is left in OUT.
+# ATOLL_RELEASE_KEY: the release's minisign secret key to sign with (made without a password,
+# `minisign -G -W`). Without it the script refuses to start, unless ATOLL_RELEASE_UNSIGNED=1
+# asks for an unsigned build (CI, benchmarks): then OUT holds no signature and no key. A
+# signature by a key made on the spot would verify against whatever public key travels with
+# it, which proves nothing.
 # ATOLL_PACKAGE_PREBUILT=1: package target/cross/atoll-TARGET as they are (no build).
 #
 # Reproducible: every file's time is the commit's (SOURCE_DATE_EPOCH), owners are root,
@@ -28,6 +32,19 @@ shift
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl)
 say() { echo "package: $*" >&2; }
+
+# The key first: nothing is built for a release that could not be signed.
+key=${ATOLL_RELEASE_KEY:-}
+unsigned=${ATOLL_RELEASE_UNSIGNED:-0}
+if [ -n "$key" ] && [ "$unsigned" = 1 ]; then
+  say "both ATOLL_RELEASE_KEY and ATOLL_RELEASE_UNSIGNED=1 are set: unset one"; exit 2
+elif [ -n "$key" ]; then
+  [ -r "$key" ] || { say "ATOLL_RELEASE_KEY=$key: no such readable file"; exit 2; }
+  key=$(realpath "$key")
+elif [ "$unsigned" != 1 ]; then
+  say "ATOLL_RELEASE_KEY is not set: set it to the release's minisign secret key, or set ATOLL_RELEASE_UNSIGNED=1 for an unsigned build"
+  exit 2
+fi
 
 command -v minisign >/dev/null && command -v dpkg-deb >/dev/null || {
   say "installing minisign"
@@ -123,13 +140,12 @@ for t in "${TARGETS[@]}"; do
   say "$t: $(stat -c %s "$out/atoll_${version}_${arch}.deb") bytes as .deb, $(stat -c %s "$out/$name.tar.gz") as .tar.gz"
 done
 
-# Checksums of everything, signed.
-(cd "$out" && rm -f SHA256SUMS SHA256SUMS.minisig && sha256sum -- *.deb *.tar.gz *.cdx.json >SHA256SUMS)
-key=${ATOLL_RELEASE_KEY:-}
-if [ -z "$key" ]; then
-  key=$work/release.key
-  minisign -G -W -s "$key" -p "$out/atoll-release.pub" >/dev/null
-  say "no ATOLL_RELEASE_KEY: signed with a key made for this run (public key: $out/atoll-release.pub)"
+# Checksums of everything, signed. What an earlier run left (a signature, the public key of a
+# throwaway key older versions of this script made) goes first.
+(cd "$out" && rm -f SHA256SUMS SHA256SUMS.minisig atoll-release.pub && sha256sum -- *.deb *.tar.gz *.cdx.json >SHA256SUMS)
+if [ -n "$key" ]; then
+  minisign -S -s "$key" -m "$out/SHA256SUMS" -t "atoll $version SHA256SUMS (commit $commit)" >/dev/null
+else
+  say "ATOLL_RELEASE_UNSIGNED=1: SHA256SUMS is not signed (not a release)"
 fi
-minisign -S -s "$key" -m "$out/SHA256SUMS" -t "atoll $version SHA256SUMS (commit $commit)" >/dev/null
 say "done: $(ls "$out" | tr '\n' ' ')"

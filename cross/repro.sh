@@ -10,7 +10,8 @@
 # What makes them agree (nothing here helps them along): atoll's own sources are named by
 # relative paths, dependencies and std by their registry's and toolchain's paths, which are the
 # same for both; the packages take their times from the commit (cross/package.sh); both are
-# signed with one key, and Ed25519 signatures of the same bytes are the same.
+# signed with one key made for this run (kept outside both outputs), and Ed25519 signatures of
+# the same bytes are the same.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=("$@")

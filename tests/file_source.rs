@@ -476,3 +476,30 @@ fn an_old_default_signed_file_neither_runs_over_serials_nor_freezes_them() {
     let u = until(&bed, |u| u.pods.first().is_some_and(|p| p.pod.metadata.labels["v"] == "8"));
     assert!(u.errors.is_empty(), "{}", errors(&u));
 }
+
+#[test]
+fn an_upgrade_keeps_a_pod_signed_with_timestamps_open_to_serials() {
+    let w = Writer::new("upgrade");
+    let web = |v: &str| pod_yaml("web", v);
+    // The box ran web signed with minisign's default comment under the release before version
+    // schemes, which recorded the bare number in this format (trust/file-versions.json).
+    let signed = signing::sign_with(&w.keys, &web("old"), "fleet", None);
+    let comment = String::from_utf8_lossy(&signed).into_owned();
+    let after = comment.split("timestamp:").nth(1).expect("minisign's default trusted comment");
+    let timestamp: u64 = after.chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap();
+    std::fs::create_dir_all(w.keys.join("state")).unwrap();
+    std::fs::write(w.keys.join("state/versions.json"), format!(r#"{{"pods":{{"default/web-edge-1":{timestamp}}}}}"#))
+        .unwrap();
+    // After the upgrade the fleet moves to serials, as the README allows: serial=1 runs.
+    write_signed(&w.keys, &w.dir.join("web.yaml"), &web("1"), "fleet", 1);
+    let bed = w.start(Some(w.trust.clone()));
+    let u = next(&bed);
+    assert_eq!(names(&u), vec!["web-edge-1"], "{}", errors(&u));
+    assert_eq!(u.pods[0].pod.metadata.labels["v"], "1");
+    // And the record now says serial=1: a replay of the old default-signed file is refused.
+    std::fs::write(w.keys.join("old.minisig"), &signed).unwrap();
+    std::fs::rename(w.keys.join("old.minisig"), w.dir.join("web.yaml.minisig")).unwrap();
+    write(&w.dir.join("web.yaml"), &web("old"));
+    let u = until(&bed, |u| errors(u).contains("timestamp"));
+    assert!(errors(&u).contains("versioned by serial (serial=1 accepted)"), "{}", errors(&u));
+}

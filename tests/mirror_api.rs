@@ -417,6 +417,7 @@ fn mirror_here(
         runtime_version: "containerd://1.6.20".into(),
         endpoint_port: 0,
         root_dir: dir.to_path_buf(),
+        encrypted_pod_specs: false,
     };
     let state = Arc::new(atoll::mirror::MirrorState::default());
     atoll::mirror::start(opts, node.clone(), state.clone());

@@ -135,6 +135,7 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
         // --kubelet-port); never the plain-HTTP read-only port, which it would speak TLS to.
         endpoint_port: s.listeners.kubelet.as_ref().map_or(0, |k| k.address.port()),
         root_dir: s.node.root_dir.clone(),
+        encrypted_pod_specs: m.encrypted_pod_specs,
     };
     crate::mirror::start(opts, node.clone(), state.clone());
     Some(state)

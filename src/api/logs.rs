@@ -6,7 +6,7 @@
 //! until that instance of the container stops, or the client goes away.
 
 use super::log_lines::Lines;
-use super::pods::{find_pod, not_found};
+use super::pods::{find_pod, not_found, Reader};
 use super::server::WRITE_DEADLINE;
 use super::server::{self, Request, Response};
 use super::view::Api;
@@ -195,7 +195,7 @@ fn wanted<RT: RuntimeService>(
     req: &Request,
     (ns, name, container): (&str, &str, &str),
 ) -> Result<Wanted, Response> {
-    let (_, pod) = find_pod(api, ns, name).ok_or_else(|| not_found(ns, name))?;
+    let (_, pod) = find_pod(api, ns, name, Reader::Root).ok_or_else(|| not_found(ns, name))?;
     let status = api.node.statuses().get(&pod.metadata.uid);
     let cs = status
         .as_ref()

@@ -45,7 +45,7 @@ pub use view::Api;
 
 use crate::cri::RuntimeService;
 use crate::gate::{Gate, Limits, Pending};
-use pods::{find_pod, not_found, pod_list, restart};
+use pods::{find_pod, not_found, pod_list, restart, Reader};
 use server::{respond, Request, Response};
 use std::path::Path;
 use std::sync::Arc;
@@ -157,6 +157,14 @@ where
     respond(&mut stream, &response).await;
 }
 
+/// Who reads through a listener of `scope`: root only on the socket.
+fn reader(scope: Scope) -> Reader {
+    match scope {
+        Scope::Full => Reader::Root,
+        Scope::ReadOnly | Scope::Healthz => Reader::Unprivileged,
+    }
+}
+
 async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&str], scope: Scope) -> Response {
     let allowed = match (scope, segments.first().copied()) {
         (_, Some("healthz")) => true,
@@ -176,13 +184,13 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
             None => Response::text(200, "ok"),
             Some(why) => Response::text(500, why),
         },
-        ("GET", ["pods"]) => Response::json(200, &pod_list(api)),
-        ("GET", ["pods", ns, name]) => match find_pod(api, ns, name) {
+        ("GET", ["pods"]) => Response::json(200, &pod_list(api, reader(scope))),
+        ("GET", ["pods", ns, name]) => match find_pod(api, ns, name, reader(scope)) {
             Some((pod, _)) => Response::json(200, &pod),
             None => not_found(ns, name),
         },
         ("POST", ["pods", ns, name, "restart"]) => restart(api, ns, name).await,
-        ("GET", ["pods", ns, name, "objects"]) => match find_pod(api, ns, name) {
+        ("GET", ["pods", ns, name, "objects"]) => match find_pod(api, ns, name, Reader::Root) {
             Some((_, pod)) => Response::json(200, &objects::of_pod(api, &pod)),
             None => not_found(ns, name),
         },

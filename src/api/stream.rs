@@ -52,7 +52,7 @@ fn pod_of<RT: RuntimeService>(
     name: &str,
     uid: Option<&str>,
 ) -> Result<crate::pod::types::Pod, Response> {
-    let (_, found) = super::pods::find_pod(api, ns, name)
+    let (_, found) = super::pods::find_pod(api, ns, name, super::pods::Reader::Root)
         .filter(|(_, p)| uid.is_none_or(|u| p.metadata.uid == u))
         .ok_or_else(|| Response::text(404, "pod not found"))?;
     Ok(found)

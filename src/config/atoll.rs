@@ -66,6 +66,9 @@ pub struct AtollConfiguration {
     pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
     pub node_labels: std::collections::BTreeMap<String, String>,
+    /// Mirror pods from age-encrypted manifests with their values (env values, commands) as
+    /// they are, for whoever can read pods on the API server (default false: redacted).
+    pub mirror_encrypted_pod_specs: Option<bool>,
     /// The tunnel to a konnectivity server, for a node the API server cannot dial.
     pub konnectivity: Option<crate::tunnel::Settings>,
 }
@@ -191,6 +194,7 @@ impl AtollConfiguration {
             rollback_max_restarts: f.get("rollbackMaxRestarts")?,
             manifest_trust,
             node_labels: f.get("nodeLabels")?.unwrap_or_default(),
+            mirror_encrypted_pod_specs: f.get("mirrorEncryptedPodSpecs")?,
         };
         f.rest(unknown);
         Ok(cfg)

@@ -384,6 +384,8 @@ pub struct MirrorSettings {
     pub lease_duration_seconds: u32,
     /// The tunnel to a konnectivity server (`konnectivity` in the AtollConfiguration).
     pub tunnel: Option<crate::tunnel::Settings>,
+    /// `mirrorEncryptedPodSpecs`: mirror pods from encrypted manifests unredacted.
+    pub encrypted_pod_specs: bool,
 }
 
 pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
@@ -432,6 +434,7 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
             Some(n) => return Err(format!("config field nodeLeaseDurationSeconds: {n} must be 1 to 3600")),
         },
         tunnel: i.own.konnectivity.clone(),
+        encrypted_pod_specs: i.own.mirror_encrypted_pod_specs.unwrap_or(false),
     })
 }
 

@@ -203,7 +203,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 None => Response::text(200, "ok"),
                 Some(why) => Response::text(500, why),
             },
-            ("GET" | "HEAD", ["pods"]) => Response::json(200, &crate::api::pods::pod_list(&self.api)),
+            ("GET" | "HEAD", ["pods"]) => {
+                Response::json(200, &crate::api::pods::pod_list(&self.api, crate::api::pods::Reader::Unprivileged))
+            }
             (_, [first, ..]) if DEBUGGING.contains(first) => self.refused(req),
             _ => Response::text(404, "404 page not found"),
         }

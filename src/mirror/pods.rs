@@ -272,7 +272,12 @@ impl Pods<'_> {
         if self.refused.get(&sp.uid).is_some_and(|r| Instant::now() < r.until) {
             return Ok(());
         }
-        let body = objects::mirror_pod(&sp.pod, &sp.uid, &self.opts.node, node_uid);
+        // The hash stays the static pod's UID whatever is shown: a redacted mirror is current.
+        let shown = match self.opts.encrypted_pod_specs {
+            true => std::borrow::Cow::Borrowed(&*sp.pod),
+            false => crate::pod::redact::for_unprivileged(&sp.pod),
+        };
+        let body = objects::mirror_pod(&shown, &sp.uid, &self.opts.node, node_uid);
         let path = format!("/api/v1/namespaces/{}/pods", sp.pod.metadata.namespace);
         let r = self.client.call("POST", &path, JSON, Some(&body)).map_err(|e| (e, None))?;
         match r.status {

@@ -28,6 +28,9 @@ pub struct Options {
     pub endpoint_port: u16,
     /// The filesystem whose size is the node's ephemeral-storage capacity.
     pub root_dir: PathBuf,
+    /// Mirror pods from encrypted manifests as they are (`mirrorEncryptedPodSpecs`); by
+    /// default their values are redacted (`pod::redact`).
+    pub encrypted_pod_specs: bool,
 }
 
 /// Between the agent and the mirror: the static pods to mirror (set by the agent's main loop),

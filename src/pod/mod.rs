@@ -31,6 +31,7 @@ pub mod load;
 pub mod order;
 pub mod paths;
 pub mod quantity;
+pub mod redact;
 pub mod references;
 pub mod refs;
 pub mod rollback_policy;

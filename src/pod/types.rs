@@ -42,6 +42,10 @@ api_struct! {
         pub spec: PodSpec,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub status: Option<Value>,
+        /// Read from an age-encrypted file: set by the intake, never by a manifest, and shown
+        /// to unprivileged readers and the mirror redacted (`pod::redact`).
+        #[serde(skip)]
+        pub from_encrypted_file: bool,
     }
 }
 

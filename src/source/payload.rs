@@ -106,7 +106,15 @@ impl Intake {
             Origin::Url(_) => Shape::PodOrList,
         };
         match objects::load(bytes, shape, &p.origin, &self.node, self.policy) {
-            Ok(manifests) => Ok(Opened { manifests, signed }),
+            Ok(mut manifests) => {
+                // The pod carries where it came from: unprivileged views redact it.
+                if p.encrypted() {
+                    for sp in &mut manifests.pods {
+                        Arc::make_mut(&mut sp.pod).from_encrypted_file = true;
+                    }
+                }
+                Ok(Opened { manifests, signed })
+            }
             Err(e) => Err(ManifestError { origin: p.shown(), ..e }),
         }
     }

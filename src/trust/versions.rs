@@ -10,6 +10,10 @@
 //! signed version: an item once signed stays signed. [`Versions::decide`] is the whole
 //! decision for one scan or one poll (pure); a record that cannot be written refuses what would
 //! have raised it (fail closed).
+//!
+//! Records written before versions had schemes (`{"pods":{"ns/name":N}}`, or an item whose
+//! scheme is `unknown`) are migrated when loaded by [`legacy_version`]: a number that can only
+//! be a Unix time is a timestamp, anything else a serial.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,7 +27,8 @@ pub enum Scheme {
     Serial,
     /// minisign's own `timestamp:N`.
     Timestamp,
-    /// A number recorded by an atoll that did not record the scheme: compared with either.
+    /// A number recorded by an atoll that did not record the scheme. Only read from disk:
+    /// [`Versions::open`] migrates it to one of the others ([`legacy_version`]).
     Unknown,
 }
 
@@ -60,6 +65,32 @@ impl fmt::Display for Version {
             Scheme::Timestamp => write!(f, "timestamp:{}", self.number),
             Scheme::Unknown => write!(f, "version {}", self.number),
         }
+    }
+}
+
+/// The earliest number taken for a Unix time: 2001-09-09 (10^9). minisign has written
+/// `timestamp:N` since long after; a counter-style serial (`serial=8`) is far below it.
+pub const FIRST_PLAUSIBLE_TIME: u64 = 1_000_000_000;
+
+/// A time this code was written after (2026-11-27): a box whose clock is behind (no RTC, no
+/// NTP yet) still reads a timestamp recorded before this release as one.
+const RELEASED: u64 = 1_795_800_000;
+
+/// Slack for a signer's clock ahead of the box's.
+const CLOCK_SLACK: u64 = 86_400;
+
+/// What a number recorded without a scheme was, read at Unix time `now`: a timestamp when it
+/// can only be a Unix time, between [`FIRST_PLAUSIBLE_TIME`] and now (or this release, if the
+/// clock is behind) plus a day; a serial otherwise. A timestamp was a signing time, so it is
+/// not in the future; a date-style serial (`2026112801`) is, and stays a serial. A serial that
+/// is itself a past Unix time (`serial=$(date +%s)`) reads as a timestamp: serials win over
+/// timestamps, so the fleet's next serial is taken, as is (once, until that next one) an older
+/// serial-signed file replayed before it.
+pub fn legacy_version(number: u64, now: u64) -> Version {
+    let latest = now.max(RELEASED).saturating_add(CLOCK_SLACK);
+    match (FIRST_PLAUSIBLE_TIME..=latest).contains(&number) {
+        true => Version::timestamp(number),
+        false => Version::serial(number),
     }
 }
 
@@ -101,13 +132,20 @@ struct Record {
 
 impl Versions {
     /// The record at `path` (none yet: empty); `None` keeps it in memory only.
+    /// Numbers recorded without a scheme are migrated ([`legacy_version`]) and written back.
     pub fn open(path: Option<PathBuf>) -> Versions {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let record = path.as_deref().and_then(crate::records::read::<Record>).unwrap_or_default();
-        let mut newest = record.items;
-        for (pod, number) in record.pods {
-            newest.entry(format!("pod {pod}")).or_insert(Version { scheme: Scheme::Unknown, number });
+        let legacy = !record.pods.is_empty() || record.items.values().any(|v| v.scheme == Scheme::Unknown);
+        let newest = migrate(record, now);
+        let versions = Versions { path, newest };
+        if legacy {
+            if let Err(e) = versions.write(&versions.newest) {
+                // Migrated again at the next start; the records in memory are the same.
+                log::warn!("signed manifests: cannot write the migrated version record: {e}");
+            }
         }
-        Versions { path, newest }
+        versions
     }
 
     /// Why the payload `claim` may not be used now (`None`: it may). Checks a copy that was
@@ -156,6 +194,19 @@ impl Versions {
             None => Ok(()),
         }
     }
+}
+
+/// The items of `record` with every number recorded without a scheme migrated, read at `now`.
+fn migrate(record: Record, now: u64) -> BTreeMap<String, Version> {
+    let mut newest: BTreeMap<String, Version> = record
+        .items
+        .into_iter()
+        .map(|(item, v)| (item, if v.scheme == Scheme::Unknown { legacy_version(v.number, now) } else { v }))
+        .collect();
+    for (pod, number) in record.pods {
+        newest.entry(format!("pod {pod}")).or_insert(legacy_version(number, now));
+    }
+    newest
 }
 
 #[cfg(test)]
@@ -236,14 +287,49 @@ mod tests {
     }
 
     #[test]
-    fn a_record_from_before_schemes_compares_with_either() {
+    fn a_number_recorded_without_a_scheme_is_a_timestamp_only_if_it_can_only_be_a_unix_time() {
+        let now = 1_800_000_000; // 2027-01-15
+        let cases: &[(u64, u64, Version, &str)] = &[
+            (0, now, Version::serial(0), "zero"),
+            (8, now, Version::serial(8), "a counter"),
+            (20_261_128, now, Version::serial(20_261_128), "YYYYMMDD"),
+            (999_999_999, now, Version::serial(999_999_999), "just before 2001-09-09"),
+            (FIRST_PLAUSIBLE_TIME, now, Version::timestamp(FIRST_PLAUSIBLE_TIME), "2001-09-09"),
+            (1_795_000_000, now, Version::timestamp(1_795_000_000), "minisign's default, last year"),
+            (now, now, Version::timestamp(now), "signed just now"),
+            (now + 86_400, now, Version::timestamp(now + 86_400), "a signer's clock a day ahead"),
+            (now + 86_401, now, Version::serial(now + 86_401), "in the future: not a signing time"),
+            (2_026_112_801, now, Version::serial(2_026_112_801), "YYYYMMDDNN"),
+            (u64::MAX, now, Version::serial(u64::MAX), "the largest"),
+            // A clock still at 1970 (no RTC): this release's date bounds it instead.
+            (1_795_000_000, 0, Version::timestamp(1_795_000_000), "clock behind"),
+            (RELEASED + 86_400, 0, Version::timestamp(RELEASED + 86_400), "clock behind, a day's slack"),
+            (2_000_000_000, 0, Version::serial(2_000_000_000), "clock behind, future"),
+        ];
+        for &(number, now, want, what) in cases {
+            assert_eq!(legacy_version(number, now), want, "{what}: {number} at {now}");
+        }
+    }
+
+    #[test]
+    fn a_record_from_before_schemes_is_migrated_and_written_back() {
         let d = dir("legacy");
         let path = d.join("file-versions.json");
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(&path, br#"{"pods":{"default/web":5}}"#).unwrap();
-        let v = Versions::open(Some(path));
-        assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(4)))).is_some());
-        assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(5)))).is_none());
+        // As the release before schemes wrote it: a minisign timestamp and a serial; and an
+        // item this release's predecessor wrote with scheme "unknown".
+        std::fs::write(&path, br#"{"pods":{"default/web":1795000000,"default/db":5}}"#).unwrap();
+        let v = Versions::open(Some(path.clone()));
+        let web = |version| claim(&["pod default/web"], Some(version));
+        assert!(v.check(&web(Version::serial(1))).is_none(), "timestamps to serials: serial=1 is taken");
+        assert!(v.check(&web(Version::timestamp(1_794_999_999))).is_some(), "an older timestamp is not");
+        assert!(v.check(&claim(&["pod default/db"], Some(Version::serial(4)))).is_some());
+        assert!(v.check(&claim(&["pod default/db"], Some(Version::serial(5)))).is_none());
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.contains(r#""pod default/web":{"scheme":"timestamp","number":1795000000}"#), "{written}");
+        assert!(!written.contains("pods"), "{written}");
+        std::fs::write(&path, br#"{"items":{"pod default/web":{"scheme":"unknown","number":1795000000}}}"#).unwrap();
+        assert!(Versions::open(Some(path)).check(&web(Version::serial(1))).is_none());
         let _ = std::fs::remove_dir_all(&d);
     }
 }
