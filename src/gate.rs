@@ -63,23 +63,32 @@ struct Waiting {
 /// source holding the most (connections whose source is unknown count as one source).
 /// `pending` is oldest first.
 pub fn victim(pending: &[(u64, Option<IpAddr>)], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
-    // Each source: how many it holds, and its oldest (the first seen).
-    let mut sources: std::collections::BTreeMap<Option<IpAddr>, (usize, usize)> = Default::default();
+    // Each source: how many it holds, and where its oldest is (the first seen). A few sources
+    // at most in practice; a plain list is smaller code than a map.
+    let mut sources: Vec<(Option<IpAddr>, usize, usize)> = Vec::new();
     for (at, (_, s)) in pending.iter().enumerate() {
-        sources.entry(*s).or_insert((0, at)).0 += 1;
+        match sources.iter_mut().find(|e| e.0 == *s) {
+            Some(e) => e.1 += 1,
+            None => sources.push((*s, 1, at)),
+        }
     }
     let oldest = |at: usize| pending.get(at).map(|(id, _)| *id);
-    if let Some((held, first)) = sources.get(&source).filter(|_| source.is_some()) {
-        if *held >= limits.per_source {
-            return oldest(*first);
+    if let Some(&(_, held, first)) = sources.iter().find(|e| source.is_some() && e.0 == source) {
+        if held >= limits.per_source {
+            return oldest(first);
         }
     }
     if pending.len() < limits.pending {
         return None;
     }
-    // The most held; of equals, the source whose connections came first.
-    let most = sources.values().max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))?;
-    oldest(most.1)
+    // The most held; of equals, the source whose connections came first (listed first).
+    let mut most: Option<&(Option<IpAddr>, usize, usize)> = None;
+    for e in &sources {
+        if most.is_none_or(|m| e.1 > m.1) {
+            most = Some(e);
+        }
+    }
+    oldest(most?.2)
 }
 
 /// A connection in its pending phase. Dropping it leaves the budget.
@@ -158,22 +167,25 @@ impl Pending {
     /// Runs one step of the pending phase (a handshake, reading the head, a review), unless
     /// the connection is evicted or the phase's deadline passes first.
     pub async fn step<F: Future>(&self, f: F) -> Result<F::Output, Cut> {
+        smol::future::or(async { Ok(f.await) }, async { Err(self.cut().await) }).await
+    }
+
+    /// Ends when the connection is evicted or the phase's deadline passes (one copy for every
+    /// step's future).
+    async fn cut(&self) -> Cut {
         let evicted = async {
             let _ = self.evicted.recv().await; // only ever ends by the sender's drop
-            Err(Cut::Evicted)
+            Cut::Evicted
         };
         let deadline = async {
             match self.until {
                 Some(t) => smol::Timer::at(t).await,
                 None => smol::Timer::never().await,
             };
-            Err(Cut::Deadline)
-        };
-        let r = smol::future::or(async { Ok(f.await) }, smol::future::or(evicted, deadline)).await;
-        if matches!(r, Err(Cut::Deadline)) {
             self.gate.count("deadline"); // an eviction was counted when it was chosen
-        }
-        r
+            Cut::Deadline
+        };
+        smol::future::or(evicted, deadline).await
     }
 
     /// The pending phase is over: a session, or `None` when the listener serves its most

@@ -12,6 +12,7 @@
 use super::auth::{Auth, Credentials, Reviewer, Verdict};
 use super::{authz, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
+use crate::api::stream::Client;
 use crate::api::Api;
 use crate::cri::RuntimeService;
 use crate::gate::{Gate, Limits, Pending};
@@ -108,7 +109,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                     let _ = stream.set_nodelay(true);
                     let pending = self.direct.arrive(Some(peer.ip()));
                     let server = self.clone();
-                    crate::task::spawn(async move { server.connection(stream, pending).await }).detach();
+                    crate::task::spawn(async move { server.connection(Box::new(stream), pending).await }).detach();
                 }
                 Err(e) => {
                     log::warn!("kubelet server: accept: {e}");
@@ -123,14 +124,12 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
         while let Ok(stream) = handoff.recv().await {
             let pending = self.tunnelled.arrive(None);
             let server = self.clone();
-            crate::task::spawn(async move { server.connection(stream, pending).await }).detach();
+            crate::task::spawn(async move { server.connection(Box::new(stream), pending).await }).detach();
         }
     }
 
-    async fn connection<S>(&self, stream: S, pending: Pending)
-    where
-        S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
-    {
+    /// One connection, TCP or tunnelled (boxed: one copy of all that follows serves both).
+    async fn connection(&self, stream: Box<dyn Client>, pending: Pending) {
         let Ok(Ok(mut tls)) = pending.step(self.tls.accept(stream)).await else { return };
         let Ok(Ok((head, _))) = pending.step(crate::http1::read_head(&mut tls, HEAD_LIMIT)).await else { return };
         let req = match parse_head(&head) {
