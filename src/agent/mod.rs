@@ -114,8 +114,9 @@ impl Agent {
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
-        // The tunnel hands its connections to the kubelet server in-process.
-        let (handoff, handed) = smol::channel::bounded(16);
+        // The tunnel hands its connections to the kubelet server in-process (as many as the
+        // tunnel's limits let through).
+        let (handoff, handed) = smol::channel::unbounded();
         let kubelet_server = parts::kubelet_server(&s, &node, &api, handed).await;
         tasks.extend(parts::tunnel(&s, &node, kubelet_server.is_some(), handoff));
         tasks.extend(kubelet_server.into_iter().flatten());

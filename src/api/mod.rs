@@ -136,7 +136,11 @@ where
         Err(_) => return, // evicted for a newer client, or too slow
     };
     let Some(_session) = pending.admit() else {
-        return respond(&mut stream, &Response::error(503, "ServiceUnavailable", "too many requests at once")).await;
+        return respond(
+            &mut stream,
+            &Response::error(503, "ServiceUnavailable", "too many requests at once".to_string()),
+        )
+        .await;
     };
     let _slot = api.serving();
     let (req, head) = req;

@@ -108,8 +108,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                     // Small writes (a session's frames, an answer's head) leave at once.
                     let _ = stream.set_nodelay(true);
                     let pending = self.direct.arrive(Some(peer.ip()));
-                    let server = self.clone();
-                    crate::task::spawn(async move { server.connection(Box::new(stream), pending).await }).detach();
+                    self.spawn(Box::new(stream), pending);
                 }
                 Err(e) => {
                     log::warn!("kubelet server: accept: {e}");
@@ -123,9 +122,13 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
     pub async fn serve_tunnelled(self: Arc<Self>, handoff: Handoff) {
         while let Ok(stream) = handoff.recv().await {
             let pending = self.tunnelled.arrive(None);
-            let server = self.clone();
-            crate::task::spawn(async move { server.connection(Box::new(stream), pending).await }).detach();
+            self.spawn(Box::new(stream), pending);
         }
+    }
+
+    fn spawn(self: &Arc<Self>, stream: Box<dyn Client>, pending: Pending) {
+        let server = self.clone();
+        crate::task::spawn(async move { server.connection(stream, pending).await }).detach();
     }
 
     /// One connection, TCP or tunnelled (boxed: one copy of all that follows serves both).

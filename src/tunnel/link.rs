@@ -29,8 +29,7 @@ const CONNECT: &str = "/AgentService/Connect";
 const MAX_PACKET: usize = 4 << 20;
 /// The most server instances the node links to, whatever the server says.
 const MAX_SERVERS: usize = 64;
-/// How long a dial of the kubelet server, or a connect to the konnectivity server, may take.
-const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connect to the konnectivity server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a keepalive PING waits for its PONG (gRPC's default keepalive timeout), and how
 /// long the link may be unable to send before it is replaced.
@@ -216,19 +215,14 @@ fn admit(to: &Destination, conns: &Conns, server: &str, protocol: &str, address:
 /// Answers one allowed DIAL_REQ: hands the kubelet server one end of a socket pair and,
 /// taken, pumps the other end's bytes.
 async fn dial(id: i64, random: i64, kubelet: Kubelet, out: Outbox, conns: Arc<Conns>) {
-    let handed = async {
-        let (ours, theirs) = smol::net::unix::UnixStream::pair().map_err(|e| e.to_string())?;
-        kubelet.handoff.send(theirs).await.map_err(|_| "the kubelet server has stopped".to_string())?;
-        Ok::<_, String>(ours)
-    };
-    let sock = match crate::deadline::with_deadline(DIAL_TIMEOUT, handed).await {
-        Some(Ok(sock)) => sock,
-        failed => {
+    let handed = smol::net::unix::UnixStream::pair().map_err(|e| e.to_string()).and_then(|(ours, theirs)| {
+        kubelet.handoff.try_send(theirs).map_err(|_| "the kubelet server has stopped".to_string())?;
+        Ok(ours)
+    });
+    let sock = match handed {
+        Ok(sock) => sock,
+        Err(why) => {
             conns.dial_failed();
-            let why = match failed {
-                Some(Err(e)) => e,
-                _ => "timed out".to_string(),
-            };
             out.send(&Packet::dial_response(format!("dial tcp {}: {why}", kubelet.address), 0, random)).await;
             return;
         }
