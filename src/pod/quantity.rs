@@ -42,10 +42,9 @@ impl Quantity {
         if s.is_empty() {
             return Err(bad("empty"));
         }
-        let (negative, rest) = match s.as_bytes()[0] {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
+        let (negative, rest) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
         };
         let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let (number, suffix) = rest.split_at(num_end);
@@ -95,7 +94,7 @@ impl Quantity {
                 Format::BinarySi
             }
             _ if suffix.starts_with(['e', 'E']) => {
-                let e = &suffix[1..];
+                let e = suffix.get(1..).unwrap_or_default();
                 let valid = !e.is_empty()
                     && e.trim_start_matches(['+', '-']).len() <= 3
                     && e.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit())
