@@ -110,7 +110,12 @@ impl Quantity {
         if negative {
             mantissa = -mantissa;
         }
-        Ok(Quantity::normalised(mantissa, exponent, format))
+        let q = Quantity::normalised(mantissa, exponent, format);
+        // Past this it could not be written back in a form that parses (`e` takes three digits).
+        if q.exponent > 999 {
+            return Err(bad("too large"));
+        }
+        Ok(q)
     }
 
     fn normalised(mut mantissa: i128, mut exponent: i32, format: Format) -> Quantity {
@@ -226,15 +231,17 @@ impl fmt::Display for Quantity {
             -9 => Some("n"),
             _ => None,
         };
+        // The mantissa times 10^`k`, unless that leaves i128 (38 digits times 10^2 can).
+        let scaled = |k: i32| 10i128.checked_pow(k.unsigned_abs()).and_then(|p| self.mantissa.checked_mul(p));
         match suffix {
-            Some(s) => {
-                let m = self.mantissa * 10i128.pow((self.exponent - e3) as u32);
-                write!(f, "{m}{s}")
-            }
-            None if self.exponent >= 18 => {
-                let m = self.mantissa * 10i128.pow((self.exponent - 18) as u32);
-                write!(f, "{m}E")
-            }
+            Some(s) => match scaled(self.exponent - e3) {
+                Some(m) => write!(f, "{m}{s}"),
+                None => write!(f, "{}e{}", self.mantissa, self.exponent),
+            },
+            None if self.exponent >= 18 => match scaled(self.exponent - 18) {
+                Some(m) => write!(f, "{m}E"),
+                None => write!(f, "{}e{}", self.mantissa, self.exponent),
+            },
             None => {
                 // Below nano: a plain decimal fraction, exact.
                 let neg = self.mantissa < 0;
@@ -333,6 +340,19 @@ mod tests {
         assert_eq!(q("0.0000000001").to_string(), "0.0000000001");
         assert_eq!(q("-250m").to_string(), "-250m");
         assert_eq!(q("0Gi").to_string(), "0");
+    }
+
+    #[test]
+    fn huge_exponents_print_without_overflow_and_parse_back() {
+        // Found by fuzz/fuzz_targets/values.rs: `1e335` multiplied 10^317 into an i128 when
+        // printed (a panic in debug builds, a wrapped number in release ones).
+        for text in ["1e335", "1e998", "99999999999999999999999999999999999999e4", "12e100", "1e20", "5E", "123456789E"]
+        {
+            let printed = q(text).to_string();
+            assert_eq!(q(&printed), q(text), "{text} printed as {printed}");
+        }
+        assert_eq!(q("1e335").to_string(), "1e335");
+        assert!(Quantity::parse("10e999").unwrap_err().contains("too large"));
     }
 
     #[test]
