@@ -231,8 +231,12 @@ impl fmt::Display for Quantity {
             -9 => Some("n"),
             _ => None,
         };
-        // The mantissa times 10^`k`, unless that leaves i128 (38 digits times 10^2 can).
-        let scaled = |k: i32| 10i128.checked_pow(k.unsigned_abs()).and_then(|p| self.mantissa.checked_mul(p));
+        // The mantissa times 10^`k`, unless that takes more digits than a quantity may have
+        // (or leaves i128: 38 digits times 10^2 can).
+        let scaled = |k: i32| {
+            let m = 10i128.checked_pow(k.unsigned_abs()).and_then(|p| self.mantissa.checked_mul(p))?;
+            (m.unsigned_abs() < 10u128.pow(MAX_DIGITS as u32)).then_some(m)
+        };
         match suffix {
             Some(s) => match scaled(self.exponent - e3) {
                 Some(m) => write!(f, "{m}{s}"),
@@ -345,8 +349,10 @@ mod tests {
     #[test]
     fn huge_exponents_print_without_overflow_and_parse_back() {
         // Found by fuzz/fuzz_targets/values.rs: `1e335` multiplied 10^317 into an i128 when
-        // printed (a panic in debug builds, a wrapped number in release ones).
-        for text in ["1e335", "1e998", "99999999999999999999999999999999999999e4", "12e100", "1e20", "5E", "123456789E"]
+        // printed (a panic in debug builds, a wrapped number in release ones); `1e56` printed
+        // as 39 digits and `E`, which does not parse.
+        for text in
+            ["1e335", "1e56", "1e998", "99999999999999999999999999999999999999e4", "12e100", "1e20", "5E", "123456789E"]
         {
             let printed = q(text).to_string();
             assert_eq!(q(&printed), q(text), "{text} printed as {printed}");
