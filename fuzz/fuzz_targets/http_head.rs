@@ -55,7 +55,8 @@ fuzz_target!(|data: &[u8]| {
         let target = line.split(' ').nth(1).unwrap_or_default();
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         assert_eq!(req.path, reference_decode(path), "path of {line:?}");
-        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        // The first pairs only: query_all reads the whole head again for each.
+        for kv in query.split('&').filter(|kv| !kv.is_empty()).take(8) {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let key = reference_decode(k);
             let all = query_all(&head, &key);
