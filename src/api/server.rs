@@ -179,9 +179,9 @@ mod tests {
     #[test]
     fn only_two_hex_digits_make_an_escape() {
         // Seen while writing fuzz/fuzz_targets/http_head.rs (its reference decoder disagreed):
-        // `%+1` decoded to byte 1, as from_str_radix takes a leading `+`.
+        // `%+1` decoded to byte 1, as from_str_radix takes a leading `+` (a `+` is a space).
         for (raw, decoded) in
-            [("%+1", "%+1"), ("%+f", "%+f"), ("%-1", "%-1"), ("%2F", "/"), ("%2f%41", "/A"), ("%é", "%é"), ("%4", "%4")]
+            [("%+1", "% 1"), ("%+f", "% f"), ("%-1", "%-1"), ("%2F", "/"), ("%2f%41", "/A"), ("%é", "%é"), ("%4", "%4")]
         {
             assert_eq!(percent_decode(raw), decoded, "{raw}");
         }
