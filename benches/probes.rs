@@ -36,7 +36,7 @@ fn serve(listener: std::net::TcpListener) {
 /// The process's user + system CPU time from /proc/self/stat (USER_HZ is 100 on Linux).
 fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let after = stat.rsplit_once(')').unwrap().1;
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     Duration::from_millis(ticks * 10)

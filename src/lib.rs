@@ -27,6 +27,8 @@
 //! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
 //!     `rfc3339` `notify` `root_dir` `short_id` `task`: leaves, which import nothing of atoll.
 
+#![forbid(unsafe_code)]
+
 pub mod age;
 pub mod agent;
 pub mod api;

@@ -1,6 +1,8 @@
 //! The `atoll` binary: parses the command line and runs the command (`cli` holds them all;
 //! `agent` is `atoll run`'s agent). Exit codes: 0 success, 1 failure, 2 usage error.
 
+#![forbid(unsafe_code)]
+
 use atoll::cli::{self, Command};
 use std::process::ExitCode;
 

@@ -288,7 +288,7 @@ pub fn operation_type(method: &str) -> String {
     }
     let mut out = String::with_capacity(method.len() + 4);
     for (i, c) in method.char_indices() {
-        if c.is_ascii_uppercase() && i > 0 && !method[..i].ends_with("Pod") {
+        if c.is_ascii_uppercase() && i > 0 && !method.get(..i).is_some_and(|head| head.ends_with("Pod")) {
             out.push('_');
         }
         out.push(c.to_ascii_lowercase());

@@ -46,33 +46,32 @@ pub fn parse_seconds(s: &str) -> Option<SystemTime> {
 /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (Go's RFC3339Nano, what runtimes write in
 /// CRI log lines) to nanoseconds since the epoch.
 pub fn parse_nanos(s: &str) -> Option<i128> {
+    // Read as bytes: every field is ASCII, so any other byte (a multi-byte character
+    // anywhere) is an error, never a slice across a character.
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+    let (date, rest) = b.split_at_checked(19)?;
+    let [y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1, b'T' | b't', h0, h1, b':', n0, n1, b':', s0, s1] = *date else {
         return None;
-    }
-    let n = |r: std::ops::Range<usize>| -> Option<i64> {
-        let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
     };
-    let (y, m, d, hh, mm, ss) = (n(0..4)?, n(5..7)?, n(8..10)?, n(11..13)?, n(14..16)?, n(17..19)?);
+    let (y, m, d) = (digits(&[y0, y1, y2, y3])?, digits(&[m0, m1])?, digits(&[d0, d1])?);
+    let (hh, mm, ss) = (digits(&[h0, h1])?, digits(&[n0, n1])?, digits(&[s0, s1])?);
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
         return None;
     }
-    let rest = &s[19..];
-    let (frac, zone) = match rest.strip_prefix('.') {
-        Some(r) => r.split_at(r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len())),
-        None => ("", rest),
+    let (frac, zone) = match rest.strip_prefix(b".") {
+        Some(r) => r.split_at(r.iter().position(|c| !c.is_ascii_digit()).unwrap_or(r.len())),
+        None => (&[][..], rest),
     };
-    if rest.starts_with('.') && (frac.is_empty() || frac.len() > 9) {
+    if rest.starts_with(b".") && (frac.is_empty() || frac.len() > 9) {
         return None;
     }
-    let nanos: i64 = if frac.is_empty() { 0 } else { format!("{frac:0<9}").parse().ok()? };
-    let offset = match zone {
-        "Z" | "z" => 0,
-        z if z.len() == 6 && matches!(&z[..1], "+" | "-") && &z[3..4] == ":" => {
-            let (oh, om) = (z[1..3].parse::<i64>().ok()?, z[4..6].parse::<i64>().ok()?);
-            let o = oh * 3600 + om * 60;
-            if z.starts_with('-') {
+    // Nine digits, the missing ones zeros: `.5` is 500000000 nanoseconds.
+    let nanos = frac.iter().chain(std::iter::repeat(&b'0')).take(9).fold(0i64, |n, c| n * 10 + i64::from(c - b'0'));
+    let offset = match *zone {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), oh0, oh1, b':', om0, om1] => {
+            let o = digits(&[oh0, oh1])? * 3600 + digits(&[om0, om1])? * 60;
+            if sign == b'-' {
                 -o
             } else {
                 o
@@ -90,6 +89,11 @@ pub fn parse_nanos(s: &str) -> Option<i128> {
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + hh * 3600 + mm * 60 + ss - offset;
     Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
+}
+
+/// The value of a run of ASCII decimal digits (at most four here), or `None` for anything else.
+fn digits(b: &[u8]) -> Option<i64> {
+    b.iter().try_fold(0i64, |n, &c| c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0')))
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
@@ -147,8 +151,39 @@ mod tests {
             "2026-11-22T18:55:17",
             "2026-11-22T18:55:17+0100",
             "2026-11-22T18:5x:17Z",
+            "2026-11-22T18:55:17+01:0",
+            "+026-11-22T18:55:17Z",
         ] {
             assert_eq!(parse_nanos(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn multi_byte_characters_anywhere_are_an_error_not_a_panic() {
+        // Each puts a character of two to four bytes where an ASCII field or separator is
+        // expected (a `sinceTime` from the network); the old parser sliced across them.
+        for bad in [
+            "2024-01-01T00:00:00+0é:00",
+            "2024-01-01T00:00:00+0é:0",
+            "2024-01-01T00:00:00é:00:0",
+            "2024-01-01T00:00:00+00é0",
+            "2024-01-01T00:00:00+é0:00",
+            "2024-01-01T00:00:00+00:é0",
+            "2024-01-01T00:00:00+00é00",
+            "2024-01-01T00:00:00é",
+            "2024-01-01T00:00:0é:00Z",
+            "2024-01-01T00:00:00.é",
+            "2024-01-01T00:00:00.12€",
+            "2024-01-01T00:00:00.1😀Z",
+            "2024-01-01T00:00:00😀00",
+            "é024-01-01T00:00:00Z",
+            "2024-01-01T00:00:00+😀:",
+            "2024-01-01T00:00:00Zé",
+            "2024-01-01T00:00:00ééé",
+            "éééééééééééééééééééé",
+        ] {
+            assert_eq!(parse_nanos(bad), None, "{bad}");
+            assert_eq!(parse_seconds(bad), None, "{bad}");
         }
     }
 }

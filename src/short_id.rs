@@ -5,7 +5,7 @@
 /// The first 13 characters of `id`; a multibyte character is never cut.
 pub fn short(id: &str) -> &str {
     match id.char_indices().nth(13) {
-        Some((end, _)) => &id[..end],
+        Some((end, _)) => id.get(..end).unwrap_or(id),
         None => id,
     }
 }

@@ -85,10 +85,7 @@ fn resolve(mods: &BTreeMap<String, PathBuf>, path: &[&str]) -> Option<String> {
 /// Text without comments, string literals (so doc examples and messages are not imports) and
 /// the unit tests at the end of a file (whose `super::` is the file itself).
 fn code_only(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(at) => &text[..at],
-        None => text,
-    };
+    let text = text.split_once("#[cfg(test)]\nmod tests {").map_or(text, |(code, _)| code);
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
         let line = line.split("//").next().unwrap_or("");
@@ -128,7 +125,7 @@ fn imports(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String
         };
         let words: Vec<(usize, &str)> = text.match_indices("crate::").chain(text.match_indices("super::")).collect();
         for (at, kind) in words {
-            let rest = &text[at + kind.len()..];
+            let rest = text.get(at + kind.len()..).unwrap_or_default();
             let base: Vec<String> = if kind == "crate::" {
                 vec![]
             } else {
@@ -139,8 +136,7 @@ fn imports(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String
                     b.pop();
                     r = more;
                 }
-                let upto = rest.len() - r.len();
-                add(&b, &rest[upto..]);
+                add(&b, r);
                 continue;
             };
             add(&base, rest);

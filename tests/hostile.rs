@@ -275,10 +275,14 @@ spec:
     assert_eq!(t["state"]["terminated"]["exitCode"], 1, "the writer wrote its whole file: {t}");
     let message = t["state"]["terminated"]["message"].as_str().unwrap_or("");
     assert_eq!(message.len(), 4096, "kubelet's 4 KiB of the termination log");
-    assert!(message.ends_with("END\n"), "the file's end: {:?}", &message[message.len().saturating_sub(40)..]);
+    assert!(message.ends_with("END\n"), "the file's end: {:?}", message.get(message.len().saturating_sub(40)..));
     let f = terminated("flog");
     let message = f["state"]["terminated"]["message"].as_str().unwrap_or("");
-    assert!(message.len() <= 2048 && message.ends_with("LAST"), "{}", &message[message.len().saturating_sub(80)..]);
+    assert!(
+        message.len() <= 2048 && message.ends_with("LAST"),
+        "{:?}",
+        message.get(message.len().saturating_sub(80)..)
+    );
 
     // The whole 64 MB log through the socket: streamed, not buffered.
     let mut s = std::os::unix::net::UnixStream::connect(&bed.agent.socket).unwrap();

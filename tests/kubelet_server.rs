@@ -78,8 +78,8 @@ fn metrics_server_decode(text: &str) -> MetricsServerView {
     // The text must be valid for Prometheus' own parser too.
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("valid text format");
     let label = |labels: &str, key: &str| -> String {
-        let at = labels.find(&format!("{key}=\"")).map(|i| i + key.len() + 2);
-        at.and_then(|i| labels[i..].split('"').next()).unwrap_or_default().to_string()
+        let after = labels.split_once(&format!("{key}=\"")).map(|(_, after)| after);
+        after.and_then(|a| a.split('"').next()).unwrap_or_default().to_string()
     };
     let (mut node_cpu, mut node_mem) = (None, None);
     // (pod, container) → (CPU, memory), each with its time.

@@ -14,5 +14,5 @@ command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq 
 # The fault-injection feature lets tests/restart_safety.rs kill atoll between CRI calls.
 cargo test --locked --all-targets --features fault-injection "$@"
 
-# A short fuzz run of the manifest parser (it must never panic on any input).
+# A short fuzz run of every parser of network and file input (none may panic on any input).
 bash fuzz/run.sh 20000

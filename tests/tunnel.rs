@@ -33,6 +33,7 @@ const AUDIENCE: &str = "system:konnectivity-server";
 fn own_network_namespace() {
     // SAFETY: only the network namespace is unshared, for this thread alone; no file
     // descriptor table is split.
+    #[allow(unsafe_code)] // unshare(2) through rustix is unsafe; only this test's thread moves.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }.expect("unshare(CLONE_NEWNET)");
     let up = std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().expect("ip runs");
     assert!(up.success());
@@ -45,7 +46,7 @@ fn metric(port: u16, name: &str) -> f64 {
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0)
 }

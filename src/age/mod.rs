@@ -12,6 +12,8 @@
 //! plaintext is ever returned.
 
 mod bech32;
+#[doc(hidden)] // for fuzz/fuzz_targets/age.rs
+pub use bech32::{decode as bech32_decode, encode as bech32_encode};
 mod x25519;
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};

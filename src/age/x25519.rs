@@ -163,7 +163,7 @@ mod tests {
     fn hex(s: &str) -> [u8; 32] {
         let mut out = [0u8; 32];
         for (i, b) in out.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2).unwrap(), 16).unwrap();
         }
         out
     }

@@ -116,7 +116,9 @@ fn newline(b: &[u8]) -> Option<usize> {
 
 /// `t` (RFC 3339) with exactly nine fractional digits, its zone kept.
 fn fixed_nanos(t: &str) -> String {
-    let (clock, rest) = t.split_at(t.len().min(19));
+    // A time that is not RFC 3339 (any field of a hand-made line) may hold a multi-byte
+    // character across byte 19: then it is kept whole.
+    let (clock, rest) = t.split_at_checked(t.len().min(19)).unwrap_or((t, ""));
     let (frac, zone) = match rest.strip_prefix('.') {
         Some(r) => r.split_at(r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len())),
         None => ("", rest),
@@ -167,6 +169,13 @@ not a cri line\n";
             "2026-11-22T18:55:17.500000000Z one\n2026-11-22T18:55:18.000000001Z partial\n\
 2026-11-22T18:55:19.000000000+01:00 three\nnot a cri line\n"
         );
+    }
+
+    #[test]
+    fn a_time_with_a_multi_byte_character_is_shown_not_a_panic() {
+        let mut out = Vec::new();
+        Lines::new(None, true, None).decode("2026-11-22T18:55:1é7Z stdout F x\n".as_bytes(), &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "2026-11-22T18:55:1é7Z.000000000 x\n");
     }
 
     #[test]

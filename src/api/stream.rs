@@ -123,7 +123,8 @@ fn session<RT: RuntimeService>(
 
 /// A WebSocket port-forward's `port` values (each may be a comma-separated list), as
 /// kubelet reads them: at least one, each 1 to 65535.
-fn ports(values: &[String]) -> Result<Vec<i32>, String> {
+#[doc(hidden)] // pub for fuzz/fuzz_targets/http_head.rs
+pub fn ports(values: &[String]) -> Result<Vec<i32>, String> {
     if values.is_empty() {
         return Err("query parameter \"port\" is required".into());
     }
@@ -215,9 +216,10 @@ pub trait Client: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Client for T {}
 
 /// `http://host:port/path` split; anything else (https, relative, userinfo) is refused.
-fn target(url: &str) -> Option<(&str, &str)> {
+#[doc(hidden)] // pub for fuzz/fuzz_targets/http_head.rs
+pub fn target(url: &str) -> Option<(&str, &str)> {
     let rest = url.strip_prefix("http://")?;
-    let (authority, path) = rest.split_at(rest.find('/')?);
+    let (authority, path) = rest.split_at_checked(rest.find('/')?)?;
     (!authority.is_empty() && !authority.contains('@')).then_some((authority, path))
 }
 

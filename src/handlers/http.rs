@@ -106,10 +106,7 @@ fn follow(from: &Target, location: &str) -> Target {
     };
     match rest {
         Some(rest) => {
-            let (authority, path) = match rest.find(['/', '?']) {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, "/"),
-            };
+            let (authority, path) = rest.find(['/', '?']).and_then(|i| rest.split_at_checked(i)).unwrap_or((rest, "/"));
             let default_port = if next.scheme == "https" { 443 } else { 80 };
             let (host, port) = split_authority(authority, default_port);
             next.host = host;
@@ -119,7 +116,7 @@ fn follow(from: &Target, location: &str) -> Target {
         None if location.starts_with('/') => next.path = location.to_string(),
         None => {
             let base = from.path.split('?').next().unwrap_or("/");
-            let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+            let dir = base.rfind('/').and_then(|i| base.get(..=i)).unwrap_or("");
             next.path = format!("{}{location}", if dir.is_empty() { "/" } else { dir });
         }
     }

@@ -16,7 +16,7 @@ pub fn runtime_name(image: &str) -> String {
     let normalized = crate::pod::derived::normalized_image(image);
     match normalized.split_once('@') {
         Some((name, digest)) => {
-            let repo = name.rfind(':').filter(|&i| !name[i..].contains('/')).map_or(name, |i| &name[..i]);
+            let repo = name.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(name, |(repo, _)| repo);
             format!("{repo}@{digest}")
         }
         None => normalized,

@@ -173,7 +173,7 @@ fn time(t: SystemTime) -> Vec<u8> {
     let text = crate::rfc3339::format_seconds(t); // 2026-11-26T08:00:00Z
     let digits: String = text.chars().filter(char::is_ascii_digit).collect();
     if digits.as_str() < "2050" {
-        der(0x17, format!("{}Z", &digits[2..]).as_bytes())
+        der(0x17, format!("{}Z", digits.get(2..).unwrap_or_default()).as_bytes())
     } else {
         der(0x18, format!("{digits}Z").as_bytes())
     }

@@ -109,9 +109,8 @@ pub fn split_image(image: &str) -> (&str, Option<&str>, Option<&str>) {
         Some((n, d)) => (n, Some(d)),
         None => (image, None),
     };
-    let last_slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
-    match name[last_slash..].rfind(':') {
-        Some(i) => (&name[..last_slash + i], Some(&name[last_slash + i + 1..]), digest),
+    match name.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')) {
+        Some((repo, tag)) => (repo, Some(tag), digest),
         None => (name, None, digest),
     }
 }

@@ -7,33 +7,29 @@ use super::types::{Container, IntOrString, Pod};
 /// as written, `$$` is a literal `$`, anything else is copied unchanged.
 pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
-    let bytes = input.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'$' && i + 1 < bytes.len() {
-            match bytes[i + 1] {
-                b'$' => {
-                    out.push('$');
-                    i += 2;
-                    continue;
-                }
-                b'(' => {
-                    if let Some(end) = input[i + 2..].find(')') {
-                        let name = &input[i + 2..i + 2 + end];
-                        match lookup(name) {
-                            Some(v) => out.push_str(&v),
-                            None => out.push_str(&input[i..i + 3 + end]),
-                        }
-                        i += 3 + end;
-                        continue;
-                    }
-                }
-                _ => {}
-            }
+    let mut rest = input;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+            continue;
         }
-        let ch = input[i..].chars().next().unwrap_or('\0');
-        out.push(ch);
-        i += ch.len_utf8();
+        if let Some((name, after)) = rest.strip_prefix("$(").and_then(|r| r.split_once(')')) {
+            match lookup(name) {
+                Some(v) => out.push_str(&v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = after;
+            continue;
+        }
+        out.push(c);
+        let mut chars = rest.chars();
+        chars.next();
+        rest = chars.as_str();
     }
     out
 }

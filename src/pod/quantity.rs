@@ -42,10 +42,9 @@ impl Quantity {
         if s.is_empty() {
             return Err(bad("empty"));
         }
-        let (negative, rest) = match s.as_bytes()[0] {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
+        let (negative, rest) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
         };
         let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let (number, suffix) = rest.split_at(num_end);
@@ -95,7 +94,7 @@ impl Quantity {
                 Format::BinarySi
             }
             _ if suffix.starts_with(['e', 'E']) => {
-                let e = &suffix[1..];
+                let e = suffix.get(1..).unwrap_or_default();
                 let valid = !e.is_empty()
                     && e.trim_start_matches(['+', '-']).len() <= 3
                     && e.trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit())
@@ -111,7 +110,12 @@ impl Quantity {
         if negative {
             mantissa = -mantissa;
         }
-        Ok(Quantity::normalised(mantissa, exponent, format))
+        let q = Quantity::normalised(mantissa, exponent, format);
+        // Past this it could not be written back in a form that parses (`e` takes three digits).
+        if q.exponent > 999 {
+            return Err(bad("too large"));
+        }
+        Ok(q)
     }
 
     fn normalised(mut mantissa: i128, mut exponent: i32, format: Format) -> Quantity {
@@ -227,15 +231,21 @@ impl fmt::Display for Quantity {
             -9 => Some("n"),
             _ => None,
         };
+        // The mantissa times 10^`k`, unless that takes more digits than a quantity may have
+        // (or leaves i128: 38 digits times 10^2 can).
+        let scaled = |k: i32| {
+            let m = 10i128.checked_pow(k.unsigned_abs()).and_then(|p| self.mantissa.checked_mul(p))?;
+            (m.unsigned_abs() < 10u128.pow(MAX_DIGITS as u32)).then_some(m)
+        };
         match suffix {
-            Some(s) => {
-                let m = self.mantissa * 10i128.pow((self.exponent - e3) as u32);
-                write!(f, "{m}{s}")
-            }
-            None if self.exponent >= 18 => {
-                let m = self.mantissa * 10i128.pow((self.exponent - 18) as u32);
-                write!(f, "{m}E")
-            }
+            Some(s) => match scaled(self.exponent - e3) {
+                Some(m) => write!(f, "{m}{s}"),
+                None => write!(f, "{}e{}", self.mantissa, self.exponent),
+            },
+            None if self.exponent >= 18 => match scaled(self.exponent - 18) {
+                Some(m) => write!(f, "{m}E"),
+                None => write!(f, "{}e{}", self.mantissa, self.exponent),
+            },
             None => {
                 // Below nano: a plain decimal fraction, exact.
                 let neg = self.mantissa < 0;
@@ -334,6 +344,21 @@ mod tests {
         assert_eq!(q("0.0000000001").to_string(), "0.0000000001");
         assert_eq!(q("-250m").to_string(), "-250m");
         assert_eq!(q("0Gi").to_string(), "0");
+    }
+
+    #[test]
+    fn huge_exponents_print_without_overflow_and_parse_back() {
+        // Found by fuzz/fuzz_targets/values.rs: `1e335` multiplied 10^317 into an i128 when
+        // printed (a panic in debug builds, a wrapped number in release ones); `1e56` printed
+        // as 39 digits and `E`, which does not parse.
+        for text in
+            ["1e335", "1e56", "1e998", "99999999999999999999999999999999999999e4", "12e100", "1e20", "5E", "123456789E"]
+        {
+            let printed = q(text).to_string();
+            assert_eq!(q(&printed), q(text), "{text} printed as {printed}");
+        }
+        assert_eq!(q("1e335").to_string(), "1e335");
+        assert!(Quantity::parse("10e999").unwrap_err().contains("too large"));
     }
 
     #[test]

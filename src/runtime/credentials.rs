@@ -79,8 +79,8 @@ fn parse_key(text: &str) -> Option<Key> {
 fn image_key(image: &str) -> Key {
     let name = image.split('@').next().unwrap_or(image);
     // Drop the tag: a ':' after the last '/'.
-    let name = match name.rfind(':') {
-        Some(i) if !name[i..].contains('/') => &name[..i],
+    let name = match name.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
         _ => name,
     };
     let (first, rest) = name.split_once('/').unwrap_or(("", name));

@@ -183,8 +183,8 @@ impl Client {
 
 /// Where the signature of the payload at `url` is: its path with `.minisig` added.
 pub fn signature_url(url: &str) -> String {
-    let end = url.find(['?', '#']).unwrap_or(url.len());
-    format!("{}{SIGNATURE_SUFFIX}{}", &url[..end], &url[end..])
+    let (path, rest) = url.find(['?', '#']).and_then(|end| url.split_at_checked(end)).unwrap_or((url, ""));
+    format!("{path}{SIGNATURE_SUFFIX}{rest}")
 }
 
 /// How many redirects one poll follows.
@@ -216,8 +216,8 @@ fn resolve(from: &str, location: &str) -> Option<String> {
     if location.starts_with('/') {
         return Some(format!("{scheme}://{authority}{location}"));
     }
-    let path = rest[authority.len()..].split(['?', '#']).next().unwrap_or("");
-    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let path = rest.strip_prefix(authority).unwrap_or_default().split(['?', '#']).next().unwrap_or("");
+    let dir = path.rfind('/').and_then(|i| path.get(..=i)).unwrap_or("");
     let dir = if dir.is_empty() { "/" } else { dir };
     Some(format!("{scheme}://{authority}{dir}{location}"))
 }

@@ -176,7 +176,7 @@ fn version_of(comment: &str) -> Option<Version> {
     number("serial=").map(Version::serial).or_else(|| number("timestamp:").map(Version::timestamp))
 }
 
-#[cfg(test)]
+#[doc(hidden)] // unit tests' and fuzz/fuzz_targets/minisign.rs's signer; unused code the release build drops
 pub mod test_key;
 
 #[cfg(test)]

@@ -853,8 +853,8 @@ fn uuid() -> String {
     }
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+    let hex = |r: std::ops::Range<usize>| bytes[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
+    format!("{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16))
 }
 
 /// An HTTP date (RFC 9110's IMF-fixdate), as Go's server sends.
@@ -863,8 +863,9 @@ fn http_date(t: SystemTime) -> String {
     let day = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(secs / 86_400 % 7) as usize];
     let iso = rfc3339(t); // 2026-11-27T00:30:00Z
     let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        [iso[5..7].parse::<usize>().unwrap() - 1];
-    format!("{day}, {} {month} {} {} GMT", &iso[8..10], &iso[..4], &iso[11..19])
+        [iso.get(5..7).unwrap().parse::<usize>().unwrap() - 1];
+    let part = |r: std::ops::Range<usize>| iso.get(r).unwrap();
+    format!("{day}, {} {month} {} {} GMT", part(8..10), part(0..4), part(11..19))
 }
 
 fn reason_for(code: u16) -> &'static str {

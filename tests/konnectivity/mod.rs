@@ -142,6 +142,7 @@ impl ProxyServer {
         let mut cmd = Command::new(built("proxy-server"));
         // SAFETY: between fork and exec the child only calls setns(2), which is
         // async-signal-safe, on a descriptor it inherited.
+        #[allow(unsafe_code)] // pre_exec is unsafe; the test bed's proxy must start in its netns.
         unsafe {
             cmd.pre_exec(move || {
                 let fd = std::os::fd::BorrowedFd::borrow_raw(netns);
@@ -219,7 +220,7 @@ impl ProxyServer {
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
         text.lines()
-            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with([' ', '{'])))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }

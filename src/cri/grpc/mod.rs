@@ -348,18 +348,8 @@ impl Replies {
             return Err(Status::new(Code::Internal, "the stream has already failed"));
         };
         loop {
-            if self.buf.len() >= PREFIX {
-                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-                if len > self.max {
-                    return Err(Status::new(
-                        Code::ResourceExhausted,
-                        format!("streamed message of {len} bytes is over the {} byte limit", self.max),
-                    ));
-                }
-                if self.buf.len() >= PREFIX + len {
-                    let frame = self.buf.split_to(PREFIX + len).freeze();
-                    return decode_message(frame, self.max).map(Some);
-                }
+            if let Some(frame) = take_frame(&mut self.buf, self.max)? {
+                return decode_message(frame, self.max).map(Some);
             }
             match body.data().await {
                 Some(Ok(chunk)) => {
@@ -381,6 +371,21 @@ impl Replies {
             }
         }
     }
+}
+
+/// The first whole framed message in `buf`, taken out of it; `None` while it is incomplete.
+/// A length over `max` is an error before the message has come.
+#[doc(hidden)] // pub for fuzz/fuzz_targets/grpc_frames.rs
+pub fn take_frame(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, Status> {
+    let Some(&[_, a, b, c, d]) = buf.get(..PREFIX) else { return Ok(None) };
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    if len > max {
+        return Err(Status::new(
+            Code::ResourceExhausted,
+            format!("streamed message of {len} bytes is over the {max} byte limit"),
+        ));
+    }
+    Ok((buf.len() >= PREFIX + len).then(|| buf.split_to(PREFIX + len).freeze()))
 }
 
 /// Checks a reply's head: HTTP 200, and not a Trailers-Only reply (which carries the call's
@@ -444,7 +449,8 @@ pub(crate) fn grpc_timeout(t: Duration) -> String {
 }
 
 /// Frames one message: flag 0 (uncompressed), a big-endian length, the bytes.
-pub(crate) fn encode_message<M: prost::Message>(m: &M, max: usize) -> Result<Bytes, Status> {
+#[doc(hidden)] // pub for fuzz/fuzz_targets/grpc_frames.rs
+pub fn encode_message<M: prost::Message>(m: &M, max: usize) -> Result<Bytes, Status> {
     let len = m.encoded_len();
     if len > max {
         return Err(Status::new(
@@ -460,7 +466,8 @@ pub(crate) fn encode_message<M: prost::Message>(m: &M, max: usize) -> Result<Byt
 }
 
 /// Reads exactly one framed message from a unary reply body.
-pub(crate) fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: usize) -> Result<M, Status> {
+#[doc(hidden)] // pub for fuzz/fuzz_targets/grpc_frames.rs
+pub fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: usize) -> Result<M, Status> {
     if body.len() < PREFIX {
         return Err(Status::new(Code::Internal, format!("reply body of {} bytes has no message", body.len())));
     }

@@ -55,7 +55,7 @@ fn log_tail(path: &Path) -> String {
     while !joined.is_char_boundary(start) {
         start += 1;
     }
-    joined[start..].to_string()
+    joined.get(start..).unwrap_or_default().to_string()
 }
 
 #[cfg(test)]
