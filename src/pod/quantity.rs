@@ -3,7 +3,9 @@
 //! A quantity is held as an exact decimal: `mantissa × 10^exponent`, with binary suffixes
 //! (`Ki` … `Ei`) multiplied out into the mantissa. Nothing goes through floating point, so
 //! `0.1` is exactly one tenth and `1Mi` is exactly 1048576. Rounding happens only where
-//! Kubernetes rounds: [`Quantity::milli_value`] and [`Quantity::value`] round up.
+//! Kubernetes rounds: a quantity is rounded up (away from zero) to a whole number of nanos when
+//! parsed, as `resource.ParseQuantity` does, and [`Quantity::milli_value`] and
+//! [`Quantity::value`] round up.
 //! It serialises to a canonical string, so `0.5` and `500m` hash and compare the same.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -110,6 +112,7 @@ impl Quantity {
         if negative {
             mantissa = -mantissa;
         }
+        let (mantissa, exponent) = nano_ceil(mantissa, exponent);
         let q = Quantity::normalised(mantissa, exponent, format);
         // Past this it could not be written back in a form that parses (`e` takes three digits).
         if q.exponent > 999 {
@@ -193,6 +196,19 @@ impl Quantity {
     }
 }
 
+/// `mantissa × 10^exponent` rounded away from zero to a whole number of nanos (10^-9).
+fn nano_ceil(mantissa: i128, exponent: i32) -> (i128, i32) {
+    if exponent >= -9 || mantissa == 0 {
+        return (mantissa, exponent);
+    }
+    let away = mantissa.signum();
+    let Some(unit) = 10i128.checked_pow((-9 - exponent).unsigned_abs()) else {
+        return (away, -9); // smaller than one nano: one nano
+    };
+    let whole = mantissa / unit;
+    (if mantissa % unit == 0 { whole } else { whole + away }, -9)
+}
+
 impl fmt::Display for Quantity {
     /// Canonical form: binary suffixes for binary quantities that divide evenly, else the
     /// largest decimal suffix that keeps the number whole, else a plain decimal fraction.
@@ -246,15 +262,8 @@ impl fmt::Display for Quantity {
                 Some(m) => write!(f, "{m}E"),
                 None => write!(f, "{}e{}", self.mantissa, self.exponent),
             },
-            None => {
-                // Below nano: a plain decimal fraction, exact.
-                let neg = self.mantissa < 0;
-                let digits = self.mantissa.unsigned_abs().to_string();
-                let places = (-self.exponent) as usize;
-                let padded = format!("{digits:0>width$}", width = places + 1);
-                let (i, frac) = padded.split_at(padded.len() - places);
-                write!(f, "{}{i}.{frac}", if neg { "-" } else { "" })
-            }
+            // Below nano: never, as parsed quantities are whole nanos.
+            None => write!(f, "{}e{}", self.mantissa, self.exponent),
         }
     }
 }
@@ -341,7 +350,6 @@ mod tests {
         assert_eq!(q("1e3").to_string(), "1e3");
         assert_eq!(q("1000").to_string(), "1k");
         assert_eq!(q("64Mi").to_string(), "64Mi");
-        assert_eq!(q("0.0000000001").to_string(), "0.0000000001");
         assert_eq!(q("-250m").to_string(), "-250m");
         assert_eq!(q("0Gi").to_string(), "0");
     }
@@ -359,6 +367,26 @@ mod tests {
         }
         assert_eq!(q("1e335").to_string(), "1e335");
         assert!(Quantity::parse("10e999").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn precision_below_a_nano_is_rounded_up_as_kubernetes_rounds_it() {
+        // Found by fuzz/fuzz_targets/values.rs: printed exactly, this took more digits than a
+        // quantity may have, so it did not parse back.
+        let long = "1.55013055301000330350145033178Gi";
+        let printed = q(long).to_string();
+        assert_eq!(q(&printed), q(long), "{long} printed as {printed}");
+        for (text, want) in [
+            ("0.0000000001", "1n"),
+            ("-0.0000000001", "-1n"),
+            ("1.0000000001", "1000000001n"),
+            ("0.5n", "1n"),
+            ("1e-40", "1n"),
+            ("-1e-300", "-1n"),
+            ("0.000000002000", "2n"),
+        ] {
+            assert_eq!(q(text).to_string(), want, "{text}");
+        }
     }
 
     #[test]
