@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MARKER: &str = "(redacted: encrypted manifest)";
 
@@ -111,29 +111,9 @@ fn the_read_only_port_shows_a_local_user_no_value_of_an_encrypted_pod() {
 /// atoll's mirror in this process, mirroring to `server` (`opt_in`: mirrorEncryptedPodSpecs),
 /// with the pod of `payload` opened as the file source opens it.
 fn mirror(dir: &Path, pki: &Pki, server: &ApiServer, opt_in: bool, intake: &Intake, payload: &Payload) {
-    let node = atoll::node::Node::new(atoll::node::Facts {
-        name: "edge-1".into(),
-        host_ip: "192.0.2.7".into(),
-        cpu_millis: 2000,
-        memory_bytes: 4 << 30,
-        runtime_name: "containerd".into(),
-        ..Default::default()
-    });
-    node.heartbeat().beat(Instant::now(), true, Duration::from_secs(3600));
-    let opts = atoll::mirror::Options {
-        kubeconfig: pki.kubeconfig(server.addr, None),
-        node: "edge-1".into(),
-        node_labels: Default::default(),
-        taints: vec![],
-        max_pods: 10,
-        status_update_frequency: Duration::from_secs(1),
-        status_report_frequency: Duration::from_secs(300),
-        lease_duration_seconds: 40,
-        runtime_version: "containerd://1.6.20".into(),
-        endpoint_port: 0,
-        root_dir: dir.to_path_buf(),
-        encrypted_pod_specs: opt_in,
-    };
+    let node = common::edge::node();
+    let mut opts = common::edge::mirror_options(pki.kubeconfig(server.addr, None), dir, Duration::from_secs(1));
+    opts.encrypted_pod_specs = opt_in;
     let state = Arc::new(atoll::mirror::MirrorState::default());
     atoll::mirror::start(opts, node, state.clone());
     let opened = intake.open(payload).expect("the encrypted manifest opens");

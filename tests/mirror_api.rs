@@ -396,29 +396,8 @@ fn mirror_here(
     server: &ApiServer,
     update: Duration,
 ) -> (Arc<atoll::node::Node>, Arc<atoll::mirror::MirrorState>) {
-    let node = atoll::node::Node::new(atoll::node::Facts {
-        name: "edge-1".into(),
-        host_ip: "192.0.2.7".into(),
-        cpu_millis: 2000,
-        memory_bytes: 4 << 30,
-        runtime_name: "containerd".into(),
-        ..Default::default()
-    });
-    node.heartbeat().beat(Instant::now(), true, Duration::from_secs(3600));
-    let opts = atoll::mirror::Options {
-        kubeconfig: pki.kubeconfig(server.addr, None),
-        node: "edge-1".into(),
-        node_labels: Default::default(),
-        taints: vec![],
-        max_pods: 10,
-        status_update_frequency: update,
-        status_report_frequency: Duration::from_secs(300),
-        lease_duration_seconds: 40,
-        runtime_version: "containerd://1.6.20".into(),
-        endpoint_port: 0,
-        root_dir: dir.to_path_buf(),
-        encrypted_pod_specs: false,
-    };
+    let node = common::edge::node();
+    let opts = common::edge::mirror_options(pki.kubeconfig(server.addr, None), dir, update);
     let state = Arc::new(atoll::mirror::MirrorState::default());
     atoll::mirror::start(opts, node.clone(), state.clone());
     (node, state)

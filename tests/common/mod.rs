@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod archives;
+pub mod edge;
 pub mod forward;
 pub mod kubectl;
 pub mod kubelet_client;
