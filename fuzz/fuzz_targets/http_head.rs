@@ -37,10 +37,11 @@ fn reference_decode(s: &str) -> String {
 }
 
 fuzz_target!(|data: &[u8]| {
-    // The reader: the head it returns never holds the blank line, and the rest follows it.
+    // The reader: the head it returns never holds the blank line, and what came with it is
+    // what follows it (as much as the last read took; the rest stays in the stream).
     if let Ok((head, rest)) = smol::block_on(http1::read_head(&mut &data[..], 16 * 1024)) {
         let end = http1::head_end(data).expect("a head was read, so it ended");
-        assert_eq!(rest, &data[end + 4..]);
+        assert!(data[end + 4..].starts_with(&rest));
         assert_eq!(head, String::from_utf8_lossy(&data[..end]));
     }
     let head = String::from_utf8_lossy(data);

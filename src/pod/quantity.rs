@@ -114,8 +114,9 @@ impl Quantity {
         }
         let (mantissa, exponent) = nano_ceil(mantissa, exponent);
         let q = Quantity::normalised(mantissa, exponent, format);
-        // Past this it could not be written back in a form that parses (`e` takes three digits).
-        if q.exponent > 999 {
+        // Past these it could not be written back in a form that parses (`e` takes three
+        // digits; a binary suffix multiplied out can leave more digits than were written).
+        if q.exponent > 999 || q.mantissa.unsigned_abs() >= 10u128.pow(MAX_DIGITS as u32) {
             return Err(bad("too large"));
         }
         Ok(q)
@@ -376,6 +377,9 @@ mod tests {
         let long = "1.55013055301000330350145033178Gi";
         let printed = q(long).to_string();
         assert_eq!(q(&printed), q(long), "{long} printed as {printed}");
+        // Its digits times 2^30 would take 40 digits: refused, as it could not be written back.
+        let wide = "0100666666660004000000.666666666Gi";
+        assert!(Quantity::parse(wide).unwrap_err().contains("too large"), "{wide}");
         for (text, want) in [
             ("0.0000000001", "1n"),
             ("-0.0000000001", "-1n"),
