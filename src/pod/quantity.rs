@@ -225,7 +225,7 @@ impl fmt::Display for Quantity {
                         return write!(f, "{}{suffix}", whole / unit);
                     }
                 }
-                if whole < 1024 {
+                if whole.unsigned_abs() < 1024 {
                     return write!(f, "{whole}");
                 }
             }
@@ -378,6 +378,11 @@ mod tests {
         let printed = q(long).to_string();
         assert_eq!(q(&printed), q(long), "{long} printed as {printed}");
         // Its digits times 2^30 would take 40 digits: refused, as it could not be written back.
+        for odd in ["-3062.5Ki"] {
+            let printed = q(odd).to_string();
+            assert_eq!(q(&printed), q(odd), "{odd} printed as {printed}");
+            assert_eq!(q(&printed).to_string(), printed, "{odd} printed as {printed}");
+        }
         let wide = "0100666666660004000000.666666666Gi";
         assert!(Quantity::parse(wide).unwrap_err().contains("too large"), "{wide}");
         for (text, want) in [
