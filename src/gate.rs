@@ -1,14 +1,13 @@
 //! Every listener's budget for connections that have not yet shown who they are.
 //!
-//! A connection is *pending* from `accept()` until its listener has what it needs to serve it
-//! (the kubelet server: TLS done, the request head read and its credentials checked; the
-//! local listeners: the request head). Pending connections have their own small budget and one
-//! deadline for that whole phase. When the budget is full an **old** pending connection is
-//! closed to make room, never the newest: a client that sends its request at once always gets
-//! in, however many idle sockets someone holds open. Where the source address is known, one
-//! source holds at most [`Limits::per_source`] pending connections and makes room among its
-//! own first, and a full budget makes room among the connections of the source that holds the
-//! most: one source cannot push out anybody else's.
+//! A connection is *pending* from `accept()` until its request head is in (on the kubelet
+//! server, after its TLS handshake). Pending connections have their own small budget and one
+//! deadline for that whole phase. When the budget is full an old pending connection is closed
+//! to make room, never the newest, and one that has made no progress (the kubelet server: no
+//! finished TLS handshake) before one that has: a client that sends its request at once
+//! always gets in, however many idle sockets someone holds open, from however many
+//! addresses. Where the source address is known, one source holds at most
+//! [`Limits::per_source`] pending connections and makes room among its own first.
 //!
 //! Connections past that phase are *sessions*, counted against a separate budget that
 //! pending ones never touch; a session over it gets an answer saying so.
@@ -52,43 +51,34 @@ struct State {
 }
 
 struct Waiting {
-    id: u64,
-    source: Option<IpAddr>,
+    seen: Seen,
     /// Dropped to close the connection.
     _evict: smol::channel::Sender<()>,
 }
 
-/// Which pending connection gives way to one arriving from `source`, if any: the oldest from
-/// that source when it holds its share; else, when the budget is full, the oldest from the
-/// source holding the most (connections whose source is unknown count as one source).
-/// `pending` is oldest first.
-pub fn victim(pending: &[(u64, Option<IpAddr>)], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
-    // Each source: how many it holds, and where its oldest is (the first seen). A few sources
-    // at most in practice; a plain list is smaller code than a map.
-    let mut sources: Vec<(Option<IpAddr>, usize, usize)> = Vec::new();
-    for (at, (_, s)) in pending.iter().enumerate() {
-        match sources.iter_mut().find(|e| e.0 == *s) {
-            Some(e) => e.1 += 1,
-            None => sources.push((*s, 1, at)),
-        }
-    }
-    let oldest = |at: usize| pending.get(at).map(|(id, _)| *id);
-    if let Some(&(_, held, first)) = sources.iter().find(|e| source.is_some() && e.0 == source) {
-        if held >= limits.per_source {
-            return oldest(first);
-        }
+/// What the choice of a pending connection to close knows of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub id: u64,
+    pub source: Option<IpAddr>,
+    /// It has got somewhere (a finished TLS handshake).
+    pub progressed: bool,
+}
+
+/// Which pending connection gives way to one arriving from `source`, if any: one from that
+/// source when it holds its share, else, when the budget is full, any. Of those, the oldest
+/// that has made no progress, else the oldest. `pending` is oldest first.
+pub fn victim(pending: &[Seen], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
+    // `min_by_key` keeps the first of equals: the oldest.
+    let pick = |of: &dyn Fn(&Seen) -> bool| pending.iter().filter(|s| of(s)).min_by_key(|s| s.progressed);
+    let own = |s: &Seen| s.source == source;
+    if source.is_some() && pending.iter().filter(|s| own(s)).count() >= limits.per_source {
+        return pick(&own).map(|s| s.id);
     }
     if pending.len() < limits.pending {
         return None;
     }
-    // The most held; of equals, the source whose connections came first (listed first).
-    let mut most: Option<&(Option<IpAddr>, usize, usize)> = None;
-    for e in &sources {
-        if most.is_none_or(|m| e.1 > m.1) {
-            most = Some(e);
-        }
-    }
-    oldest(most?.2)
+    pick(&|_| true).map(|s| s.id)
 }
 
 /// A connection in its pending phase. Dropping it leaves the budget.
@@ -127,14 +117,14 @@ impl Gate {
     pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>) -> Pending {
         let (tx, evicted) = smol::channel::bounded(1);
         let mut s = crate::locks::lock(&self.state);
-        let view: Vec<(u64, Option<IpAddr>)> = s.pending.iter().map(|w| (w.id, w.source)).collect();
+        let view: Vec<Seen> = s.pending.iter().map(|w| w.seen).collect();
         if let Some(old) = victim(&view, source, &self.limits) {
-            s.pending.retain(|w| w.id != old); // its sender dropped: that connection ends
+            s.pending.retain(|w| w.seen.id != old); // its sender dropped: that connection ends
             self.count("evicted");
         }
         let id = s.next;
         s.next = s.next.wrapping_add(1);
-        s.pending.push_back(Waiting { id, source, _evict: tx });
+        s.pending.push_back(Waiting { seen: Seen { id, source, progressed: false }, _evict: tx });
         self.publish(&s);
         drop(s);
         let until = crate::deadline::after(Instant::now(), self.limits.deadline);
@@ -153,7 +143,7 @@ impl Gate {
 
     fn leave(&self, id: u64) {
         let mut s = crate::locks::lock(&self.state);
-        s.pending.retain(|w| w.id != id);
+        s.pending.retain(|w| w.seen.id != id);
         self.publish(&s);
     }
 
@@ -164,6 +154,14 @@ impl Gate {
 }
 
 impl Pending {
+    /// It has got somewhere: others that have not are closed before it.
+    pub fn progressed(&self) {
+        let mut s = crate::locks::lock(&self.gate.state);
+        if let Some(w) = s.pending.iter_mut().find(|w| w.seen.id == self.id) {
+            w.seen.progressed = true;
+        }
+    }
+
     /// Runs one step of the pending phase (a handshake, reading the head, a review), unless
     /// the connection is evicted or the phase's deadline passes first.
     pub async fn step<F: Future>(&self, f: F) -> Result<F::Output, Cut> {
@@ -194,7 +192,7 @@ impl Pending {
         self.left = true;
         let gate = self.gate.clone();
         let mut s = crate::locks::lock(&gate.state);
-        s.pending.retain(|w| w.id != self.id);
+        s.pending.retain(|w| w.seen.id != self.id);
         let full = s.sessions >= gate.limits.sessions;
         if !full {
             s.sessions += 1;

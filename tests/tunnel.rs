@@ -51,6 +51,17 @@ fn metric(port: u16, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// One series of the agent's `/metrics`, read on its local socket (which no network namespace
+/// hides).
+fn socket_metric(agent: &common::Agent, series: &str) -> f64 {
+    use std::io::Read;
+    let mut s = std::os::unix::net::UnixStream::connect(&agent.socket).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
+}
+
 /// The agent's settings file: the server's agent port, its CA, and either the token file or
 /// the node's client certificate.
 fn atoll_config(dir: &Path, port: u16, pki: &Pki, token: Option<&Path>) -> std::path::PathBuf {
@@ -286,6 +297,8 @@ fn a_server_that_checks_client_certificates_links_the_node() {
         let node = format!("127.0.0.1:{port}");
         let idle: Vec<_> = (0..200).filter_map(|_| konn.connect(&node).ok()).collect();
         assert!(idle.len() >= 100, "{} idle connections held", idle.len());
+        let evicted = r#"atoll_listener_closed_connections_total{listener="kubelet-tunnel",reason="evicted"}"#;
+        assert!(socket_metric(&agent, evicted) >= 100.0, "the idle ones made room, oldest first");
         for i in 1..=3 {
             echo(config, i);
         }

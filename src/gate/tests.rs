@@ -9,28 +9,48 @@ fn ip(last: u8) -> Option<IpAddr> {
     Some(IpAddr::from([10, 0, 0, last]))
 }
 
+fn seen(id: u64, source: Option<IpAddr>) -> Seen {
+    Seen { id, source, progressed: false }
+}
+
+fn done(id: u64, source: Option<IpAddr>) -> Seen {
+    Seen { id, source, progressed: true }
+}
+
 #[test]
-fn the_oldest_gives_way_and_a_source_first_makes_room_among_its_own() {
-    type Case<'a> = (&'a str, &'a [(u64, Option<IpAddr>)], Option<IpAddr>, Option<u64>);
+fn the_oldest_without_progress_gives_way_and_a_source_first_makes_room_among_its_own() {
+    type Case<'a> = (&'a str, &'a [Seen], Option<IpAddr>, Option<u64>);
     let cases: &[Case] = &[
-        ("room left", &[(1, ip(1)), (2, ip(2))], ip(3), None),
+        ("room left", &[seen(1, ip(1)), seen(2, ip(2))], ip(3), None),
+        ("full: the oldest", &[seen(1, ip(1)), seen(2, ip(2)), seen(3, ip(3)), seen(4, ip(2))], ip(5), Some(1)),
         (
-            "full: the oldest of the source holding most",
-            &[(1, ip(1)), (2, ip(2)), (3, ip(3)), (4, ip(2))],
+            "full: the oldest of those without progress",
+            &[done(1, ip(1)), done(2, ip(2)), seen(3, ip(3)), seen(4, ip(2))],
             ip(5),
-            Some(2),
+            Some(3),
         ),
         (
-            "full, sources even: the one whose came first",
-            &[(1, ip(1)), (2, ip(2)), (3, ip(2)), (4, ip(1))],
+            "full, all progressed: the oldest",
+            &[done(1, ip(1)), done(2, ip(2)), done(3, ip(3)), done(4, ip(2))],
             ip(5),
             Some(1),
         ),
-        ("a source at its share: its own oldest", &[(1, ip(1)), (2, ip(2)), (3, ip(2))], ip(2), Some(2)),
-        ("full and at its share: still its own", &[(1, ip(1)), (2, ip(3)), (3, ip(2)), (4, ip(2))], ip(2), Some(3)),
-        ("no source known: only the total counts", &[(1, None), (2, None), (3, None)], None, None),
-        ("no source known, full", &[(1, None), (2, None), (3, None), (4, None)], None, Some(1)),
-        ("unknown sources count as one", &[(1, ip(1)), (2, None), (3, None), (4, ip(2))], ip(3), Some(2)),
+        ("a source at its share: its own oldest", &[seen(1, ip(1)), seen(2, ip(2)), seen(3, ip(2))], ip(2), Some(2)),
+        ("at its share: its own without progress", &[seen(1, ip(1)), done(2, ip(2)), seen(3, ip(2))], ip(2), Some(3)),
+        (
+            "full and at its share: still its own",
+            &[seen(1, ip(1)), seen(2, ip(3)), seen(3, ip(2)), seen(4, ip(2))],
+            ip(2),
+            Some(3),
+        ),
+        (
+            "many addresses, one each: the oldest idle, not the client",
+            &[done(1, ip(9)), seen(2, ip(2)), seen(3, ip(3)), seen(4, ip(4))],
+            ip(5),
+            Some(2),
+        ),
+        ("no source known: only the total counts", &[seen(1, None), seen(2, None), seen(3, None)], None, None),
+        ("no source known, full", &[seen(1, None), seen(2, None), seen(3, None), seen(4, None)], None, Some(1)),
         ("nothing pending", &[], ip(1), None),
     ];
     for (what, pending, source, want) in cases {
@@ -40,28 +60,37 @@ fn the_oldest_gives_way_and_a_source_first_makes_room_among_its_own() {
     assert_eq!(victim(&[], ip(1), &none), None, "a zero budget with nothing pending has nobody to evict");
 }
 
+/// Whether `p`'s phase is cut within 100 ms (evicted or out of time) while it waits.
+fn cut_soon(p: &Pending) -> Option<Cut> {
+    smol::block_on(smol::future::or(async { p.step(smol::future::pending::<()>()).await.err() }, async {
+        smol::Timer::after(Duration::from_millis(100)).await;
+        None
+    }))
+}
+
 #[test]
 fn a_new_connection_evicts_the_oldest_pending_and_the_evicted_step_ends() {
-    smol::block_on(async {
-        let gate = Gate::new("test", LIMITS);
-        let first = gate.arrive(ip(1));
-        let _others: Vec<Pending> = (2..=4).map(|n| gate.arrive(ip(n))).collect();
-        assert_eq!(gate.pending(), 4);
-        let newest = gate.arrive(ip(9));
-        assert_eq!(gate.pending(), 4, "full: one left as one came");
-        let stalled = first.step(smol::future::pending::<()>()).await;
-        assert_eq!(stalled, Err(Cut::Evicted));
-        assert_eq!(newest.step(async { 7 }).await, Ok(7), "the newest is never the one cut");
-    });
+    let gate = Gate::new("test", LIMITS);
+    let first = gate.arrive(ip(1));
+    let second = gate.arrive(ip(2));
+    second.progressed();
+    let _others: Vec<Pending> = (3..=4).map(|n| gate.arrive(ip(n))).collect();
+    assert_eq!(gate.pending(), 4);
+    let newest = gate.arrive(ip(9));
+    assert_eq!(gate.pending(), 4, "full: one left as one came");
+    assert_eq!(cut_soon(&first), Some(Cut::Evicted));
+    assert_eq!(cut_soon(&newest), None, "the newest is never the one cut");
+    let _more: Vec<Pending> = (10..=11).map(|n| gate.arrive(ip(n))).collect();
+    assert_eq!(cut_soon(&second), None, "the one that progressed outlasts older idle ones");
 }
 
 #[test]
 fn the_pending_phase_has_one_deadline_across_its_steps() {
     smol::block_on(async {
-        let gate = Gate::new("test", Limits { deadline: Duration::from_millis(50), ..LIMITS });
+        let gate = Gate::new("test", Limits { deadline: Duration::from_millis(300), ..LIMITS });
         let p = gate.arrive(None);
-        assert_eq!(p.step(smol::Timer::after(Duration::from_millis(30))).await.map(|_| ()), Ok(()));
-        let second = p.step(smol::Timer::after(Duration::from_millis(30))).await.map(|_| ());
+        assert_eq!(p.step(smol::Timer::after(Duration::from_millis(200))).await.map(|_| ()), Ok(()));
+        let second = p.step(smol::Timer::after(Duration::from_millis(200))).await.map(|_| ());
         assert_eq!(second, Err(Cut::Deadline), "the second step ran past the phase's deadline");
     });
 }

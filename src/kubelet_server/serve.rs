@@ -3,9 +3,9 @@
 //! per connection. Nothing is routed before the request is authenticated and authorized
 //! (`auth`). Errors before a response starts are plain text, as kubelet's.
 //!
-//! Until a connection has finished TLS, sent its request head and had its credentials
-//! checked it is *pending* ([`crate::gate`]): [`PENDING`] sets how many at once, how many from
-//! one address, and 10 s for the whole phase; old ones are closed to make room.
+//! Until a connection has finished TLS and sent its request head it is *pending*
+//! ([`crate::gate`]): [`PENDING`] sets how many at once, how many from one address, and 10 s
+//! for the whole phase; idle ones (no finished handshake) are closed first to make room.
 //! Connections the konnectivity tunnel hands over in-process have a gate of their own, so
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
@@ -24,14 +24,14 @@ use std::time::Duration;
 /// kubelet's MaxHeaderBytes is 1 MiB; the API server's requests are a few hundred bytes.
 const HEAD_LIMIT: usize = 64 << 10;
 /// The TCP listener's budgets: pending connections (from anyone who can reach the port) and
-/// sessions (authenticated and authorized).
+/// sessions (past their request head: being authenticated, authorized, served).
 /// An API server opens many connections at once (50 `kubectl exec`s are 100 handshakes), so
 /// one address may hold half the pending budget.
 pub const PENDING: Limits = Limits { pending: 128, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
-/// The same for connections through the tunnel, whose source is the konnectivity server
-/// (one per link, at most 128 connections each: `tunnel::conns`).
-pub const TUNNELLED: Limits =
-    Limits { pending: 128, per_source: 128, deadline: Duration::from_secs(10), sessions: 128 };
+/// The same for connections through the tunnel (every link's, whose source is a konnectivity
+/// server). Fewer pending than a link may carry (`tunnel::conns`: 128), so a link full of idle
+/// connections always has one closed for a new one.
+pub const TUNNELLED: Limits = Limits { pending: 64, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
 
 /// A connection the konnectivity tunnel hands to the server: one end of a socket pair.
 pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
@@ -134,7 +134,12 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
     /// One connection, TCP or tunnelled (boxed: one copy of all that follows serves both).
     async fn connection(&self, stream: Box<dyn Client>, pending: Pending) {
         let Ok(Ok(mut tls)) = pending.step(self.tls.accept(stream)).await else { return };
+        pending.progressed();
         let Ok(Ok((head, _))) = pending.step(crate::http1::read_head(&mut tls, HEAD_LIMIT)).await else { return };
+        // The review below has its own deadline (and its answer is cached whoever waits).
+        let Some(_session) = pending.admit() else {
+            return respond(&mut tls, &Response::text(503, "too many sessions; try again")).await;
+        };
         let req = match parse_head(&head) {
             Ok(r) => r,
             Err(e) => return respond(&mut tls, &Response::text(400, e)).await,
@@ -148,8 +153,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             (None, Some(token)) => Credentials::Bearer(token),
             (None, None) => Credentials::None,
         };
-        let Ok(verdict) = pending.step(self.auth.check(credentials, &attributes)).await else { return };
-        let user = match verdict {
+        let user = match self.auth.check(credentials, &attributes).await {
             Verdict::Allowed(user) => user,
             Verdict::Unauthorized => return respond(&mut tls, &Response::text(401, "Unauthorized")).await,
             Verdict::Forbidden(why) => return respond(&mut tls, &Response::text(403, why)).await,
@@ -157,9 +161,6 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 log::warn!("kubelet server: {why}: the API server could not be asked");
                 return respond(&mut tls, &Response::text(500, why)).await;
             }
-        };
-        let Some(_session) = pending.admit() else {
-            return respond(&mut tls, &Response::text(503, "too many sessions; try again")).await;
         };
         log::debug!("kubelet server: {} {} by {}", req.method, req.path, user.name);
         let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();

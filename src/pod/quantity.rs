@@ -378,7 +378,7 @@ mod tests {
         let printed = q(long).to_string();
         assert_eq!(q(&printed), q(long), "{long} printed as {printed}");
         // Its digits times 2^30 would take 40 digits: refused, as it could not be written back.
-        for odd in ["-3062.5Ki"] {
+        for odd in ["-3062.5Ki", "-1536", "-1023Ki"] {
             let printed = q(odd).to_string();
             assert_eq!(q(&printed), q(odd), "{odd} printed as {printed}");
             assert_eq!(q(&printed).to_string(), printed, "{odd} printed as {printed}");

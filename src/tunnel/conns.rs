@@ -174,12 +174,14 @@ impl Conns {
         while self.queued.load(Ordering::Acquire).saturating_add(cost) > MAX_LINK_QUEUED
             || self.budget.queued.load(Ordering::Acquire).saturating_add(cost) > MAX_TOTAL_QUEUED
         {
+            // Only a connection with something queued frees room; when none on this link has
+            // (the other links hold the node's limit), this one gives way.
             let furthest = t
                 .map
                 .iter()
-                .filter(|(_, e)| e.queue.is_some())
+                .filter(|(_, e)| e.queue.is_some() && e.shared.queued.load(Ordering::Acquire) > 0)
                 .max_by_key(|(_, e)| e.shared.queued.load(Ordering::Acquire));
-            let Some((&behind, _)) = furthest else { break };
+            let behind = furthest.map_or(id, |(&behind, _)| behind);
             self.abort(&mut t, behind);
             if behind == id {
                 return Delivered::Closed;

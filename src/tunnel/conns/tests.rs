@@ -161,6 +161,30 @@ fn every_link_together_is_bounded_in_connections_and_in_bytes() {
 }
 
 #[test]
+fn when_other_links_hold_the_nodes_bytes_only_the_connection_written_to_gives_way() {
+    let budget = Arc::new(Budget::default());
+    let full: Vec<Conns> = (0..2).map(|_| Conns::new(budget.clone())).collect();
+    let chunk = vec![0u8; (1 << 20) - OVERHEAD];
+    let mut held = Vec::new();
+    for link in &full {
+        for id in 1..=4 {
+            held.push(opened(link, id));
+            for _ in 0..4 {
+                assert_eq!(link.deliver(id, &chunk), Delivered::Queued);
+            }
+        }
+    }
+    assert_eq!(budget.queued.load(Ordering::Acquire), MAX_TOTAL_QUEUED);
+    let third = Conns::new(budget.clone());
+    let idle: Vec<Opened> = (1..=16).map(|id| opened(&third, id)).collect();
+    let typing = opened(&third, 17);
+    assert_eq!(third.deliver(17, b"ls\n"), Delivered::Closed, "no room anywhere, nothing of its link to give way");
+    assert!(typing.1.aborted(), "the connection written to is closed");
+    assert!(idle.iter().all(|i| !i.1.aborted()), "the idle ones beside it stay (closing them frees nothing)");
+    assert!(held.iter().all(|h| !h.1.aborted()), "other links' connections are theirs to limit");
+}
+
+#[test]
 fn the_servers_close_drains_then_ends_and_the_links_end_shuts_everything() {
     let conns = Conns::default();
     let (inbox, _shared, _end) = opened(&conns, 1);
