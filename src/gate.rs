@@ -3,8 +3,8 @@
 //! A connection is *pending* from `accept()` until its request head is in (on the kubelet
 //! server, after its TLS handshake). Pending connections have their own small budget and one
 //! deadline for that whole phase. When the budget is full an old pending connection is closed
-//! to make room, never the newest, and one that has made no progress (the kubelet server: no
-//! finished TLS handshake) before one that has: a client that sends its request at once
+//! to make room, never the newest, and one that has made no progress (sent nothing; on the
+//! kubelet server, not finished its TLS handshake) before one that has: a client that sends its request at once
 //! always gets in, however many idle sockets someone holds open, from however many
 //! addresses. Where the source address is known, one source holds at most
 //! [`Limits::per_source`] pending connections and makes room among its own first.
@@ -81,6 +81,13 @@ pub fn victim(pending: &[Seen], source: Option<IpAddr>, limits: &Limits) -> Opti
     pick(&|_| true).map(|s| s.id)
 }
 
+/// Whether a connection's first bytes are already there when it is accepted (a client that
+/// talks at once, not an idle socket), without waiting for them or taking them.
+pub async fn sent_already(stream: &smol::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(smol::future::poll_once(stream.peek(&mut byte)).await, Some(Ok(1)))
+}
+
 /// A connection in its pending phase. Dropping it leaves the budget.
 pub struct Pending {
     gate: Arc<Gate>,
@@ -113,8 +120,9 @@ impl Gate {
         self.limits
     }
 
-    /// A connection was accepted: it enters the pending budget, maybe closing an older one.
-    pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>) -> Pending {
+    /// A connection was accepted (`progressed`: its first bytes are already there): it enters
+    /// the pending budget, maybe closing an older one.
+    pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>, progressed: bool) -> Pending {
         let (tx, evicted) = smol::channel::bounded(1);
         let mut s = crate::locks::lock(&self.state);
         let view: Vec<Seen> = s.pending.iter().map(|w| w.seen).collect();
@@ -124,7 +132,7 @@ impl Gate {
         }
         let id = s.next;
         s.next = s.next.wrapping_add(1);
-        s.pending.push_back(Waiting { seen: Seen { id, source, progressed: false }, _evict: tx });
+        s.pending.push_back(Waiting { seen: Seen { id, source, progressed }, _evict: tx });
         self.publish(&s);
         drop(s);
         let until = crate::deadline::after(Instant::now(), self.limits.deadline);

@@ -95,7 +95,7 @@ pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::n
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let (api, pending) = (api.clone(), gate.arrive(None));
+                let (api, pending) = (api.clone(), gate.arrive(None, false));
                 crate::task::spawn(async move { handle(&api, pending, stream, Scope::Full).await }).detach();
             }
             Err(e) => {
@@ -112,8 +112,17 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip())));
-                crate::task::spawn(async move { handle(&api, pending, stream, scope).await }).detach();
+                let sent = crate::gate::sent_already(&stream).await;
+                let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip()), sent));
+                crate::task::spawn(async move {
+                    // A client that sends its request is not closed for idle ones.
+                    let mut byte = [0u8; 1];
+                    if matches!(pending.step(stream.peek(&mut byte)).await, Ok(Ok(1))) {
+                        pending.progressed();
+                    }
+                    handle(&api, pending, stream, scope).await
+                })
+                .detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");

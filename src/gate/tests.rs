@@ -71,16 +71,16 @@ fn cut_soon(p: &Pending) -> Option<Cut> {
 #[test]
 fn a_new_connection_evicts_the_oldest_pending_and_the_evicted_step_ends() {
     let gate = Gate::new("test", LIMITS);
-    let first = gate.arrive(ip(1));
-    let second = gate.arrive(ip(2));
+    let first = gate.arrive(ip(1), false);
+    let second = gate.arrive(ip(2), false);
     second.progressed();
-    let _others: Vec<Pending> = (3..=4).map(|n| gate.arrive(ip(n))).collect();
+    let _others: Vec<Pending> = (3..=4).map(|n| gate.arrive(ip(n), false)).collect();
     assert_eq!(gate.pending(), 4);
-    let newest = gate.arrive(ip(9));
+    let newest = gate.arrive(ip(9), false);
     assert_eq!(gate.pending(), 4, "full: one left as one came");
     assert_eq!(cut_soon(&first), Some(Cut::Evicted));
     assert_eq!(cut_soon(&newest), None, "the newest is never the one cut");
-    let _more: Vec<Pending> = (10..=11).map(|n| gate.arrive(ip(n))).collect();
+    let _more: Vec<Pending> = (10..=11).map(|n| gate.arrive(ip(n), false)).collect();
     assert_eq!(cut_soon(&second), None, "the one that progressed outlasts older idle ones");
 }
 
@@ -88,7 +88,7 @@ fn a_new_connection_evicts_the_oldest_pending_and_the_evicted_step_ends() {
 fn the_pending_phase_has_one_deadline_across_its_steps() {
     smol::block_on(async {
         let gate = Gate::new("test", Limits { deadline: Duration::from_millis(300), ..LIMITS });
-        let p = gate.arrive(None);
+        let p = gate.arrive(None, false);
         assert_eq!(p.step(smol::Timer::after(Duration::from_millis(200))).await.map(|_| ()), Ok(()));
         let second = p.step(smol::Timer::after(Duration::from_millis(200))).await.map(|_| ());
         assert_eq!(second, Err(Cut::Deadline), "the second step ran past the phase's deadline");
@@ -98,13 +98,13 @@ fn the_pending_phase_has_one_deadline_across_its_steps() {
 #[test]
 fn sessions_have_their_own_budget_and_leaving_frees_places() {
     let gate = Gate::new("test", LIMITS);
-    let a = gate.arrive(ip(1)).admit().expect("a place");
-    let b = gate.arrive(ip(1)).admit().expect("a place");
+    let a = gate.arrive(ip(1), false).admit().expect("a place");
+    let b = gate.arrive(ip(1), false).admit().expect("a place");
     assert_eq!(gate.pending(), 0, "admitted connections are no longer pending");
-    let pending: Vec<Pending> = (0..4).map(|n| gate.arrive(ip(n))).collect();
-    assert!(gate.arrive(ip(7)).admit().is_none(), "sessions full");
+    let pending: Vec<Pending> = (0..4).map(|n| gate.arrive(ip(n), false)).collect();
+    assert!(gate.arrive(ip(7), false).admit().is_none(), "sessions full");
     drop(a);
-    assert!(gate.arrive(ip(7)).admit().is_some(), "a session ended: a place again");
+    assert!(gate.arrive(ip(7), false).admit().is_some(), "a session ended: a place again");
     drop((b, pending));
     assert_eq!(gate.pending(), 0, "a dropped pending connection leaves the budget");
 }

@@ -107,7 +107,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 Ok((stream, peer)) => {
                     // Small writes (a session's frames, an answer's head) leave at once.
                     let _ = stream.set_nodelay(true);
-                    let pending = self.direct.arrive(Some(peer.ip()));
+                    let pending = self.direct.arrive(Some(peer.ip()), crate::gate::sent_already(&stream).await);
                     self.spawn(Box::new(stream), pending);
                 }
                 Err(e) => {
@@ -121,7 +121,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
     /// Serves the connections the tunnel hands over until the task is dropped.
     pub async fn serve_tunnelled(self: Arc<Self>, handoff: Handoff) {
         while let Ok(stream) = handoff.recv().await {
-            let pending = self.tunnelled.arrive(None);
+            let pending = self.tunnelled.arrive(None, false);
             self.spawn(Box::new(stream), pending);
         }
     }
