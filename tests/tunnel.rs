@@ -29,6 +29,13 @@ const TOKEN: &str = "konnectivity-agent-token";
 const AGENT_SA: (&str, &str) = ("kube-system", "konnectivity-agent");
 const AUDIENCE: &str = "system:konnectivity-server";
 
+/// The agents of these tests share one test bed as node `tb`, with the same pods (the same
+/// UIDs): one at a time, or one adopts or stops the other's sandboxes.
+fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Moves the calling thread into a new network namespace with its loopback up.
 fn own_network_namespace() {
     // SAFETY: only the network namespace is unshared, for this thread alone; no file
@@ -152,6 +159,7 @@ fn echo(config: &Path, i: usize) {
 /// 100 MiB port-forward, a `logs -f` cut by a server restart, ten restarts, refusals.
 #[test]
 fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
+    let _turn = one_agent_at_a_time();
     let dir = std::env::temp_dir().join(unique("atoll-tunnel"));
     let pki = Pki::new(&dir.join("pki"), "tb");
     let server = ApiServer::start(&pki, "tb");
@@ -277,6 +285,7 @@ fn kubectl_reaches_pods_on_a_node_the_api_server_cannot_dial() {
 /// `MemoryMax=128M`.
 #[test]
 fn a_server_that_checks_client_certificates_links_the_node() {
+    let _turn = one_agent_at_a_time();
     let dir = std::env::temp_dir().join(unique("atoll-tunnel-mtls"));
     let pki = Pki::new(&dir.join("pki"), "tb");
     let server = ApiServer::start(&pki, "tb");
@@ -324,6 +333,7 @@ fn a_server_that_checks_client_certificates_links_the_node() {
 /// never the token, and no way to ask for dials.
 #[test]
 fn an_impostor_at_the_servers_address_gets_no_token() {
+    let _turn = one_agent_at_a_time();
     let tb = testbed();
     let dir = std::env::temp_dir().join(unique("atoll-tunnel-impostor"));
     std::fs::create_dir_all(&dir).unwrap();
