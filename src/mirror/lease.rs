@@ -103,8 +103,15 @@ pub(super) fn renew(client: &Client, opts: &Options, node_uid: Option<&str>, lea
                 let renew = crate::rfc3339::format_micros(now);
                 let fresh = objects::lease_object(&opts.node, node_uid, opts.lease_duration_seconds, &renew);
                 // The last answer is the server's: set fields only where its shape allows.
-                let mut v = v.clone();
-                let mut ok = set_path(&mut v, &["spec"], fresh["spec"].clone());
+                // Never sent back in a shape no server would take: a Lease's fields only, and
+                // a `metadata` that is an object, else it is read again.
+                let mut v: serde_json::Value = ["apiVersion", "kind", "metadata"]
+                    .into_iter()
+                    .filter_map(|k| Some((k.to_string(), v.get(k)?.clone())))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into();
+                let mut ok = v.get("metadata").is_some_and(serde_json::Value::is_object);
+                ok &= set_path(&mut v, &["spec"], fresh["spec"].clone());
                 if node_uid.is_some() {
                     let owners = fresh["metadata"]["ownerReferences"].clone();
                     ok &= set_path(&mut v, &["metadata", "ownerReferences"], owners);
