@@ -82,10 +82,9 @@ pub fn victim(pending: &[Seen], source: Option<IpAddr>, limits: &Limits) -> Opti
 }
 
 /// Whether a connection's first bytes are already there when it is accepted (a client that
-/// talks at once, not an idle socket), without waiting for them or taking them.
-pub async fn sent_already(stream: &smol::net::TcpStream) -> bool {
-    let mut byte = [0u8; 1];
-    matches!(smol::future::poll_once(stream.peek(&mut byte)).await, Some(Ok(1)))
+/// talks at once, not an idle socket), without waiting for them or taking them (FIONREAD).
+pub fn sent_already(stream: &smol::net::TcpStream) -> bool {
+    rustix::io::ioctl_fionread(stream).is_ok_and(|n| n > 0)
 }
 
 /// A connection in its pending phase. Dropping it leaves the budget.

@@ -115,7 +115,7 @@ pub const TUNNEL_DROPPED: Family = Family {
 pub const LISTENER_PENDING: Family = Family {
     name: "atoll_listener_pending_connections",
     kind: "gauge",
-    help: "Connections a listener holds that have not yet sent a complete request (and, on the kubelet server, finished TLS and shown credentials).",
+    help: "Connections a listener holds before their request head (TLS first on the kubelet server).",
 };
 pub const LISTENER_SESSIONS: Family = Family {
     name: "atoll_listener_sessions",
@@ -125,7 +125,7 @@ pub const LISTENER_SESSIONS: Family = Family {
 pub const LISTENER_CLOSED: Family = Family {
     name: "atoll_listener_closed_connections_total",
     kind: "counter",
-    help: "Connections a listener closed by its budgets: evicted (the oldest pending, for a newer one), deadline (no complete request in time), sessions_full.",
+    help: "Connections a listener closed by its budgets (reason: evicted, deadline, sessions_full).",
 };
 
 /// A histogram: its family (`kind` "histogram") and its buckets' upper bounds, as kubelet's.

@@ -96,7 +96,7 @@ pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::n
         match listener.accept().await {
             Ok((stream, _)) => {
                 let (api, pending) = (api.clone(), gate.arrive(None, false));
-                crate::task::spawn(async move { handle(&api, pending, stream, Scope::Full).await }).detach();
+                crate::task::spawn(async move { handle(&api, pending, Box::new(stream), Scope::Full).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -112,17 +112,10 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let sent = crate::gate::sent_already(&stream).await;
+                // A client whose request is there is not closed for idle ones.
+                let sent = crate::gate::sent_already(&stream);
                 let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip()), sent));
-                crate::task::spawn(async move {
-                    // A client that sends its request is not closed for idle ones.
-                    let mut byte = [0u8; 1];
-                    if matches!(pending.step(stream.peek(&mut byte)).await, Ok(Ok(1))) {
-                        pending.progressed();
-                    }
-                    handle(&api, pending, stream, scope).await
-                })
-                .detach();
+                crate::task::spawn(async move { handle(&api, pending, Box::new(stream), scope).await }).detach();
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -132,10 +125,13 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
     }
 }
 
-async fn handle<S, RT: RuntimeService>(api: &Api<RT>, pending: Pending, mut stream: S, scope: Scope)
-where
-    S: smol::io::AsyncRead + smol::io::AsyncWrite + Unpin + Send + 'static,
-{
+/// One connection, from the socket or a TCP port (boxed: one copy serves both).
+async fn handle<RT: RuntimeService>(
+    api: &Api<RT>,
+    pending: Pending,
+    mut stream: Box<dyn stream::Client>,
+    scope: Scope,
+) {
     let req = match pending.step(server::read_request(&mut stream)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
@@ -156,7 +152,7 @@ where
     let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     if scope == Scope::Full && matches!(segments[0], "exec" | "attach" | "portForward") {
         // The same sessions kubelet's server splices, for root on the box (`atoll exec`).
-        return stream::serve(api, &req, &head, &segments, Box::new(stream), stream::IDLE_TIMEOUT).await;
+        return stream::serve(api, &req, &head, &segments, stream, stream::IDLE_TIMEOUT).await;
     }
     if scope == Scope::Full && req.method == "GET" && segments.len() == 4 && segments[0] == "logs" {
         let (mut reader, mut writer) = smol::io::split(stream);

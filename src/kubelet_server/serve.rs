@@ -107,7 +107,7 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 Ok((stream, peer)) => {
                     // Small writes (a session's frames, an answer's head) leave at once.
                     let _ = stream.set_nodelay(true);
-                    let pending = self.direct.arrive(Some(peer.ip()), crate::gate::sent_already(&stream).await);
+                    let pending = self.direct.arrive(Some(peer.ip()), crate::gate::sent_already(&stream));
                     self.spawn(Box::new(stream), pending);
                 }
                 Err(e) => {

@@ -105,11 +105,10 @@ pub(super) fn renew(client: &Client, opts: &Options, node_uid: Option<&str>, lea
                 // The last answer is the server's: set fields only where its shape allows.
                 // Never sent back in a shape no server would take: a Lease's fields only, and
                 // a `metadata` that is an object, else it is read again.
-                let mut v: serde_json::Value = ["apiVersion", "kind", "metadata"]
-                    .into_iter()
-                    .filter_map(|k| Some((k.to_string(), v.get(k)?.clone())))
-                    .collect::<serde_json::Map<_, _>>()
-                    .into();
+                let mut v = v.clone();
+                if let Some(fields) = v.as_object_mut() {
+                    fields.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+                }
                 let mut ok = v.get("metadata").is_some_and(serde_json::Value::is_object);
                 ok &= set_path(&mut v, &["spec"], fresh["spec"].clone());
                 if node_uid.is_some() {
