@@ -115,10 +115,6 @@ impl Gate {
         Arc::new(Gate { name, limits, state: Mutex::new(State::default()) })
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// A connection was accepted (`progressed`: its first bytes are already there): it enters
     /// the pending budget, maybe closing an older one.
     pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>, progressed: bool) -> Pending {
@@ -154,7 +150,7 @@ impl Gate {
         self.publish(&s);
     }
 
-    /// Pending connections now (for tests and `doctor`).
+    /// Pending connections now.
     pub fn pending(&self) -> usize {
         crate::locks::lock(&self.state).pending.len()
     }
