@@ -1,8 +1,9 @@
 //! atoll: a small agent that runs Kubernetes static pods on one machine through CRI.
 //!
 //! Data flows one way: `source` (manifest dir and URL) → desired pods (`pod::Change`) →
-//! `runtime` (one worker per pod) → the runtime through `cri`; workers and `probe`s → `status`
-//! → the node's status store → `api` (local API) and `mirror` (API server).
+//! `admission` → `runtime` (one worker per pod) → the runtime through `cri`; workers and
+//! `probe`s → `status` → the node's status store → `api` (local API) and `mirror` (API
+//! server).
 //!
 //! The rooms stand on floors. A room imports only rooms on floors below its own, never one
 //! beside it or above it (`tests/architecture.rs` reads this list and checks every import of
@@ -15,8 +16,9 @@
 //! 5. `api`: the local API, healthz and the read-only port.
 //! 6. `mirror` `rollback` `tunnel`: the API server side; the health-gated rollback stage over the
 //!    sources; the konnectivity agent that lets the API server in from behind NAT.
-//! 7. `source` `images` `runtime` `probe`: manifest sources; side-loading and image GC; the
-//!    engine, workers and kuberuntime's acts; the probers.
+//! 7. `source` `admission` `images` `runtime` `probe`: manifest sources; kubelet's admission
+//!    of new pods against the node; side-loading and image GC; the engine, workers and
+//!    kuberuntime's acts; the probers.
 //! 8. `status` `handlers`: pod status; the probe and hook actions (exec, HTTP, TCP, gRPC, sleep).
 //! 9. `node`: node-wide state with narrow handles (facts, statuses, events, imports, objects).
 //! 10. `objects` `cri` `trust` `age` `gate`: local ConfigMaps and Secrets; the CRI client and
@@ -29,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod age;
 pub mod agent;
 pub mod api;

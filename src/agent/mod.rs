@@ -6,9 +6,9 @@
 //! images directory and collector, the mirror when a kubeconfig is given, the local API and
 //! healthz listeners, the manifest sources. Then [`Agent::serve`] waits for the next event and
 //! hands it to a short handler: a source's snapshot (`on_source`: its local objects to
-//! the node's store, its pods through the rollback stage and the merge to the engine), a
-//! finished worker, a tick (rollback trials, the watchdog, the ready deadline), a command
-//! ([`Command::Reload`] applies what can change under running pods; [`Command::Stop`] ends
+//! the node's store, its pods through the rollback stage, the merge and admission to the
+//! engine), a finished worker, a tick (rollback trials, the watchdog, the ready deadline), a
+//! command ([`Command::Reload`] applies what can change under running pods; [`Command::Stop`] ends
 //! it, draining the pods first when asked to). Where it stands on the way to systemd's READY=1
 //! is a pure value (`readiness`). Signals are the caller's: main turns SIGTERM/SIGINT into
 //! Stop and SIGHUP into Reload.
@@ -63,6 +63,8 @@ pub struct Agent {
     node: Arc<Node>,
     engine: Engine<Cri>,
     merger: merge::Merger,
+    /// kubelet's admission of new pods, between the merge and the engine.
+    admission: crate::admission::Admission,
     rollback: crate::rollback::Rollback,
     mirror: Option<Arc<crate::mirror::MirrorState>>,
     notifier: crate::notify::Notifier,
@@ -131,6 +133,7 @@ impl Agent {
             node,
             engine,
             merger: merge::Merger::new(sources),
+            admission: Default::default(),
             rollback,
             mirror,
             notifier: crate::notify::Notifier::from_env(),
@@ -176,7 +179,14 @@ impl Agent {
         for milestone in self.readiness.advance(self.merger.all_sources_seen(), Instant::now()) {
             match milestone {
                 Milestone::FirstSync { notify } => {
-                    let desired: HashSet<PodUid> = self.merger.desired().map(|p| p.uid.clone()).collect();
+                    // A rejected pod the runtime still runs (admitted before a restart) goes.
+                    let admission = &self.admission;
+                    let desired: HashSet<PodUid> = self
+                        .merger
+                        .desired()
+                        .filter(|p| admission.rejection(&p.uid).is_none())
+                        .map(|p| p.uid.clone())
+                        .collect();
                     self.engine.remove_orphans(&desired).await;
                     log::info!("first full sync done: {} pod(s) desired", desired.len());
                     if notify {
@@ -267,7 +277,7 @@ impl Agent {
                 self.notifier.send("STOPPING=1");
                 if self.settings.drain_on_exit {
                     log::info!("{why}: stopping every pod before exiting (--drain-on-exit)");
-                    drain(&mut self.engine, &self.merger, &self.finished).await;
+                    drain(&mut self.engine, &self.merger, &self.admission, &self.finished).await;
                 } else {
                     let running = self.engine.running().len();
                     log::info!("{why}: exiting; {running} pod(s) keep running and are adopted at the next start");
@@ -277,11 +287,12 @@ impl Agent {
         }
     }
 
-    /// One source's pods through the merge to the engine.
+    /// One source's pods through the merge and admission to the engine.
     fn apply(&mut self, update: source::Update) {
         let changes = self.merger.apply(update, SystemTime::now());
         self.mirror_stale |= !changes.is_empty();
-        self.engine.apply_all(changes);
+        let admitted = self.admission.apply(changes, &self.node);
+        self.engine.apply_all(admitted);
     }
 
     /// The watchdog is fed from this loop, and only while the relist keeps completing.
@@ -299,9 +310,10 @@ impl Agent {
 async fn drain<R: crate::cri::RuntimeService>(
     engine: &mut Engine<R>,
     merger: &merge::Merger,
+    admission: &crate::admission::Admission,
     finished: &smol::channel::Receiver<PodUid>,
 ) {
-    let pods: Vec<_> = merger.desired().cloned().collect();
+    let pods: Vec<_> = merger.desired().filter(|p| admission.rejection(&p.uid).is_none()).cloned().collect();
     let longest = pods.iter().map(|p| crate::runtime::stop::grace_of(&p.pod)).max().unwrap_or_default();
     for sp in pods {
         engine.apply(Change::Remove(sp));

@@ -12,14 +12,27 @@ use std::time::Duration;
 
 /// The node's facts from the settings and the machine.
 pub fn facts(s: &Settings, runtime_name: String) -> Facts {
+    use crate::node::machine;
     let n = &s.node;
+    let cpu_millis = std::thread::available_parallelism().map_or(1000, |c| c.get() as i64 * 1000);
+    let memory_bytes = memory_total();
+    let ephemeral_bytes = rustix::fs::statvfs(&n.root_dir)
+        .or_else(|_| rustix::fs::statvfs("/"))
+        .map_or(0, |v| (v.f_blocks as i64).saturating_mul(v.f_frsize as i64));
+    let capacity = machine::Resources { cpu_millis, memory_bytes, ephemeral_bytes, pods: s.mirror.max_pods };
     Facts {
+        labels: machine::labels(&n.name, &s.mirror.node_labels),
+        ephemeral_bytes,
+        max_pods: s.mirror.max_pods,
+        allocatable: machine::allocatable(capacity, &n.reserved),
+        apparmor: crate::bounded::read_file(std::path::Path::new("/sys/module/apparmor/parameters/enabled"), 64)
+            .is_ok_and(|t| t.starts_with(b"Y")),
         name: n.name.clone(),
         root_dir: n.root_dir.clone(),
         pod_logs_dir: n.pod_logs_dir.clone(),
         host_ip: n.ip.clone().or_else(detect_node_ip).unwrap_or_default(),
-        cpu_millis: std::thread::available_parallelism().map_or(1000, |c| c.get() as i64 * 1000),
-        memory_bytes: memory_total(),
+        cpu_millis,
+        memory_bytes,
         runtime_name,
         cluster_dns: n.cluster_dns.clone(),
         cluster_domain: n.cluster_domain.clone(),
@@ -124,9 +137,7 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
     let opts = crate::mirror::Options {
         kubeconfig,
         node: s.node.name.clone(),
-        node_labels: m.node_labels.clone(),
         taints: m.taints.clone(),
-        max_pods: m.max_pods,
         status_update_frequency: m.status_update_frequency,
         status_report_frequency: m.status_report_frequency,
         lease_duration_seconds: m.lease_duration_seconds,
@@ -134,7 +145,6 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
         // Where the API server reaches this node's kubelet server (none: 0, and it dials
         // --kubelet-port); never the plain-HTTP read-only port, which it would speak TLS to.
         endpoint_port: s.listeners.kubelet.as_ref().map_or(0, |k| k.address.port()),
-        root_dir: s.node.root_dir.clone(),
         encrypted_pod_specs: m.encrypted_pod_specs,
     };
     crate::mirror::start(opts, node.clone(), state.clone());

@@ -116,6 +116,9 @@ pub fn describe_text(pod: &Value, objects: &[Value], events: &[Value], now: Syst
         field(&mut out, "Mirror", m);
     }
     field(&mut out, "Status", &status_column(pod));
+    if let Some(r) = pod["status"]["reason"].as_str() {
+        field(&mut out, "Reason", r);
+    }
     if let Some(m) = pod["status"]["message"].as_str() {
         field(&mut out, "Message", m);
     }

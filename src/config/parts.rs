@@ -69,6 +69,9 @@ pub struct NodeSettings {
     pub cluster_domain: String,
     /// The resolver configuration pods with dnsPolicy Default inherit ("" for none).
     pub resolv_conf: String,
+    /// `kubeReserved` and `systemReserved` together, and `evictionHard`'s memory and
+    /// filesystem thresholds: what allocatable leaves out.
+    pub reserved: crate::node::machine::Reserved,
 }
 
 pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
@@ -90,7 +93,63 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
         cluster_dns: cfg.cluster_dns.clone().unwrap_or_default(),
         cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
         resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
+        reserved: reserved(cfg)?,
     })
+}
+
+/// `kubeReserved` plus `systemReserved`, and `evictionHard` (when given, only its thresholds
+/// count, as kubelet's without `mergeDefaultEvictionSettings`).
+fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate::node::machine::Reserved, String> {
+    use crate::node::machine::{Reserved, Threshold};
+    let mut r = Reserved::default();
+    for (field, map) in [("kubeReserved", &cfg.kube_reserved), ("systemReserved", &cfg.system_reserved)] {
+        for (name, q) in map.iter().flatten() {
+            if q.is_negative() {
+                return Err(format!("config field {field}.{name}: must not be negative"));
+            }
+            let add = |total: &mut i64, v: i64| *total = total.saturating_add(v);
+            match name.as_str() {
+                "cpu" => add(&mut r.cpu_millis, q.milli_value()),
+                "memory" => add(&mut r.memory_bytes, q.value()),
+                "ephemeral-storage" => add(&mut r.ephemeral_bytes, q.value()),
+                "pid" => {}
+                _ => {
+                    return Err(format!(
+                        "config field {field}.{name}: not a resource (cpu, memory, ephemeral-storage, pid)"
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(map) = &cfg.eviction_hard {
+        (r.memory_available, r.nodefs_available) = (None, None);
+        for (signal, value) in map {
+            let at = || format!("config field evictionHard.{signal}");
+            let threshold = match value.strip_suffix('%') {
+                Some(p) => match p.trim().parse::<f64>() {
+                    Ok(p) if (0.0..=100.0).contains(&p) => Threshold::PartsPerMillion((p * 10_000.0) as u32),
+                    _ => return Err(format!("{}: {value:?} is not a percentage from 0 to 100", at())),
+                },
+                None => match crate::pod::quantity::Quantity::parse(value) {
+                    Ok(q) if !q.is_negative() => Threshold::Bytes(q.value()),
+                    _ => return Err(format!("{}: {value:?} is not a quantity or a percentage", at())),
+                },
+            };
+            match signal.as_str() {
+                "memory.available" => r.memory_available = Some(threshold),
+                "nodefs.available" => r.nodefs_available = Some(threshold),
+                // Other signals do not change allocatable (and atoll does not evict).
+                "nodefs.inodesFree"
+                | "imagefs.available"
+                | "imagefs.inodesFree"
+                | "pid.available"
+                | "containerfs.available"
+                | "containerfs.inodesFree" => {}
+                _ => return Err(format!("{}: not an eviction signal", at())),
+            }
+        }
+    }
+    Ok(r)
 }
 
 /// The manifest URL (`staticPodURL`) and how it is fetched (`atoll validate` fetches a URL

@@ -109,25 +109,24 @@ fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
         .map(|v| v.trim_matches('"').to_string())
         .unwrap_or_else(|| "Linux".into());
-    let ephemeral = rustix::fs::statvfs(&opts.root_dir)
-        .or_else(|_| rustix::fs::statvfs("/"))
-        .map_or(0, |s| (s.f_blocks as i64).saturating_mul(s.f_frsize as i64));
     let mut taints = opts.taints.clone();
     if !taints.iter().any(|t| t["key"] == objects::STATIC_ONLY_TAINT) {
         taints.push(json!({"key": objects::STATIC_ONLY_TAINT, "value": "true", "effect": "NoSchedule"}));
     }
+    let facts = shared.node.facts();
     objects::NodeFacts {
         name: opts.node.clone(),
         // kubelet labels and addresses the node with its (possibly overridden) host name,
         // which is atoll's node name.
         hostname: opts.node.clone(),
-        labels: objects::node_labels(&opts.node, &opts.node_labels),
+        labels: facts.labels.clone(),
         taints,
         internal_ip: shared.node.facts().host_ip.clone(),
-        cpu_millis: shared.node.facts().cpu_millis,
-        memory_bytes: shared.node.facts().memory_bytes,
-        ephemeral_storage_bytes: ephemeral,
-        max_pods: opts.max_pods,
+        cpu_millis: facts.cpu_millis,
+        memory_bytes: facts.memory_bytes,
+        ephemeral_storage_bytes: facts.ephemeral_bytes,
+        max_pods: facts.max_pods,
+        allocatable: facts.allocatable,
         machine_id: read("/etc/machine-id"),
         system_uuid: read("/sys/class/dmi/id/product_uuid"),
         boot_id: read("/proc/sys/kernel/random/boot_id"),

@@ -35,6 +35,8 @@ pub struct NodeFacts {
     pub memory_bytes: i64,
     pub ephemeral_storage_bytes: i64,
     pub max_pods: i64,
+    /// Capacity less reservations (`node::machine::allocatable`).
+    pub allocatable: crate::node::machine::Resources,
     pub machine_id: String,
     pub system_uuid: String,
     pub boot_id: String,
@@ -59,28 +61,7 @@ pub struct Condition {
     pub since: String,
 }
 
-/// Go's GOARCH name of the architecture atoll was built for.
-pub fn goarch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "arm" => "arm",
-        "x86" => "386",
-        other => other,
-    }
-}
-
-/// The labels kubelet puts on its node, then `extra` (which wins, as `--node-labels` does).
-pub fn node_labels(hostname: &str, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::new();
-    labels.insert("kubernetes.io/hostname".to_string(), hostname.to_string());
-    labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
-    labels.insert("kubernetes.io/arch".to_string(), goarch().to_string());
-    labels.insert("beta.kubernetes.io/os".to_string(), "linux".to_string());
-    labels.insert("beta.kubernetes.io/arch".to_string(), goarch().to_string());
-    labels.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-    labels
-}
+pub use crate::node::machine::goarch;
 
 /// Quantities as the API writes them: bytes in Ki, CPU in cores or millicores.
 fn cpu_quantity(millis: i64) -> String {
@@ -146,6 +127,13 @@ pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> 
         "ephemeral-storage": bytes_quantity(f.ephemeral_storage_bytes),
         "pods": f.max_pods.to_string(),
     });
+    let a = &f.allocatable;
+    let allocatable = json!({
+        "cpu": cpu_quantity(a.cpu_millis),
+        "memory": bytes_quantity(a.memory_bytes),
+        "ephemeral-storage": bytes_quantity(a.ephemeral_bytes),
+        "pods": a.pods.to_string(),
+    });
     let mut addresses = Vec::new();
     if !f.internal_ip.is_empty() {
         addresses.push(json!({"type": "InternalIP", "address": f.internal_ip}));
@@ -153,8 +141,7 @@ pub fn node_status(f: &NodeFacts, conditions: &[Condition], heartbeat: &str) -> 
     addresses.push(json!({"type": "Hostname", "address": f.hostname}));
     json!({
         "capacity": resources,
-        // No reservations are configured: allocatable is the capacity.
-        "allocatable": resources,
+        "allocatable": allocatable,
         "conditions": conditions.iter().map(|c| json!({
             "type": c.type_,
             "status": if c.status { "True" } else { "False" },
@@ -299,7 +286,10 @@ mod tests {
         NodeFacts {
             name: "edge-1".into(),
             hostname: "edge-1".into(),
-            labels: node_labels("edge-1", &BTreeMap::from([("site".to_string(), "north".to_string())])),
+            labels: crate::node::machine::labels(
+                "edge-1",
+                &BTreeMap::from([("site".to_string(), "north".to_string())]),
+            ),
             internal_ip: "10.0.0.5".into(),
             cpu_millis: 2000,
             memory_bytes: 4 << 30,
@@ -409,7 +399,10 @@ mod tests {
 
     #[test]
     fn node_labels_given_win_and_missing_ones_are_patched() {
-        let labels = node_labels("h", &BTreeMap::from([("kubernetes.io/hostname".to_string(), "x".to_string())]));
+        let labels = crate::node::machine::labels(
+            "h",
+            &BTreeMap::from([("kubernetes.io/hostname".to_string(), "x".to_string())]),
+        );
         assert_eq!(labels["kubernetes.io/hostname"], "x");
         let node = json!({"metadata": {"labels": {"kubernetes.io/hostname": "x", "other": "kept"}}});
         let patch = label_patch(&node, &labels).unwrap();

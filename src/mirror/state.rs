@@ -15,9 +15,7 @@ use std::time::Duration;
 pub struct Options {
     pub kubeconfig: PathBuf,
     pub node: String,
-    pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<Value>,
-    pub max_pods: i64,
     /// How often the node status is computed and compared (nodeStatusUpdateFrequency).
     pub status_update_frequency: Duration,
     /// How often it is sent when unchanged (nodeStatusReportFrequency).
@@ -26,8 +24,6 @@ pub struct Options {
     /// `containerd://1.6.20`
     pub runtime_version: String,
     pub endpoint_port: u16,
-    /// The filesystem whose size is the node's ephemeral-storage capacity.
-    pub root_dir: PathBuf,
     /// Mirror pods from encrypted manifests as they are (`mirrorEncryptedPodSpecs`); by
     /// default their values are redacted (`pod::redact`).
     pub encrypted_pod_specs: bool,

@@ -2,7 +2,8 @@
 //! nothing that belongs to one of them. A [`Node`] has private fields, one constructor and
 //! narrow handles:
 //!
-//! - [`Node::facts`]: the node's name, addresses, capacity, directories and DNS, fixed at start;
+//! - [`Node::facts`]: the node's name, labels, addresses, capacity and allocatable resources,
+//!   directories and DNS, fixed at start (`machine` computes labels and allocatable);
 //! - [`Node::statuses`]: every pod's latest status (written by workers, read by the API and
 //!   the mirror), and [`Node::events`]: the lifecycle events;
 //! - [`Node::heartbeat`]: the relist's heartbeat, one reading of "the sync loop is alive";
@@ -18,6 +19,7 @@
 pub mod events;
 pub mod heartbeat;
 pub mod imports;
+pub mod machine;
 pub mod observed;
 pub mod probing;
 pub mod store;
@@ -52,6 +54,16 @@ pub struct Facts {
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
     pub host_resolv_conf: String,
+    /// The node's labels (`machine::labels`): what pods' node selectors and affinity match.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The ephemeral-storage capacity: the size of the filesystem of `root_dir`.
+    pub ephemeral_bytes: i64,
+    /// `maxPods`, the node's pod capacity.
+    pub max_pods: i64,
+    /// What pods may request in all (`machine::allocatable`).
+    pub allocatable: machine::Resources,
+    /// Whether the kernel enforces AppArmor (pods that ask for a profile need it).
+    pub apparmor: bool,
 }
 
 /// The node-wide state every part shares.
@@ -88,6 +100,8 @@ impl Node {
             host_ip: "127.0.0.1".into(),
             cpu_millis: 1000,
             memory_bytes: 1 << 30,
+            max_pods: 110,
+            allocatable: machine::Resources { cpu_millis: 1000, memory_bytes: 1 << 30, ephemeral_bytes: 0, pods: 110 },
             runtime_name: "containerd".into(),
             ..Default::default()
         };

@@ -228,10 +228,10 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_reported_with_their_path() {
-        let src = format!("{MIN}    resizePolicy:\n    - resourceName: cpu\n  nodeSelector:\n    a: b\n");
+        let src = format!("{MIN}    resizePolicy:\n    - resourceName: cpu\n  preemptionPolicy: Never\n");
         let (_, w) = ok(&src);
         assert!(w.contains(&"spec.containers[0].resizePolicy: not implemented by atoll; ignored".to_string()), "{w:?}");
-        assert!(w.contains(&"spec.nodeSelector: not implemented by atoll; ignored".to_string()), "{w:?}");
+        assert!(w.contains(&"spec.preemptionPolicy: not implemented by atoll; ignored".to_string()), "{w:?}");
     }
 
     #[test]

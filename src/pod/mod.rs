@@ -21,6 +21,7 @@ macro_rules! api_struct {
     };
 }
 
+pub mod affinity;
 pub mod decode;
 pub mod defaults;
 pub mod derived;

@@ -88,7 +88,7 @@ use Child::{Any, Many, One};
 
 pub static POD: Type = ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
 pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName selfLink resourceVersion generation deletionTimestamp deletionGracePeriodSeconds ownerReferences finalizers clusterName managedFields", &[("creationTimestamp", Any)]);
-static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates preemptionPolicy overhead topologySpreadConstraints os hostUsers resources hostnameOverride workloadRef schedulingGroup evictionResponders", &[
+static POD_SPEC: Type = ty::<PodSpec>("readinessGates preemptionPolicy overhead topologySpreadConstraints hostUsers resources hostnameOverride workloadRef schedulingGroup evictionResponders", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
     ("ephemeralContainers", Any),
@@ -100,7 +100,28 @@ static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates pree
     ("tolerations", Many(&TOLERATION)),
     ("schedulingGates", Any),
     ("resourceClaims", Any),
+    ("affinity", One(&AFFINITY)),
+    ("os", One(&POD_OS)),
 ]);
+static AFFINITY: Type =
+    ty::<Affinity>("", &[("nodeAffinity", One(&NODE_AFFINITY)), ("podAffinity", Any), ("podAntiAffinity", Any)]);
+static NODE_AFFINITY: Type = ty::<crate::pod::affinity::NodeAffinity>(
+    "",
+    &[
+        ("requiredDuringSchedulingIgnoredDuringExecution", One(&NODE_SELECTOR)),
+        ("preferredDuringSchedulingIgnoredDuringExecution", Many(&PREFERRED_TERM)),
+    ],
+);
+static NODE_SELECTOR: Type =
+    ty::<crate::pod::affinity::NodeSelector>("", &[("nodeSelectorTerms", Many(&SELECTOR_TERM))]);
+static PREFERRED_TERM: Type =
+    ty::<crate::pod::affinity::PreferredSchedulingTerm>("", &[("preference", One(&SELECTOR_TERM))]);
+static SELECTOR_TERM: Type = ty::<crate::pod::affinity::NodeSelectorTerm>(
+    "",
+    &[("matchExpressions", Many(&REQUIREMENT)), ("matchFields", Many(&REQUIREMENT))],
+);
+static REQUIREMENT: Type = ty::<crate::pod::affinity::Requirement>("", &[]);
+static POD_OS: Type = ty::<PodOs>("", &[]);
 static DNS_CONFIG: Type = ty::<PodDnsConfig>("", &[("options", Many(&DNS_OPTION))]);
 static DNS_OPTION: Type = ty::<PodDnsConfigOption>("", &[]);
 static HOST_ALIAS: Type = ty::<HostAlias>("", &[]);

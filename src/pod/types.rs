@@ -6,6 +6,7 @@
 //! the Kubernetes API exactly, so a pod serialises back to valid v1 JSON (for `/pods` and the
 //! mirror pod). Maps are `BTreeMap` so serialisation is canonical.
 
+pub use super::affinity::{Affinity, PodOs};
 use super::quantity::Quantity;
 pub use super::refs::*;
 use serde::{Deserialize, Serialize};
@@ -134,6 +135,12 @@ api_struct! {
         pub scheduling_gates: Vec<Value>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub resource_claims: Vec<Value>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub node_selector: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub affinity: Option<Affinity>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub os: Option<PodOs>,
     }
 }
 

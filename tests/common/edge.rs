@@ -13,6 +13,14 @@ pub fn node() -> Arc<atoll::node::Node> {
         cpu_millis: 2000,
         memory_bytes: 4 << 30,
         runtime_name: "containerd".into(),
+        labels: atoll::node::machine::labels("edge-1", &Default::default()),
+        max_pods: 10,
+        allocatable: atoll::node::machine::Resources {
+            cpu_millis: 2000,
+            memory_bytes: 4 << 30,
+            ephemeral_bytes: 0,
+            pods: 10,
+        },
         ..Default::default()
     });
     node.heartbeat().beat(Instant::now(), true, Duration::from_secs(3600));
@@ -21,19 +29,16 @@ pub fn node() -> Arc<atoll::node::Node> {
 
 /// The mirror's options for `edge-1` through `kubeconfig`: status compared every `update`,
 /// reported every 5 minutes, a 40 s lease, its state under `dir`.
-pub fn mirror_options(kubeconfig: PathBuf, dir: &Path, update: Duration) -> atoll::mirror::Options {
+pub fn mirror_options(kubeconfig: PathBuf, _dir: &Path, update: Duration) -> atoll::mirror::Options {
     atoll::mirror::Options {
         kubeconfig,
         node: "edge-1".into(),
-        node_labels: Default::default(),
         taints: vec![],
-        max_pods: 10,
         status_update_frequency: update,
         status_report_frequency: Duration::from_secs(300),
         lease_duration_seconds: 40,
         runtime_version: "containerd://1.6.20".into(),
         endpoint_port: 0,
-        root_dir: dir.to_path_buf(),
         encrypted_pod_specs: false,
     }
 }

@@ -72,7 +72,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
     let pod = json!({
         "metadata": {"name": "x", "version": 3, "ownerReferences": []},
         "spec": {
-            "ServeAccount": "a", "nodeSelector": {},
+            "ServeAccount": "a", "readinessGates": [],
             "containers": [{"name": "c", "imagePullPolice": "Always", "ImagePullPolicy": "Always", "resizePolicy": []}],
             "volumes": [{"name": "v", "hostpath": {"path": "/x"}, "nfs": {}}]
         }
@@ -85,7 +85,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
         ("metadata.version", Unread::Unknown(None)),
         ("metadata.ownerReferences", Unread::NotImplemented),
         ("spec.ServeAccount", Unread::Unknown(Some("serviceAccount"))),
-        ("spec.nodeSelector", Unread::NotImplemented),
+        ("spec.readinessGates", Unread::NotImplemented),
         ("spec.containers[0].imagePullPolice", Unread::Unknown(Some("imagePullPolicy"))),
         ("spec.containers[0].ImagePullPolicy", Unread::Unknown(Some("imagePullPolicy"))),
         ("spec.containers[0].resizePolicy", Unread::NotImplemented),

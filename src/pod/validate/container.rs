@@ -157,10 +157,18 @@ impl Validator {
                     if q.is_negative() {
                         self.err(&rp, "must not be negative");
                     }
-                    if !(matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage")
+                    // An extended resource (a device plugin's): a whole number, never
+                    // overcommitted; admission drops it where the node has none.
+                    let extended = name.contains('/') && !name.contains("kubernetes.io/");
+                    if extended && (super::qualified_name(name).is_err() || q.milli_value() % 1000 != 0) {
+                        self.err(&rp, "an extended resource must be a qualified name with a whole number");
+                    } else if extended && which == "requests" && r.limits.get(name) != Some(q) {
+                        self.err(&rp, "an extended resource's request must equal its limit");
+                    } else if !(extended
+                        || matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage")
                         || name.starts_with("hugepages-"))
                     {
-                        self.err(&rp, format!("resource {name:?} is not supported by atoll (cpu, memory, ephemeral-storage, hugepages-*)"));
+                        self.err(&rp, format!("resource {name:?} is not supported by atoll (cpu, memory, ephemeral-storage, hugepages-*, extended resources)"));
                     }
                 }
             }

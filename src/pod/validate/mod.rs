@@ -76,6 +76,9 @@ impl Validator {
             }
         }
         self.range("spec.activeDeadlineSeconds", s.active_deadline_seconds, 1, INT32_MAX);
+        for (path, e) in super::affinity::problems(&s.node_selector, s.affinity.as_ref(), s.os.as_ref()) {
+            self.err(format!("spec.{path}"), e);
+        }
         if s.dns_policy.as_deref() == Some("None") && s.dns_config.as_ref().is_none_or(|c| c.nameservers.is_empty()) {
             self.err("spec.dnsConfig.nameservers", "dnsPolicy None needs at least one nameserver in dnsConfig");
         }

@@ -1,0 +1,117 @@
+//! Admission: the stage between the desired pods and the engine, as kubelet's
+//! `HandlePodAdditions` runs it. Each new pod is admitted or rejected once, against the node
+//! (`verdict`, pure) and the pods admitted before it that still run; an admitted pod goes to
+//! the engine, a rejected one never starts: it is shown `Failed` with kubelet's reason and
+//! message (`Pod was rejected: ...`) in the node's status store (so in `atoll pods`,
+//! `describe`, the kubelet server and the mirror pod) and as a Warning event.
+//!
+//! A batch of changes is taken as kubelet takes its updates: removals first (their room is
+//! free again), then updates of known pods (not admitted again), then additions, oldest
+//! `creationTimestamp` first, a higher `spec.priority` first among equals, then in the order
+//! the sources gave them. As in kubelet, a rejected pod stays rejected until its manifest
+//! changes (a new UID) or atoll restarts; a pod already admitted is never evicted.
+
+mod requests;
+pub mod verdict;
+
+pub use verdict::{admit, NodeInfo, Rejection};
+
+use crate::node::Node;
+use crate::pod::status::PodStatus;
+use crate::pod::{Change, PodUid, StaticPod};
+use std::collections::BTreeMap;
+
+/// What admission keeps: the pods it admitted and those it rejected, by UID.
+#[derive(Default)]
+pub struct Admission {
+    admitted: BTreeMap<PodUid, StaticPod>,
+    rejected: BTreeMap<PodUid, Rejection>,
+}
+
+impl Admission {
+    /// Admits or rejects the additions of `changes`; returns what the engine is to do.
+    pub fn apply(&mut self, changes: Vec<Change>, node: &Node) -> Vec<Change> {
+        let info = node_info(node);
+        let (mut out, mut adds) = (Vec::new(), Vec::new());
+        let (removes, rest): (Vec<Change>, Vec<Change>) =
+            changes.into_iter().partition(|c| matches!(c, Change::Remove(_)));
+        for change in removes.into_iter().chain(rest) {
+            match change {
+                Change::Remove(sp) => {
+                    if self.rejected.remove(&sp.uid).is_some() {
+                        node.statuses().remove(&sp.uid);
+                    } else {
+                        self.admitted.remove(&sp.uid);
+                        out.push(Change::Remove(sp));
+                    }
+                }
+                Change::Update(sp) if self.admitted.contains_key(&sp.uid) => {
+                    self.admitted.insert(sp.uid.clone(), sp.clone());
+                    out.push(Change::Update(sp));
+                }
+                Change::Update(sp) if self.rejected.contains_key(&sp.uid) => node.statuses().set_pod(&sp.uid, &sp.pod),
+                Change::Add(sp) | Change::Update(sp) => adds.push(sp),
+            }
+        }
+        adds.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+        for sp in adds {
+            let running: Vec<&crate::pod::Pod> = self
+                .admitted
+                .iter()
+                .filter(|(uid, _)| {
+                    node.statuses().get(uid).is_none_or(|s| s.phase != "Succeeded" && s.phase != "Failed")
+                })
+                .map(|(_, p)| p.pod.as_ref())
+                .collect();
+            match admit(&sp.pod, true, &running, &info) {
+                Ok(()) => {
+                    self.admitted.insert(sp.uid.clone(), sp.clone());
+                    out.push(Change::Add(sp));
+                }
+                Err(r) => {
+                    reject(node, &sp, &r);
+                    self.rejected.insert(sp.uid.clone(), r);
+                }
+            }
+        }
+        out
+    }
+
+    /// Why `uid` was rejected, if it was.
+    pub fn rejection(&self, uid: &PodUid) -> Option<&Rejection> {
+        self.rejected.get(uid)
+    }
+}
+
+/// What admission reads of the node's facts.
+pub fn node_info(node: &Node) -> NodeInfo {
+    let f = node.facts();
+    NodeInfo { name: f.name.clone(), labels: f.labels.clone(), allocatable: f.allocatable, apparmor: f.apparmor }
+}
+
+/// The order additions are admitted in: oldest first, then higher priority, then as given
+/// (the sort is stable).
+fn order_key(sp: &StaticPod) -> (String, std::cmp::Reverse<i32>) {
+    let created = sp.pod.metadata.creation_timestamp.as_ref().and_then(|v| v.as_str()).unwrap_or("").to_string();
+    (created, std::cmp::Reverse(sp.pod.spec.priority.unwrap_or(0)))
+}
+
+/// The status kubelet's `rejectPod` sets.
+pub fn rejected_status(pod: &crate::pod::Pod, r: &Rejection) -> PodStatus {
+    PodStatus {
+        phase: "Failed".into(),
+        reason: Some(r.reason.clone()),
+        message: Some(format!("Pod was rejected: {}", r.message)),
+        qos_class: crate::pod::derived::qos_class(pod).into(),
+        ..Default::default()
+    }
+}
+
+fn reject(node: &Node, sp: &StaticPod, r: &Rejection) {
+    node.statuses().set_pod(&sp.uid, &sp.pod);
+    node.statuses().set(&sp.uid, rejected_status(&sp.pod, r));
+    node.events().record(&sp.pod, true, &r.reason, &r.message);
+}
+
+#[cfg(test)]
+mod tests;
