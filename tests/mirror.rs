@@ -89,6 +89,8 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     std::fs::write(manifests.join("web.yaml"), manifest("web", SLEEPER, "", "Always")).unwrap();
     std::fs::write(manifests.join("crash.yaml"), manifest("crash", "sleep 1; exit 1", "", "Always")).unwrap();
     std::fs::write(manifests.join("denied.yaml"), manifest("denied", SLEEPER, "", "Always")).unwrap();
+    let elsewhere = manifest("elsewhere", SLEEPER, "", "Always").replace("spec:\n", "spec:\n  nodeSelector: {site: elsewhere}\n");
+    std::fs::write(manifests.join("elsewhere.yaml"), elsewhere).unwrap();
 
     // The API server is down when atoll starts: the pods run regardless.
     server.down();
@@ -111,6 +113,9 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     assert_eq!(labels["site"], "test-bed");
     assert_eq!(node["spec"]["taints"][0]["key"], "atoll.io/static-pods-only");
     assert_eq!(node["status"]["capacity"]["pods"], "30");
+    // Allocatable: the capacity less kubelet's default hard eviction threshold for memory.
+    let mem = |k: &str| atoll::pod::quantity::Quantity::parse(node["status"][k]["memory"].as_str().unwrap()).unwrap();
+    assert_eq!(mem("capacity").value() - mem("allocatable").value(), 100 << 20, "{}", node["status"]);
     // kubelet's form, as kubectl and kubeadm parse it (k8scheck parses every Node's with
     // apimachinery's version.ParseSemantic); atoll's own version as build metadata.
     assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], atoll::mirror::objects::KUBELET_VERSION);
@@ -162,6 +167,14 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
         (later >= 2 && l["spec"]["renewTime"] != labelled["spec"]["renewTime"]).then_some(())
     });
     assert_eq!(lease(&server).unwrap()["metadata"]["labels"]["team"], "edge", "the label kept");
+
+    // A pod admission rejected is mirrored Failed, with kubelet's reason and message.
+    let rejected = eventually(Duration::from_secs(30), "elsewhere's mirror Failed", || {
+        mirror(&server, "elsewhere").filter(|m| m["status"]["phase"] == "Failed")
+    });
+    assert_eq!(rejected["status"]["reason"], "NodeAffinity");
+    assert!(rejected["status"]["message"].as_str().unwrap().starts_with("Pod was rejected: Predicate NodeAffinity"));
+    assert!(running_container(tb, "elsewhere").is_none());
 
     // The mirror: annotation = the static pod's hash, the node as controlling owner, status.
     let web = eventually(Duration::from_secs(30), "web's mirror Running", || {
