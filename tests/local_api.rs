@@ -357,12 +357,20 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     assert!(text.lines().all(|l| l.len() <= 80), "an 80-column console: {text}");
     // ... and passes the runtime check against the test bed's.
     let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
-        .args(["doctor", &format!("--container-runtime-endpoint={}", tb.endpoint)])
+        .args(["doctor", &format!("--container-runtime-endpoint={}", tb.endpoint), "--node-labels=zone=z1"])
         .arg(format!("--root-dir={}", dir.join("state").display()))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.starts_with("ok   runtime") && l.contains("containerd")), "{text}");
+    // The node as admission sees it: its labels and allocatable resources.
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.lines().any(|l| l.starts_with("ok   node")), "{text}");
+    assert!(
+        words.contains("zone=z1") && words.contains("kubernetes.io/os=linux") && words.contains("pods 110"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.len() <= 80), "an 80-column console: {text}");
 
     // SIGHUP reloads atoll's config; a bad one is refused and the old settings stay.
     std::fs::write(

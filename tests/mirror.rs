@@ -89,7 +89,8 @@ fn mirrors_follow_static_pods_and_the_api_server_never_touches_them() {
     std::fs::write(manifests.join("web.yaml"), manifest("web", SLEEPER, "", "Always")).unwrap();
     std::fs::write(manifests.join("crash.yaml"), manifest("crash", "sleep 1; exit 1", "", "Always")).unwrap();
     std::fs::write(manifests.join("denied.yaml"), manifest("denied", SLEEPER, "", "Always")).unwrap();
-    let elsewhere = manifest("elsewhere", SLEEPER, "", "Always").replace("spec:\n", "spec:\n  nodeSelector: {site: elsewhere}\n");
+    let elsewhere =
+        manifest("elsewhere", SLEEPER, "", "Always").replace("spec:\n", "spec:\n  nodeSelector: {site: elsewhere}\n");
     std::fs::write(manifests.join("elsewhere.yaml"), elsewhere).unwrap();
 
     // The API server is down when atoll starts: the pods run regardless.

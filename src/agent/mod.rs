@@ -27,6 +27,12 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+/// The node's facts as the agent reads them at start (`atoll doctor` and `atoll validate`
+/// admit against them).
+pub fn node_facts(s: &Settings) -> crate::node::Facts {
+    parts::facts(s, "containerd".into())
+}
+
 /// What the agent's owner may tell it.
 #[derive(Debug)]
 pub enum Command {

@@ -237,7 +237,26 @@ pub fn clock(now: SystemTime) -> Vec<Check> {
     }
 }
 
-/// Every check for these settings.
+/// The node as admission sees it: its labels and allocatable resources (what pods' node
+/// selectors match and their requests fit in), and AppArmor.
+pub fn node(f: &crate::node::Facts) -> Check {
+    let labels: Vec<String> = f.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let a = &f.allocatable;
+    let armor = if f.apparmor { "enforced" } else { "not enabled (pods asking for a profile are rejected)" };
+    ok(
+        "node",
+        format!(
+            "{}: allocatable cpu {}m, memory {} MiB, ephemeral-storage {} MiB, pods {}; AppArmor {armor}; labels {}",
+            f.name,
+            a.cpu_millis,
+            a.memory_bytes >> 20,
+            a.ephemeral_bytes >> 20,
+            a.pods,
+            labels.join(", ")
+        ),
+    )
+}
+
 /// `atoll doctor`: every check with the agent's settings, printed; whether none failed.
 pub fn run(flags: &super::Flags) -> Result<bool, String> {
     let s = Settings::load(flags)?;
@@ -268,6 +287,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
     checks.extend(disk("disk", &s.node.root_dir));
     checks.extend(disk("disk", &s.node.pod_logs_dir));
     checks.extend(clock(SystemTime::now()));
+    checks.push(node(&crate::agent::node_facts(s)));
     if let Some(k) = &s.mirror.kubeconfig {
         checks.push(api_server(k, &s.node.name));
     }
