@@ -3,7 +3,7 @@
 use super::*;
 use crate::pod::{defaults, identity};
 
-fn check(json: &str) -> Vec<String> {
+pub(super) fn check(json: &str) -> Vec<String> {
     let mut pod: Pod = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
     defaults::apply(&mut pod);
     let sp = identity::make_static(pod, &identity::Origin::File("/m/p.yaml".into()), "node-1");
