@@ -88,7 +88,9 @@ pub fn admit(pod: &Pod, critical: bool, others: &[&Pod], node: &NodeInfo) -> Res
             ),
         );
     }
-    // APPARMOR-MERGE
+    if let Some(message) = crate::pod::apparmor::refusal(pod, node.apparmor) {
+        return reject(crate::pod::apparmor::REASON, message);
+    }
     Ok(())
 }
 

@@ -138,3 +138,14 @@ fn a_pod_that_is_not_critical_gets_out_of_reasons() {
     assert_eq!(r.reason, "OutOfpods");
     assert_eq!(r.message, "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3");
 }
+
+#[test]
+fn apparmor_needs_a_host_that_enforces_it() {
+    let mut p = pod(json!({}));
+    p.metadata.annotations.insert("container.apparmor.security.beta.kubernetes.io/c".into(), "runtime/default".into());
+    let r = admit(&p, true, &[], &node()).unwrap_err();
+    assert_eq!(r.reason, "AppArmor");
+    assert_eq!(admit(&p, true, &[], &NodeInfo { apparmor: true, ..node() }), Ok(()));
+    p.metadata.annotations.insert("container.apparmor.security.beta.kubernetes.io/c".into(), "unconfined".into());
+    assert_eq!(admit(&p, true, &[], &node()), Ok(()), "unconfined needs nothing");
+}

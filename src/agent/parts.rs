@@ -25,8 +25,7 @@ pub fn facts(s: &Settings, runtime_name: String) -> Facts {
         ephemeral_bytes,
         max_pods: s.mirror.max_pods,
         allocatable: machine::allocatable(capacity, &n.reserved),
-        apparmor: crate::bounded::read_file(std::path::Path::new("/sys/module/apparmor/parameters/enabled"), 64)
-            .is_ok_and(|t| t.starts_with(b"Y")),
+        apparmor: crate::pod::apparmor::host_enabled(),
         name: n.name.clone(),
         root_dir: n.root_dir.clone(),
         pod_logs_dir: n.pod_logs_dir.clone(),

@@ -498,6 +498,9 @@ pub struct LinuxContainerSecurityContext {
     pub readonly_rootfs: bool,
     #[prost(int64, repeated, tag = "8")]
     pub supplemental_groups: ::prost::alloc::vec::Vec<i64>,
+    /// Deprecated upstream; kubelet still fills it for older runtimes, and so does atoll.
+    #[prost(string, tag = "9")]
+    pub apparmor_profile: ::prost::alloc::string::String,
     #[prost(bool, tag = "11")]
     pub no_new_privs: bool,
     #[prost(message, optional, tag = "12")]

@@ -2,9 +2,9 @@
 //!
 //! The decoder names every field the Pod types leave out. Ignoring one of those listed here
 //! would run the containers differently from what the manifest asks (a missing volume, a
-//! device, another stop signal, no AppArmor profile), so the manifest is refused with the
-//! field named. Every other unknown field (scheduling, Windows options, status-only fields,
-//! fields of a newer API) changes nothing at run time: a warning names it.
+//! device, another stop signal), so the manifest is refused with the field named. Every
+//! other unknown field (scheduling, Windows options, status-only fields, fields of a newer
+//! API) changes nothing at run time: a warning names it.
 
 /// Volume fields the Pod types model; any other key of a volume is a volume type.
 const VOLUME_FIELDS: &[&str] = &[
@@ -30,7 +30,6 @@ const CONTAINER_FIELDS: &[(&str, &str)] = &[
     ("volumeMounts[].subPathExpr", "subPathExpr is not implemented by atoll (subPath is)"),
     ("volumeMounts[].recursiveReadOnly", "recursive read-only mounts are not implemented by atoll"),
     ("volumeMounts[].bindMountOptions", "bind mount options are not implemented by atoll"),
-    ("securityContext.appArmorProfile", "AppArmor profiles are not implemented by atoll"),
     ("env[].valueFrom.fileKeyRef", "environment variables from files are not implemented by atoll"),
     ("resources.claims", "resource claims are not implemented by atoll"),
 ];
@@ -54,7 +53,6 @@ const VOLUME_FILE_FIELDS: &[(&str, &str)] = &[
 const POD_FIELDS: &[(&str, &str)] = &[
     ("spec.hostUsers", "user namespaces are not implemented by atoll"),
     ("spec.resources", "pod-level resources are not implemented by atoll; give each container its resources"),
-    ("spec.securityContext.appArmorProfile", "AppArmor profiles are not implemented by atoll"),
     ("spec.securityContext.supplementalGroupsPolicy", "supplementalGroupsPolicy is not implemented by atoll"),
 ];
 
@@ -133,8 +131,6 @@ mod tests {
             "spec.containers[1].volumeDevices",
             "spec.initContainers[0].lifecycle.stopSignal",
             "spec.containers[0].volumeMounts[3].subPathExpr",
-            "spec.containers[0].securityContext.appArmorProfile.type",
-            "spec.securityContext.appArmorProfile",
             "spec.containers[0].env[4].valueFrom.fileKeyRef",
             "spec.containers[0].volumeMounts[0].bindMountOptions",
             "spec.containers[0].livenessProbe.httpGet.protocol",

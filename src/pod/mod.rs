@@ -8,8 +8,10 @@
 //! `finding` (what is wrong, by field). `load` runs them in kubelet's order ([`load()`]).
 //! `paths` is the one way a name becomes a path; `derived` holds what follows from a spec
 //! (QoS class, `$(VAR)` expansion, named ports); `references` lists every object a pod names;
-//! `order` and `rollback_policy` read atoll's start-ordering and rollback annotations.
-//! Nothing here does I/O: sources hand in bytes and get back pods or errors naming the field.
+//! `order` and `rollback_policy` read atoll's start-ordering and rollback annotations;
+//! `apparmor` the profile each container runs with and kubelet's admission check for it.
+//! Nothing here does I/O (but `apparmor::host_enabled`, one read of the kernel's flag):
+//! sources hand in bytes and get back pods or errors naming the field.
 
 /// A v1 API struct: camelCase fields, comparable, serialisable back to the same JSON.
 macro_rules! api_struct {
@@ -22,6 +24,7 @@ macro_rules! api_struct {
 }
 
 pub mod affinity;
+pub mod apparmor;
 pub mod decode;
 pub mod defaults;
 pub mod derived;

@@ -127,12 +127,18 @@ static DNS_OPTION: Type = ty::<PodDnsConfigOption>("", &[]);
 static HOST_ALIAS: Type = ty::<HostAlias>("", &[]);
 static TOLERATION: Type = ty::<Toleration>("", &[]);
 static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(
-    "windowsOptions supplementalGroupsPolicy fsGroupChangePolicy appArmorProfile seLinuxChangePolicy",
-    &[("sysctls", Many(&SYSCTL)), ("seccompProfile", One(&SECCOMP)), ("seLinuxOptions", One(&SELINUX))],
+    "windowsOptions supplementalGroupsPolicy fsGroupChangePolicy seLinuxChangePolicy",
+    &[
+        ("sysctls", Many(&SYSCTL)),
+        ("seccompProfile", One(&SECCOMP)),
+        ("seLinuxOptions", One(&SELINUX)),
+        ("appArmorProfile", One(&APPARMOR)),
+    ],
 );
 static SYSCTL: Type = ty::<Sysctl>("", &[]);
 static SECCOMP: Type = ty::<SeccompProfile>("", &[]);
 static SELINUX: Type = ty::<SeLinuxOptions>("", &[]);
+static APPARMOR: Type = ty::<super::apparmor::AppArmorProfile>("", &[]);
 static CONTAINER: Type = ty::<Container>(
     "resizePolicy restartPolicyRules volumeDevices",
     &[
@@ -182,8 +188,13 @@ static HANDLER: Type = ty::<LifecycleHandler>(
 );
 static SLEEP: Type = ty::<SleepAction>("", &[]);
 static SECURITY_CONTEXT: Type = ty::<SecurityContext>(
-    "windowsOptions appArmorProfile",
-    &[("capabilities", One(&CAPABILITIES)), ("seccompProfile", One(&SECCOMP)), ("seLinuxOptions", One(&SELINUX))],
+    "windowsOptions",
+    &[
+        ("capabilities", One(&CAPABILITIES)),
+        ("seccompProfile", One(&SECCOMP)),
+        ("seLinuxOptions", One(&SELINUX)),
+        ("appArmorProfile", One(&APPARMOR)),
+    ],
 );
 static CAPABILITIES: Type = ty::<Capabilities>("", &[]);
 static VOLUME: Type = ty::<Volume>("gcePersistentDisk awsElasticBlockStore gitRepo nfs iscsi glusterfs rbd flexVolume cinder cephfs flocker fc azureFile vsphereVolume quobyte azureDisk photonPersistentDisk portworxVolume scaleIO storageos", &[

@@ -210,6 +210,8 @@ api_struct! {
         pub seccomp_profile: Option<SeccompProfile>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub se_linux_options: Option<SeLinuxOptions>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub app_armor_profile: Option<super::apparmor::AppArmorProfile>,
     }
 }
 
@@ -515,6 +517,8 @@ api_struct! {
         pub proc_mount: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub se_linux_options: Option<SeLinuxOptions>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub app_armor_profile: Option<super::apparmor::AppArmorProfile>,
     }
 }
 

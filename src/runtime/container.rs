@@ -4,7 +4,7 @@
 //! image volumes, object volumes read-only, the managed /etc/hosts, the termination log),
 //! kubelet's four labels and its annotations, the log path `<container>/<restartCount>.log`,
 //! Linux resources with the QoS class's oom_score_adj, and the security context (container
-//! over pod). A pure function; the worker prepares the files.
+//! over pod; AppArmor as `pod::apparmor` resolves it). A pure function; the worker prepares the files.
 
 use super::plan::container_hash;
 use super::sandbox::{
@@ -15,6 +15,7 @@ use crate::cri::api::{
     Capability, ContainerConfig, ContainerMetadata, ImageSpec, Int64Value, KeyValue, LinuxContainerConfig,
     LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,
 };
+use crate::pod::apparmor::Profile;
 use crate::pod::derived::{expand, qos_class};
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
@@ -280,6 +281,7 @@ pub fn container_config(
         },
         localhost_ref: p.localhost_profile.unwrap_or_default(),
     });
+    let apparmor = crate::pod::apparmor::profile(pod, c);
     let security = LinuxContainerSecurityContext {
         capabilities: sc.capabilities.map(|caps| Capability {
             add_capabilities: caps.add,
@@ -294,6 +296,8 @@ pub fn container_config(
         supplemental_groups: psc.fs_group.into_iter().chain(psc.supplemental_groups.iter().copied()).collect(),
         no_new_privs: sc.allow_privilege_escalation == Some(false),
         seccomp: Some(seccomp.unwrap_or(SecurityProfile { profile_type: 1, localhost_ref: String::new() })),
+        apparmor: apparmor.as_ref().map(security_profile),
+        apparmor_profile: apparmor.map(|p| p.annotation()).unwrap_or_default(),
         ..Default::default()
     };
     Ok(ContainerConfig {
@@ -316,6 +320,17 @@ pub fn container_config(
         }),
         ..Default::default()
     })
+}
+
+/// kubelet's CRI form of an AppArmor profile (beside it, the deprecated string, which is the
+/// annotation's form).
+fn security_profile(p: &Profile) -> SecurityProfile {
+    let (profile_type, name) = match p {
+        Profile::RuntimeDefault => (0, ""),
+        Profile::Unconfined => (1, ""),
+        Profile::Localhost(name) => (2, name.as_str()),
+    };
+    SecurityProfile { profile_type, localhost_ref: name.to_string() }
 }
 
 #[cfg(test)]
@@ -405,6 +420,34 @@ mod tests {
                 ("/dev/termination-log", "/var/lib/atoll/pods/u/containers/c/abc", false),
             ]
         );
+    }
+
+    #[test]
+    fn apparmor_goes_to_the_runtime_as_kubelet_sends_it() {
+        let key = "container.apparmor.security.beta.kubernetes.io/c";
+        // (pod's field, the container's field, annotation) → (CRI type and ref, deprecated string)
+        for (psc, csc, annotation, want, deprecated) in [
+            ("", "", "", None, ""),
+            ("", "", "runtime/default", Some((0, "")), "runtime/default"),
+            ("", "", "localhost/k8s-web", Some((2, "k8s-web")), "localhost/k8s-web"),
+            (r#"{"type":"Unconfined"}"#, "", "", Some((1, "")), "unconfined"),
+            (r#"{"type":"Unconfined"}"#, r#"{"type":"RuntimeDefault"}"#, "", Some((0, "")), "runtime/default"),
+            ("", r#"{"type":"Localhost","localhostProfile":"db"}"#, "", Some((2, "db")), "localhost/db"),
+        ] {
+            let sc = |f: &str| if f.is_empty() { "{}".to_string() } else { format!(r#"{{"appArmorProfile":{f}}}"#) };
+            let mut p = pod(&format!(
+                r#"{{"securityContext":{},"containers":[{{"name":"c","image":"x:1","securityContext":{}}}]}}"#,
+                sc(psc),
+                sc(csc)
+            ));
+            if !annotation.is_empty() {
+                p.metadata.annotations.insert(key.into(), annotation.into());
+            }
+            let cfg = container_config(&p, &p.spec.containers[0], 0, "sha256:img", &ctx()).unwrap();
+            let sec = cfg.linux.unwrap().security_context.unwrap();
+            let got = sec.apparmor.as_ref().map(|a| (a.profile_type, a.localhost_ref.as_str()));
+            assert_eq!((got, sec.apparmor_profile.as_str()), (want, deprecated), "{psc} {csc} {annotation}");
+        }
     }
 
     #[test]

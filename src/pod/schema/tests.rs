@@ -73,6 +73,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
         "metadata": {"name": "x", "version": 3, "ownerReferences": []},
         "spec": {
             "ServeAccount": "a", "readinessGates": [],
+            "securityContext": {"appArmorProfile": {"type": "Localhost", "localProfile": "web"}},
             "containers": [{"name": "c", "imagePullPolice": "Always", "ImagePullPolicy": "Always", "resizePolicy": []}],
             "volumes": [{"name": "v", "hostpath": {"path": "/x"}, "nfs": {}}]
         }
@@ -86,6 +87,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
         ("metadata.ownerReferences", Unread::NotImplemented),
         ("spec.ServeAccount", Unread::Unknown(Some("serviceAccount"))),
         ("spec.readinessGates", Unread::NotImplemented),
+        ("spec.securityContext.appArmorProfile.localProfile", Unread::Unknown(Some("localhostProfile"))),
         ("spec.containers[0].imagePullPolice", Unread::Unknown(Some("imagePullPolicy"))),
         ("spec.containers[0].ImagePullPolicy", Unread::Unknown(Some("imagePullPolicy"))),
         ("spec.containers[0].resizePolicy", Unread::NotImplemented),

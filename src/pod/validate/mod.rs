@@ -1,10 +1,11 @@
 //! Validation of a defaulted static pod: the API server's checks that matter on one node
-//! (names, containers, ports, probes, policies, volumes, env) and kubelet's static-pod
+//! (names, containers, ports, probes, policies, volumes, env, AppArmor) and kubelet's static-pod
 //! restrictions (no ServiceAccount, PVC or other API object references, no ephemeral
 //! containers or scheduling gates). ConfigMaps and Secrets are allowed: atoll's are local
 //! objects (`objects`), checked in `objects.rs`. Every problem is reported, each with its
 //! field path; an empty list means the pod is valid.
 
+mod apparmor;
 mod container;
 pub(crate) mod names;
 pub mod objects;
@@ -60,6 +61,7 @@ impl Validator {
             self.err(format!("metadata.annotations[{}]", e.annotation), e.problem);
         }
         self.spec(&pod.spec);
+        self.apparmor(pod);
         self.static_restrictions(&pod.spec);
     }
 

@@ -3,7 +3,7 @@
 use super::*;
 use crate::pod::{defaults, identity};
 
-fn check(json: &str) -> Vec<String> {
+pub(super) fn check(json: &str) -> Vec<String> {
     let mut pod: Pod = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
     defaults::apply(&mut pod);
     let sp = identity::make_static(pod, &identity::Origin::File("/m/p.yaml".into()), "node-1");
@@ -235,10 +235,17 @@ fn env_sources_and_resources_are_checked() {
         &check(&with_container(r#","resources":{"limits":{"cpu":"1"},"requests":{"cpu":"2"}}"#)),
         "resources.requests.cpu: 2 must not be more than the limit 1",
     );
+    // Extended resources (a device plugin's) are whole numbers, never overcommitted.
+    assert!(check(&with_container(r#","resources":{"limits":{"nvidia.com/gpu":"1"}}"#)).is_empty());
     has(
-        &check(&with_container(r#","resources":{"limits":{"nvidia.com/gpu":"1"}}"#)),
-        "resource \"nvidia.com/gpu\" is not supported",
+        &check(&with_container(r#","resources":{"limits":{"nvidia.com/gpu":"500m"}}"#)),
+        "a qualified name with a whole number",
     );
+    has(
+        &check(&with_container(r#","resources":{"limits":{"example.com/d":"2"},"requests":{"example.com/d":"1"}}"#)),
+        "request must equal its limit",
+    );
+    has(&check(&with_container(r#","resources":{"limits":{"gpu":"1"}}"#)), "resource \"gpu\" is not supported");
 }
 
 #[test]
