@@ -40,12 +40,18 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
         pod("greedy", "  priority: 20\n")
             .replace("    command:", "    resources: {requests: {memory: 1000Gi}}\n    command:"),
     );
-    let agent = Agent::start(tb, &dir, "maxPods: 2\n", &["--node-labels=site=north"], &[]);
+    let armored = pod("armored", "  priority: 20\n")
+        .replace("metadata: {name: armored}", "metadata:\n  name: armored\n  annotations: {container.apparmor.security.beta.kubernetes.io/c: runtime/default}");
+    write("armored", armored);
+    // Where the host enforces AppArmor, `armored` runs and takes a place of its own.
+    let armor = atoll::pod::apparmor::host_enabled();
+    let max_pods = if armor { "maxPods: 3\n" } else { "maxPods: 2\n" };
+    let agent = Agent::start(tb, &dir, max_pods, &["--node-labels=site=north"], &[]);
 
     for name in ["fits-tb", "dongle-tb"] {
         eventually(Duration::from_secs(60), &format!("{name} running"), || tb.running_in(name).pop());
     }
-    let rejected = [
+    let mut rejected = vec![
         (
             "south-tb",
             "NodeAffinity",
@@ -63,7 +69,7 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
             "no set of running pods found to reclaim resources: [(res: pods, q: 1), ]",
         ),
     ];
-    for (name, reason, message) in rejected {
+    for &(name, reason, message) in &rejected {
         let p = eventually(Duration::from_secs(30), &format!("{name} shown"), || agent.pod(name));
         assert_eq!(p["status"]["phase"], "Failed", "{name}: {p}");
         assert_eq!(p["status"]["reason"], reason, "{name}");
@@ -78,14 +84,14 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
     assert!(table.lines().any(|l| l.starts_with("south-tb") && l.contains("NodeAffinity")), "{table}");
     // Never started: no sandbox, no container, and none later either.
     std::thread::sleep(Duration::from_secs(2));
-    for (name, _, _) in rejected {
+    for &(name, _, _) in &rejected {
         assert!(tb.sandboxes_of(name).is_empty(), "{name} got a sandbox");
     }
     // A rejected pod's manifest removed: it is gone from the API.
     std::fs::remove_file(manifests.join("south.yaml")).unwrap();
     eventually(Duration::from_secs(30), "south gone", || agent.pod("south-tb").is_none().then_some(()));
     drop(agent);
-    for name in ["fits-tb", "dongle-tb"] {
+    for name in ["fits-tb", "dongle-tb", "armored-tb"] {
         for s in tb.sandboxes_of(name) {
             let _ = smol::block_on(tb.cri().stop_pod_sandbox(&s.id));
             let _ = smol::block_on(tb.cri().remove_pod_sandbox(&s.id));
