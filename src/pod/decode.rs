@@ -10,6 +10,7 @@
 
 use super::finding::Finding;
 use super::schema::{self, Unread};
+use super::shape::kind_of;
 use super::types::Pod;
 use serde_json::Value;
 
@@ -147,17 +148,6 @@ pub(crate) fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Valu
     Ok(doc.value)
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// How a warning about a field atoll leaves out ends (`--strict` drops it: it refuses instead).
 pub const IGNORED: &str = "ignored";
 
@@ -186,7 +176,7 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
             (Unread::Unknown(near), None) => {
                 warnings.push(Finding::new(&path, format!("{}; {IGNORED}", schema::unknown_field(near))))
             }
-            (Unread::NotImplemented, Some(why)) => errors.push(Finding::new(&path, why)),
+            (Unread::NotImplemented, Some(why)) | (Unread::Malformed(why), _) => errors.push(Finding::new(&path, why)),
             (Unread::NotImplemented, None) => {
                 warnings.push(Finding::new(&path, format!("not implemented by atoll; {IGNORED}")))
             }
