@@ -63,7 +63,7 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     for line in [
         "warning: spec.nodeSelector: not implemented by atoll; ignored",
         "warning: metadata.version: unknown field; ignored",
-        "warning: spec.ServeAccount: unknown field (did you mean serviceAccount?); ignored",
+        "warning: spec.ServeAccount: unknown field (did you mean serviceAccountName?); ignored",
         "warning: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?); ignored",
     ] {
         assert!(out.contains(line), "{line} in {out}");

@@ -233,7 +233,7 @@ impl Type {
 }
 
 /// The field name closest to `key` (case aside, a few edits away) among `names` and the
-/// space-separated `more`, for a did-you-mean. A key is a manifest's: only a name within the
+/// space-separated `more`, for a did-you-mean; never a deprecated alias, but its current name. A key is a manifest's: only a name within the
 /// edit limit by length alone is compared, and a key longer than any field name is not, so
 /// a manifest of many or long keys costs little.
 pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<&'static str> {
@@ -252,8 +252,13 @@ pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<
             best = Some((d, name));
         }
     }
-    best.map(|(_, n)| n)
+    // A deprecated alias is offered as the field it stands for.
+    best.map(|(_, n)| DEPRECATED.iter().find(|(old, _)| *old == n).map_or(n, |(_, current)| current))
 }
+
+/// The deprecated aliases among the Pod's fields, with the field each stands for (k8s.io/api
+/// core/v1's `Deprecated...` fields).
+const DEPRECATED: &[(&str, &str)] = &[("serviceAccount", "serviceAccountName")];
 
 /// Levenshtein distance between two short ASCII names (bytes; a name of another script only
 /// ever gets a large distance).

@@ -86,7 +86,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
     let mut expected = [
         ("metadata.version", Unread::Unknown(None)),
         ("metadata.ownerReferences", Unread::NotImplemented),
-        ("spec.ServeAccount", Unread::Unknown(Some("serviceAccount"))),
+        ("spec.ServeAccount", Unread::Unknown(Some("serviceAccountName"))),
         ("spec.nodeSelector", Unread::NotImplemented),
         ("spec.containers[0].imagePullPolice", Unread::Unknown(Some("imagePullPolicy"))),
         ("spec.containers[0].ImagePullPolicy", Unread::Unknown(Some("imagePullPolicy"))),
@@ -111,7 +111,10 @@ fn the_kubernetes_lists_name_only_fields_the_types_do_not_read() {
 fn a_did_you_mean_is_offered_only_when_a_name_is_close() {
     let names = ["serviceAccount", "serviceAccountName"];
     let more = "nodeName hostNetwork";
-    assert_eq!(nearest("serviceaccount", &names, more), Some("serviceAccount"));
+    // A deprecated alias is offered as its current name.
+    assert_eq!(nearest("serviceaccount", &names, more), Some("serviceAccountName"));
+    assert_eq!(nearest("ServeAccount", &names, more), Some("serviceAccountName"));
+    assert_eq!(nearest("serviceAccountNam", &names, more), Some("serviceAccountName"));
     assert_eq!(nearest("hostNetwrk", &names, more), Some("hostNetwork"));
     assert_eq!(nearest("node", &names, more), None);
     assert_eq!(nearest("version", &names, more), None);
