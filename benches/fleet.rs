@@ -57,6 +57,14 @@ fn main() {
             cpu_millis: 2000,
             memory_bytes: 4 << 30,
             runtime_name: "containerd".into(),
+            labels: atoll::node::machine::labels(&name, &BTreeMap::new()),
+            max_pods: 110,
+            allocatable: atoll::node::machine::Resources {
+                cpu_millis: 2000,
+                memory_bytes: (4 << 30) - (100 << 20),
+                ephemeral_bytes: 0,
+                pods: 110,
+            },
             ..Default::default()
         });
         // The runtime answered, and keeps answering for the length of the run.
@@ -66,15 +74,12 @@ fn main() {
         let opts = Options {
             kubeconfig,
             node: name,
-            node_labels: BTreeMap::new(),
             taints: Vec::new(),
-            max_pods: 110,
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
             lease_duration_seconds: 40,
             runtime_version: "containerd://2.1.0".into(),
             endpoint_port: 10250,
-            root_dir: dir.clone(),
             encrypted_pod_specs: false,
         };
         atoll::mirror::start(opts, node, state);

@@ -41,6 +41,8 @@ fn bad_manifests_fail_with_file_and_field_named() {
         out.contains("configs/bad-examples/uses-secret.yaml: error: spec.containers[0].env[0].valueFrom.secretKeyRef: Secret default/api-token not found (not among the manifests given)"),
         "{out}"
     );
+    // A file with an error has no `ok` line, whichever check found the error.
+    assert!(!out.contains(": ok:"), "{out}");
 }
 
 #[test]
@@ -61,7 +63,7 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     for line in [
         "warning: spec.nodeSelector: not implemented by atoll; ignored",
         "warning: metadata.version: unknown field; ignored",
-        "warning: spec.ServeAccount: unknown field (did you mean serviceAccount?); ignored",
+        "warning: spec.ServeAccount: unknown field (did you mean serviceAccountName?); ignored",
         "warning: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?); ignored",
     ] {
         assert!(out.contains(line), "{line} in {out}");
@@ -138,6 +140,7 @@ fn references_to_configmaps_and_secrets_are_checked_across_the_files_given() {
         assert!(out.contains(&want), "{want:?} not in {out}");
     }
     assert!(!out.contains("gone"), "an optional reference reported: {out}");
+    assert!(!out.contains(&format!("{file}: ok")), "a file with errors said ok: {out}");
     // With the objects given too: the ConfigMap resolves, its missing key and the Secret do not.
     let (code, out) = validate(&[pods.to_str().unwrap(), objects.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");

@@ -53,7 +53,7 @@ impl Admission {
                 Change::Add(sp) | Change::Update(sp) => adds.push(sp),
             }
         }
-        adds.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+        adds.sort_by_key(order_key);
         for sp in adds {
             let running: Vec<&crate::pod::Pod> = self
                 .admitted

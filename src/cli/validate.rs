@@ -2,7 +2,8 @@
 //! validation, static-pod restrictions), once, over files, directories and URLs, with a line
 //! per manifest: `ok`, `warning` or `error`, each naming the file and the field. Across
 //! everything given, start ordering and the pods' references to ConfigMaps and Secrets are
-//! checked too (a reference that is not optional must find its object and key).
+//! checked too (a reference that is not optional must find its object and key). A file (or
+//! URL) with any error gets no `ok` line: the lines are printed once everything is checked.
 
 use super::Flags;
 use crate::config::Settings;
@@ -25,10 +26,11 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     // Pods (with where they came from) and objects, for the references across files.
     let mut pods: Vec<(StaticPod, String)> = Vec::new();
     let mut found: Vec<Arc<LocalObject>> = Vec::new();
+    let mut out = Lines::default();
     for target in targets {
         let lower = target.to_ascii_lowercase();
         if lower.starts_with("http://") || lower.starts_with("https://") {
-            let (ok, loaded) = validate_url(&s, target, &intake);
+            let (ok, loaded) = validate_url(&s, target, &intake, &mut out);
             all_ok &= ok;
             let shown = http::redact_url(target);
             pods.extend(loaded.pods.into_iter().map(|sp| (sp, shown.clone())));
@@ -38,36 +40,37 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         let path = std::path::Path::new(target);
         let scan = scan::scan(path, &intake);
         if let Some(p) = &scan.path_problem {
-            println!("{target}: error: {p}");
+            out.add(target, "error", p.to_string());
             all_ok = false;
         }
         for (p, why) in &scan.skipped {
-            println!("{}: skipped: {why}", p.display());
+            out.add(&p.display().to_string(), "skipped", why.to_string());
         }
         let mut files: Vec<&std::path::PathBuf> = scan.good.keys().chain(scan.errors.keys()).collect();
         files.sort();
         for f in files {
+            let file = f.display().to_string();
             if let Some(good) = scan.good.get(f) {
                 let m = &good.opened.manifests;
                 let signed = signed_by(&good.opened);
                 for sp in &m.pods {
-                    println!("{}: ok: pod {} uid {}{signed}", f.display(), sp.pod.key(), sp.uid);
+                    out.add(&file, "ok", format!("pod {} uid {}{signed}", sp.pod.key(), sp.uid));
                     let deps = pod::order::depends_on(&sp.pod).unwrap_or_default();
-                    ordered.push((pod::order::written_key(&sp.pod), deps, f.display().to_string()));
-                    pods.push((sp.clone(), f.display().to_string()));
+                    ordered.push((pod::order::written_key(&sp.pod), deps, file.clone()));
+                    pods.push((sp.clone(), file.clone()));
                 }
                 for o in &m.objects {
-                    println!("{}: ok: {}{signed}", f.display(), object_line(o));
+                    out.add(&file, "ok", format!("{}{signed}", object_line(o)));
                     found.push(o.clone());
                 }
                 for w in &m.warnings {
-                    println!("{}: warning: {w}", f.display());
+                    out.add(&file, "warning", w.to_string());
                 }
             }
             if let Some(e) = scan.errors.get(f) {
                 all_ok = false;
                 for p in &e.problems {
-                    println!("{}: error: {p}", f.display());
+                    out.add(&file, "error", p.to_string());
                 }
             }
         }
@@ -76,7 +79,7 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
     for (key, problems) in pod::order::problems(&graph) {
         let file = ordered.iter().find(|(k, _, _)| *k == key).map(|(_, _, f)| f.as_str()).unwrap_or_default();
         for p in problems {
-            println!("{file}: error: {}: {p}", pod::order::FIELD);
+            out.add(file, "error", format!("{}: {p}", pod::order::FIELD));
         }
         all_ok = false;
     }
@@ -84,11 +87,32 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
         found.into_iter().map(|o| ((o.kind, o.namespace.clone(), o.name.clone()), o)).collect();
     for (sp, file) in &pods {
         for (path, problem) in resolve::unresolved(&sp.pod, &known) {
-            println!("{file}: error: {path}: {problem} (not among the manifests given)");
+            out.add(file, "error", format!("{path}: {problem} (not among the manifests given)"));
             all_ok = false;
         }
     }
+    out.print();
     Ok(all_ok)
+}
+
+/// The report's lines, `source: verdict: text`, kept until everything is checked.
+#[derive(Default)]
+struct Lines(Vec<(String, &'static str, String)>);
+
+impl Lines {
+    fn add(&mut self, source: &str, verdict: &'static str, text: String) {
+        self.0.push((source.to_string(), verdict, text));
+    }
+
+    /// Prints every line but the `ok` lines of a source with an error.
+    fn print(&self) {
+        let failed = |src: &str| self.0.iter().any(|(s, v, _)| *v == "error" && s == src);
+        for (source, verdict, text) in &self.0 {
+            if *verdict != "ok" || !failed(source) {
+                println!("{source}: {verdict}: {text}");
+            }
+        }
+    }
 }
 
 /// `configmap default/app (2 keys)`: never a value.
@@ -103,15 +127,15 @@ fn signed_by(opened: &Opened) -> String {
 }
 
 /// Whether the URL's payload is valid, and what it holds.
-fn validate_url(s: &Settings, url: &str, intake: &Intake) -> (bool, objects::Manifests) {
+fn validate_url(s: &Settings, url: &str, intake: &Intake, lines: &mut Lines) -> (bool, objects::Manifests) {
     let mut loaded = objects::Manifests::default();
-    let ok = check_url(s, url, intake, &mut loaded);
+    let ok = check_url(s, url, intake, &mut loaded, lines);
     (ok, loaded)
 }
 
 /// The URL's payload, opened as the URL source opens it: its signature first (an empty body's
 /// too), then its pods and objects.
-fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manifests) -> bool {
+fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manifests, lines: &mut Lines) -> bool {
     let shown = http::redact_url(url);
     let client = match http::Client::new(
         url,
@@ -121,7 +145,7 @@ fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manife
     ) {
         Ok(c) => c,
         Err(e) => {
-            println!("{shown}: error: {e}");
+            lines.add(&shown, "error", e.to_string());
             return false;
         }
     };
@@ -132,35 +156,35 @@ fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manife
                 Ok(opened) => {
                     let signed = signed_by(&opened);
                     if payload.blank() {
-                        println!("{shown}: ok: empty body (no pods){signed}");
+                        lines.add(&shown, "ok", format!("empty body (no pods){signed}"));
                     }
                     for sp in &opened.manifests.pods {
-                        println!("{shown}: ok: pod {} uid {}{signed}", sp.pod.key(), sp.uid);
+                        lines.add(&shown, "ok", format!("pod {} uid {}{signed}", sp.pod.key(), sp.uid));
                     }
                     for o in &opened.manifests.objects {
-                        println!("{shown}: ok: {}{signed}", object_line(o));
+                        lines.add(&shown, "ok", format!("{}{signed}", object_line(o)));
                     }
                     for w in &opened.manifests.warnings {
-                        println!("{shown}: warning: {w}");
+                        lines.add(&shown, "warning", w.to_string());
                     }
                     *out = opened.manifests;
                     true
                 }
                 Err(e) => {
                     for p in &e.problems {
-                        println!("{shown}: error: {p}");
+                        lines.add(&shown, "error", p.to_string());
                     }
                     false
                 }
             }
         }
         Ok(http::Fetched::NotModified) => {
-            println!("{shown}: error: answered 304 Not Modified to an unconditional request");
+            lines.add(&shown, "error", "answered 304 Not Modified to an unconditional request".into());
             false
         }
         Err(e) => {
             let prefix = format!("{shown}: ");
-            println!("{shown}: error: {}", e.strip_prefix(&prefix).unwrap_or(&e));
+            lines.add(&shown, "error", e.strip_prefix(&prefix).unwrap_or(&e).to_string());
             false
         }
     }

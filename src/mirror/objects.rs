@@ -295,6 +295,12 @@ mod tests {
             memory_bytes: 4 << 30,
             ephemeral_storage_bytes: 10 << 30,
             max_pods: 110,
+            allocatable: crate::node::machine::Resources {
+                cpu_millis: 1500,
+                memory_bytes: (4 << 30) - (100 << 20),
+                ephemeral_bytes: 9 << 30,
+                pods: 110,
+            },
             container_runtime_version: "containerd://1.6.20".into(),
             architecture: goarch().into(),
             ..Default::default()
@@ -315,6 +321,8 @@ mod tests {
         assert_eq!(node["status"]["capacity"]["cpu"], "2");
         assert_eq!(node["status"]["capacity"]["memory"], "4194304Ki");
         assert_eq!(node["status"]["allocatable"]["pods"], "110");
+        assert_eq!(node["status"]["allocatable"]["cpu"], "1500m");
+        assert_eq!(node["status"]["allocatable"]["memory"], "4091904Ki");
         assert_eq!(node["status"]["addresses"][0], json!({"type": "InternalIP", "address": "10.0.0.5"}));
         assert_eq!(node["status"]["addresses"][1], json!({"type": "Hostname", "address": "edge-1"}));
         assert_eq!(node["status"]["nodeInfo"]["containerRuntimeVersion"], "containerd://1.6.20");

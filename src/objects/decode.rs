@@ -49,10 +49,16 @@ pub fn decode(
     for k in meta.keys().filter(|k| !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations")) {
         // The Pod's metadata reads more (uid, creationTimestamp): Kubernetes fields all the same.
         let message = match (schema::OBJECT_META.field_names().contains(&k.as_str()), schema::OBJECT_META.unread(k)) {
-            (true, _) | (_, Unread::NotImplemented) => "not implemented by atoll; ignored".to_string(),
+            (true, _) | (_, Unread::NotImplemented | Unread::Malformed(_)) => {
+                "not implemented by atoll; ignored".to_string()
+            }
             (false, Unread::Unknown(near)) => format!("{}; ignored", schema::unknown_field(near)),
         };
         warnings.push(Finding::new(&at(&format!("metadata.{k}")), message));
+    }
+    // Its fields still have to decode into ObjectMeta, as kubelet decodes them.
+    if let Some(Err((path, why))) = obj.get("metadata").map(|m| crate::pod::shape::check("@meta", m, &at("metadata"))) {
+        problems.push(Finding::new(&path, why));
     }
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
     if let Err(e) = dns1123_subdomain(&name) {

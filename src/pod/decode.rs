@@ -10,6 +10,7 @@
 
 use super::finding::Finding;
 use super::schema::{self, Unread};
+use super::shape::kind_of;
 use super::types::Pod;
 use serde_json::Value;
 
@@ -147,17 +148,6 @@ pub(crate) fn to_value(bytes: &[u8], warnings: &mut Vec<Finding>) -> Result<Valu
     Ok(doc.value)
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// How a warning about a field atoll leaves out ends (`--strict` drops it: it refuses instead).
 pub const IGNORED: &str = "ignored";
 
@@ -172,8 +162,14 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
     let pod = match serde_json::from_value(value.clone()) {
         Ok(pod) => pod,
         Err(e) => {
-            let (path, message) =
-                schema::locate(&schema::POD, &value, prefix).unwrap_or((prefix.to_string(), e.to_string()));
+            // A field of the wrong JSON type the walk named says so in Go's words.
+            let shape = ignored.iter().find_map(|(f, u)| match u {
+                Unread::Malformed(why) => Some((schema::join(prefix, f), why.clone())),
+                _ => None,
+            });
+            let (path, message) = shape
+                .or_else(|| schema::locate(&schema::POD, &value, prefix))
+                .unwrap_or((prefix.to_string(), e.to_string()));
             return Err(vec![Finding::new(&path, message)]);
         }
     };
@@ -186,7 +182,7 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
             (Unread::Unknown(near), None) => {
                 warnings.push(Finding::new(&path, format!("{}; {IGNORED}", schema::unknown_field(near))))
             }
-            (Unread::NotImplemented, Some(why)) => errors.push(Finding::new(&path, why)),
+            (Unread::NotImplemented, Some(why)) | (Unread::Malformed(why), _) => errors.push(Finding::new(&path, why)),
             (Unread::NotImplemented, None) => {
                 warnings.push(Finding::new(&path, format!("not implemented by atoll; {IGNORED}")))
             }

@@ -40,6 +40,7 @@ pub mod references;
 pub mod refs;
 pub mod rollback_policy;
 pub mod schema;
+pub mod shape;
 pub mod status;
 pub mod types;
 pub mod validate;

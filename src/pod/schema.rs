@@ -21,7 +21,8 @@ pub struct Type {
     check: fn(Value) -> Result<(), serde_json::Error>,
     children: &'static [(&'static str, Child)],
     /// Space-separated: the rest of the struct's fields in k8s.io/api core/v1 (the master of
-    /// 2026-11, alpha fields included). A key in neither list is no Kubernetes field at all.
+    /// 2026-11, alpha fields included), each with the JSON shape its Go type decodes from
+    /// (`name:shape`, see `shape`). A key in neither list is no Kubernetes field at all.
     kube: &'static str,
 }
 
@@ -33,14 +34,18 @@ pub enum Unread {
     /// No field of this Kubernetes type: a typo, or another type's field. The nearest real
     /// field, when one is close.
     Unknown(Option<&'static str>),
+    /// A field atoll does not read (or reads as free JSON) that kubelet's decoder refuses:
+    /// the value at this path does not fit the field's Go type, for this reason.
+    Malformed(String),
 }
 
 /// What a field holds, when it is not a plain value.
 pub enum Child {
     One(&'static Type),
     Many(&'static Type),
-    /// Free JSON, kept as it is (`status`, a PVC volume): nothing inside is unknown.
-    Any,
+    /// Free JSON, kept as it is (`status`, a PVC volume): nothing inside is unknown, and it
+    /// has the shape of its Go type (`shape`).
+    Any(&'static str),
 }
 
 const fn ty<T: DeserializeOwned>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
@@ -86,25 +91,28 @@ impl<'de> Deserializer<'de> for Names<'_> {
 
 use Child::{Any, Many, One};
 
-pub static POD: Type = ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
-pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName selfLink resourceVersion generation deletionTimestamp deletionGracePeriodSeconds ownerReferences finalizers clusterName managedFields", &[("creationTimestamp", Any)]);
-static POD_SPEC: Type = ty::<PodSpec>("readinessGates preemptionPolicy overhead topologySpreadConstraints hostUsers resources hostnameOverride workloadRef schedulingGroup evictionResponders", &[
+pub static POD: Type =
+    ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any("@status"))]);
+pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName:s selfLink:s resourceVersion:s generation:I deletionTimestamp:t deletionGracePeriodSeconds:I ownerReferences:[@owner] finalizers:[s] clusterName managedFields:[@managed]", &[("creationTimestamp", Any("t"))]);
+static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s overhead:{q} topologySpreadConstraints:[@spread] hostUsers:b resources:@res hostnameOverride:s workloadRef schedulingGroup:@group evictionResponders:[@responder]", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
-    ("ephemeralContainers", Any),
+    ("ephemeralContainers", Any("[@ephemeral]")),
     ("volumes", Many(&VOLUME)),
     ("dnsConfig", One(&DNS_CONFIG)),
     ("securityContext", One(&POD_SECURITY_CONTEXT)),
-    ("imagePullSecrets", Any),
+    ("imagePullSecrets", Any("[@name]")),
     ("hostAliases", Many(&HOST_ALIAS)),
     ("tolerations", Many(&TOLERATION)),
-    ("schedulingGates", Any),
-    ("resourceClaims", Any),
+    ("schedulingGates", Any("[@name]")),
+    ("resourceClaims", Any("[@podclaim]")),
     ("affinity", One(&AFFINITY)),
     ("os", One(&POD_OS)),
 ]);
-static AFFINITY: Type =
-    ty::<Affinity>("", &[("nodeAffinity", One(&NODE_AFFINITY)), ("podAffinity", Any), ("podAntiAffinity", Any)]);
+static AFFINITY: Type = ty::<Affinity>(
+    "",
+    &[("nodeAffinity", One(&NODE_AFFINITY)), ("podAffinity", Any("@podaff")), ("podAntiAffinity", Any("@podaff"))],
+);
 static NODE_AFFINITY: Type = ty::<crate::pod::affinity::NodeAffinity>(
     "",
     &[
@@ -127,7 +135,7 @@ static DNS_OPTION: Type = ty::<PodDnsConfigOption>("", &[]);
 static HOST_ALIAS: Type = ty::<HostAlias>("", &[]);
 static TOLERATION: Type = ty::<Toleration>("", &[]);
 static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(
-    "windowsOptions supplementalGroupsPolicy fsGroupChangePolicy seLinuxChangePolicy",
+    "windowsOptions:@windows supplementalGroupsPolicy:s fsGroupChangePolicy:s seLinuxChangePolicy:s",
     &[
         ("sysctls", Many(&SYSCTL)),
         ("seccompProfile", One(&SECCOMP)),
@@ -140,7 +148,7 @@ static SECCOMP: Type = ty::<SeccompProfile>("", &[]);
 static SELINUX: Type = ty::<SeLinuxOptions>("", &[]);
 static APPARMOR: Type = ty::<super::apparmor::AppArmorProfile>("", &[]);
 static CONTAINER: Type = ty::<Container>(
-    "resizePolicy restartPolicyRules volumeDevices",
+    "resizePolicy:[@resize] restartPolicyRules:[@rule] volumeDevices:[@device]",
     &[
         ("env", Many(&ENV_VAR)),
         ("envFrom", Many(&ENV_FROM)),
@@ -156,7 +164,7 @@ static CONTAINER: Type = ty::<Container>(
 );
 static ENV_VAR: Type = ty::<EnvVar>("", &[("valueFrom", One(&ENV_SOURCE))]);
 static ENV_SOURCE: Type = ty::<EnvVarSource>(
-    "fileKeyRef",
+    "fileKeyRef:@filekey",
     &[
         ("fieldRef", One(&FIELD_REF)),
         ("resourceFieldRef", One(&RESOURCE_REF)),
@@ -170,25 +178,25 @@ static KEY_SELECTOR: Type = ty::<KeySelector>("", &[]);
 static ENV_FROM: Type = ty::<EnvFromSource>("", &[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
 static OBJECT_REF: Type = ty::<ObjectRef>("", &[]);
 static PORT: Type = ty::<ContainerPort>("", &[]);
-static RESOURCES: Type = ty::<ResourceRequirements>("claims", &[]);
-static VOLUME_MOUNT: Type = ty::<VolumeMount>("recursiveReadOnly subPathExpr bindMountOptions", &[]);
+static RESOURCES: Type = ty::<ResourceRequirements>("claims:[@claim]", &[]);
+static VOLUME_MOUNT: Type = ty::<VolumeMount>("recursiveReadOnly:s subPathExpr:s bindMountOptions:[s]", &[]);
 static PROBE: Type = ty::<Probe>(
     "",
     &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("grpc", One(&GRPC))],
 );
 static EXEC: Type = ty::<ExecAction>("", &[]);
-static HTTP_GET: Type = ty::<HttpGetAction>("protocol", &[("httpHeaders", Many(&HTTP_HEADER))]);
+static HTTP_GET: Type = ty::<HttpGetAction>("protocol:s", &[("httpHeaders", Many(&HTTP_HEADER))]);
 static HTTP_HEADER: Type = ty::<HttpHeader>("", &[]);
 static TCP_SOCKET: Type = ty::<TcpSocketAction>("", &[]);
-static GRPC: Type = ty::<GrpcAction>("mode", &[]);
-static LIFECYCLE: Type = ty::<Lifecycle>("stopSignal", &[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
+static GRPC: Type = ty::<GrpcAction>("mode:s", &[]);
+static LIFECYCLE: Type = ty::<Lifecycle>("stopSignal:s", &[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
 static HANDLER: Type = ty::<LifecycleHandler>(
     "",
     &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("sleep", One(&SLEEP))],
 );
 static SLEEP: Type = ty::<SleepAction>("", &[]);
 static SECURITY_CONTEXT: Type = ty::<SecurityContext>(
-    "windowsOptions",
+    "windowsOptions:@windows",
     &[
         ("capabilities", One(&CAPABILITIES)),
         ("seccompProfile", One(&SECCOMP)),
@@ -197,37 +205,47 @@ static SECURITY_CONTEXT: Type = ty::<SecurityContext>(
     ],
 );
 static CAPABILITIES: Type = ty::<Capabilities>("", &[]);
-static VOLUME: Type = ty::<Volume>("gcePersistentDisk awsElasticBlockStore gitRepo nfs iscsi glusterfs rbd flexVolume cinder cephfs flocker fc azureFile vsphereVolume quobyte azureDisk photonPersistentDisk portworxVolume scaleIO storageos", &[
+static VOLUME: Type = ty::<Volume>("gcePersistentDisk:o awsElasticBlockStore:o gitRepo:o nfs:o iscsi:o glusterfs:o rbd:o flexVolume:o cinder:o cephfs:o flocker:o fc:o azureFile:o vsphereVolume:o quobyte:o azureDisk:o photonPersistentDisk:o portworxVolume:o scaleIO:o storageos:o", &[
     ("hostPath", One(&HOST_PATH)),
     ("emptyDir", One(&EMPTY_DIR)),
     ("secret", One(&SECRET_VOLUME)),
     ("configMap", One(&CONFIG_MAP_VOLUME)),
-    ("persistentVolumeClaim", Any),
+    ("persistentVolumeClaim", Any("@pvc")),
     ("projected", One(&PROJECTED)),
-    ("csi", Any),
-    ("ephemeral", Any),
-    ("downwardAPI", Any),
+    ("csi", Any("@csi")),
+    ("ephemeral", Any("@ephvol")),
+    ("downwardAPI", Any("@downward")),
     ("image", One(&IMAGE_VOLUME)),
 ]);
 static HOST_PATH: Type = ty::<HostPathVolumeSource>("", &[]);
-static EMPTY_DIR: Type = ty::<EmptyDirVolumeSource>("mode", &[]);
+static EMPTY_DIR: Type = ty::<EmptyDirVolumeSource>("mode:i", &[]);
 static IMAGE_VOLUME: Type = ty::<ImageVolumeSource>("", &[]);
-static SECRET_VOLUME: Type = ty::<SecretVolumeSource>("defaultUser", &[("items", Many(&KEY_TO_PATH))]);
-static CONFIG_MAP_VOLUME: Type = ty::<ConfigMapVolumeSource>("defaultUser", &[("items", Many(&KEY_TO_PATH))]);
-static KEY_TO_PATH: Type = ty::<KeyToPath>("user", &[]);
-static PROJECTED: Type = ty::<ProjectedVolumeSource>("defaultUser", &[("sources", Many(&PROJECTION))]);
+static SECRET_VOLUME: Type = ty::<SecretVolumeSource>("defaultUser:I", &[("items", Many(&KEY_TO_PATH))]);
+static CONFIG_MAP_VOLUME: Type = ty::<ConfigMapVolumeSource>("defaultUser:I", &[("items", Many(&KEY_TO_PATH))]);
+static KEY_TO_PATH: Type = ty::<KeyToPath>("user:I", &[]);
+static PROJECTED: Type = ty::<ProjectedVolumeSource>("defaultUser:I", &[("sources", Many(&PROJECTION))]);
 static PROJECTION: Type = ty::<VolumeProjection>(
     "",
     &[
         ("configMap", One(&OBJECT_PROJECTION)),
         ("secret", One(&OBJECT_PROJECTION)),
-        ("downwardAPI", Any),
-        ("serviceAccountToken", Any),
-        ("clusterTrustBundle", Any),
-        ("podCertificate", Any),
+        ("downwardAPI", Any("@dproj")),
+        ("serviceAccountToken", Any("@satoken")),
+        ("clusterTrustBundle", Any("@ctb")),
+        ("podCertificate", Any("@podcert")),
     ],
 );
 static OBJECT_PROJECTION: Type = ty::<ObjectProjection>("", &[("items", Many(&KEY_TO_PATH))]);
+
+#[cfg(test)]
+impl Type {
+    pub(crate) fn kube_list(&self) -> &'static str {
+        self.kube
+    }
+    pub(crate) fn children(&self) -> &'static [(&'static str, Child)] {
+        self.children
+    }
+}
 
 impl Type {
     fn child(&self, key: &str) -> Option<&Child> {
@@ -241,8 +259,7 @@ impl Type {
 
     /// What `key`, which this type does not read, is.
     pub fn unread(&self, key: &str) -> Unread {
-        let kube = || self.kube.split(' ').filter(|k| !k.is_empty());
-        if kube().any(|k| k == key) {
+        if super::shape::field_shape(self.kube, key).is_some() {
             return Unread::NotImplemented;
         }
         Unread::Unknown(nearest(key, self.field_names(), self.kube))
@@ -250,7 +267,7 @@ impl Type {
 }
 
 /// The field name closest to `key` (case aside, a few edits away) among `names` and the
-/// space-separated `more`, for a did-you-mean. A key is a manifest's: only a name within the
+/// space-separated `more`, for a did-you-mean; never a deprecated alias, but its current name. A key is a manifest's: only a name within the
 /// edit limit by length alone is compared, and a key longer than any field name is not, so
 /// a manifest of many or long keys costs little.
 pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<&'static str> {
@@ -260,7 +277,7 @@ pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<
     let key = key.to_ascii_lowercase();
     let limit = (key.len() / 3).max(1);
     let mut best: Option<(usize, &'static str)> = None;
-    for name in names.iter().copied().chain(more.split(' ')) {
+    for name in names.iter().copied().chain(more.split(' ').map(|e| e.split(':').next().unwrap_or(e))) {
         if name.is_empty() || name.len().abs_diff(key.len()) > limit {
             continue;
         }
@@ -269,8 +286,13 @@ pub fn nearest(key: &str, names: &[&'static str], more: &'static str) -> Option<
             best = Some((d, name));
         }
     }
-    best.map(|(_, n)| n)
+    // A deprecated alias is offered as the field it stands for.
+    best.map(|(_, n)| DEPRECATED.iter().find(|(old, _)| *old == n).map_or(n, |(_, current)| current))
 }
+
+/// The deprecated aliases among the Pod's fields, with the field each stands for (k8s.io/api
+/// core/v1's `Deprecated...` fields).
+const DEPRECATED: &[(&str, &str)] = &[("serviceAccount", "serviceAccountName")];
 
 /// Levenshtein distance between two short ASCII names (bytes; a name of another script only
 /// ever gets a large distance).
@@ -307,24 +329,48 @@ pub fn join(prefix: &str, key: &str) -> String {
 }
 
 /// Appends to `out` the path (under `path`) of every field of `value` that `ty` does not read,
-/// with what it is, in the value's order; below free JSON nothing is unknown, and a field of
-/// the wrong shape is left to the typed decode to refuse.
+/// with what it is, in the value's order; below free JSON nothing is unknown. A field of the
+/// wrong shape is left to the typed decode to refuse where atoll reads it, and is `Malformed`
+/// where it does not (a Kubernetes field atoll leaves out, free JSON), as kubelet refuses it.
 pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<(String, Unread)>) {
     let Value::Object(map) = value else { return };
     let known = ty.field_names();
     for (key, v) in map {
         let at = join(path, key);
         if !known.contains(&key.as_str()) {
-            out.push((at, ty.unread(key)));
+            let shape = super::shape::field_shape(ty.kube, key);
+            let unread = match shape.map(|code| super::shape::check(code, v, &at)) {
+                Some(Err((bad, why))) => (bad, Unread::Malformed(why)),
+                _ => (at, ty.unread(key)),
+            };
+            out.push(unread);
             continue;
         }
+        // A struct is a JSON object (serde would also read one from a list, Go does not).
+        let not = |want: &str| Unread::Malformed(format!("expected {want}, found {}", super::shape::kind_of(v)));
         match (ty.child(key), v) {
-            (Some(One(t)), _) => unknown(t, v, &at, out),
-            (Some(Many(t)), Value::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    unknown(t, item, &format!("{at}[{i}]"), out);
+            (Some(One(_) | Many(_)), Value::Null) => {}
+            (Some(One(t)), Value::Object(_)) => unknown(t, v, &at, out),
+            (Some(One(_)), _) => out.push((at, not("an object"))),
+            (Some(Any(code)), _) => {
+                if let Err((bad, why)) = super::shape::check(code, v, &at) {
+                    out.push((bad, Unread::Malformed(why)));
                 }
             }
+            (Some(Many(t)), Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let at = format!("{at}[{i}]");
+                    match item {
+                        Value::Object(_) => unknown(t, item, &at, out),
+                        Value::Null => {}
+                        other => {
+                            let why = format!("expected an object, found {}", super::shape::kind_of(other));
+                            out.push((at, Unread::Malformed(why)));
+                        }
+                    }
+                }
+            }
+            (Some(Many(_)), _) => out.push((at, not("a list"))),
             _ => {}
         }
     }

@@ -27,7 +27,7 @@ fn sample(ty: &Type) -> Value {
             One(t) => sample(t),
             Many(t) => Value::Array(vec![sample(t)]),
             // Free JSON as the field takes it: an object, or a list of them.
-            Any => {
+            Any(_) => {
                 let object = json!({"insideFreeJson": 1});
                 let alone = Value::Object(Map::from_iter([(name.to_string(), object.clone())]));
                 if (ty.check)(alone).is_ok() {
@@ -61,6 +61,8 @@ fn the_walk_names_exactly_the_fields_serde_drops() {
     assert!(expected.len() > 40, "{expected:?}");
     // serde_ignored writes list items as `.0`; the walk as kubectl does, `[0]`.
     assert!(walked.iter().all(|(p, u)| !p.ends_with("noSuchField") || *u == Unread::Unknown(None)), "{walked:?}");
+    // (A timestamp's free JSON holds an object here: malformed, and no dropped field.)
+    walked.retain(|(_, u)| !matches!(u, Unread::Malformed(_)));
     let mut walked: Vec<String> = walked.iter().map(|(p, _)| p.replace('[', ".").replace(']', "")).collect();
     walked.sort();
     expected.sort();
@@ -85,7 +87,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
     let mut expected = [
         ("metadata.version", Unread::Unknown(None)),
         ("metadata.ownerReferences", Unread::NotImplemented),
-        ("spec.ServeAccount", Unread::Unknown(Some("serviceAccount"))),
+        ("spec.ServeAccount", Unread::Unknown(Some("serviceAccountName"))),
         ("spec.readinessGates", Unread::NotImplemented),
         ("spec.securityContext.appArmorProfile.localProfile", Unread::Unknown(Some("localhostProfile"))),
         ("spec.containers[0].imagePullPolice", Unread::Unknown(Some("imagePullPolicy"))),
@@ -101,7 +103,7 @@ fn a_kubernetes_field_atoll_leaves_out_is_told_from_a_key_kubernetes_does_not_ha
 #[test]
 fn the_kubernetes_lists_name_only_fields_the_types_do_not_read() {
     for ty in reachable() {
-        for k in ty.kube.split(' ').filter(|k| !k.is_empty()) {
+        for k in ty.kube.split(' ').filter_map(|k| k.split(':').next()).filter(|k| !k.is_empty()) {
             assert!(!ty.field_names().contains(&k), "{k} is read by atoll: take it out of the list");
         }
     }
@@ -111,7 +113,10 @@ fn the_kubernetes_lists_name_only_fields_the_types_do_not_read() {
 fn a_did_you_mean_is_offered_only_when_a_name_is_close() {
     let names = ["serviceAccount", "serviceAccountName"];
     let more = "nodeName hostNetwork";
-    assert_eq!(nearest("serviceaccount", &names, more), Some("serviceAccount"));
+    // A deprecated alias is offered as its current name.
+    assert_eq!(nearest("serviceaccount", &names, more), Some("serviceAccountName"));
+    assert_eq!(nearest("ServeAccount", &names, more), Some("serviceAccountName"));
+    assert_eq!(nearest("serviceAccountNam", &names, more), Some("serviceAccountName"));
     assert_eq!(nearest("hostNetwrk", &names, more), Some("hostNetwork"));
     assert_eq!(nearest("node", &names, more), None);
     assert_eq!(nearest("version", &names, more), None);
