@@ -1,5 +1,5 @@
-//! Where a pod may run: `nodeSelector`, `affinity` and `os`, their types, their validation as
-//! the API server's (`validateAffinity`, `ValidateNodeSelector`) and whether they match a node,
+//! Where a pod may run: `nodeSelector`, `affinity` and `os`, their types (validated in
+//! `validate/affinity.rs`) and whether they match a node,
 //! as k8s.io/component-helpers' `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)` decides
 //! it for kubelet's admission. Only the required node affinity matters on one node; the
 //! preferred terms, pod affinity and anti-affinity are the scheduler's (decoded, not used).
@@ -118,86 +118,6 @@ fn requirement_matches(r: &Requirement, labels: &BTreeMap<String, String>) -> bo
     }
 }
 
-/// The problems of `nodeSelector`, `affinity` and `os` as the API server names them, each as
-/// (path under `spec`, message).
-pub fn problems(
-    selector: &BTreeMap<String, String>,
-    affinity: Option<&Affinity>,
-    os: Option<&PodOs>,
-) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (k, v) in selector {
-        let check = super::validate::qualified_name(k).and_then(|()| super::validate::label_value(v));
-        if let Err(e) = check {
-            out.push((format!("nodeSelector.{k}"), e));
-        }
-    }
-    if let Some(os) = os {
-        if os.name != "linux" && os.name != "windows" {
-            out.push(("os.name".into(), format!("{:?} must be linux or windows", os.name)));
-        }
-    }
-    let Some(node) = affinity.and_then(|a| a.node_affinity.as_ref()) else { return out };
-    let at = "affinity.nodeAffinity";
-    if let Some(req) = &node.required_during_scheduling_ignored_during_execution {
-        let path = format!("{at}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
-        if req.node_selector_terms.is_empty() {
-            out.push((path.clone(), "must have at least one node selector term".into()));
-        }
-        for (i, t) in req.node_selector_terms.iter().enumerate() {
-            term_problems(t, &format!("{path}[{i}]"), &mut out);
-        }
-    }
-    for (i, p) in node.preferred_during_scheduling_ignored_during_execution.iter().enumerate() {
-        let path = format!("{at}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-        if !(1..=100).contains(&p.weight) {
-            out.push((format!("{path}.weight"), "must be in the range 1-100".into()));
-        }
-        term_problems(&p.preference, &format!("{path}.preference"), &mut out);
-    }
-    out
-}
-
-fn term_problems(t: &NodeSelectorTerm, path: &str, out: &mut Vec<(String, String)>) {
-    for (i, r) in t.match_expressions.iter().enumerate() {
-        let at = format!("{path}.matchExpressions[{i}]");
-        if let Err(e) = super::validate::qualified_name(&r.key) {
-            out.push((format!("{at}.key"), e));
-        }
-        let n = r.values.len();
-        let why = match r.operator.as_str() {
-            "In" | "NotIn" if n == 0 => "must be specified when `operator` is 'In' or 'NotIn'",
-            "Exists" | "DoesNotExist" if n > 0 => "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            "Gt" | "Lt" if n != 1 => "must be specified single value when `operator` is 'Lt' or 'Gt'",
-            "Gt" | "Lt" if r.values.iter().any(|v| v.parse::<i64>().is_err()) => "must be an integer",
-            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {
-                for (j, v) in r.values.iter().enumerate() {
-                    if let Err(e) = super::validate::label_value(v) {
-                        out.push((format!("{at}.values[{j}]"), e));
-                    }
-                }
-                continue;
-            }
-            other => {
-                out.push((format!("{at}.operator"), format!("{other:?}: not a valid selector operator")));
-                continue;
-            }
-        };
-        out.push((format!("{at}.values"), why.into()));
-    }
-    for (i, r) in t.match_fields.iter().enumerate() {
-        let at = format!("{path}.matchFields[{i}]");
-        if r.key != "metadata.name" {
-            out.push((format!("{at}.key"), format!("{:?}: not a supported field selector (metadata.name is)", r.key)));
-        }
-        if !matches!(r.operator.as_str(), "In" | "NotIn") {
-            out.push((format!("{at}.operator"), format!("{:?}: not a valid selector operator", r.operator)));
-        } else if r.values.len() != 1 {
-            out.push((format!("{at}.values"), "must have one element".into()));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,36 +196,5 @@ mod tests {
         // Both the selector and the affinity must hold.
         let a = affinity(&req("Exists", "site", &[]));
         assert!(!matches(&sel("site", "south"), Some(&a), &l, "gw1"));
-    }
-
-    #[test]
-    fn problems_are_named_by_path() {
-        let bad = affinity(
-            r#"{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
-                {"matchExpressions":[{"key":"a","operator":"In"},{"key":"b","operator":"Exists","values":["x"]},
-                 {"key":"c","operator":"Gt","values":["x"]},{"key":"d","operator":"Near","values":["x"]}],
-                 "matchFields":[{"key":"metadata.labels","operator":"In","values":["x"]}]}]},
-              "preferredDuringSchedulingIgnoredDuringExecution":[{"weight":0,"preference":{}}]}}"#,
-        );
-        let p: Vec<String> = problems(&BTreeMap::new(), Some(&bad), Some(&PodOs { name: "plan9".into() }))
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect();
-        let t = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]";
-        for want in [
-            "os.name".to_string(),
-            format!("{t}.matchExpressions[0].values"),
-            format!("{t}.matchExpressions[1].values"),
-            format!("{t}.matchExpressions[2].values"),
-            format!("{t}.matchExpressions[3].operator"),
-            format!("{t}.matchFields[0].key"),
-            "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight".to_string(),
-        ] {
-            assert!(p.contains(&want), "{want} in {p:?}");
-        }
-        let none =
-            affinity(r#"{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}"#);
-        assert_eq!(problems(&BTreeMap::new(), Some(&none), None).len(), 1);
-        assert!(problems(&BTreeMap::new(), Some(&affinity(&req("In", "site", &["north"]))), None).is_empty());
     }
 }

@@ -5,19 +5,7 @@
 //! a pod that asks for a profile other than unconfined is refused where the host has no
 //! AppArmor. Pure but for [`host_enabled`], the one read of the kernel's flag.
 
-use super::types::{Container, Pod};
-use serde::{Deserialize, Serialize};
-
-api_struct! {
-    /// `AppArmorProfile`: `type` is RuntimeDefault, Localhost or Unconfined; `localhostProfile`
-    /// is set iff Localhost.
-    pub struct AppArmorProfile {
-        #[serde(default, rename = "type")]
-        pub type_: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub localhost_profile: Option<String>,
-    }
-}
+use super::types::{AppArmorProfile, Container, Pod};
 
 /// The annotation key's prefix; the container's name follows.
 pub const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";

@@ -1,7 +1,8 @@
 //! The Pod model: what a manifest means to atoll.
 //!
-//! `types` (serde types for v1 Pod; `refs` the parts that name local ConfigMaps and Secrets),
-//! `status` (the v1 PodStatus types), `quantity` (exact resource quantities), `decode` (bytes
+//! `types` (serde types for v1 Pod; `refs` the parts that name local ConfigMaps and Secrets,
+//! `security` the security profiles), `status` (the v1 PodStatus types), `quantity` (exact
+//! resource quantities), `decode` (bytes
 //! → pods, unknown fields reported by path through `schema`, the Pod's shape; `fields`: the
 //! unimplemented fields that are errors), `defaults` (API-server defaulting), `validate`
 //! (kubelet's checks and the static-pod restrictions), `identity` (static pod name, [`PodUid`] and annotations),
@@ -40,6 +41,7 @@ pub mod references;
 pub mod refs;
 pub mod rollback_policy;
 pub mod schema;
+pub mod security;
 pub mod shape;
 pub mod status;
 pub mod types;

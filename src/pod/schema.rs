@@ -146,7 +146,7 @@ static POD_SECURITY_CONTEXT: Type = ty::<PodSecurityContext>(
 static SYSCTL: Type = ty::<Sysctl>("", &[]);
 static SECCOMP: Type = ty::<SeccompProfile>("", &[]);
 static SELINUX: Type = ty::<SeLinuxOptions>("", &[]);
-static APPARMOR: Type = ty::<super::apparmor::AppArmorProfile>("", &[]);
+static APPARMOR: Type = ty::<AppArmorProfile>("", &[]);
 static CONTAINER: Type = ty::<Container>(
     "resizePolicy:[@resize] restartPolicyRules:[@rule] volumeDevices:[@device]",
     &[

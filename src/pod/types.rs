@@ -9,6 +9,7 @@
 pub use super::affinity::{Affinity, PodOs};
 use super::quantity::Quantity;
 pub use super::refs::*;
+pub use super::security::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -211,7 +212,7 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub se_linux_options: Option<SeLinuxOptions>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub app_armor_profile: Option<super::apparmor::AppArmorProfile>,
+        pub app_armor_profile: Option<AppArmorProfile>,
     }
 }
 
@@ -221,28 +222,6 @@ api_struct! {
         pub name: String,
         #[serde(default)]
         pub value: String,
-    }
-}
-
-api_struct! {
-    pub struct SeccompProfile {
-        #[serde(default, rename = "type")]
-        pub type_: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub localhost_profile: Option<String>,
-    }
-}
-
-api_struct! {
-    pub struct SeLinuxOptions {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub user: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub role: Option<String>,
-        #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
-        pub type_: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub level: Option<String>,
     }
 }
 
@@ -518,7 +497,7 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub se_linux_options: Option<SeLinuxOptions>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub app_armor_profile: Option<super::apparmor::AppArmorProfile>,
+        pub app_armor_profile: Option<AppArmorProfile>,
     }
 }
 

@@ -5,9 +5,8 @@
 //! agreeing with the annotation.
 
 use super::validator::Validator;
-use crate::pod::apparmor::{container_field, AppArmorProfile, ANNOTATION_PREFIX, LOCALHOST_PREFIX};
-use crate::pod::apparmor::{RUNTIME_DEFAULT, UNCONFINED};
-use crate::pod::types::Pod;
+use crate::pod::apparmor::{container_field, ANNOTATION_PREFIX, LOCALHOST_PREFIX, RUNTIME_DEFAULT, UNCONFINED};
+use crate::pod::types::{AppArmorProfile, Pod};
 
 const TYPES: &[&str] = &["Localhost", "RuntimeDefault", "Unconfined"];
 /// PATH_MAX - 1, the API's limit on a Localhost profile's name.

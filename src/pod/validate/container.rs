@@ -1,7 +1,7 @@
 //! A container's checks: name, image, policies, ports, env sources, resources, volume mounts,
 //! probes and hooks (handlers, ports, int32 timings), security context (IDs, seccomp).
 
-use super::names::{dns1123_label, port_name};
+use super::names::{dns1123_label, port_name, qualified_name};
 use super::validator::{Validator, INT32_MAX};
 use crate::pod::types::*;
 use std::collections::{BTreeMap, HashSet};
@@ -160,7 +160,7 @@ impl Validator {
                     // An extended resource (a device plugin's): a whole number, never
                     // overcommitted; admission drops it where the node has none.
                     let extended = name.contains('/') && !name.contains("kubernetes.io/");
-                    if extended && (super::qualified_name(name).is_err() || q.milli_value() % 1000 != 0) {
+                    if extended && (qualified_name(name).is_err() || q.milli_value() % 1000 != 0) {
                         self.err(&rp, "an extended resource must be a qualified name with a whole number");
                     } else if extended && which == "requests" && r.limits.get(name) != Some(q) {
                         self.err(&rp, "an extended resource's request must equal its limit");

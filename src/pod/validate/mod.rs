@@ -5,6 +5,7 @@
 //! objects (`objects`), checked in `objects.rs`. Every problem is reported, each with its
 //! field path; an empty list means the pod is valid.
 
+mod affinity;
 mod apparmor;
 mod container;
 pub(crate) mod names;
@@ -78,7 +79,7 @@ impl Validator {
             }
         }
         self.range("spec.activeDeadlineSeconds", s.active_deadline_seconds, 1, INT32_MAX);
-        for (path, e) in super::affinity::problems(&s.node_selector, s.affinity.as_ref(), s.os.as_ref()) {
+        for (path, e) in affinity::problems(&s.node_selector, s.affinity.as_ref(), s.os.as_ref()) {
             self.err(format!("spec.{path}"), e);
         }
         if s.dns_policy.as_deref() == Some("None") && s.dns_config.as_ref().is_none_or(|c| c.nameservers.is_empty()) {
