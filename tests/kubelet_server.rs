@@ -213,6 +213,15 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let both = "/containerLogs/default/web-tb/c?sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z";
     assert_eq!(get(&As::Token("tok-viewer"), both).map(|r| r.0), Some(422));
     assert_eq!(get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/c?stream=Stderr").map(|r| r.0), Some(400));
+    // A container or a pod the node does not have: kubelet's 404s.
+    assert_eq!(
+        get(&As::Token("tok-viewer"), "/containerLogs/default/web-tb/nope"),
+        Some((404, "container \"nope\" not found in pod \"web-tb\"".into()))
+    );
+    assert_eq!(
+        get(&As::Token("tok-viewer"), "/containerLogs/default/gone/c"),
+        Some((404, "pod \"gone\" does not exist".into()))
+    );
 
     // The cluster CA's client certificate names its user: no TokenReview for it.
     let reviews_before = server.log().iter().filter(|l| l.path.ends_with("/tokenreviews")).count();
@@ -452,4 +461,44 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     assert!(log.iter().any(|l| l.path.contains("/pods/web-tb/exec") && l.status == 101), "then SPDY");
     drop(n.agent);
     let _ = std::fs::remove_dir_all(&n.dir);
+}
+
+/// Without a kubeconfig the server listens only when configured as a standalone kubelet's:
+/// its certificate, clientCAFile and AlwaysAllow. A certificate from that CA reads the node; no
+/// certificate, a token (nobody to review it) or another CA's certificate gets nothing. With
+/// nothing configured there is no listener.
+#[test]
+fn a_standalone_server_takes_only_its_ca_s_certificates() {
+    let tb = testbed();
+    let dir = std::env::temp_dir().join(unique("atoll-kubelet-standalone"));
+    let pki = Pki::new(&dir.join("pki"), "tb");
+    let stranger = Pki::new(&dir.join("other-pki"), "tb");
+    let (port, quiet_port) = (common::free_port(), common::free_port());
+    let config = format!(
+        "address: 127.0.0.1\nport: {port}\ntlsCertFile: {}\ntlsPrivateKeyFile: {}\nauthentication:\n  x509: {{clientCAFile: {}}}\nauthorization: {{mode: AlwaysAllow}}\n",
+        pki.dir.join("server.crt").display(),
+        pki.dir.join("server.key").display(),
+        pki.ca.display()
+    );
+    let agent = common::Agent::start(tb, &dir.join("standalone"), &config, &[], &[]);
+    let quiet =
+        common::Agent::start(tb, &dir.join("quiet"), &format!("address: 127.0.0.1\nport: {quiet_port}\n"), &[], &[]);
+    let client = As::Certificate(&pki.client_cert, &pki.client_key);
+    let (status, pods) = eventually(Duration::from_secs(60), "the standalone server answers", || {
+        request(port, &pki.ca, &client, "GET", "/pods")
+    });
+    assert_eq!(status, 200, "{pods}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&pods).unwrap()["kind"], "PodList", "{pods}");
+    assert_eq!(request(port, &pki.ca, &client, "GET", "/healthz"), Some((200, "ok".into())));
+    assert_eq!(request(port, &pki.ca, &As::Nobody, "GET", "/pods"), Some((401, "Unauthorized".into())));
+    assert_eq!(request(port, &pki.ca, &As::Token("any"), "GET", "/pods"), Some((401, "Unauthorized".into())));
+    let other = As::Certificate(&stranger.client_cert, &stranger.client_key);
+    assert_eq!(request(port, &pki.ca, &other, "GET", "/pods").map(|r| r.0), None, "another CA's certificate");
+    // The agent with nothing configured has run its first sync, and listens nowhere on its port.
+    eventually(Duration::from_secs(60), "the quiet agent's first sync", || {
+        quiet.log().contains("first full sync done").then_some(())
+    });
+    assert!(std::net::TcpStream::connect(("127.0.0.1", quiet_port)).is_err(), "{}", quiet.log());
+    drop((agent, quiet));
+    let _ = std::fs::remove_dir_all(&dir);
 }

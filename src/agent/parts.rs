@@ -174,9 +174,10 @@ pub async fn listeners(s: &Settings, api: &Arc<crate::api::Api>) -> Result<Vec<s
     Ok(servers)
 }
 
-/// kubelet's HTTPS server, when atoll mirrors to an API server: its certificate (the
-/// configured one, else a self-signed one for the node's names under the root dir), its
-/// listener. A problem is logged and the agent goes on without it: pods never wait on it.
+/// kubelet's HTTPS server, when atoll mirrors to an API server or is configured as a standalone
+/// kubelet's (`kubelet_server::standalone`): its certificate (the configured one, else a
+/// self-signed one for the node's names under the root dir), its listener. A problem is logged
+/// and the agent goes on without it: pods never wait on it.
 pub async fn kubelet_server(
     s: &Settings,
     node: &Node,
@@ -184,7 +185,18 @@ pub async fn kubelet_server(
     handoff: crate::kubelet_server::serve::Handoff,
 ) -> Option<Vec<smol::Task<()>>> {
     use crate::kubelet_server::{auth::Auth, cert, serve, ApiServer};
-    let (ks, kubeconfig) = (s.listeners.kubelet.as_ref()?, s.mirror.kubeconfig.as_ref()?);
+    let kubeconfig = s.mirror.kubeconfig.as_deref();
+    let ks = match (s.listeners.kubelet.as_ref()?, kubeconfig) {
+        (ks, Some(_)) => ks.clone(),
+        (ks, None) => match crate::kubelet_server::standalone(ks) {
+            Ok(ks) => ks?,
+            Err(why) => {
+                log::error!("kubelet server: {why}; not serving");
+                return None;
+            }
+        },
+    };
+    let ks = &ks;
     let made = match ks.tls {
         Some(_) => None,
         None => {
@@ -218,7 +230,7 @@ pub async fn kubelet_server(
     };
     log::info!("kubelet server on https://{} (authorization {:?})", ks.address, ks.auth.mode);
     let published = node.facts().host_ip.clone();
-    if !ks.address.ip().is_unspecified() && ks.address.ip().to_string() != published {
+    if kubeconfig.is_some() && !ks.address.ip().is_unspecified() && ks.address.ip().to_string() != published {
         log::warn!(
             "kubelet server: it listens on {} but the node publishes {published:?}, where the API server will dial it",
             ks.address.ip()

@@ -326,8 +326,8 @@ pub struct Listeners {
     pub healthz: Option<String>,
     /// The read-only API on loopback (`readOnlyPort`; none when 0, kubelet's default).
     pub read_only: Option<String>,
-    /// kubelet's HTTPS server (`address:port`; none when the port is 0). It serves only
-    /// when atoll mirrors to an API server.
+    /// kubelet's HTTPS server (`address:port`; none when the port is 0). It serves when atoll
+    /// mirrors to an API server, or without one as `kubelet_server::standalone` allows.
     pub kubelet: Option<crate::kubelet_server::ServerSettings>,
 }
 

@@ -4,7 +4,8 @@
 //! enabled) and authorized (SubjectAccessReview of `nodes/<subresource>`, or AlwaysAllow) with
 //! kubelet's rules and answers. `shared/reference/kubelet-server.md` holds kubelet's behaviour.
 //!
-//! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0.
+//! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0;
+//! without one only when configured as a standalone kubelet's ([`standalone`]).
 //! Served: `/healthz`, `/pods`, `/containerLogs` (the local API's reader), `/exec`, `/attach`
 //! and `/portForward` (the runtime's streaming server, spliced by `api::stream`, which the
 //! local API shares), `/run` (ExecSync),
@@ -47,16 +48,36 @@ pub struct ServerSettings {
     pub idle_timeout: std::time::Duration,
 }
 
+/// Without an API server to ask (no kubeconfig), the settings the server runs with, as a
+/// standalone kubelet's: only when configured for it, with its own certificate
+/// (`tlsCertFile`, `tlsPrivateKeyFile`), client certificates from `clientCAFile` and
+/// `authorization.mode: AlwaysAllow` (kubelet will not start with `Webhook` and no API
+/// server). No token can be reviewed, so none is accepted; anonymous only when enabled.
+/// `Ok(None)` when none of it is configured (the default: no listener), else why not.
+pub fn standalone(s: &ServerSettings) -> Result<Option<ServerSettings>, &'static str> {
+    match (&s.tls, &s.client_ca_file, s.auth.mode) {
+        (None, None, _) => Ok(None),
+        (Some(_), Some(_), auth::Mode::AlwaysAllow) => {
+            let mut s = s.clone();
+            s.auth.token_webhook = false;
+            Ok(Some(s))
+        }
+        (Some(_), Some(_), auth::Mode::Webhook { .. }) => Err("authorization.mode Webhook needs an API server to ask; without a kubeconfig set authorization.mode: AlwaysAllow (client certificates from clientCAFile are then allowed everything)"),
+        _ => Err("without a kubeconfig it needs tlsCertFile, tlsPrivateKeyFile and authentication.x509.clientCAFile"),
+    }
+}
+
 /// Asks the API server the kubeconfig names (the mirror's kubeconfig), through the mirror's
 /// client, off the executor; a kubeconfig that cannot be read yet is read again next time.
+/// None: a standalone server, which never asks.
 pub struct ApiServer {
-    kubeconfig: std::path::PathBuf,
+    kubeconfig: Option<std::path::PathBuf>,
     client: std::sync::Mutex<Option<std::sync::Arc<crate::mirror::apiserver::Client>>>,
 }
 
 impl ApiServer {
-    pub fn new(kubeconfig: &std::path::Path) -> ApiServer {
-        ApiServer { kubeconfig: kubeconfig.to_path_buf(), client: Default::default() }
+    pub fn new(kubeconfig: Option<&std::path::Path>) -> ApiServer {
+        ApiServer { kubeconfig: kubeconfig.map(Into::into), client: Default::default() }
     }
 
     fn client(&self) -> Result<std::sync::Arc<crate::mirror::apiserver::Client>, String> {
@@ -64,7 +85,8 @@ impl ApiServer {
         if let Some(c) = &*held {
             return Ok(c.clone());
         }
-        let c = std::sync::Arc::new(crate::mirror::apiserver::Client::from_kubeconfig(&self.kubeconfig)?);
+        let kubeconfig = self.kubeconfig.as_deref().ok_or("no API server (no kubeconfig)")?;
+        let c = std::sync::Arc::new(crate::mirror::apiserver::Client::from_kubeconfig(kubeconfig)?);
         *held = Some(c.clone());
         Ok(c)
     }
@@ -78,5 +100,36 @@ impl auth::Reviewer for ApiServer {
             return Err(format!("POST {path}: {}", reply.describe()));
         }
         serde_json::to_vec(&reply.body).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_an_api_server_it_serves_only_as_configured_and_never_takes_a_token() {
+        let base = ServerSettings {
+            address: "127.0.0.1:10250".parse().unwrap(),
+            tls: None,
+            client_ca_file: None,
+            auth: auth::Settings::kubelet_defaults("n"),
+            debugging_handlers: true,
+            idle_timeout: std::time::Duration::from_secs(60),
+        };
+        assert_eq!(standalone(&base), Ok(None), "nothing configured: no listener");
+        let tls = Some(("c.pem".into(), "k.pem".into()));
+        let full = ServerSettings { tls: tls.clone(), client_ca_file: Some("ca.pem".into()), ..base.clone() };
+        assert!(standalone(&full).unwrap_err().contains("Webhook needs an API server"), "kubelet will not start so");
+        let mut allow = full.clone();
+        allow.auth.mode = auth::Mode::AlwaysAllow;
+        let served = standalone(&allow).unwrap().unwrap();
+        assert!(!served.auth.token_webhook && !served.auth.anonymous && served.client_ca_file.is_some());
+        for partial in
+            [ServerSettings { tls: tls.clone(), ..allow.clone() }, ServerSettings { tls: None, ..allow.clone() }]
+        {
+            let partial = ServerSettings { client_ca_file: partial.tls.is_none().then(|| "ca.pem".into()), ..partial };
+            assert!(standalone(&partial).unwrap_err().contains("needs tlsCertFile"), "{partial:?}");
+        }
     }
 }

@@ -172,6 +172,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 Ok(r) => r,
                 Err(r) => return respond(&mut tls, &r).await,
             };
+            if let Some(r) = missing(&self.api, ns, pod, container) {
+                return respond(&mut tls, &r).await;
+            }
             let (mut reader, mut writer) = smol::io::split(tls);
             if let Err(r) =
                 crate::api::logs::serve(&self.api, &local, (ns, pod, container), &mut reader, &mut writer).await
@@ -233,6 +236,17 @@ fn bearer(head: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(' ')).then_some(token)
+}
+
+/// kubelet's 404 for a pod it does not run or a container its spec does not name (before the
+/// log reader's own answers: a container with no log yet is 400).
+fn missing<RT: RuntimeService>(api: &Api<RT>, ns: &str, name: &str, container: &str) -> Option<Response> {
+    let Some((_, pod)) = crate::api::pods::find_pod(api, ns, name, crate::api::pods::Reader::Root) else {
+        return Some(Response::text(404, format!("pod {name:?} does not exist")));
+    };
+    let s = &pod.spec;
+    let named = s.containers.iter().chain(&s.init_containers).any(|c| c.name == container);
+    (!named).then(|| Response::text(404, format!("container {container:?} not found in pod {name:?}")))
 }
 
 /// The paths kubelet turns off with `enableDebuggingHandlers: false`.
