@@ -54,6 +54,13 @@ pub struct Facts {
     pub host_resolv_conf: String,
 }
 
+impl Facts {
+    /// The node's allocatable CPU and memory, for the downward API (no reservations: capacity).
+    pub fn allocatable(&self) -> crate::pod::fieldpath::Allocatable {
+        crate::pod::fieldpath::Allocatable { cpu_millis: self.cpu_millis, memory_bytes: self.memory_bytes }
+    }
+}
+
 /// The node-wide state every part shares.
 pub struct Node {
     facts: Facts,

@@ -40,6 +40,7 @@ pub fn apply(pod: &mut Pod) {
             v.config_map.as_mut().map(|c| &mut c.default_mode),
             v.secret.as_mut().map(|s| &mut s.default_mode),
             v.projected.as_mut().map(|p| &mut p.default_mode),
+            v.downward_api.as_mut().map(|d| &mut d.default_mode),
         ];
         for mode in modes.into_iter().flatten() {
             mode.get_or_insert(0o644);

@@ -24,6 +24,8 @@ macro_rules! api_struct {
 pub mod decode;
 pub mod defaults;
 pub mod derived;
+pub mod downward;
+pub mod fieldpath;
 pub mod fields;
 pub mod finding;
 pub mod identity;

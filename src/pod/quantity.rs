@@ -133,6 +133,11 @@ impl Quantity {
         Quantity { mantissa, exponent, format }
     }
 
+    /// `v × 10^exponent` (a node's bytes: exponent 0; its millicores: -3).
+    pub fn new(v: i64, exponent: i32) -> Quantity {
+        Quantity { mantissa: i128::from(v), exponent, format: Format::DecimalSi }
+    }
+
     pub fn is_zero(&self) -> bool {
         self.mantissa == 0
     }

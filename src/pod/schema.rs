@@ -174,7 +174,7 @@ static VOLUME: Type = ty::<Volume>("gcePersistentDisk awsElasticBlockStore gitRe
     ("projected", One(&PROJECTED)),
     ("csi", Any),
     ("ephemeral", Any),
-    ("downwardAPI", Any),
+    ("downwardAPI", One(&DOWNWARD_VOLUME)),
     ("image", One(&IMAGE_VOLUME)),
 ]);
 static HOST_PATH: Type = ty::<HostPathVolumeSource>("", &[]);
@@ -189,12 +189,16 @@ static PROJECTION: Type = ty::<VolumeProjection>(
     &[
         ("configMap", One(&OBJECT_PROJECTION)),
         ("secret", One(&OBJECT_PROJECTION)),
-        ("downwardAPI", Any),
+        ("downwardAPI", One(&DOWNWARD_PROJECTION)),
         ("serviceAccountToken", Any),
         ("clusterTrustBundle", Any),
         ("podCertificate", Any),
     ],
 );
+static DOWNWARD_VOLUME: Type = ty::<DownwardAPIVolumeSource>("", &[("items", Many(&DOWNWARD_FILE))]);
+static DOWNWARD_PROJECTION: Type = ty::<DownwardAPIProjection>("", &[("items", Many(&DOWNWARD_FILE))]);
+static DOWNWARD_FILE: Type =
+    ty::<DownwardAPIVolumeFile>("", &[("fieldRef", One(&FIELD_REF)), ("resourceFieldRef", One(&RESOURCE_REF))]);
 static OBJECT_PROJECTION: Type = ty::<ObjectProjection>("", &[("items", Many(&KEY_TO_PATH))]);
 
 impl Type {

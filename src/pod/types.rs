@@ -6,6 +6,7 @@
 //! the Kubernetes API exactly, so a pod serialises back to valid v1 JSON (for `/pods` and the
 //! mirror pod). Maps are `BTreeMap` so serialisation is canonical.
 
+pub use super::downward::*;
 use super::quantity::Quantity;
 pub use super::refs::*;
 use serde::{Deserialize, Serialize};
@@ -315,26 +316,6 @@ api_struct! {
 }
 
 api_struct! {
-    pub struct ObjectFieldSelector {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub api_version: Option<String>,
-        #[serde(default)]
-        pub field_path: String,
-    }
-}
-
-api_struct! {
-    pub struct ResourceFieldSelector {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub container_name: Option<String>,
-        #[serde(default)]
-        pub resource: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub divisor: Option<Quantity>,
-    }
-}
-
-api_struct! {
     pub struct ContainerPort {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub name: Option<String>,
@@ -522,8 +503,8 @@ api_struct! {
 
 api_struct! {
     /// A volume. atoll implements hostPath, emptyDir, image (an OCI image's content, read
-    /// only, mounted by the runtime) and the local-object volumes (configMap, secret,
-    /// projected: `refs`); the other API-object volumes are here so that validation can
+    /// only, mounted by the runtime), downwardAPI and the local-object volumes (configMap,
+    /// secret, projected: `refs`); the other API-object volumes are here so that validation can
     /// refuse them by name, as kubelet does for static pods.
     pub struct Volume {
         #[serde(default)]
@@ -545,7 +526,7 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub ephemeral: Option<Value>,
         #[serde(default, rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-        pub downward_api: Option<Value>,
+        pub downward_api: Option<DownwardAPIVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub image: Option<ImageVolumeSource>,
     }

@@ -16,6 +16,7 @@ use crate::cri::api::{
     LinuxContainerResources, LinuxContainerSecurityContext, Mount, MountPropagation, SecurityProfile,
 };
 use crate::pod::derived::{expand, qos_class};
+use crate::pod::fieldpath;
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -63,10 +64,12 @@ pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Ve
     for (i, e) in c.env.iter().enumerate() {
         let value = if let Some(src) = &e.value_from {
             if let Some(f) = &src.field_ref {
-                field_value(pod, &f.field_path, ctx)
+                fieldpath::field(pod, &f.field_path, &ctx.pod_ip, &ctx.host_ip)
                     .ok_or_else(|| format!("env[{i}] {}: unsupported fieldPath {:?}", e.name, f.field_path))?
             } else if let Some(r) = &src.resource_field_ref {
-                resource_value(pod, c, r, ctx).map_err(|m| format!("env[{i}] {}: {m}", e.name))?
+                let node =
+                    fieldpath::Allocatable { cpu_millis: ctx.node_cpu_millis, memory_bytes: ctx.node_memory_bytes };
+                fieldpath::resource(pod, Some(c), r, node).map_err(|m| format!("env[{i}] {}: {m}", e.name))?
             } else {
                 let (kind, sel) = match (&src.config_map_key_ref, &src.secret_key_ref) {
                     (Some(sel), _) => (ObjectKind::ConfigMap, sel),
@@ -87,60 +90,6 @@ pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Ve
         vars.push((e.name.clone(), value));
     }
     Ok(vars)
-}
-
-fn field_value(pod: &Pod, path: &str, ctx: &InstanceContext) -> Option<String> {
-    let m = &pod.metadata;
-    let quoted = |prefix: &str| path.strip_prefix(prefix).and_then(|r| r.strip_suffix("']")).map(str::to_string);
-    Some(match path {
-        "metadata.name" => m.name.clone(),
-        "metadata.namespace" => m.namespace.clone(),
-        "metadata.uid" => m.uid.clone(),
-        "spec.nodeName" => pod.spec.node_name.clone().unwrap_or_default(),
-        "spec.serviceAccountName" => String::new(),
-        "status.podIP" | "status.podIPs" => ctx.pod_ip.clone(),
-        "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
-        _ => {
-            if let Some(k) = quoted("metadata.labels['") {
-                return Some(m.labels.get(&k).cloned().unwrap_or_default());
-            }
-            if let Some(k) = quoted("metadata.annotations['") {
-                return Some(m.annotations.get(&k).cloned().unwrap_or_default());
-            }
-            return None;
-        }
-    })
-}
-
-fn resource_value(
-    pod: &Pod,
-    c: &Container,
-    r: &crate::pod::types::ResourceFieldSelector,
-    ctx: &InstanceContext,
-) -> Result<String, String> {
-    let target = match r.container_name.as_deref() {
-        Some(n) if !n.is_empty() => {
-            pod.all_containers().map(|(_, c)| c).find(|c| c.name == n).ok_or_else(|| format!("no container {n:?}"))?
-        }
-        _ => c,
-    };
-    let (kind, name) = r.resource.split_once('.').ok_or_else(|| format!("bad resource {:?}", r.resource))?;
-    let res = target.resources.clone().unwrap_or_default();
-    let map = if kind == "limits" { &res.limits } else { &res.requests };
-    let one = crate::pod::quantity::Quantity::parse("1").map_err(|e| e.to_string())?;
-    let divisor = r.divisor.unwrap_or(one);
-    let value = match (map.get(name), kind, name) {
-        (Some(q), _, _) => q.divided_ceil(&divisor),
-        // No limit: the node's capacity (kubelet uses allocatable).
-        (None, "limits", "cpu") => crate::pod::quantity::Quantity::parse(&format!("{}m", ctx.node_cpu_millis))
-            .ok()
-            .and_then(|q| q.divided_ceil(&divisor)),
-        (None, "limits", "memory") => crate::pod::quantity::Quantity::parse(&ctx.node_memory_bytes.to_string())
-            .ok()
-            .and_then(|q| q.divided_ceil(&divisor)),
-        (None, _, _) => Some(0),
-    };
-    value.map(|v| v.to_string()).ok_or_else(|| "divisor must not be zero".into())
 }
 
 /// Linux resources: cpu shares, CFS quota and period, memory limit, oom_score_adj.
@@ -214,8 +163,8 @@ pub fn container_config(
         mounts.push(Mount {
             container_path: m.mount_path.clone(),
             host_path: host.to_string_lossy().into_owned(),
-            // kubelet mounts ConfigMap, Secret and projected volumes read-only, always.
-            readonly: m.read_only || crate::objects::resolve::is_object_volume(v),
+            // kubelet mounts ConfigMap, Secret, projected and downwardAPI volumes read-only, always.
+            readonly: m.read_only || super::volumes::object_volumes::written(v),
             propagation: match m.mount_propagation.as_deref() {
                 Some("HostToContainer") => MountPropagation::PropagationHostToContainer,
                 Some("Bidirectional") => MountPropagation::PropagationBidirectional,

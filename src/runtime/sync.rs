@@ -169,7 +169,7 @@ fn refresh_object_volumes<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &O
     if !any(pod) || !obs.sandboxes.iter().any(|s| s.ready) {
         return;
     }
-    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects()) {
+    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects(), cx.node.facts().allocatable()) {
         match outcome {
             Outcome::Current(true) => log::info!("pod {}: volume {volume} updated from its objects", pod.key()),
             Outcome::Current(false) => {}

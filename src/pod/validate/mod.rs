@@ -6,6 +6,7 @@
 //! field path; an empty list means the pod is valid.
 
 mod container;
+mod downward;
 pub(crate) mod names;
 pub mod objects;
 #[cfg(test)]
@@ -193,11 +194,10 @@ impl Validator {
                 );
             }
             self.object_volume(&path, v);
-            if v.downward_api.is_some() {
-                self.err(
-                    format!("{path}.downwardAPI"),
-                    "downwardAPI volumes are not implemented by atoll (hostPath and emptyDir are)",
-                );
+            if let Some(d) = &v.downward_api {
+                let p = format!("{path}.downwardAPI");
+                self.range(&format!("{p}.defaultMode"), d.default_mode, 0, objects::MAX_MODE);
+                self.downward_items(&p, &d.items, None);
             }
         }
         names
