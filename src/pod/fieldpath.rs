@@ -122,8 +122,8 @@ pub fn resource(
 }
 
 /// The pod-level limit of `name` (cpu or memory), when set and not zero.
-fn pod_limit(_pod: &Pod, _name: &str) -> Option<Quantity> {
-    None
+fn pod_limit(pod: &Pod, name: &str) -> Option<Quantity> {
+    pod.spec.resources.as_ref()?.limits.get(name).filter(|q| !q.is_zero()).copied()
 }
 
 #[cfg(test)]
@@ -188,6 +188,12 @@ mod tests {
             assert_eq!(v(sel(c, r, d)).as_deref(), Ok(want), "{c} {r} {d:?}");
         }
         assert!(v(sel("nope", "limits.cpu", None)).is_err());
+        // Pod-level limits stand in for the node's.
+        let mut p2 = p.clone();
+        p2.spec.resources = serde_json::from_str(r#"{"limits":{"memory":"256Mi","cpu":"0"}}"#).unwrap();
+        assert_eq!(resource(&p2, None, &sel("b", "limits.memory", Some("1Mi")), node).as_deref(), Ok("256"));
+        assert_eq!(resource(&p2, None, &sel("a", "limits.memory", Some("1Mi")), node).as_deref(), Ok("64"));
+        assert_eq!(resource(&p2, None, &sel("b", "limits.cpu", Some("1m")), node).as_deref(), Ok("4000"));
         assert!(v(sel("a", "limits.cpu", Some("0"))).is_err());
         // Without a container name: the asking container's.
         let own = ResourceFieldSelector { resource: "limits.cpu".into(), divisor: None, container_name: None };

@@ -88,7 +88,7 @@ use Child::{Any, Many, One};
 
 pub static POD: Type = ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any)]);
 pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName selfLink resourceVersion generation deletionTimestamp deletionGracePeriodSeconds ownerReferences finalizers clusterName managedFields", &[("creationTimestamp", Any)]);
-static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates preemptionPolicy overhead topologySpreadConstraints os hostUsers resources hostnameOverride workloadRef schedulingGroup evictionResponders", &[
+static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates preemptionPolicy overhead topologySpreadConstraints os hostUsers hostnameOverride workloadRef schedulingGroup evictionResponders", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
     ("ephemeralContainers", Any),
@@ -100,6 +100,7 @@ static POD_SPEC: Type = ty::<PodSpec>("nodeSelector affinity readinessGates pree
     ("tolerations", Many(&TOLERATION)),
     ("schedulingGates", Any),
     ("resourceClaims", Any),
+    ("resources", One(&RESOURCES)),
 ]);
 static DNS_CONFIG: Type = ty::<PodDnsConfig>("", &[("options", Many(&DNS_OPTION))]);
 static DNS_OPTION: Type = ty::<PodDnsConfigOption>("", &[]);

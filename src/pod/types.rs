@@ -135,6 +135,9 @@ api_struct! {
         pub scheduling_gates: Vec<Value>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub resource_claims: Vec<Value>,
+        /// Pod-level resources: the pod's cgroup bounds its containers (`runtime::pod_cgroup`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub resources: Option<ResourceRequirements>,
     }
 }
 

@@ -98,14 +98,13 @@ pub fn linux_resources(pod: &Pod, c: &Container, node_memory_bytes: i64) -> Linu
     let cpu_req = r.requests.get("cpu").or(r.limits.get("cpu")).map(|q| q.milli_value());
     let cpu_lim = r.limits.get("cpu").map(|q| q.milli_value());
     let mut out = LinuxContainerResources {
-        // kubelet's MilliCPUToShares: at least 2, at most 262144 (saturating: quantities are input).
-        cpu_shares: cpu_req.map_or(2, |m| (m.saturating_mul(1024) / 1000).clamp(2, 262_144)),
+        cpu_shares: super::pod_cgroup::shares(cpu_req),
         memory_limit_in_bytes: r.limits.get("memory").map_or(0, |q| q.value()),
         ..Default::default()
     };
     if let Some(limit) = cpu_lim {
         out.cpu_period = 100_000;
-        out.cpu_quota = (limit.saturating_mul(100_000) / 1000).max(1000);
+        out.cpu_quota = super::pod_cgroup::quota(limit);
     }
     out.oom_score_adj = match qos_class(pod) {
         "Guaranteed" => -997,

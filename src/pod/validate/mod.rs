@@ -9,6 +9,7 @@ mod container;
 mod downward;
 pub(crate) mod names;
 pub mod objects;
+mod pod_resources;
 #[cfg(test)]
 mod tests;
 mod validator;
@@ -120,6 +121,7 @@ impl Validator {
                 }
             }
         }
+        self.pod_resources(s);
         let volumes = self.volumes(&s.volumes);
         let mut names = HashSet::new();
         let mut host_ports: BTreeMap<(String, String, i64), String> = BTreeMap::new();
