@@ -142,6 +142,18 @@ impl Cri {
         self.call(rpc!(RuntimeService, "Status"), StatusRequest { verbose }, self.request_deadline()).await
     }
 
+    /// Whether the runtime drives cgroups through systemd. containerd 1.6 has no
+    /// RuntimeConfig (Unimplemented) and a runtime may leave `linux` out: cgroupfs, as far as
+    /// atoll can tell.
+    pub async fn systemd_cgroups(&self) -> Result<bool, Status> {
+        match self.call(rpc!(RuntimeService, "RuntimeConfig"), RuntimeConfigRequest {}, self.request_deadline()).await {
+            Ok(RuntimeConfigResponse { linux: Some(l) }) => Ok(l.cgroup_driver == CgroupDriver::Systemd as i32),
+            Ok(_) => Ok(false),
+            Err(e) if e.code == Code::Unimplemented => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates and starts a sandbox; returns its id.
     pub async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
         let req = RunPodSandboxRequest { config: Some(config), runtime_handler: runtime_handler.into() };

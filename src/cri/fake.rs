@@ -50,6 +50,8 @@ struct State {
     unpullable: BTreeSet<String>,
     /// No registry can be reached: every pull fails as containerd's does offline.
     offline: bool,
+    /// The runtime drives cgroups through systemd (RuntimeConfig).
+    systemd: bool,
     calls: Vec<String>,
     /// The next call of a method fails with this.
     failures: HashMap<&'static str, Status>,
@@ -145,6 +147,10 @@ impl FakeRuntime {
     }
 
     /// Every registry unreachable (or reachable again).
+    pub fn set_systemd_cgroups(&self, systemd: bool) {
+        self.state().systemd = systemd;
+    }
+
     pub fn set_offline(&self, offline: bool) {
         self.state().offline = offline;
     }
@@ -523,6 +529,11 @@ impl RuntimeService for FakeRuntime {
             info.insert("config".to_string(), serde_json::json!({ "sandboxImage": image }).to_string());
         }
         Ok(StatusResponse { info, ..Default::default() })
+    }
+
+    async fn systemd_cgroups(&self) -> Result<bool, Status> {
+        self.call("RuntimeConfig")?;
+        Ok(self.state().systemd)
     }
 
     async fn list_images(&self) -> Result<Vec<Image>, Status> {

@@ -20,6 +20,19 @@ pub struct StatusRequest {
     #[prost(bool, tag = "1")]
     pub verbose: bool,
 }
+/// The runtime's cgroup driver (containerd 1.7 and later; 1.6 answers Unimplemented).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RuntimeConfigRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RuntimeConfigResponse {
+    #[prost(message, optional, tag = "1")]
+    pub linux: ::core::option::Option<LinuxRuntimeConfiguration>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinuxRuntimeConfiguration {
+    #[prost(enumeration = "CgroupDriver", tag = "1")]
+    pub cgroup_driver: i32,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RuntimeCondition {
     #[prost(string, tag = "1")]
@@ -1023,6 +1036,32 @@ pub struct ImageFsInfoResponse {
     pub image_filesystems: ::prost::alloc::vec::Vec<FilesystemUsage>,
     #[prost(message, repeated, tag = "2")]
     pub container_filesystems: ::prost::alloc::vec::Vec<FilesystemUsage>,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CgroupDriver {
+    Systemd = 0,
+    Cgroupfs = 1,
+}
+impl CgroupDriver {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Systemd => "SYSTEMD",
+            Self::Cgroupfs => "CGROUPFS",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SYSTEMD" => Some(Self::Systemd),
+            "CGROUPFS" => Some(Self::Cgroupfs),
+            _ => None,
+        }
+    }
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

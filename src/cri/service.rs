@@ -21,6 +21,9 @@ pub trait RuntimeService: Clone + Send + Sync + 'static {
 
     fn version(&self) -> impl Future<Output = Result<VersionResponse, Status>> + Send;
     fn status(&self, verbose: bool) -> impl Future<Output = Result<StatusResponse, Status>> + Send;
+    /// Whether the runtime drives cgroups through systemd (RuntimeConfig; `false` from a
+    /// runtime without the call, which uses cgroupfs).
+    fn systemd_cgroups(&self) -> impl Future<Output = Result<bool, Status>> + Send;
     fn run_pod_sandbox(
         &self,
         config: PodSandboxConfig,
@@ -101,6 +104,9 @@ impl RuntimeService for Cri {
     }
     async fn status(&self, verbose: bool) -> Result<StatusResponse, Status> {
         Cri::status(self, verbose).await
+    }
+    async fn systemd_cgroups(&self) -> Result<bool, Status> {
+        Cri::systemd_cgroups(self).await
     }
     async fn run_pod_sandbox(&self, config: PodSandboxConfig, runtime_handler: &str) -> Result<String, Status> {
         Cri::run_pod_sandbox(self, config, runtime_handler).await

@@ -66,6 +66,14 @@ pub struct Facts {
     pub apparmor: bool,
 }
 
+impl Facts {
+    /// The node's allocatable CPU and memory, for the downward API.
+    pub fn allocatable(&self) -> crate::pod::fieldpath::Allocatable {
+        let a = &self.allocatable;
+        crate::pod::fieldpath::Allocatable { cpu_millis: a.cpu_millis, memory_bytes: a.memory_bytes }
+    }
+}
+
 /// The node-wide state every part shares.
 pub struct Node {
     facts: Facts,

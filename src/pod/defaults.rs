@@ -21,6 +21,8 @@ pub fn apply(pod: &mut Pod) {
     for c in spec.init_containers.iter_mut().chain(spec.containers.iter_mut()) {
         container(c, host_network);
     }
+    pod_requests(pod);
+    let spec = &mut pod.spec;
     for v in &mut spec.volumes {
         let has_source = v.host_path.is_some()
             || v.empty_dir.is_some()
@@ -40,6 +42,7 @@ pub fn apply(pod: &mut Pod) {
             v.config_map.as_mut().map(|c| &mut c.default_mode),
             v.secret.as_mut().map(|s| &mut s.default_mode),
             v.projected.as_mut().map(|p| &mut p.default_mode),
+            v.downward_api.as_mut().map(|d| &mut d.default_mode),
         ];
         for mode in modes.into_iter().flatten() {
             mode.get_or_insert(0o644);
@@ -50,6 +53,49 @@ pub fn apply(pod: &mut Pod) {
             }
         }
     }
+}
+
+/// Pod-level requests a manifest leaves out, where it sets pod-level limits: the containers'
+/// aggregate request of that resource, else the pod's limit (the API server's
+/// defaultPodRequests, for cpu and memory).
+fn pod_requests(pod: &mut Pod) {
+    let Some(r) = &pod.spec.resources else { return };
+    let mut requests = r.requests.clone();
+    for (name, limit) in r.limits.iter().filter(|(n, _)| matches!(n.as_str(), "cpu" | "memory")) {
+        if !requests.contains_key(name) {
+            let aggregate = container_requests_milli(pod, name);
+            requests.insert(name.clone(), aggregate.map_or(*limit, |m| super::quantity::Quantity::new(m, -3)));
+        }
+    }
+    if let Some(r) = &mut pod.spec.resources {
+        r.requests = requests;
+    }
+}
+
+/// kubelet's AggregateContainerRequests for resource `name`, in thousandths (`milli_value`):
+/// the regular containers and sidecars summed, or the most an init container needs beside the
+/// sidecars started before it, whichever is more; `None` when no container requests it.
+pub fn container_requests_milli(pod: &Pod, name: &str) -> Option<i64> {
+    let req = |c: &Container| c.resources.as_ref().and_then(|r| r.requests.get(name)).map(|q| q.milli_value());
+    let (mut any, mut sum, mut sidecars, mut peak) = (false, 0i64, 0i64, 0i64);
+    for c in &pod.spec.init_containers {
+        let r = req(c);
+        any |= r.is_some();
+        let r = r.unwrap_or(0);
+        if c.restart_policy.as_deref() == Some("Always") {
+            sum = sum.saturating_add(r);
+            sidecars = sidecars.saturating_add(r);
+            peak = peak.max(sidecars);
+        } else {
+            peak = peak.max(sidecars.saturating_add(r));
+        }
+    }
+    for c in &pod.spec.containers {
+        let r = req(c);
+        any |= r.is_some();
+        sum = sum.saturating_add(r.unwrap_or(0));
+    }
+    any.then_some(sum.max(peak))
 }
 
 fn container(c: &mut Container, host_network: bool) {

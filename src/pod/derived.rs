@@ -1,7 +1,7 @@
 //! Facts that follow from a pod's spec, used across the house: `$(VAR)` expansion, ports by
 //! name, the QoS class, sidecar init containers, an image reference's default tag. Pure.
 
-use super::types::{Container, IntOrString, Pod};
+use super::types::{Container, IntOrString, Pod, ResourceRequirements};
 
 /// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
 /// as written, `$$` is a literal `$`, anything else is copied unchanged.
@@ -35,12 +35,21 @@ pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
 }
 
 /// QoS class: Guaranteed (every container has equal cpu and memory requests and limits),
-/// BestEffort (no requests or limits at all), else Burstable.
+/// BestEffort (no requests or limits at all), else Burstable. Pod-level resources, when set,
+/// decide alone (the pod's own cpu and memory requests and limits).
 pub fn qos_class(pod: &Pod) -> &'static str {
     let mut any = false;
     let mut guaranteed = true;
-    for (_, c) in pod.all_containers() {
-        let r = c.resources.clone().unwrap_or_default();
+    let pod_level = pod
+        .spec
+        .resources
+        .as_ref()
+        .filter(|r| ["cpu", "memory"].iter().any(|n| r.limits.contains_key(*n) || r.requests.contains_key(*n)));
+    let each: Vec<&ResourceRequirements> = match pod_level {
+        Some(r) => vec![r],
+        None => pod.all_containers().filter_map(|(_, c)| c.resources.as_ref()).collect(),
+    };
+    for r in each {
         if !r.limits.is_empty() || !r.requests.is_empty() {
             any = true;
         }
@@ -50,6 +59,9 @@ pub fn qos_class(pod: &Pod) -> &'static str {
                 _ => guaranteed = false,
             }
         }
+    }
+    if pod_level.is_none() && pod.all_containers().any(|(_, c)| c.resources.is_none()) {
+        guaranteed = false;
     }
     match (any, guaranteed) {
         (false, _) => "BestEffort",

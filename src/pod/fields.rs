@@ -52,7 +52,7 @@ const VOLUME_FILE_FIELDS: &[(&str, &str)] = &[
 /// Pod fields that change what its containers see or may do, with why.
 const POD_FIELDS: &[(&str, &str)] = &[
     ("spec.hostUsers", "user namespaces are not implemented by atoll"),
-    ("spec.resources", "pod-level resources are not implemented by atoll; give each container its resources"),
+    ("spec.resources.claims", "resource claims are not implemented by atoll"),
     ("spec.securityContext.supplementalGroupsPolicy", "supplementalGroupsPolicy is not implemented by atoll"),
 ];
 
@@ -125,7 +125,7 @@ mod tests {
     fn fields_that_change_a_container_are_named_with_why() {
         for path in [
             "spec.hostUsers",
-            "spec.resources.limits",
+            "spec.resources.claims",
             "spec.volumes[2].nfs",
             "spec.volumes[0].gitRepo.repository",
             "spec.containers[1].volumeDevices",

@@ -29,6 +29,8 @@ pub mod apparmor;
 pub mod decode;
 pub mod defaults;
 pub mod derived;
+pub mod downward;
+pub mod fieldpath;
 pub mod fields;
 pub mod finding;
 pub mod identity;

@@ -133,6 +133,16 @@ impl Quantity {
         Quantity { mantissa, exponent, format }
     }
 
+    /// `v × 10^exponent` (bytes: exponent 0; millicores: -3), a fraction's zeros dropped.
+    pub fn new(v: i64, exponent: i32) -> Quantity {
+        let (mut mantissa, mut exponent) = (i128::from(v), exponent);
+        while exponent < 0 && mantissa != 0 && mantissa % 10 == 0 {
+            mantissa /= 10;
+            exponent += 1;
+        }
+        Quantity { mantissa, exponent, format: Format::DecimalSi }
+    }
+
     pub fn is_zero(&self) -> bool {
         self.mantissa == 0
     }

@@ -54,15 +54,15 @@ api_struct! {
 }
 
 api_struct! {
-    /// One source of a projected volume: a ConfigMap or a Secret; the others are here so that
-    /// validation can refuse them by name.
+    /// One source of a projected volume: a ConfigMap, a Secret or the downward API; the others
+    /// are here so that validation can refuse them by name.
     pub struct VolumeProjection {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub config_map: Option<ObjectProjection>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub secret: Option<ObjectProjection>,
         #[serde(default, rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-        pub downward_api: Option<Value>,
+        pub downward_api: Option<super::downward::DownwardAPIProjection>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub service_account_token: Option<Value>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -94,7 +94,7 @@ use Child::{Any, Many, One};
 pub static POD: Type =
     ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any("@status"))]);
 pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName:s selfLink:s resourceVersion:s generation:I deletionTimestamp:t deletionGracePeriodSeconds:I ownerReferences:[@owner] finalizers:[s] clusterName managedFields:[@managed]", &[("creationTimestamp", Any("t"))]);
-static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s overhead:{q} topologySpreadConstraints:[@spread] hostUsers:b resources:@res hostnameOverride:s workloadRef schedulingGroup:@group evictionResponders:[@responder]", &[
+static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s overhead:{q} topologySpreadConstraints:[@spread] hostUsers:b hostnameOverride:s workloadRef schedulingGroup:@group evictionResponders:[@responder]", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
     ("ephemeralContainers", Any("[@ephemeral]")),
@@ -108,6 +108,7 @@ static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s
     ("resourceClaims", Any("[@podclaim]")),
     ("affinity", One(&AFFINITY)),
     ("os", One(&POD_OS)),
+    ("resources", One(&RESOURCES)),
 ]);
 static AFFINITY: Type = ty::<Affinity>(
     "",
@@ -214,7 +215,7 @@ static VOLUME: Type = ty::<Volume>("gcePersistentDisk:o awsElasticBlockStore:o g
     ("projected", One(&PROJECTED)),
     ("csi", Any("@csi")),
     ("ephemeral", Any("@ephvol")),
-    ("downwardAPI", Any("@downward")),
+    ("downwardAPI", One(&DOWNWARD_VOLUME)),
     ("image", One(&IMAGE_VOLUME)),
 ]);
 static HOST_PATH: Type = ty::<HostPathVolumeSource>("", &[]);
@@ -229,12 +230,16 @@ static PROJECTION: Type = ty::<VolumeProjection>(
     &[
         ("configMap", One(&OBJECT_PROJECTION)),
         ("secret", One(&OBJECT_PROJECTION)),
-        ("downwardAPI", Any("@dproj")),
+        ("downwardAPI", One(&DOWNWARD_PROJECTION)),
         ("serviceAccountToken", Any("@satoken")),
         ("clusterTrustBundle", Any("@ctb")),
         ("podCertificate", Any("@podcert")),
     ],
 );
+static DOWNWARD_VOLUME: Type = ty::<DownwardAPIVolumeSource>("defaultUser:I", &[("items", Many(&DOWNWARD_FILE))]);
+static DOWNWARD_PROJECTION: Type = ty::<DownwardAPIProjection>("", &[("items", Many(&DOWNWARD_FILE))]);
+static DOWNWARD_FILE: Type =
+    ty::<DownwardAPIVolumeFile>("user:I", &[("fieldRef", One(&FIELD_REF)), ("resourceFieldRef", One(&RESOURCE_REF))]);
 static OBJECT_PROJECTION: Type = ty::<ObjectProjection>("", &[("items", Many(&KEY_TO_PATH))]);
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! mirror pod). Maps are `BTreeMap` so serialisation is canonical.
 
 pub use super::affinity::{Affinity, PodOs};
+pub use super::downward::*;
 use super::quantity::Quantity;
 pub use super::refs::*;
 pub use super::security::*;
@@ -142,6 +143,9 @@ api_struct! {
         pub affinity: Option<Affinity>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub os: Option<PodOs>,
+        /// Pod-level resources: the pod's cgroup bounds its containers (`runtime::pod_cgroup`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub resources: Option<ResourceRequirements>,
     }
 }
 
@@ -299,26 +303,6 @@ api_struct! {
         pub secret_key_ref: Option<KeySelector>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub config_map_key_ref: Option<KeySelector>,
-    }
-}
-
-api_struct! {
-    pub struct ObjectFieldSelector {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub api_version: Option<String>,
-        #[serde(default)]
-        pub field_path: String,
-    }
-}
-
-api_struct! {
-    pub struct ResourceFieldSelector {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub container_name: Option<String>,
-        #[serde(default)]
-        pub resource: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub divisor: Option<Quantity>,
     }
 }
 
@@ -512,8 +496,8 @@ api_struct! {
 
 api_struct! {
     /// A volume. atoll implements hostPath, emptyDir, image (an OCI image's content, read
-    /// only, mounted by the runtime) and the local-object volumes (configMap, secret,
-    /// projected: `refs`); the other API-object volumes are here so that validation can
+    /// only, mounted by the runtime), downwardAPI and the local-object volumes (configMap,
+    /// secret, projected: `refs`); the other API-object volumes are here so that validation can
     /// refuse them by name, as kubelet does for static pods.
     pub struct Volume {
         #[serde(default)]
@@ -535,7 +519,7 @@ api_struct! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub ephemeral: Option<Value>,
         #[serde(default, rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-        pub downward_api: Option<Value>,
+        pub downward_api: Option<DownwardAPIVolumeSource>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub image: Option<ImageVolumeSource>,
     }

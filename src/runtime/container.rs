@@ -17,6 +17,7 @@ use crate::cri::api::{
 };
 use crate::pod::apparmor::Profile;
 use crate::pod::derived::{expand, qos_class};
+use crate::pod::fieldpath;
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,7 +34,10 @@ pub struct InstanceContext {
     pub root_dir: PathBuf,
     pub pod_ip: String,
     pub host_ip: String,
-    pub node_cpu_millis: i64,
+    /// The node's allocatable CPU and memory: a container without a limit sees them as its
+    /// limits (env `resourceFieldRef`).
+    pub allocatable: fieldpath::Allocatable,
+    /// The machine's memory (oom_score_adj, as kubelet computes it from capacity).
     pub node_memory_bytes: i64,
     /// A fresh, empty termination-log file for this instance, when the spec asks for one.
     pub termination_log: Option<PathBuf>,
@@ -64,10 +68,11 @@ pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Ve
     for (i, e) in c.env.iter().enumerate() {
         let value = if let Some(src) = &e.value_from {
             if let Some(f) = &src.field_ref {
-                field_value(pod, &f.field_path, ctx)
+                fieldpath::field(pod, &f.field_path, &ctx.pod_ip, &ctx.host_ip)
                     .ok_or_else(|| format!("env[{i}] {}: unsupported fieldPath {:?}", e.name, f.field_path))?
             } else if let Some(r) = &src.resource_field_ref {
-                resource_value(pod, c, r, ctx).map_err(|m| format!("env[{i}] {}: {m}", e.name))?
+                fieldpath::resource(pod, Some(c), r, ctx.allocatable)
+                    .map_err(|m| format!("env[{i}] {}: {m}", e.name))?
             } else {
                 let (kind, sel) = match (&src.config_map_key_ref, &src.secret_key_ref) {
                     (Some(sel), _) => (ObjectKind::ConfigMap, sel),
@@ -90,74 +95,19 @@ pub fn environment(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Ve
     Ok(vars)
 }
 
-fn field_value(pod: &Pod, path: &str, ctx: &InstanceContext) -> Option<String> {
-    let m = &pod.metadata;
-    let quoted = |prefix: &str| path.strip_prefix(prefix).and_then(|r| r.strip_suffix("']")).map(str::to_string);
-    Some(match path {
-        "metadata.name" => m.name.clone(),
-        "metadata.namespace" => m.namespace.clone(),
-        "metadata.uid" => m.uid.clone(),
-        "spec.nodeName" => pod.spec.node_name.clone().unwrap_or_default(),
-        "spec.serviceAccountName" => String::new(),
-        "status.podIP" | "status.podIPs" => ctx.pod_ip.clone(),
-        "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
-        _ => {
-            if let Some(k) = quoted("metadata.labels['") {
-                return Some(m.labels.get(&k).cloned().unwrap_or_default());
-            }
-            if let Some(k) = quoted("metadata.annotations['") {
-                return Some(m.annotations.get(&k).cloned().unwrap_or_default());
-            }
-            return None;
-        }
-    })
-}
-
-fn resource_value(
-    pod: &Pod,
-    c: &Container,
-    r: &crate::pod::types::ResourceFieldSelector,
-    ctx: &InstanceContext,
-) -> Result<String, String> {
-    let target = match r.container_name.as_deref() {
-        Some(n) if !n.is_empty() => {
-            pod.all_containers().map(|(_, c)| c).find(|c| c.name == n).ok_or_else(|| format!("no container {n:?}"))?
-        }
-        _ => c,
-    };
-    let (kind, name) = r.resource.split_once('.').ok_or_else(|| format!("bad resource {:?}", r.resource))?;
-    let res = target.resources.clone().unwrap_or_default();
-    let map = if kind == "limits" { &res.limits } else { &res.requests };
-    let one = crate::pod::quantity::Quantity::parse("1").map_err(|e| e.to_string())?;
-    let divisor = r.divisor.unwrap_or(one);
-    let value = match (map.get(name), kind, name) {
-        (Some(q), _, _) => q.divided_ceil(&divisor),
-        // No limit: the node's capacity (kubelet uses allocatable).
-        (None, "limits", "cpu") => crate::pod::quantity::Quantity::parse(&format!("{}m", ctx.node_cpu_millis))
-            .ok()
-            .and_then(|q| q.divided_ceil(&divisor)),
-        (None, "limits", "memory") => crate::pod::quantity::Quantity::parse(&ctx.node_memory_bytes.to_string())
-            .ok()
-            .and_then(|q| q.divided_ceil(&divisor)),
-        (None, _, _) => Some(0),
-    };
-    value.map(|v| v.to_string()).ok_or_else(|| "divisor must not be zero".into())
-}
-
 /// Linux resources: cpu shares, CFS quota and period, memory limit, oom_score_adj.
 pub fn linux_resources(pod: &Pod, c: &Container, node_memory_bytes: i64) -> LinuxContainerResources {
     let r = c.resources.clone().unwrap_or_default();
     let cpu_req = r.requests.get("cpu").or(r.limits.get("cpu")).map(|q| q.milli_value());
     let cpu_lim = r.limits.get("cpu").map(|q| q.milli_value());
     let mut out = LinuxContainerResources {
-        // kubelet's MilliCPUToShares: at least 2, at most 262144 (saturating: quantities are input).
-        cpu_shares: cpu_req.map_or(2, |m| (m.saturating_mul(1024) / 1000).clamp(2, 262_144)),
+        cpu_shares: super::pod_cgroup::shares(cpu_req),
         memory_limit_in_bytes: r.limits.get("memory").map_or(0, |q| q.value()),
         ..Default::default()
     };
     if let Some(limit) = cpu_lim {
         out.cpu_period = 100_000;
-        out.cpu_quota = (limit.saturating_mul(100_000) / 1000).max(1000);
+        out.cpu_quota = super::pod_cgroup::quota(limit);
     }
     out.oom_score_adj = match qos_class(pod) {
         "Guaranteed" => -997,
@@ -215,8 +165,8 @@ pub fn container_config(
         mounts.push(Mount {
             container_path: m.mount_path.clone(),
             host_path: host.to_string_lossy().into_owned(),
-            // kubelet mounts ConfigMap, Secret and projected volumes read-only, always.
-            readonly: m.read_only || crate::objects::resolve::is_object_volume(v),
+            // kubelet mounts ConfigMap, Secret, projected and downwardAPI volumes read-only, always.
+            readonly: m.read_only || super::volumes::object_volumes::written(v),
             propagation: match m.mount_propagation.as_deref() {
                 Some("HostToContainer") => MountPropagation::PropagationHostToContainer,
                 Some("Bidirectional") => MountPropagation::PropagationBidirectional,
@@ -353,7 +303,7 @@ mod tests {
             root_dir: "/var/lib/atoll".into(),
             pod_ip: "10.1.2.3".into(),
             host_ip: "192.0.2.1".into(),
-            node_cpu_millis: 4000,
+            allocatable: fieldpath::Allocatable { cpu_millis: 4000, memory_bytes: 8 << 30 },
             node_memory_bytes: 8 << 30,
             ..Default::default()
         }

@@ -8,7 +8,7 @@
 //!   `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
 //!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
 //! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
-//!   CRI configs), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
+//!   CRI configs), `pod_cgroup` (the cgroup of a pod with pod-level limits), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
 //!   rebuilt from their labels), `images` and `prepull` (pulls), `credentials`, `logs`
 //!   (rotation); `tuning` and `backoff` (what SIGHUP may change); `errors` (what a sync returns);
 //! - **`pleg/`**: detects that the runtime changed (events, process exits, the relist) and wakes
@@ -26,6 +26,7 @@
 //! | PLEG (generic and evented)                | `pleg/` (relist, events, process exits) |
 //! | image manager, pull back-off              | `images`, `backoff`                     |
 //! | credential provider keyring               | `credentials`                           |
+//! | pod container manager (pod cgroups)       | `pod_cgroup`                            |
 //! | volume manager, atomic writer, subpath    | `volumes/`                              |
 //! | container log manager                     | `logs`                                  |
 //! | status manager                            | `crate::status` (a worker publishes to the node's store) |
@@ -47,6 +48,7 @@ pub mod observe;
 pub mod orphan;
 pub mod plan;
 pub mod pleg;
+pub mod pod_cgroup;
 pub mod prepull;
 pub mod sandbox;
 pub mod start;
@@ -62,3 +64,5 @@ pub use tuning::{EngineConfig, Tuning, TuningConfig};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pod_level;

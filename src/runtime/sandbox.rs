@@ -1,7 +1,8 @@
 //! PodSandboxConfig for a pod, as kubelet builds it: metadata and attempt, hostname (none for
 //! host-network pods), log directory `<podLogsDir>/<ns>_<name>_<uid>`, DNS per dnsPolicy,
 //! host port mappings, kubelet's labels, the pod's annotations, namespace options (PID mode
-//! CONTAINER by default) and sysctls. A pure function of the pod and the node's facts.
+//! CONTAINER by default), sysctls, and for a pod with pod-level limits its own cgroup as the
+//! parent with the pod's resources. A pure function of the pod and the node's facts.
 
 use crate::cri::api::{
     DnsConfig, Int64Value, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption,
@@ -103,7 +104,9 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, ctx: &Facts) -> Result<PodSandbox
             .chain([(ANNOTATION_MANAGED_BY.to_string(), "atoll".to_string())])
             .collect(),
         linux: Some(LinuxPodSandboxConfig {
-            cgroup_parent: String::new(),
+            // Empty (the runtime's choice) unless the pod has pod-level limits.
+            cgroup_parent: super::pod_cgroup::parent(pod),
+            resources: super::pod_cgroup::values(pod),
             security_context: Some(LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod)),
                 run_as_user: sc.run_as_user.map(|value| Int64Value { value }),

@@ -166,7 +166,7 @@ async fn start_one<R: RuntimeService>(
         root_dir: facts.root_dir.clone(),
         pod_ip: sb.ip.to_string(),
         host_ip: facts.host_ip.clone(),
-        node_cpu_millis: facts.cpu_millis,
+        allocatable: facts.allocatable(),
         node_memory_bytes: facts.memory_bytes,
         termination_log,
         hosts_file: files.hosts_file.clone(),
@@ -251,10 +251,12 @@ pub fn wait_all<'a, R>(
 /// kubelet's message for the first object volume of `pod` that cannot be set up, if any.
 fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<String> {
     use super::volumes::object_volumes::{set_up, Outcome};
-    set_up(&cx.node.facts().root_dir, pod, cx.node.objects()).into_iter().find_map(|(volume, outcome)| match outcome {
-        Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
-        Outcome::Current(_) => None,
-    })
+    set_up(&cx.node.facts().root_dir, pod, cx.node.objects(), cx.node.facts().allocatable()).into_iter().find_map(
+        |(volume, outcome)| match outcome {
+            Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
+            Outcome::Current(_) => None,
+        },
+    )
 }
 
 /// kubelet's CreateContainerConfigError checks before a config is built: runAsNonRoot against

@@ -118,6 +118,9 @@ pub async fn remove_pod<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Obs
     if let Ok(logs) = sandbox::log_directory(cx.node.facts(), pod) {
         let _ = std::fs::remove_dir_all(logs);
     }
+    // The cgroup of a pod with pod-level limits, once its sandboxes are gone (none: nothing).
+    let root = std::path::Path::new(super::pod_cgroup::ROOT);
+    super::pod_cgroup::remove(root, &pod.metadata.uid).map_err(SyncError::Host)?;
     let dir = poddir::pod_dir(&cx.node.facts().root_dir, &pod.metadata.uid).map_err(SyncError::Host)?;
     poddir::remove(&dir).map_err(SyncError::Host)
 }

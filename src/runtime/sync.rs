@@ -109,6 +109,9 @@ async fn act<R: RuntimeService>(
     if p.create_sandbox.is_some() || !p.start.is_empty() {
         runnable_here(cx, pod).await?;
     }
+    if p.create_sandbox.is_some() {
+        pod_cgroup_ready(cx, pod).await?;
+    }
     // The config of the sandbox the containers go into, built once: RunPodSandbox,
     // PullImage and CreateContainer all get it.
     let attempt = p.create_sandbox.or_else(|| obs.sandboxes.first().map(|s| s.attempt)).unwrap_or(0);
@@ -169,7 +172,7 @@ fn refresh_object_volumes<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &O
     if !any(pod) || !obs.sandboxes.iter().any(|s| s.ready) {
         return;
     }
-    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects()) {
+    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects(), cx.node.facts().allocatable()) {
         match outcome {
             Outcome::Current(true) => log::info!("pod {}: volume {volume} updated from its objects", pod.key()),
             Outcome::Current(false) => {}
@@ -225,6 +228,23 @@ async fn runnable_here<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Result<
             v.name
         ),
     }))
+}
+
+/// A pod with pod-level limits gets its own cgroup before its sandbox (`pod_cgroup`), made
+/// in cgroupfs's layout; a runtime that drives cgroups through systemd would not put the
+/// containers in it, so the pod fails rather than run unbounded.
+async fn pod_cgroup_ready<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Result<(), SyncError> {
+    use super::pod_cgroup;
+    if pod_cgroup::values(pod).is_none() {
+        return Ok(());
+    }
+    if cx.runtime.systemd_cgroups().await.map_err(SyncError::runtime("RuntimeConfig"))? {
+        return Err(SyncError::Refused(lifecycle::Failure {
+            reason: "PodLevelResourcesNotSupported",
+            message: "the runtime uses the systemd cgroup driver; atoll bounds a pod by its pod-level limits only with cgroupfs".into(),
+        }));
+    }
+    pod_cgroup::create(Path::new(pod_cgroup::ROOT), pod).map_err(SyncError::Host)
 }
 
 /// The images of the containers about to start, looked at (and pulled per policy) in order.

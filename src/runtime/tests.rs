@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
-fn dir(name: &str) -> PathBuf {
+pub(super) fn dir(name: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -44,7 +44,7 @@ fn node(root: &std::path::Path) -> Arc<Node> {
     Node::new(facts)
 }
 
-fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
+pub(super) fn context(root: &std::path::Path, rt: &FakeRuntime) -> Context<FakeRuntime> {
     let config = EngineConfig { resync: Some(Duration::from_millis(200)), ..Default::default() };
     context_with(root, rt, config)
 }
@@ -64,7 +64,7 @@ fn context_with(root: &std::path::Path, rt: &FakeRuntime, config: EngineConfig) 
     }
 }
 
-fn static_pod(yaml: &str) -> StaticPod {
+pub(super) fn static_pod(yaml: &str) -> StaticPod {
     let origin = Origin::File("/manifests/web.yaml".into());
     pod::load(yaml.as_bytes(), Shape::SinglePod, &origin, "n1", Policy::default()).unwrap().pods.remove(0)
 }

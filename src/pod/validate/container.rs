@@ -19,7 +19,7 @@ const FIELD_REFS: &[&str] = &[
     "status.podIP",
     "status.podIPs",
 ];
-const RESOURCE_REFS: &[&str] = &[
+pub(super) const RESOURCE_REFS: &[&str] = &[
     "limits.cpu",
     "limits.memory",
     "limits.ephemeral-storage",
@@ -360,13 +360,16 @@ pub(super) enum Kind {
 }
 
 fn field_ref_ok(path: &str) -> bool {
-    if FIELD_REFS.contains(&path) {
-        return true;
+    FIELD_REFS.contains(&path) || subscript_ok(path)
+}
+
+/// `metadata.labels['KEY']` or `metadata.annotations['KEY']`, the key a qualified name (an
+/// annotation's compared in lower case), as the API's field selectors check it.
+pub(super) fn subscript_ok(path: &str) -> bool {
+    let key = |prefix: &str| path.strip_prefix(prefix).and_then(|r| r.strip_suffix("']"));
+    match (key("metadata.labels['"), key("metadata.annotations['")) {
+        (Some(k), _) => super::names::qualified_name(k).is_ok(),
+        (_, Some(k)) => super::names::qualified_name(&k.to_ascii_lowercase()).is_ok(),
+        _ => false,
     }
-    for prefix in ["metadata.labels['", "metadata.annotations['"] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            return rest.ends_with("']") && rest.len() > 2;
-        }
-    }
-    false
 }

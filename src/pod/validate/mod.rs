@@ -8,8 +8,10 @@
 mod affinity;
 mod apparmor;
 mod container;
+mod downward;
 pub(crate) mod names;
 pub mod objects;
+mod pod_resources;
 #[cfg(test)]
 mod tests;
 mod validator;
@@ -125,6 +127,7 @@ impl Validator {
                 }
             }
         }
+        self.pod_resources(s);
         let volumes = self.volumes(&s.volumes);
         let mut names = HashSet::new();
         let mut host_ports: BTreeMap<(String, String, i64), String> = BTreeMap::new();
@@ -199,11 +202,10 @@ impl Validator {
                 );
             }
             self.object_volume(&path, v);
-            if v.downward_api.is_some() {
-                self.err(
-                    format!("{path}.downwardAPI"),
-                    "downwardAPI volumes are not implemented by atoll (hostPath and emptyDir are)",
-                );
+            if let Some(d) = &v.downward_api {
+                let p = format!("{path}.downwardAPI");
+                self.range(&format!("{p}.defaultMode"), d.default_mode, 0, objects::MAX_MODE);
+                self.downward_items(&p, &d.items, None);
             }
         }
         names

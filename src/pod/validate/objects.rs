@@ -1,6 +1,6 @@
 //! Validation of what a pod asks of local ConfigMaps and Secrets: the volume sources
 //! (names, `items` keys and paths, modes in 0..=0777, projected paths unique, projected
-//! sources atoll cannot provide refused by name), `configMapKeyRef`/`secretKeyRef` and
+//! sources atoll cannot provide refused by name; downwardAPI ones are `downward.rs`'s), `configMapKeyRef`/`secretKeyRef` and
 //! `envFrom`. Whether the objects exist is not checked here: that is known only on the box
 //! (`objects`), and reported by `atoll validate` and at container start.
 
@@ -11,7 +11,7 @@ use crate::pod::types::*;
 use std::collections::BTreeSet;
 
 /// The largest file mode a volume may ask for.
-const MAX_MODE: i64 = 0o777;
+pub(super) const MAX_MODE: i64 = 0o777;
 
 /// kubelet's rule for a ConfigMap or Secret key: 1 to 253 of `[-._a-zA-Z0-9]`, not `.` or
 /// `..`, not starting with `..`.
@@ -53,8 +53,11 @@ impl Validator {
             for (j, src) in pr.sources.iter().enumerate() {
                 let sp = format!("{p}.sources[{j}]");
                 let mut count = 0;
+                if let Some(d) = &src.downward_api {
+                    count += 1;
+                    self.downward_items(&format!("{sp}.downwardAPI"), &d.items, Some(&mut paths));
+                }
                 for (set, field, why) in [
-                    (src.downward_api.is_some(), "downwardAPI", "downwardAPI projections are not implemented by atoll"),
                     (
                         src.service_account_token.is_some(),
                         "serviceAccountToken",

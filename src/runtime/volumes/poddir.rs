@@ -31,6 +31,8 @@ pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Result<Option<PathBuf>
         "kubernetes.io~secret"
     } else if v.projected.is_some() {
         "kubernetes.io~projected"
+    } else if v.downward_api.is_some() {
+        "kubernetes.io~downward-api"
     } else {
         return Ok(None);
     };
