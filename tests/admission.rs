@@ -1,7 +1,8 @@
 //! kubelet's admission end to end, against the real private containerd: pods that do not fit
-//! the node (its labels, its allocatable memory, `maxPods`, AppArmor where the host has none)
-//! never start and show `Failed` with kubelet's reason and message in `atoll pods`, `atoll
-//! describe` and the events; the pods that fit run, a dongle's extended resource dropped.
+//! the node (its labels, its allocatable memory, `maxPods`, a host port in use, another OS,
+//! AppArmor where the host has none) never start and show `Failed` with kubelet's reason and
+//! message in `atoll pods`, `atoll describe` and the events; the pods that fit run, a dongle's
+//! extended resource dropped.
 
 mod common;
 
@@ -23,7 +24,8 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
     std::fs::create_dir_all(&manifests).unwrap();
     let write = |name: &str, text: String| std::fs::write(manifests.join(format!("{name}.yaml")), text).unwrap();
     // Two fit (a higher priority admits them first); `extra` would be the third: maxPods is 2.
-    write("fits", pod("fits", "  priority: 10\n  nodeSelector: {site: north, kubernetes.io/os: linux}\n"));
+    let fits = pod("fits", "  priority: 10\n  nodeSelector: {site: north, kubernetes.io/os: linux}\n");
+    write("fits", fits.replace("    command:", "    ports: [{containerPort: 8781}]\n    command:"));
     write(
         "dongle",
         pod("dongle", "  priority: 10\n").replace(
@@ -40,6 +42,12 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
         pod("greedy", "  priority: 20\n")
             .replace("    command:", "    resources: {requests: {memory: 1000Gi}}\n    command:"),
     );
+    // `fits` takes host port 8781 (hostNetwork: its container port); `clash` wants it too.
+    write(
+        "clash",
+        pod("clash", "  priority: 5\n").replace("    command:", "    ports: [{containerPort: 8781}]\n    command:"),
+    );
+    write("windows", pod("windows", "  os: {name: windows}\n"));
     let armored = pod("armored", "  priority: 20\n")
         .replace("metadata: {name: armored}", "metadata:\n  name: armored\n  annotations: {container.apparmor.security.beta.kubernetes.io/c: runtime/default}");
     write("armored", armored);
@@ -69,6 +77,16 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
             "no set of running pods found to reclaim resources: [(res: pods, q: 1), ]",
         ),
     ];
+    rejected.push((
+        "clash-tb",
+        "NodePorts",
+        "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+    ));
+    rejected.push((
+        "windows-tb",
+        "PodOSNotSupported",
+        "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS",
+    ));
     // A profile asked for on a host without AppArmor (this test bed's kernel has none).
     if armor {
         eprintln!("this host enforces AppArmor: the AppArmor rejection is not played here");

@@ -199,3 +199,25 @@ fn an_unsigned_empty_body_is_an_error_when_signatures_are_required() {
     assert!(out.contains(&format!("{url}: error: signature: unsigned: no {url}.minisig")), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn admission_gives_this_node_s_verdicts() {
+    let dir = std::env::temp_dir().join(format!("atoll-validate-admission-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pod = |name: &str, spec: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{spec}  containers:\n  - {{name: c, image: busybox}}\n")
+    };
+    std::fs::write(dir.join("here.yaml"), pod("here", "  nodeSelector: {site: north}\n")).unwrap();
+    std::fs::write(dir.join("there.yaml"), pod("there", "  nodeSelector: {site: south}\n")).unwrap();
+    let shown = dir.display().to_string();
+    let (code, out) = validate(&[&shown, "--node-labels=site=north"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("here.yaml: ok: pod default/here-ci-node"), "{out}");
+    assert!(
+        out.contains("there.yaml: error: pod default/there-ci-node rejected by admission on node ci-node: NodeAffinity: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"),
+        "{out}"
+    );
+    assert!(!out.contains("there.yaml: ok"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,7 +31,7 @@ pub struct Admission {
 impl Admission {
     /// Admits or rejects the additions of `changes`; returns what the engine is to do.
     pub fn apply(&mut self, changes: Vec<Change>, node: &Node) -> Vec<Change> {
-        let info = node_info(node);
+        let info = node_info(node.facts());
         let (mut out, mut adds) = (Vec::new(), Vec::new());
         let (removes, rest): (Vec<Change>, Vec<Change>) =
             changes.into_iter().partition(|c| matches!(c, Change::Remove(_)));
@@ -83,9 +83,24 @@ impl Admission {
     }
 }
 
+/// The verdicts of admitting `pods` together on a node where nothing runs yet, in admission's
+/// order (`atoll validate`'s verdicts, as the agent would give them at its start).
+pub fn admit_together<'a>(pods: &[&'a StaticPod], info: &NodeInfo) -> Vec<(&'a StaticPod, Rejection)> {
+    let mut order = pods.to_vec();
+    order.sort_by_key(|sp| order_key(sp));
+    let mut admitted: Vec<&crate::pod::Pod> = Vec::new();
+    let mut rejected = Vec::new();
+    for sp in order {
+        match admit(&sp.pod, true, &admitted, info) {
+            Ok(()) => admitted.push(&sp.pod),
+            Err(r) => rejected.push((sp, r)),
+        }
+    }
+    rejected
+}
+
 /// What admission reads of the node's facts.
-pub fn node_info(node: &Node) -> NodeInfo {
-    let f = node.facts();
+pub fn node_info(f: &crate::node::Facts) -> NodeInfo {
     NodeInfo { name: f.name.clone(), labels: f.labels.clone(), allocatable: f.allocatable, apparmor: f.apparmor }
 }
 

@@ -2,8 +2,9 @@
 //! validation, static-pod restrictions), once, over files, directories and URLs, with a line
 //! per manifest: `ok`, `warning` or `error`, each naming the file and the field. Across
 //! everything given, start ordering and the pods' references to ConfigMaps and Secrets are
-//! checked too (a reference that is not optional must find its object and key). A file (or
-//! URL) with any error gets no `ok` line: the lines are printed once everything is checked.
+//! checked too (a reference that is not optional must find its object and key), and kubelet's
+//! admission of the pods together against this node (`admission`). A file (or URL) with any
+//! error gets no `ok` line: the lines are printed once everything is checked.
 
 use super::Flags;
 use crate::config::Settings;
@@ -90,6 +91,17 @@ pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
             out.add(file, "error", format!("{path}: {problem} (not among the manifests given)"));
             all_ok = false;
         }
+    }
+    // Admission, as this node would give it to these pods together (its labels, allocatable
+    // resources, maxPods and AppArmor, from the same settings `run` reads).
+    let info = crate::admission::node_info(&crate::agent::node_facts(&s));
+    let all: Vec<&StaticPod> = pods.iter().map(|(sp, _)| sp).collect();
+    for (sp, r) in crate::admission::admit_together(&all, &info) {
+        let file = pods.iter().find(|(p, _)| p.uid == sp.uid).map(|(_, f)| f.as_str()).unwrap_or_default();
+        let why =
+            format!("pod {} rejected by admission on node {}: {}: {}", sp.pod.key(), info.name, r.reason, r.message);
+        out.add(file, "error", why);
+        all_ok = false;
     }
     out.print();
     Ok(all_ok)

@@ -16,10 +16,13 @@ use crate::cri::api::{
     PodSandboxFilter, PodSandboxNetworkStatus, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse,
     PortForwardRequest, StatusResponse, UInt64Value, VersionResponse,
 };
-use crate::cri::{Code, EventStream, RuntimeService, Status};
+use crate::cri::{Code, RuntimeService, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod events;
+pub use events::FakeEvents;
 
 struct FakeSandbox {
     config: PodSandboxConfig,
@@ -146,11 +149,12 @@ impl FakeRuntime {
         self.state().unpullable.remove(image);
     }
 
-    /// Every registry unreachable (or reachable again).
+    /// The runtime drives cgroups through systemd (or not), as RuntimeConfig says.
     pub fn set_systemd_cgroups(&self, systemd: bool) {
         self.state().systemd = systemd;
     }
 
+    /// Every registry unreachable (or reachable again).
     pub fn set_offline(&self, offline: bool) {
         self.state().offline = offline;
     }
@@ -250,18 +254,6 @@ fn not_found(what: &str, id: &str) -> Status {
 
 fn selected(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// The fake's event stream: events as they come, or Unimplemented.
-pub struct FakeEvents(Option<smol::channel::Receiver<ContainerEventResponse>>);
-
-impl EventStream for FakeEvents {
-    async fn next(&mut self) -> Result<Option<ContainerEventResponse>, Status> {
-        match &self.0 {
-            Some(rx) => Ok(rx.recv().await.ok()),
-            None => Err(Status::new(Code::Unimplemented, "unknown method GetContainerEvents")),
-        }
-    }
 }
 
 impl RuntimeService for FakeRuntime {
