@@ -159,7 +159,7 @@ fn typed_pod(value: Value, prefix: &str, warnings: &mut Vec<Finding>) -> Result<
     let mut ignored = Vec::new();
     schema::unknown(&schema::POD, &value, "", &mut ignored);
     // Cloned so that a failed decode can still be searched for the field it choked on.
-    let pod = match serde_json::from_value(value.clone()) {
+    let pod = match super::de::from_value(value.clone()) {
         Ok(pod) => pod,
         Err(e) => {
             // A field of the wrong JSON type the walk named says so in Go's words.

@@ -26,6 +26,7 @@ macro_rules! api_struct {
 
 pub mod affinity;
 pub mod apparmor;
+pub mod de;
 pub mod decode;
 pub mod defaults;
 pub mod derived;

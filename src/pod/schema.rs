@@ -53,7 +53,7 @@ const fn ty<T: DeserializeOwned>(kube: &'static str, children: &'static [(&'stat
 }
 
 fn decodes<T: DeserializeOwned>(value: Value) -> Result<(), serde_json::Error> {
-    serde_json::from_value::<T>(value).map(drop)
+    super::de::from_value::<T>(value).map(drop)
 }
 
 /// The field names serde's derive reads for `T`, asked of the derive itself.
