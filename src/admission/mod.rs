@@ -19,13 +19,12 @@ pub use verdict::{admit, NodeInfo, Rejection};
 use crate::node::Node;
 use crate::pod::status::PodStatus;
 use crate::pod::{Change, PodUid, StaticPod};
-use std::collections::BTreeMap;
 
-/// What admission keeps: the pods it admitted and those it rejected, by UID.
+/// What admission keeps: the pods it admitted and those it rejected (a node's few pods: lists).
 #[derive(Default)]
 pub struct Admission {
-    admitted: BTreeMap<PodUid, StaticPod>,
-    rejected: BTreeMap<PodUid, Rejection>,
+    admitted: Vec<StaticPod>,
+    rejected: Vec<(PodUid, Rejection)>,
 }
 
 impl Admission {
@@ -38,18 +37,20 @@ impl Admission {
         for change in removes.into_iter().chain(rest) {
             match change {
                 Change::Remove(sp) => {
-                    if self.rejected.remove(&sp.uid).is_some() {
+                    if self.rejection(&sp.uid).is_some() {
+                        self.rejected.retain(|(uid, _)| *uid != sp.uid);
                         node.statuses().remove(&sp.uid);
                     } else {
-                        self.admitted.remove(&sp.uid);
+                        self.admitted.retain(|p| p.uid != sp.uid);
                         out.push(Change::Remove(sp));
                     }
                 }
-                Change::Update(sp) if self.admitted.contains_key(&sp.uid) => {
-                    self.admitted.insert(sp.uid.clone(), sp.clone());
+                Change::Update(sp) if self.admitted.iter().any(|p| p.uid == sp.uid) => {
+                    self.admitted.retain(|p| p.uid != sp.uid);
+                    self.admitted.push(sp.clone());
                     out.push(Change::Update(sp));
                 }
-                Change::Update(sp) if self.rejected.contains_key(&sp.uid) => node.statuses().set_pod(&sp.uid, &sp.pod),
+                Change::Update(sp) if self.rejection(&sp.uid).is_some() => node.statuses().set_pod(&sp.uid, &sp.pod),
                 Change::Add(sp) | Change::Update(sp) => adds.push(sp),
             }
         }
@@ -58,19 +59,17 @@ impl Admission {
             let running: Vec<&crate::pod::Pod> = self
                 .admitted
                 .iter()
-                .filter(|(uid, _)| {
-                    node.statuses().get(uid).is_none_or(|s| s.phase != "Succeeded" && s.phase != "Failed")
-                })
-                .map(|(_, p)| p.pod.as_ref())
+                .filter(|p| node.statuses().get(&p.uid).is_none_or(|s| s.phase != "Succeeded" && s.phase != "Failed"))
+                .map(|p| p.pod.as_ref())
                 .collect();
             match admit(&sp.pod, true, &running, &info) {
                 Ok(()) => {
-                    self.admitted.insert(sp.uid.clone(), sp.clone());
+                    self.admitted.push(sp.clone());
                     out.push(Change::Add(sp));
                 }
                 Err(r) => {
                     reject(node, &sp, &r);
-                    self.rejected.insert(sp.uid.clone(), r);
+                    self.rejected.push((sp.uid.clone(), r));
                 }
             }
         }
@@ -79,7 +78,7 @@ impl Admission {
 
     /// Why `uid` was rejected, if it was.
     pub fn rejection(&self, uid: &PodUid) -> Option<&Rejection> {
-        self.rejected.get(uid)
+        self.rejected.iter().find(|(u, _)| u == uid).map(|(_, r)| r)
     }
 }
 

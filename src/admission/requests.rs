@@ -1,12 +1,12 @@
 //! What a pod requests, as the scheduler's `computePodResourceRequest` adds it up for
 //! admission: its containers' requests summed, sidecars (init containers that restart
 //! `Always`) added to them, and each other init container (with the sidecars started before
-//! it) counted when it alone asks for more. Requests of extended resources (any name with a
+//! it) counted when it alone asks for more; pod-level requests, where given, for cpu and
+//! memory. Requests of extended resources (any name with a
 //! domain outside `kubernetes.io`) are left out: the node has none, and kubelet drops them
 //! from static pods before it checks.
 
 use crate::pod::types::{Container, Pod};
-use std::collections::BTreeMap;
 
 /// Requested amounts: CPU in millicores, memory and ephemeral storage in bytes, other native
 /// resources (hugepages) by name.
@@ -15,7 +15,7 @@ pub struct Request {
     pub cpu_millis: i64,
     pub memory_bytes: i64,
     pub ephemeral_bytes: i64,
-    pub other: BTreeMap<String, i64>,
+    pub other: Vec<(String, i64)>,
 }
 
 impl Request {
@@ -24,8 +24,10 @@ impl Request {
         self.memory_bytes = self.memory_bytes.saturating_add(r.memory_bytes);
         self.ephemeral_bytes = self.ephemeral_bytes.saturating_add(r.ephemeral_bytes);
         for (k, v) in &r.other {
-            let e = self.other.entry(k.clone()).or_default();
-            *e = e.saturating_add(*v);
+            match self.other.iter_mut().find(|(n, _)| n == k) {
+                Some((_, e)) => *e = e.saturating_add(*v),
+                None => self.other.push((k.clone(), *v)),
+            }
         }
     }
 
@@ -34,8 +36,10 @@ impl Request {
         self.memory_bytes = self.memory_bytes.max(r.memory_bytes);
         self.ephemeral_bytes = self.ephemeral_bytes.max(r.ephemeral_bytes);
         for (k, v) in &r.other {
-            let e = self.other.entry(k.clone()).or_default();
-            *e = (*e).max(*v);
+            match self.other.iter_mut().find(|(n, _)| n == k) {
+                Some((_, e)) => *e = (*e).max(*v),
+                None => self.other.push((k.clone(), *v)),
+            }
         }
     }
 
@@ -63,9 +67,7 @@ fn container(c: &Container) -> Request {
             "memory" => r.memory_bytes = q.value(),
             "ephemeral-storage" => r.ephemeral_bytes = q.value(),
             n if extended(n) || n.contains('/') => {}
-            n => {
-                r.other.insert(n.to_string(), q.value());
-            }
+            n => r.other.push((n.to_string(), q.value())),
         }
     }
     r
@@ -90,6 +92,16 @@ pub fn of(pod: &Pod) -> Request {
         init.max(&r);
     }
     total.max(&init);
+    // Pod-level requests (defaulted from the containers' or the pod's limits) win for cpu and
+    // memory, as the scheduler's PodRequests with pod-level resources.
+    if let Some(pod_level) = pod.spec.resources.as_ref().map(|r| &r.requests) {
+        if let Some(q) = pod_level.get("cpu") {
+            total.cpu_millis = q.milli_value();
+        }
+        if let Some(q) = pod_level.get("memory") {
+            total.memory_bytes = q.value();
+        }
+    }
     total
 }
 
@@ -129,12 +141,22 @@ mod tests {
     }
 
     #[test]
+    fn pod_level_requests_win_for_cpu_and_memory() {
+        let p = pod(serde_json::json!({
+            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}},
+            "containers": [c("a", "100m", "64Mi")],
+        }));
+        let r = of(&p);
+        assert_eq!((r.cpu_millis, r.memory_bytes), (2000, 1 << 30));
+    }
+
+    #[test]
     fn extended_resources_are_left_out_and_hugepages_are_not() {
         let p = pod(serde_json::json!({"containers": [{"name": "a", "image": "x", "resources": {"requests": {
             "example.com/dongle": "1", "hugepages-2Mi": "4Mi", "cpu": "250m"}}}]}));
         let r = of(&p);
         assert_eq!(r.cpu_millis, 250);
-        assert_eq!(r.other, BTreeMap::from([("hugepages-2Mi".to_string(), 4 << 20)]));
+        assert_eq!(r.other, vec![("hugepages-2Mi".to_string(), 4 << 20)]);
         assert!(extended("example.com/dongle") && extended("nvidia.com/gpu"));
         assert!(!extended("cpu") && !extended("hugepages-1Gi") && !extended("kubernetes.io/x"));
         assert!(of(&pod(serde_json::json!({"containers": [{"name": "a", "image": "x"}]}))).is_zero());

@@ -119,7 +119,7 @@ fn check(pod: &Pod, others: &[&Pod], node: &NodeInfo) -> Vec<Failure> {
         }
         // Other resources (hugepages): the node announces none.
         for (name, req) in &want.other {
-            let used = used.other.get(name).copied().unwrap_or(0);
+            let used = used.other.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
             if *req > 0 {
                 out.push(Failure::Short(name.clone(), *req, used, 0));
             }
