@@ -54,7 +54,7 @@ impl Admission {
                 Change::Add(sp) | Change::Update(sp) => adds.push(sp),
             }
         }
-        adds.sort_by_key(order_key);
+        in_order(&mut adds);
         for sp in adds {
             let running: Vec<&crate::pod::Pod> = self
                 .admitted
@@ -86,7 +86,7 @@ impl Admission {
 /// order (`atoll validate`'s verdicts, as the agent would give them at its start).
 pub fn admit_together<'a>(pods: &[&'a StaticPod], info: &NodeInfo) -> Vec<(&'a StaticPod, Rejection)> {
     let mut order = pods.to_vec();
-    order.sort_by_key(|sp| order_key(sp));
+    in_order(&mut order);
     let mut admitted: Vec<&crate::pod::Pod> = Vec::new();
     let mut rejected = Vec::new();
     for sp in order {
@@ -103,11 +103,21 @@ pub fn node_info(f: &crate::node::Facts) -> NodeInfo {
     NodeInfo { name: f.name.clone(), labels: f.labels.clone(), allocatable: f.allocatable, apparmor: f.apparmor }
 }
 
-/// The order additions are admitted in: oldest first, then higher priority, then as given
-/// (the sort is stable).
-fn order_key(sp: &StaticPod) -> (String, std::cmp::Reverse<i32>) {
-    let created = sp.pod.metadata.creation_timestamp.as_ref().and_then(|v| v.as_str()).unwrap_or("").to_string();
-    (created, std::cmp::Reverse(sp.pod.spec.priority.unwrap_or(0)))
+/// Puts additions in the order they are admitted in: oldest first, then higher priority, then
+/// as given. An insertion sort: a node's few pods, and a few bytes of code.
+fn in_order<P: std::borrow::Borrow<StaticPod>>(pods: &mut [P]) {
+    let key = |p: &P| {
+        let m = &p.borrow().pod;
+        let created = m.metadata.creation_timestamp.as_ref().and_then(|v| v.as_str()).unwrap_or("");
+        (created.to_string(), -i64::from(m.spec.priority.unwrap_or(0)))
+    };
+    for i in 1..pods.len() {
+        let mut j = i;
+        while j > 0 && key(&pods[j - 1]) > key(&pods[j]) {
+            pods.swap(j - 1, j);
+            j -= 1;
+        }
+    }
 }
 
 /// The status kubelet's `rejectPod` sets.
