@@ -1,8 +1,8 @@
 //! kubelet's admission end to end, against the real private containerd: pods that do not fit
-//! the node (its labels, its allocatable memory, `maxPods`, a host port in use, another OS,
-//! AppArmor where the host has none) never start and show `Failed` with kubelet's reason and
-//! message in `atoll pods`, `atoll describe` and the events; the pods that fit run, a dongle's
-//! extended resource dropped.
+//! the node (its labels, its allocatable memory, `maxPods`, a host port in use, another OS, a
+//! sysctl not allowed, AppArmor where the host has none) never start and show `Failed` with
+//! kubelet's reason and message in `atoll pods`, `atoll describe` and the events; the pods that
+//! fit run, a dongle's extended resource dropped.
 
 mod common;
 
@@ -48,6 +48,7 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
         pod("clash", "  priority: 5\n").replace("    command:", "    ports: [{containerPort: 8781}]\n    command:"),
     );
     write("windows", pod("windows", "  os: {name: windows}\n"));
+    write("tuned", pod("tuned", "  securityContext: {sysctls: [{name: net.core.somaxconn, value: '1024'}]}\n"));
     let armored = pod("armored", "  priority: 20\n")
         .replace("metadata: {name: armored}", "metadata:\n  name: armored\n  annotations: {container.apparmor.security.beta.kubernetes.io/c: runtime/default}");
     write("armored", armored);
@@ -81,6 +82,11 @@ fn pods_that_do_not_fit_the_node_never_start_and_say_why() {
         "clash-tb",
         "NodePorts",
         "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+    ));
+    rejected.push((
+        "tuned-tb",
+        "SysctlForbidden",
+        "Pod was rejected: forbidden sysctl: \"net.core.somaxconn\" not allowlisted",
     ));
     rejected.push((
         "windows-tb",

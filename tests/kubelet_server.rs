@@ -28,6 +28,13 @@ struct Node {
     ca: std::path::PathBuf,
 }
 
+/// The agents of this file take turns: each one's first sync removes the pods of the test bed
+/// it does not know (they all are node `tb`), another test's among them.
+fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn node(tag: &str, pods: &[(&str, &str)]) -> Node {
     let tb = testbed();
     let dir = std::env::temp_dir().join(unique(tag));
@@ -138,6 +145,7 @@ fn metrics_server_decode(text: &str) -> MetricsServerView {
 
 #[test]
 fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
+    let _turn = one_agent_at_a_time();
     let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", WEB)]);
     server.add_reviewed_token("tok-viewer", "viewer", &["viewers"]);
     server.add_reviewed_token(
@@ -358,6 +366,7 @@ const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspe
 /// WebSocket support.
 #[test]
 fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
+    let _turn = one_agent_at_a_time();
     let pods = [
         ("web.yaml", WEB),
         ("files.yaml", FILES),
@@ -469,6 +478,7 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
 /// nothing configured there is no listener.
 #[test]
 fn a_standalone_server_takes_only_its_ca_s_certificates() {
+    let _turn = one_agent_at_a_time();
     let tb = testbed();
     let dir = std::env::temp_dir().join(unique("atoll-kubelet-standalone"));
     let pki = Pki::new(&dir.join("pki"), "tb");

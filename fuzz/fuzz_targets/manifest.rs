@@ -58,6 +58,10 @@ fn after_intake(pod: &Pod) {
         }
     }
     let _ = sandbox::sandbox_config(pod, 0, &node);
+    // Admission never panics on a valid pod (quantities, selectors, ports), beside itself.
+    let info = atoll::admission::NodeInfo { name: "fuzz-node".into(), ..Default::default() };
+    let _ = atoll::admission::admit(pod, true, &[pod, pod], &info);
+    let _ = atoll::admission::admit(pod, false, &[], &info);
     let backoff = backoff::Backoff::new(Duration::from_secs(10), Duration::from_secs(300));
     let now = SystemTime::now();
     let _ = plan::plan(pod, &Observed::default(), &Default::default(), &backoff, now, false);

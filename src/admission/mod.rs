@@ -12,6 +12,7 @@
 //! changes (a new UID) or atoll restarts; a pod already admitted is never evicted.
 
 mod requests;
+pub mod sysctls;
 pub mod verdict;
 
 pub use verdict::{admit, NodeInfo, Rejection};
@@ -100,7 +101,13 @@ pub fn admit_together<'a>(pods: &[&'a StaticPod], info: &NodeInfo) -> Vec<(&'a S
 
 /// What admission reads of the node's facts.
 pub fn node_info(f: &crate::node::Facts) -> NodeInfo {
-    NodeInfo { name: f.name.clone(), labels: f.labels.clone(), allocatable: f.allocatable, apparmor: f.apparmor }
+    NodeInfo {
+        name: f.name.clone(),
+        labels: f.labels.clone(),
+        allocatable: f.allocatable,
+        apparmor: f.apparmor,
+        allowed_sysctls: f.allowed_unsafe_sysctls.clone(),
+    }
 }
 
 /// Puts additions in the order they are admitted in: oldest first, then higher priority, then
@@ -108,8 +115,10 @@ pub fn node_info(f: &crate::node::Facts) -> NodeInfo {
 fn in_order<P: std::borrow::Borrow<StaticPod>>(pods: &mut [P]) {
     let key = |p: &P| {
         let m = &p.borrow().pod;
-        let created = m.metadata.creation_timestamp.as_ref().and_then(|v| v.as_str()).unwrap_or("");
-        (created.to_string(), -i64::from(m.spec.priority.unwrap_or(0)))
+        let created = m.metadata.creation_timestamp.as_ref().and_then(|v| v.as_str());
+        // No time is Go's zero time: before any.
+        let at = created.and_then(crate::rfc3339::parse_nanos).unwrap_or(i128::MIN);
+        (at, -i64::from(m.spec.priority.unwrap_or(0)))
     };
     for i in 1..pods.len() {
         let mut j = i;

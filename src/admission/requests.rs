@@ -1,21 +1,22 @@
 //! What a pod requests, as the scheduler's `computePodResourceRequest` adds it up for
 //! admission: its containers' requests summed, sidecars (init containers that restart
 //! `Always`) added to them, and each other init container (with the sidecars started before
-//! it) counted when it alone asks for more; pod-level requests, where given, for cpu and
-//! memory. Requests of extended resources (any name with a
+//! it) counted when it alone asks for more, plus the pod's `overhead`; pod-level requests,
+//! where given, for cpu and memory. Requests of extended resources (any name with a
 //! domain outside `kubernetes.io`) are left out: the node has none, and kubelet drops them
 //! from static pods before it checks.
 
 use crate::pod::types::{Container, Pod};
 
-/// Requested amounts: CPU in millicores, memory and ephemeral storage in bytes, other native
-/// resources (hugepages) by name.
+/// Requested amounts: CPU in millicores, memory and ephemeral storage in bytes. Other
+/// resources (hugepages, a device plugin's) are not counted: the node announces none, and
+/// kubelet (1.36, with DRAExtendedResource) leaves the check of a resource of which the node
+/// has none to DRA, which a static pod does not use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Request {
     pub cpu_millis: i64,
     pub memory_bytes: i64,
     pub ephemeral_bytes: i64,
-    pub other: Vec<(String, i64)>,
 }
 
 impl Request {
@@ -23,54 +24,30 @@ impl Request {
         self.cpu_millis = self.cpu_millis.saturating_add(r.cpu_millis);
         self.memory_bytes = self.memory_bytes.saturating_add(r.memory_bytes);
         self.ephemeral_bytes = self.ephemeral_bytes.saturating_add(r.ephemeral_bytes);
-        for (k, v) in &r.other {
-            match self.other.iter_mut().find(|(n, _)| n == k) {
-                Some((_, e)) => *e = e.saturating_add(*v),
-                None => self.other.push((k.clone(), *v)),
-            }
-        }
     }
 
     fn max(&mut self, r: &Request) {
         self.cpu_millis = self.cpu_millis.max(r.cpu_millis);
         self.memory_bytes = self.memory_bytes.max(r.memory_bytes);
         self.ephemeral_bytes = self.ephemeral_bytes.max(r.ephemeral_bytes);
-        for (k, v) in &r.other {
-            match self.other.iter_mut().find(|(n, _)| n == k) {
-                Some((_, e)) => *e = (*e).max(*v),
-                None => self.other.push((k.clone(), *v)),
-            }
-        }
     }
 
     pub fn is_zero(&self) -> bool {
-        self.cpu_millis == 0 && self.memory_bytes == 0 && self.ephemeral_bytes == 0 && self.other.is_empty()
+        self.cpu_millis == 0 && self.memory_bytes == 0 && self.ephemeral_bytes == 0
     }
 }
 
-/// Whether `name` is an extended resource: a domain-qualified name outside `kubernetes.io`
-/// (and not a quota's `requests.` name).
-pub fn extended(name: &str) -> bool {
-    match name.split_once('/') {
-        Some((domain, _)) => {
-            domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io") && !name.starts_with("requests.")
-        }
-        None => false,
+fn list(resources: &std::collections::BTreeMap<String, crate::pod::quantity::Quantity>) -> Request {
+    let q = |name: &str, f: fn(&crate::pod::quantity::Quantity) -> i64| resources.get(name).map_or(0, f);
+    Request {
+        cpu_millis: q("cpu", |q| q.milli_value()),
+        memory_bytes: q("memory", |q| q.value()),
+        ephemeral_bytes: q("ephemeral-storage", |q| q.value()),
     }
 }
 
 fn container(c: &Container) -> Request {
-    let mut r = Request::default();
-    for (name, q) in c.resources.iter().flat_map(|r| &r.requests) {
-        match name.as_str() {
-            "cpu" => r.cpu_millis = q.milli_value(),
-            "memory" => r.memory_bytes = q.value(),
-            "ephemeral-storage" => r.ephemeral_bytes = q.value(),
-            n if extended(n) || n.contains('/') => {}
-            n => r.other.push((n.to_string(), q.value())),
-        }
-    }
-    r
+    c.resources.as_ref().map_or_else(Request::default, |r| list(&r.requests))
 }
 
 /// What `pod` requests in all.
@@ -92,6 +69,7 @@ pub fn of(pod: &Pod) -> Request {
         init.max(&r);
     }
     total.max(&init);
+    total.add(&list(&pod.spec.overhead));
     // Pod-level requests (defaulted from the containers' or the pod's limits) win for cpu and
     // memory, as the scheduler's PodRequests with pod-level resources.
     if let Some(pod_level) = pod.spec.resources.as_ref().map(|r| &r.requests) {
@@ -151,14 +129,13 @@ mod tests {
     }
 
     #[test]
-    fn extended_resources_are_left_out_and_hugepages_are_not() {
+    fn only_cpu_memory_and_ephemeral_storage_count_and_the_overhead_adds() {
         let p = pod(serde_json::json!({"containers": [{"name": "a", "image": "x", "resources": {"requests": {
             "example.com/dongle": "1", "hugepages-2Mi": "4Mi", "cpu": "250m"}}}]}));
         let r = of(&p);
-        assert_eq!(r.cpu_millis, 250);
-        assert_eq!(r.other, vec![("hugepages-2Mi".to_string(), 4 << 20)]);
-        assert!(extended("example.com/dongle") && extended("nvidia.com/gpu"));
-        assert!(!extended("cpu") && !extended("hugepages-1Gi") && !extended("kubernetes.io/x"));
+        assert_eq!(r, Request { cpu_millis: 250, ..Default::default() });
         assert!(of(&pod(serde_json::json!({"containers": [{"name": "a", "image": "x"}]}))).is_zero());
+        let p = pod(serde_json::json!({"overhead": {"cpu": "500m"}, "containers": [c("a", "600m", "0")]}));
+        assert_eq!(of(&p).cpu_millis, 1100);
     }
 }

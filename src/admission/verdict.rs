@@ -1,12 +1,12 @@
 //! Whether one pod may run beside the pods already admitted: kubelet's admit handlers in
-//! their order (`pkg/kubelet/lifecycle/predicate.go`, the AppArmor handler after it), as one
-//! pure function.
+//! their order (the sysctls' allowlist, `pkg/kubelet/lifecycle/predicate.go`, the AppArmor
+//! handler), as one pure function.
 //!
 //! The predicate handler first refuses a pod whose `kubernetes.io/os` label or `spec.os` is
 //! not this node's OS, drops the requests of extended resources the node does not have (a
 //! static pod's dongle that no device plugin announces), then runs the scheduler's
 //! `AdmissionCheck` with every failure kept: resources (the pod count first, then cpu,
-//! memory, ephemeral storage and any other resource) against allocatable less what the
+//! memory, ephemeral storage; see `requests`) against allocatable less what the
 //! admitted pods request, the required node affinity and `nodeSelector`, `spec.nodeName`, and
 //! host ports. Taints are not checked for static pods (kubelet's rule).
 //!
@@ -27,6 +27,8 @@ pub struct NodeInfo {
     pub allocatable: Resources,
     /// Whether the host enforces AppArmor.
     pub apparmor: bool,
+    /// `allowedUnsafeSysctls`.
+    pub allowed_sysctls: Vec<String>,
 }
 
 /// Why a pod was not admitted: kubelet's reason (the pod status' `reason`, the event's
@@ -40,7 +42,7 @@ pub struct Rejection {
 /// A failure of the scheduler's checks.
 enum Failure {
     /// A resource short: name, requested, used, capacity (allocatable).
-    Short(String, i64, i64, i64),
+    Short(&'static str, i64, i64, i64),
     /// A predicate: its name and reason.
     Predicate(&'static str, &'static str),
 }
@@ -49,6 +51,9 @@ enum Failure {
 /// `critical`: the pod is critical to kubelet (every static pod is).
 pub fn admit(pod: &Pod, critical: bool, others: &[&Pod], node: &NodeInfo) -> Result<(), Rejection> {
     let reject = |reason: &str, message: String| Err(Rejection { reason: reason.into(), message });
+    if let Some(message) = super::sysctls::refusal(pod, &node.allowed_sysctls) {
+        return reject(super::sysctls::REASON, message);
+    }
     if pod.metadata.labels.get("kubernetes.io/os").is_some_and(|os| os != "linux") {
         let m = "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label";
         return reject("PodOSSelectorNodeLabelDoesNotMatch", m.into());
@@ -100,7 +105,7 @@ fn check(pod: &Pod, others: &[&Pod], node: &NodeInfo) -> Vec<Failure> {
     let a = &node.allocatable;
     let used_pods = others.len() as i64;
     if used_pods.saturating_add(1) > a.pods {
-        out.push(Failure::Short("pods".into(), 1, used_pods, a.pods));
+        out.push(Failure::Short("pods", 1, used_pods, a.pods));
     }
     let want = requests::of(pod);
     let mut used = Request::default();
@@ -114,14 +119,7 @@ fn check(pod: &Pod, others: &[&Pod], node: &NodeInfo) -> Vec<Failure> {
             ("ephemeral-storage", want.ephemeral_bytes, used.ephemeral_bytes, a.ephemeral_bytes),
         ] {
             if req > 0 && req > cap.saturating_sub(used) {
-                out.push(Failure::Short(name.into(), req, used, cap));
-            }
-        }
-        // Other resources (hugepages): the node announces none.
-        for (name, req) in &want.other {
-            let used = used.other.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
-            if *req > 0 {
-                out.push(Failure::Short(name.clone(), *req, used, 0));
+                out.push(Failure::Short(name, req, used, cap));
             }
         }
     }
@@ -151,10 +149,12 @@ impl HostPort {
     }
 }
 
-/// The host ports of a pod's (regular) containers, as the scheduler's `GetHostPorts`.
+/// The host ports of a pod's containers and sidecars, as the scheduler's `GetHostPorts`.
 fn host_ports(pod: &Pod) -> Vec<HostPort> {
     let mut out = Vec::new();
-    for p in pod.spec.containers.iter().flat_map(|c| &c.ports) {
+    // Regular containers and sidecars (init containers that restart `Always`).
+    let sidecars = pod.spec.init_containers.iter().filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    for p in pod.spec.containers.iter().chain(sidecars).flat_map(|c| &c.ports) {
         let Some(port) = p.host_port.filter(|h| *h > 0) else { continue };
         let ip = p.host_ip.as_deref().filter(|i| !i.is_empty()).unwrap_or("0.0.0.0");
         let proto = p.protocol.as_deref().filter(|i| !i.is_empty()).unwrap_or("TCP");

@@ -21,6 +21,7 @@ fn node() -> NodeInfo {
         labels: crate::node::machine::labels("gw1", &BTreeMap::from([("site".into(), "north".into())])),
         allocatable: Resources { cpu_millis: 2000, memory_bytes: 2 << 30, ephemeral_bytes: 10 << 30, pods: 3 },
         apparmor: false,
+        allowed_sysctls: Vec::new(),
     }
 }
 
@@ -131,7 +132,8 @@ fn a_pod_that_is_not_critical_gets_out_of_reasons() {
     }
     let huge =
         pod(json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"hugepages-2Mi": "2Mi"}}}]}));
-    assert_eq!(reason(admit(&huge, false, &[], &n)), "OutOfhugepages-2Mi");
+    // A resource the node has none of is left to DRA (kubelet 1.36): hugepages pass.
+    assert_eq!(admit(&huge, false, &[], &n), Ok(()));
     let three: Vec<Pod> = (0..3).map(|_| pod(json!({}))).collect();
     let refs: Vec<&Pod> = three.iter().collect();
     let r = admit(&pod(json!({})), false, &refs, &n).unwrap_err();
@@ -148,4 +150,23 @@ fn apparmor_needs_a_host_that_enforces_it() {
     assert_eq!(admit(&p, true, &[], &NodeInfo { apparmor: true, ..node() }), Ok(()));
     p.metadata.annotations.insert("container.apparmor.security.beta.kubernetes.io/c".into(), "unconfined".into());
     assert_eq!(admit(&p, true, &[], &node()), Ok(()), "unconfined needs nothing");
+}
+
+#[test]
+fn sysctls_come_first_and_sidecars_hold_host_ports() {
+    let p =
+        pod(json!({"nodeName": "gw2", "securityContext": {"sysctls": [{"name": "net.core.somaxconn", "value": "1"}]}}));
+    let r = admit(&p, true, &[], &node()).unwrap_err();
+    assert_eq!(
+        (r.reason.as_str(), r.message.as_str()),
+        ("SysctlForbidden", "forbidden sysctl: \"net.core.somaxconn\" not allowlisted")
+    );
+    let allowed = NodeInfo { allowed_sysctls: vec!["net.core.somaxconn".into()], ..node() };
+    assert_eq!(reason(admit(&p, true, &[], &allowed)), "NodeName");
+    let sidecar = pod(json!({"initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always",
+        "ports": [{"containerPort": 8080, "hostPort": 8080}]}]}));
+    let web =
+        pod(json!({"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 8080, "hostPort": 8080}]}]}));
+    assert_eq!(reason(admit(&web, true, &[&sidecar], &node())), "NodePorts");
+    assert_eq!(reason(admit(&sidecar, true, &[&web], &node())), "NodePorts");
 }

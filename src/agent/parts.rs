@@ -26,6 +26,7 @@ pub fn facts(s: &Settings, runtime_name: String) -> Facts {
         max_pods: s.mirror.max_pods,
         allocatable: machine::allocatable(capacity, &n.reserved),
         apparmor: crate::pod::apparmor::host_enabled(),
+        allowed_unsafe_sysctls: n.allowed_unsafe_sysctls.clone(),
         name: n.name.clone(),
         root_dir: n.root_dir.clone(),
         pod_logs_dir: n.pod_logs_dir.clone(),

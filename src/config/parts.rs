@@ -72,6 +72,8 @@ pub struct NodeSettings {
     /// `kubeReserved` and `systemReserved` together, and `evictionHard`'s memory and
     /// filesystem thresholds: what allocatable leaves out.
     pub reserved: crate::node::machine::Reserved,
+    /// `allowedUnsafeSysctls`, each known to be namespaced.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
@@ -94,6 +96,16 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
         cluster_domain: cfg.cluster_domain.clone().unwrap_or_default(),
         resolv_conf: cfg.resolv_conf.clone().unwrap_or_else(|| "/etc/resolv.conf".into()),
         reserved: reserved(cfg)?,
+        allowed_unsafe_sysctls: match &cfg.allowed_unsafe_sysctls {
+            Some(list) => {
+                for p in list {
+                    crate::admission::sysctls::check_pattern(p)
+                        .map_err(|e| format!("config field allowedUnsafeSysctls: {e}"))?;
+                }
+                list.iter().map(|p| crate::admission::sysctls::dotted(p)).collect()
+            }
+            None => Vec::new(),
+        },
     })
 }
 
@@ -125,27 +137,34 @@ fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate:
         (r.memory_available, r.nodefs_available) = (None, None);
         for (signal, value) in map {
             let at = || format!("config field evictionHard.{signal}");
-            let threshold = match value.strip_suffix('%') {
-                Some(p) => match p.trim().parse::<f64>() {
-                    Ok(p) if (0.0..=100.0).contains(&p) => Threshold::PartsPerMillion((p * 10_000.0) as u32),
-                    _ => return Err(format!("{}: {value:?} is not a percentage from 0 to 100", at())),
-                },
-                None => match crate::pod::quantity::Quantity::parse(value) {
-                    Ok(q) if !q.is_negative() => Threshold::Bytes(q.value()),
-                    _ => return Err(format!("{}: {value:?} is not a quantity or a percentage", at())),
-                },
-            };
-            match signal.as_str() {
-                "memory.available" => r.memory_available = Some(threshold),
-                "nodefs.available" => r.nodefs_available = Some(threshold),
+            let slot = match signal.as_str() {
+                "memory.available" => Some(&mut r.memory_available),
+                "nodefs.available" => Some(&mut r.nodefs_available),
                 // Other signals do not change allocatable (and atoll does not evict).
-                "nodefs.inodesFree"
+                "allocatableMemory.available"
+                | "nodefs.inodesFree"
                 | "imagefs.available"
                 | "imagefs.inodesFree"
                 | "pid.available"
                 | "containerfs.available"
-                | "containerfs.inodesFree" => {}
+                | "containerfs.inodesFree" => None,
                 _ => return Err(format!("{}: not an eviction signal", at())),
+            };
+            // kubelet's parseThresholdStatement: 0% and 100% set no threshold; a percentage is
+            // a float32 between them; an amount must be positive.
+            let threshold = match value.strip_suffix('%') {
+                Some(_) if value == "0%" || value == "100%" => None,
+                Some(p) => match p.parse::<f32>() {
+                    Ok(p) if (0.0..=100.0).contains(&p) => Some(Threshold::Share((p / 100.0).to_bits())),
+                    _ => return Err(format!("{}: {value:?} is not a percentage from 0 to 100", at())),
+                },
+                None => match crate::pod::quantity::Quantity::parse(value) {
+                    Ok(q) if !q.is_negative() && !q.is_zero() => Some(Threshold::Bytes(q.value())),
+                    _ => return Err(format!("{}: {value:?} is not a positive quantity or a percentage", at())),
+                },
+            };
+            if let Some(slot) = slot {
+                *slot = threshold;
             }
         }
     }

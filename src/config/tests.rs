@@ -349,3 +349,28 @@ fn every_part_changed_is_named_by_a_reload() {
         assert_eq!(needs_restart(&changed, &base), said, "and back");
     }
 }
+
+#[test]
+fn reservations_eviction_thresholds_and_unsafe_sysctls_are_read_as_kubelet_reads_them() {
+    use crate::node::machine::Threshold;
+    let extra = "kubeReserved: {cpu: 500m, memory: 256Mi}\nsystemReserved: {memory: 256Mi, pid: '100'}\nevictionHard: {memory.available: 5%, nodefs.available: 0%, imagefs.available: 15%}\nallowedUnsafeSysctls: [net.ipv4.ip_nonlocal_bind, 'kernel/msg*']\n";
+    let path = config_file("reserved.yaml", &format!("{KUBELET}{extra}"));
+    let s = Settings::load(&flags(&[&format!("--config={path}")])).unwrap();
+    let r = &s.node.reserved;
+    assert_eq!((r.cpu_millis, r.memory_bytes), (500, 512 << 20));
+    assert_eq!(r.memory_available, Some(Threshold::Share(0.05f32.to_bits())));
+    assert_eq!(r.nodefs_available, None, "0% sets no threshold, and a given evictionHard replaces the defaults");
+    assert_eq!(s.node.allowed_unsafe_sysctls, vec!["net.ipv4.ip_nonlocal_bind".to_string(), "kernel.msg*".into()]);
+    assert!(!s.config_notes.join("\n").contains("Reserved"), "{:?}", s.config_notes);
+    for (bad, field) in [
+        ("kubeReserved: {gpu: '1'}\n", "kubeReserved.gpu"),
+        ("evictionHard: {memory.free: 1Gi}\n", "evictionHard.memory.free: not an eviction signal"),
+        ("evictionHard: {memory.available: '0'}\n", "not a positive quantity"),
+        ("evictionHard: {memory.available: 10 %}\n", "not a percentage"),
+        ("allowedUnsafeSysctls: [vm.swappiness]\n", "not known to be namespaced"),
+    ] {
+        let path = config_file("bad-reserved.yaml", &format!("{KUBELET}{bad}"));
+        let e = Settings::load(&flags(&[&format!("--config={path}")])).err().unwrap_or_default();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+}

@@ -16,19 +16,20 @@ pub struct Resources {
     pub pods: i64,
 }
 
-/// A hard eviction threshold: an amount, or a share of capacity in millionths.
+/// A hard eviction threshold: an amount, or a share of capacity (an `f32`, as kubelet parses
+/// a percentage, kept as its bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Threshold {
     Bytes(i64),
-    PartsPerMillion(u32),
+    Share(u32),
 }
 
 impl Threshold {
     fn of(self, capacity: i64) -> i64 {
         match self {
             Threshold::Bytes(b) => b,
-            // As kubelet: the share of the capacity, truncated.
-            Threshold::PartsPerMillion(p) => (i128::from(capacity) * i128::from(p) / 1_000_000) as i64,
+            // As kubelet's GetThresholdQuantity: int64(float64(capacity) * float64(share)).
+            Threshold::Share(bits) => (capacity as f64 * f64::from(f32::from_bits(bits))) as i64,
         }
     }
 }
@@ -51,7 +52,7 @@ impl Default for Reserved {
             memory_bytes: 0,
             ephemeral_bytes: 0,
             memory_available: Some(Threshold::Bytes(100 << 20)),
-            nodefs_available: Some(Threshold::PartsPerMillion(100_000)),
+            nodefs_available: Some(Threshold::Share(0.1f32.to_bits())),
         }
     }
 }
@@ -103,17 +104,19 @@ mod tests {
     fn allocatable_is_capacity_less_reservations_and_hard_eviction() {
         let cap = Resources { cpu_millis: 4000, memory_bytes: 2 * GI, ephemeral_bytes: 100 * GI, pods: 110 };
         let d = allocatable(cap, &Reserved::default());
-        assert_eq!(d, Resources { memory_bytes: 2 * GI - (100 << 20), ephemeral_bytes: 90 * GI, ..cap });
+        assert_eq!(d.memory_bytes, 2 * GI - (100 << 20));
+        // kubelet's float32 arithmetic: 10% of 100 GiB is 10737418400 bytes, not 10737418240.
+        assert_eq!(d.ephemeral_bytes, 100 * GI - 10_737_418_400);
         let r = Reserved {
             cpu_millis: 500,
             memory_bytes: 256 << 20,
             ephemeral_bytes: GI,
-            memory_available: Some(Threshold::PartsPerMillion(50_000)),
+            memory_available: Some(Threshold::Share(0.05f32.to_bits())),
             nodefs_available: None,
         };
         let a = allocatable(cap, &r);
         assert_eq!(a.cpu_millis, 3500);
-        assert_eq!(a.memory_bytes, 2 * GI - (256 << 20) - 2 * GI / 20);
+        assert_eq!(a.memory_bytes, 2 * GI - (256 << 20) - (2.0 * GI as f64 * f64::from(0.05f32)) as i64);
         assert_eq!(a.ephemeral_bytes, 99 * GI);
         let greedy = Reserved { cpu_millis: 9000, memory_bytes: i64::MAX, ..Reserved::default() };
         let z = allocatable(cap, &greedy);

@@ -64,6 +64,9 @@ pub struct Facts {
     pub allocatable: machine::Resources,
     /// Whether the kernel enforces AppArmor (pods that ask for a profile need it).
     pub apparmor: bool,
+    /// `allowedUnsafeSysctls`: sysctls (or prefixes ending in `*`) pods may set besides the
+    /// safe ones.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 impl Facts {

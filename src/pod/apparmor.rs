@@ -113,12 +113,12 @@ pub fn refusal(pod: &Pod, host_enabled: bool) -> Option<String> {
 /// Whether the kernel enforces AppArmor, as runc's `apparmor.IsEnabled` (which kubelet asks):
 /// AppArmor's securityfs directory exists and the module's `enabled` parameter reads `Y`.
 pub fn enabled(securityfs: bool, parameter: &[u8]) -> bool {
-    securityfs && parameter.first() == Some(&b'Y')
+    securityfs && parameter.len() > 1 && parameter.first() == Some(&b'Y')
 }
 
 /// [`enabled`] for this host. kubelet asks once, at its start.
 pub fn host_enabled() -> bool {
-    let securityfs = std::path::Path::new("/sys/kernel/security/apparmor").is_dir();
+    let securityfs = std::path::Path::new("/sys/kernel/security/apparmor").exists();
     let parameter = std::path::Path::new("/sys/module/apparmor/parameters/enabled");
     enabled(securityfs, &crate::bounded::read_file(parameter, 64).unwrap_or_default())
 }

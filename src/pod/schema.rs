@@ -94,7 +94,7 @@ use Child::{Any, Many, One};
 pub static POD: Type =
     ty::<Pod>("", &[("metadata", One(&OBJECT_META)), ("spec", One(&POD_SPEC)), ("status", Any("@status"))]);
 pub static OBJECT_META: Type = ty::<ObjectMeta>("generateName:s selfLink:s resourceVersion:s generation:I deletionTimestamp:t deletionGracePeriodSeconds:I ownerReferences:[@owner] finalizers:[s] clusterName managedFields:[@managed]", &[("creationTimestamp", Any("t"))]);
-static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s overhead:{q} topologySpreadConstraints:[@spread] hostUsers:b hostnameOverride:s workloadRef schedulingGroup:@group evictionResponders:[@responder]", &[
+static POD_SPEC: Type = ty::<PodSpec>("readinessGates:[@gate] preemptionPolicy:s topologySpreadConstraints:[@spread] hostUsers:b hostnameOverride:s workloadRef schedulingGroup:@group evictionResponders:[@responder]", &[
     ("containers", Many(&CONTAINER)),
     ("initContainers", Many(&CONTAINER)),
     ("ephemeralContainers", Any("[@ephemeral]")),

@@ -143,6 +143,9 @@ api_struct! {
         pub affinity: Option<Affinity>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub os: Option<PodOs>,
+        /// What the runtime class costs beside the containers (admission counts it).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub overhead: BTreeMap<String, Quantity>,
         /// Pod-level resources: the pod's cgroup bounds its containers (`runtime::pod_cgroup`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub resources: Option<ResourceRequirements>,

@@ -49,7 +49,7 @@ fn fields_atoll_ignores_that_kubelet_cannot_decode_are_refused_at_their_path() {
             "spec.topologySpreadConstraints[0].labelSelector.matchLabels.a: expected a string, found 1"),
         (json!({"nodeSelector": ["a"]}), "spec.nodeSelector: invalid type: sequence, expected a map"),
         (json!({"readinessGates": [{"conditionType": true}]}), "spec.readinessGates[0].conditionType: expected a string, found a boolean"),
-        (json!({"overhead": {"cpu": "lots"}}), "spec.overhead.cpu: quantity \"lots\""),
+        (json!({"overhead": {"cpu": "lots"}}), "spec.overhead: quantity \"lots\""),
         (json!({"os": "linux"}), "spec.os: expected an object, found \"linux\""),
         (json!({"schedulingGates": ["a"]}), "spec.schedulingGates[0]: expected an object, found \"a\""),
         (json!({"resourceClaims": [{"name": 3}]}), "spec.resourceClaims[0].name: expected a string, found 3"),

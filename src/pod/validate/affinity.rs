@@ -31,7 +31,7 @@ pub(super) fn problems(
             out.push((path.clone(), "must have at least one node selector term".into()));
         }
         for (i, t) in req.node_selector_terms.iter().enumerate() {
-            term_problems(t, &format!("{path}[{i}]"), &mut out);
+            term_problems(t, &format!("{path}[{i}]"), true, &mut out);
         }
     }
     for (i, p) in node.preferred_during_scheduling_ignored_during_execution.iter().enumerate() {
@@ -39,12 +39,14 @@ pub(super) fn problems(
         if !(1..=100).contains(&p.weight) {
             out.push((format!("{path}.weight"), "must be in the range 1-100".into()));
         }
-        term_problems(&p.preference, &format!("{path}.preference"), &mut out);
+        term_problems(&p.preference, &format!("{path}.preference"), false, &mut out);
     }
     out
 }
 
-fn term_problems(t: &NodeSelectorTerm, path: &str, out: &mut Vec<(String, String)>) {
+/// A term's problems; the values of a required term are label values (a preferred term's are
+/// not checked, as upstream), the fields' values node names.
+fn term_problems(t: &NodeSelectorTerm, path: &str, required: bool, out: &mut Vec<(String, String)>) {
     for (i, r) in t.match_expressions.iter().enumerate() {
         let at = format!("{path}.matchExpressions[{i}]");
         if let Err(e) = super::names::qualified_name(&r.key) {
@@ -52,34 +54,41 @@ fn term_problems(t: &NodeSelectorTerm, path: &str, out: &mut Vec<(String, String
         }
         let n = r.values.len();
         let why = match r.operator.as_str() {
-            "In" | "NotIn" if n == 0 => "must be specified when `operator` is 'In' or 'NotIn'",
-            "Exists" | "DoesNotExist" if n > 0 => "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            "Gt" | "Lt" if n != 1 => "must be specified single value when `operator` is 'Lt' or 'Gt'",
-            "Gt" | "Lt" if r.values.iter().any(|v| v.parse::<i64>().is_err()) => "must be an integer",
-            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {
-                for (j, v) in r.values.iter().enumerate() {
-                    if let Err(e) = super::names::label_value(v) {
-                        out.push((format!("{at}.values[{j}]"), e));
-                    }
-                }
-                continue;
+            "In" | "NotIn" if n == 0 => Some("must be specified when `operator` is 'In' or 'NotIn'"),
+            "Exists" | "DoesNotExist" if n > 0 => {
+                Some("may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
             }
+            "Gt" | "Lt" if n != 1 => Some("must be specified single value when `operator` is 'Lt' or 'Gt'"),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => None,
             other => {
                 out.push((format!("{at}.operator"), format!("{other:?}: not a valid selector operator")));
-                continue;
+                None
             }
         };
-        out.push((format!("{at}.values"), why.into()));
+        if let Some(why) = why {
+            out.push((format!("{at}.values"), why.into()));
+        }
+        for (j, v) in r.values.iter().enumerate().filter(|_| required) {
+            if let Err(e) = super::names::label_value(v) {
+                out.push((format!("{at}.values[{j}]"), e));
+            }
+        }
     }
     for (i, r) in t.match_fields.iter().enumerate() {
         let at = format!("{path}.matchFields[{i}]");
         if r.key != "metadata.name" {
-            out.push((format!("{at}.key"), format!("{:?}: not a supported field selector (metadata.name is)", r.key)));
+            out.push((format!("{at}.key"), format!("{:?}: not a valid field selector key", r.key)));
         }
         if !matches!(r.operator.as_str(), "In" | "NotIn") {
             out.push((format!("{at}.operator"), format!("{:?}: not a valid selector operator", r.operator)));
         } else if r.values.len() != 1 {
-            out.push((format!("{at}.values"), "must have one element".into()));
+            let why = "must be only one value when `operator` is 'In' or 'NotIn' for node field selector";
+            out.push((format!("{at}.values"), why.into()));
+        }
+        for (j, v) in r.values.iter().enumerate() {
+            if let Err(e) = super::names::dns1123_subdomain(v) {
+                out.push((format!("{at}.values[{j}]"), format!("{v:?} {e}")));
+            }
         }
     }
 }
@@ -105,7 +114,7 @@ mod tests {
         let bad = affinity(
             r#"{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
                 {"matchExpressions":[{"key":"a","operator":"In"},{"key":"b","operator":"Exists","values":["x"]},
-                 {"key":"c","operator":"Gt","values":["x"]},{"key":"d","operator":"Near","values":["x"]}],
+                 {"key":"c","operator":"Gt","values":["1","2"]},{"key":"d","operator":"Near","values":["x"]}],
                  "matchFields":[{"key":"metadata.labels","operator":"In","values":["x"]}]}]},
               "preferredDuringSchedulingIgnoredDuringExecution":[{"weight":0,"preference":{}}]}}"#,
         );
