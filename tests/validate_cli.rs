@@ -52,7 +52,7 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     let file = dir.join("p.yaml");
     std::fs::write(
         &file,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  version: 2\nspec:\n  nodeSelector:\n    disk: ssd\n  ServeAccount: a\n  containers:\n  - name: c\n    image: x:1\n    imagePullPolice: Always\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  version: 2\nspec:\n  preemptionPolicy: Never\n  ServeAccount: a\n  containers:\n  - name: c\n    image: x:1\n    imagePullPolice: Always\n",
     )
     .unwrap();
     let path = file.to_str().unwrap();
@@ -61,7 +61,7 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     // A Kubernetes field atoll leaves out, and keys Kubernetes does not have (typos with the
     // field they are closest to).
     for line in [
-        "warning: spec.nodeSelector: not implemented by atoll; ignored",
+        "warning: spec.preemptionPolicy: not implemented by atoll; ignored",
         "warning: metadata.version: unknown field; ignored",
         "warning: spec.ServeAccount: unknown field (did you mean serviceAccountName?); ignored",
         "warning: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?); ignored",
@@ -70,7 +70,7 @@ fn strict_mode_turns_unimplemented_fields_into_errors() {
     }
     let (code, out) = validate(&[path, "--strict"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("error: spec.nodeSelector: not implemented by atoll (--strict)"), "{out}");
+    assert!(out.contains("error: spec.preemptionPolicy: not implemented by atoll (--strict)"), "{out}");
     assert!(
         out.contains(
             "error: spec.containers[0].imagePullPolice: unknown field (did you mean imagePullPolicy?) (--strict)"
