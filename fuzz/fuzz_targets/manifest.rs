@@ -76,7 +76,7 @@ fn after_intake(pod: &Pod) {
             root_dir: root.into(),
             pod_ip: "10.0.0.2".into(),
             host_ip: "192.0.2.1".into(),
-            node_cpu_millis: 4000,
+            allocatable: atoll::pod::fieldpath::Allocatable { cpu_millis: 4000, memory_bytes: 8 << 30 },
             node_memory_bytes: 8 << 30,
             ..Default::default()
         };
