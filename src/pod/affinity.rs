@@ -119,7 +119,7 @@ fn requirement_matches(r: &Requirement, labels: &BTreeMap<String, String>) -> bo
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     fn labels() -> BTreeMap<String, String> {
@@ -131,13 +131,11 @@ pub(crate) mod tests {
         ])
     }
 
-    /// An `affinity` from JSON (the validation's tests use it too).
-    pub(crate) fn affinity(json: &str) -> Affinity {
+    fn affinity(json: &str) -> Affinity {
         serde_json::from_str(json).unwrap()
     }
 
-    /// A required node affinity of one expression, as JSON.
-    pub(crate) fn req(op: &str, key: &str, values: &[&str]) -> String {
+    fn req(op: &str, key: &str, values: &[&str]) -> String {
         let values: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
         format!(
             r#"{{"nodeAffinity":{{"requiredDuringSchedulingIgnoredDuringExecution":{{"nodeSelectorTerms":[{{"matchExpressions":[{{"key":"{key}","operator":"{op}","values":[{}]}}]}}]}}}}}}"#,

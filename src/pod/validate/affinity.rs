@@ -96,7 +96,18 @@ fn term_problems(t: &NodeSelectorTerm, path: &str, required: bool, out: &mut Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::affinity::tests::{affinity, req};
+
+    fn affinity(json: &str) -> Affinity {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn req(op: &str, key: &str, values: &[&str]) -> String {
+        let values: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+        format!(
+            r#"{{"nodeAffinity":{{"requiredDuringSchedulingIgnoredDuringExecution":{{"nodeSelectorTerms":[{{"matchExpressions":[{{"key":"{key}","operator":"{op}","values":[{}]}}]}}]}}}}}}"#,
+            values.join(",")
+        )
+    }
 
     #[test]
     fn problems_are_named_by_path() {
