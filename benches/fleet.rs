@@ -58,7 +58,6 @@ fn main() {
             memory_bytes: 4 << 30,
             runtime_name: "containerd".into(),
             labels: atoll::node::machine::labels(&name, &BTreeMap::new()),
-            max_pods: 110,
             allocatable: atoll::node::machine::Resources {
                 cpu_millis: 2000,
                 memory_bytes: (4 << 30) - (100 << 20),

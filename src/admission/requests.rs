@@ -1,12 +1,15 @@
 //! What a pod requests, as the scheduler's `computePodResourceRequest` adds it up for
-//! admission: its containers' requests summed, sidecars (init containers that restart
+//! admission (the containers' part is `pod::defaults::container_requests`): its containers'
+//! requests summed, sidecars (init containers that restart
 //! `Always`) added to them, and each other init container (with the sidecars started before
 //! it) counted when it alone asks for more, plus the pod's `overhead`; pod-level requests,
 //! where given, for cpu and memory. Requests of extended resources (any name with a
 //! domain outside `kubernetes.io`) are left out: the node has none, and kubelet drops them
 //! from static pods before it checks.
 
-use crate::pod::types::{Container, Pod};
+use crate::pod::defaults::container_requests;
+use crate::pod::quantity::Quantity;
+use crate::pod::types::Pod;
 
 /// Requested amounts: CPU in millicores, memory and ephemeral storage in bytes. Other
 /// resources (hugepages, a device plugin's) are not counted: the node announces none, and
@@ -26,53 +29,33 @@ impl Request {
         self.ephemeral_bytes = self.ephemeral_bytes.saturating_add(r.ephemeral_bytes);
     }
 
-    fn max(&mut self, r: &Request) {
-        self.cpu_millis = self.cpu_millis.max(r.cpu_millis);
-        self.memory_bytes = self.memory_bytes.max(r.memory_bytes);
-        self.ephemeral_bytes = self.ephemeral_bytes.max(r.ephemeral_bytes);
-    }
-
     pub fn is_zero(&self) -> bool {
         self.cpu_millis == 0 && self.memory_bytes == 0 && self.ephemeral_bytes == 0
     }
 }
 
-fn list(resources: &std::collections::BTreeMap<String, crate::pod::quantity::Quantity>) -> Request {
-    let q = |name: &str, f: fn(&crate::pod::quantity::Quantity) -> i64| resources.get(name).map_or(0, f);
+fn list(resources: &std::collections::BTreeMap<String, Quantity>) -> Request {
+    let q = |name: &str, f: fn(&Quantity) -> i64| resources.get(name).map_or(0, f);
     Request {
-        cpu_millis: q("cpu", |q| q.milli_value()),
-        memory_bytes: q("memory", |q| q.value()),
-        ephemeral_bytes: q("ephemeral-storage", |q| q.value()),
+        cpu_millis: q("cpu", Quantity::milli_value),
+        memory_bytes: q("memory", Quantity::value),
+        ephemeral_bytes: q("ephemeral-storage", Quantity::value),
     }
-}
-
-fn container(c: &Container) -> Request {
-    c.resources.as_ref().map_or_else(Request::default, |r| list(&r.requests))
 }
 
 /// What `pod` requests in all.
 pub fn of(pod: &Pod) -> Request {
-    let mut total = Request::default();
-    for c in &pod.spec.containers {
-        total.add(&container(c));
-    }
-    let (mut sidecars, mut init) = (Request::default(), Request::default());
-    for c in &pod.spec.init_containers {
-        let mut r = container(c);
-        if c.restart_policy.as_deref() == Some("Always") {
-            total.add(&r);
-            sidecars.add(&r);
-            r = sidecars.clone();
-        } else {
-            r.add(&sidecars);
-        }
-        init.max(&r);
-    }
-    total.max(&init);
-    total.add(&list(&pod.spec.overhead));
+    let s = &pod.spec;
+    let sum = |name: &str, unit: fn(&Quantity) -> i64| container_requests(s, name, unit).unwrap_or(0);
+    let mut total = Request {
+        cpu_millis: sum("cpu", Quantity::milli_value),
+        memory_bytes: sum("memory", Quantity::value),
+        ephemeral_bytes: sum("ephemeral-storage", Quantity::value),
+    };
+    total.add(&list(&s.overhead));
     // Pod-level requests (defaulted from the containers' or the pod's limits) win for cpu and
     // memory, as the scheduler's PodRequests with pod-level resources.
-    if let Some(pod_level) = pod.spec.resources.as_ref().map(|r| &r.requests) {
+    if let Some(pod_level) = s.resources.as_ref().map(|r| &r.requests) {
         if let Some(q) = pod_level.get("cpu") {
             total.cpu_millis = q.milli_value();
         }

@@ -27,10 +27,12 @@ const SAFE: &[&str] = &[
 /// The kernel namespace a sysctl (or a prefix of sysctls) lives in, as kubelet knows them.
 pub fn namespace(name: &str) -> Option<&'static str> {
     let ipc = name == "kernel.sem" || ["kernel.shm", "kernel.msg", "fs.mqueue."].iter().any(|p| name.starts_with(p));
-    match () {
-        _ if ipc => Some("IPC"),
-        _ if name.starts_with("net.") => Some("Net"),
-        _ => None,
+    if ipc {
+        Some("IPC")
+    } else if name.starts_with("net.") {
+        Some("Net")
+    } else {
+        None
     }
 }
 
@@ -42,14 +44,10 @@ pub fn dotted(name: &str) -> String {
         return name.to_string();
     }
     name.chars()
-        .map(|c| {
-            if c == '/' {
-                '.'
-            } else if c == '.' {
-                '/'
-            } else {
-                c
-            }
+        .map(|c| match c {
+            '/' => '.',
+            '.' => '/',
+            c => c,
         })
         .collect()
 }

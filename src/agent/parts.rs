@@ -23,7 +23,6 @@ pub fn facts(s: &Settings, runtime_name: String) -> Facts {
     Facts {
         labels: machine::labels(&n.name, &s.mirror.node_labels),
         ephemeral_bytes,
-        max_pods: s.mirror.max_pods,
         allocatable: machine::allocatable(capacity, &n.reserved),
         apparmor: crate::pod::apparmor::host_enabled(),
         allowed_unsafe_sysctls: n.allowed_unsafe_sysctls.clone(),

@@ -125,7 +125,7 @@ fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
         cpu_millis: facts.cpu_millis,
         memory_bytes: facts.memory_bytes,
         ephemeral_storage_bytes: facts.ephemeral_bytes,
-        max_pods: facts.max_pods,
+        max_pods: facts.allocatable.pods,
         allocatable: facts.allocatable,
         machine_id: read("/etc/machine-id"),
         system_uuid: read("/sys/class/dmi/id/product_uuid"),

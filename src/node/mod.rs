@@ -58,8 +58,6 @@ pub struct Facts {
     pub labels: std::collections::BTreeMap<String, String>,
     /// The ephemeral-storage capacity: the size of the filesystem of `root_dir`.
     pub ephemeral_bytes: i64,
-    /// `maxPods`, the node's pod capacity.
-    pub max_pods: i64,
     /// What pods may request in all (`machine::allocatable`).
     pub allocatable: machine::Resources,
     /// Whether the kernel enforces AppArmor (pods that ask for a profile need it).
@@ -111,7 +109,6 @@ impl Node {
             host_ip: "127.0.0.1".into(),
             cpu_millis: 1000,
             memory_bytes: 1 << 30,
-            max_pods: 110,
             allocatable: machine::Resources { cpu_millis: 1000, memory_bytes: 1 << 30, ephemeral_bytes: 0, pods: 110 },
             runtime_name: "containerd".into(),
             ..Default::default()

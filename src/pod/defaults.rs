@@ -3,6 +3,7 @@
 //! Runs before the UID is computed, so a manifest that spells out a default and one that
 //! leaves it out are the same pod. Only fields left unset are touched.
 
+use super::quantity::Quantity;
 use super::types::*;
 
 pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
@@ -63,8 +64,8 @@ fn pod_requests(pod: &mut Pod) {
     let mut requests = r.requests.clone();
     for (name, limit) in r.limits.iter().filter(|(n, _)| matches!(n.as_str(), "cpu" | "memory")) {
         if !requests.contains_key(name) {
-            let aggregate = container_requests_milli(pod, name);
-            requests.insert(name.clone(), aggregate.map_or(*limit, |m| super::quantity::Quantity::new(m, -3)));
+            let aggregate = container_requests(&pod.spec, name, Quantity::milli_value);
+            requests.insert(name.clone(), aggregate.map_or(*limit, |m| Quantity::new(m, -3)));
         }
     }
     if let Some(r) = &mut pod.spec.resources {
@@ -72,13 +73,15 @@ fn pod_requests(pod: &mut Pod) {
     }
 }
 
-/// kubelet's AggregateContainerRequests for resource `name`, in thousandths (`milli_value`):
-/// the regular containers and sidecars summed, or the most an init container needs beside the
-/// sidecars started before it, whichever is more; `None` when no container requests it.
-pub fn container_requests_milli(pod: &Pod, name: &str) -> Option<i64> {
-    let req = |c: &Container| c.resources.as_ref().and_then(|r| r.requests.get(name)).map(|q| q.milli_value());
+/// kubelet's AggregateContainerRequests for resource `name`, each request in `unit`
+/// (`Quantity::milli_value`, `Quantity::value`): the regular containers and sidecars summed,
+/// or the most an init container needs beside the sidecars started before it, whichever is
+/// more; `None` when no container requests it. Pod-level defaults and validation use it, and
+/// admission (the scheduler's request of a pod is the same sum).
+pub fn container_requests(spec: &PodSpec, name: &str, unit: fn(&Quantity) -> i64) -> Option<i64> {
+    let req = |c: &Container| c.resources.as_ref().and_then(|r| r.requests.get(name)).map(unit);
     let (mut any, mut sum, mut sidecars, mut peak) = (false, 0i64, 0i64, 0i64);
-    for c in &pod.spec.init_containers {
+    for c in &spec.init_containers {
         let r = req(c);
         any |= r.is_some();
         let r = r.unwrap_or(0);
@@ -90,7 +93,7 @@ pub fn container_requests_milli(pod: &Pod, name: &str) -> Option<i64> {
             peak = peak.max(sidecars.saturating_add(r));
         }
     }
-    for c in &pod.spec.containers {
+    for c in &spec.containers {
         let r = req(c);
         any |= r.is_some();
         sum = sum.saturating_add(r.unwrap_or(0));

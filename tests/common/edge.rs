@@ -14,7 +14,6 @@ pub fn node() -> Arc<atoll::node::Node> {
         memory_bytes: 4 << 30,
         runtime_name: "containerd".into(),
         labels: atoll::node::machine::labels("edge-1", &Default::default()),
-        max_pods: 10,
         allocatable: atoll::node::machine::Resources {
             cpu_millis: 2000,
             memory_bytes: 4 << 30,

@@ -5,7 +5,7 @@
 //! limit above the pod's.
 
 use super::validator::Validator;
-use crate::pod::defaults::container_requests_milli;
+use crate::pod::defaults::container_requests;
 use crate::pod::quantity::Quantity;
 use crate::pod::types::PodSpec;
 
@@ -34,9 +34,9 @@ impl Validator {
                 );
             }
         }
-        let pod = crate::pod::types::Pod { spec: s.clone(), ..Default::default() };
         for (name, req) in &r.requests {
-            if let Some(sum) = container_requests_milli(&pod, name).filter(|sum| *sum > req.milli_value()) {
+            if let Some(sum) = container_requests(s, name, Quantity::milli_value).filter(|sum| *sum > req.milli_value())
+            {
                 self.err(
                     format!("spec.resources.requests.{name}"),
                     format!("{req} must be at least the containers' aggregate request of {}", Quantity::new(sum, -3)),
