@@ -11,6 +11,7 @@
 //! - `GET /logs/{namespace}/{name}/{container}?follow&previous&tail=N`: container logs, CRI
 //!   log format decoded, rotated files included; `follow` streams until the container exits.
 //! - `GET /metrics`: Prometheus text format.
+//! - `GET /metrics/cadvisor`: cAdvisor's container series (`cadvisor`), as kubelet serves them.
 //! - `POST /pods/{namespace}/{name}/restart`: stops the pod's containers; they come back per
 //!   restartPolicy (socket only).
 //! - `GET /objects`: the local ConfigMaps and Secrets (keys and sizes, never values);
@@ -30,6 +31,8 @@
 //! ports) that floods, stalls or goes away costs the agent nothing lasting and locks nobody
 //! out.
 
+pub mod cadvisor;
+pub mod cgroups;
 pub mod images;
 pub mod log_lines;
 pub mod logs;
@@ -181,7 +184,8 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
         // Pods (not the objects they use: Secret key names and sizes stay on the socket),
         // events and metrics.
         (Scope::ReadOnly, _) => {
-            req.method == "GET" && matches!(segments, ["pods"] | ["pods", _, _] | ["events"] | ["metrics"])
+            req.method == "GET"
+                && matches!(segments, ["pods"] | ["pods", _, _] | ["events"] | ["metrics"] | ["metrics", "cadvisor"])
         }
         (Scope::Full, _) => true,
     };
@@ -222,7 +226,12 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
             content_type: "text/plain; version=0.0.4",
             body: metrics::metrics(api).await.into_bytes(),
         },
-        (_, ["pods", ..] | ["events"] | ["metrics"] | ["healthz"] | ["images", ..] | ["objects"]) => {
+        ("GET", ["metrics", "cadvisor"]) => Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: cadvisor::render(&cadvisor::collect(api).await).into_bytes(),
+        },
+        (_, ["pods", ..] | ["events"] | ["metrics", ..] | ["healthz"] | ["images", ..] | ["objects"]) => {
             Response::error(405, "MethodNotAllowed", format!("{} {} is not allowed", req.method, req.path))
         }
         _ => Response::error(404, "NotFound", format!("no such endpoint: {}", req.path)),

@@ -76,7 +76,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>) -> Usage {
 }
 
 /// The node's CPU (all CPUs' busy time in `/proc/stat`) and working set (`/proc/meminfo`).
-fn node_reading() -> Option<Reading> {
+pub(super) fn node_reading() -> Option<Reading> {
     let read = |p: &str| crate::bounded::read_file(std::path::Path::new(p), 1 << 20).ok();
     let stat = String::from_utf8(read("/proc/stat")?).ok()?;
     let meminfo = String::from_utf8(read("/proc/meminfo")?).ok()?;

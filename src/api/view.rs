@@ -23,6 +23,8 @@ pub struct Api<R = Cri> {
     pub(crate) images: std::sync::OnceLock<Arc<crate::images::gc::Collector>>,
     /// Connections being served, over all listeners (for `/metrics`).
     open: AtomicUsize,
+    /// Each running container's and sandbox's cgroup, found once (`/metrics/cadvisor`).
+    pub(crate) cgroups: std::sync::Mutex<std::collections::HashMap<String, super::cadvisor::Located>>,
 }
 
 /// One connection being served: counted in the total while it lives.
@@ -40,7 +42,8 @@ impl<R: RuntimeService> Api<R> {
     pub fn new(node: Arc<Node>, runtime: R, control: Option<Control>, mirror: Option<Arc<MirrorState>>) -> Arc<Api<R>> {
         let images = std::sync::OnceLock::new();
         let started_at = SystemTime::now();
-        Arc::new(Api { node, runtime, control, mirror, started_at, images, open: AtomicUsize::new(0) })
+        let cgroups = Default::default();
+        Arc::new(Api { node, runtime, control, mirror, started_at, images, open: AtomicUsize::new(0), cgroups })
     }
 
     /// Serves `/images` from this collector.

@@ -201,6 +201,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             |body: String| Response { status: 200, content_type: "text/plain; version=0.0.4", body: body.into() };
         match (req.method.as_str(), segments) {
             ("GET", ["metrics"]) => text(crate::api::metrics::metrics(&self.api).await),
+            ("GET", ["metrics", "cadvisor"]) => {
+                text(crate::api::cadvisor::render(&crate::api::cadvisor::collect(&self.api).await))
+            }
             ("GET", ["metrics", "resource"]) => text(resource::prometheus(&resource::collect(&self.api).await)),
             ("GET" | "POST", ["stats", "summary"]) => {
                 Response::json(200, &resource::summary(&resource::collect(&self.api).await))
