@@ -13,6 +13,7 @@ pub mod forward;
 pub mod kubectl;
 pub mod kubelet_client;
 pub mod pods;
+pub mod prometheus;
 
 use atoll::cri::api::{
     Container, ContainerFilter, ContainerState, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
