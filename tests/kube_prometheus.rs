@@ -102,9 +102,7 @@ fn the_kubelet_service_monitor_works_unchanged_against_atoll() {
         (up.len() == 4).then_some(up)
     });
     for (labels, v) in &up {
-        if labels["metrics_path"].as_str().is_some_and(|p| p.ends_with("cadvisor") || p == "/metrics") {
-            assert_eq!(*v, 1.0, "{labels} down: {}", log());
-        }
+        assert_eq!(*v, 1.0, "{labels} down: {}", log());
     }
 
     // Each running container has every recorded series, with its pod and namespace.
