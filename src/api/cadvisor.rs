@@ -87,7 +87,7 @@ fn now_ms() -> i64 {
 
 /// The pid in a runtime's verbose info (`info["info"]`, JSON with `pid`, and for a sandbox
 /// `image`).
-fn verbose_info(info: &HashMap<String, String>) -> Option<(u32, String)> {
+pub fn verbose_info(info: &HashMap<String, String>) -> Option<(u32, String)> {
     let text = info.get("info").filter(|t| t.len() <= 4 << 20)?;
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let pid = u32::try_from(v.get("pid")?.as_u64()?).ok().filter(|p| *p > 0)?;
