@@ -1,7 +1,8 @@
-//! The agent's own counters and histograms, rendered in the Prometheus text format (0.0.4) at
-//! `/metrics`: atoll's (`atoll_*`) and, for the dashboards and alerts written for kubelet, the
-//! series kubelet exports under its names, labels and bucket boundaries (`kubelet_*`,
-//! `prober_probe_total`).
+//! The agent's own counters and histograms, rendered in the Prometheus text format (0.0.4):
+//! atoll's (`atoll_*`) and, for the dashboards and alerts written for kubelet, the series
+//! kubelet exports under its names, labels and bucket boundaries, each on kubelet's path
+//! ([`Path`]): `kubelet_*` on `/metrics`, `prober_probe_*` on `/metrics/probes`,
+//! `kubernetes_healthcheck*` on `/metrics/slis`.
 //!
 //! A process-wide registry: the parts that count (CRI calls, probes, manifest sources, the
 //! relist, the pod workers) add to it without carrying a handle; gauges that describe the
@@ -202,6 +203,15 @@ pub const RUNNING_PODS: Family =
     kubelet("kubelet_running_pods", "gauge", "Number of pods that have a running pod sandbox");
 pub const RUNNING_CONTAINERS: Family =
     kubelet("kubelet_running_containers", "gauge", "Number of containers currently running");
+pub const PROBE_SECONDS_KUBELET: Histogram = histogram(
+    "prober_probe_duration_seconds",
+    "Duration in seconds of a probe's response (successful and unknown results).",
+    DEFAULT_BUCKETS,
+);
+pub const HEALTHCHECK: Family =
+    kubelet("kubernetes_healthcheck", "gauge", "The result of the last run of each health check (1 healthy, 0 not).");
+pub const HEALTHCHECKS: Family =
+    kubelet("kubernetes_healthchecks_total", "counter", "Runs of each health check by status (success, error).");
 pub const PROBE_RESULTS: Family = kubelet(
     "prober_probe_total",
     "counter",
@@ -328,8 +338,12 @@ const FAMILIES: &[&Family] = &[
     &RUNTIME_ERRORS,
     &RUNNING_PODS,
     &RUNNING_CONTAINERS,
-    &PROBE_RESULTS,
 ];
+
+/// What `/metrics/probes` serves, as kubelet serves it there and only there.
+const PROBE_FAMILIES: &[&Family] = &[&PROBE_RESULTS];
+/// What `/metrics/slis` serves.
+const SLI_FAMILIES: &[&Family] = &[&HEALTHCHECK, &HEALTHCHECKS];
 
 const HISTOGRAMS: &[&Histogram] =
     &[&RUNTIME_SECONDS, &POD_START_SECONDS, &POD_WORKER_SECONDS, &RELIST_SECONDS, &RELIST_INTERVAL];
@@ -369,10 +383,31 @@ pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// The registry's families in the text format.
+/// Which of the registry's series a path serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// `/metrics`: atoll's own and kubelet's.
+    Main,
+    /// `/metrics/probes`: the probes' results and durations.
+    Probes,
+    /// `/metrics/slis`: the health checks.
+    Slis,
+}
+
+/// The registry's families in the text format (`/metrics`).
 pub fn render_registry(out: &mut String) {
+    render_path(out, Path::Main);
+}
+
+/// The registry's families a path serves, in the text format.
+pub fn render_path(out: &mut String, path: Path) {
     let values = with(|r| r.values.clone());
-    for f in FAMILIES {
+    let (families, histograms): (&[&Family], &[&Histogram]) = match path {
+        Path::Main => (FAMILIES, HISTOGRAMS),
+        Path::Probes => (PROBE_FAMILIES, &[&PROBE_SECONDS_KUBELET]),
+        Path::Slis => (SLI_FAMILIES, &[]),
+    };
+    for f in families {
         let Some(samples) = values.get(f.name) else { continue };
         header(out, f.name, f.kind, f.help);
         for (labels, v) in samples {
@@ -380,10 +415,20 @@ pub fn render_registry(out: &mut String) {
             sample(out, f.name, &labels, *v);
         }
     }
-    for h in HISTOGRAMS {
+    for h in histograms {
         if let Some(samples) = values.get(h.family.name) {
             render_histogram(out, h, samples);
         }
+    }
+}
+
+/// Records one run of the node's health checks as kubelet's `/healthz` does (`ping`, and
+/// `syncloop`: whether the sync loop runs), for `/metrics/slis`.
+pub fn healthchecks(syncloop_ok: bool) {
+    for (name, ok) in [("ping", true), ("syncloop", syncloop_ok)] {
+        let status = if ok { "success" } else { "error" };
+        set(&HEALTHCHECK, &[("name", name), ("type", "healthz")], f64::from(u8::from(ok)));
+        add(&HEALTHCHECKS, &[("name", name), ("status", status), ("type", "healthz")], 1.0);
     }
 }
 
@@ -487,6 +532,31 @@ mod tests {
         ] {
             assert_eq!(operation_type(method), op);
         }
+    }
+
+    #[test]
+    fn each_path_serves_its_own_series() {
+        add(&PROBE_RESULTS, &[("probe_type", "Liveness"), ("result", "failed"), ("pod_uid", "paths")], 1.0);
+        observe(&PROBE_SECONDS_KUBELET, &[("probe_type", "Liveness"), ("pod", "paths")], 0.02);
+        healthchecks(false);
+        let render = |path| {
+            let mut out = String::new();
+            render_path(&mut out, path);
+            out
+        };
+        let (main, probes, slis) = (render(Path::Main), render(Path::Probes), render(Path::Slis));
+        assert!(!main.contains("prober_probe_total{") && !main.contains("kubernetes_healthcheck"), "{main}");
+        assert!(
+            probes.contains("prober_probe_total{probe_type=\"Liveness\",result=\"failed\",pod_uid=\"paths\"}"),
+            "{probes}"
+        );
+        assert!(probes.contains("# TYPE prober_probe_duration_seconds histogram\n"), "{probes}");
+        assert!(probes
+            .contains("prober_probe_duration_seconds_bucket{probe_type=\"Liveness\",pod=\"paths\",le=\"0.025\"} 1\n"));
+        assert!(!probes.contains("atoll_") && !slis.contains("prober_"), "{probes}{slis}");
+        assert!(slis.contains("kubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 0\n"), "{slis}");
+        assert!(slis.contains("kubernetes_healthcheck{name=\"ping\",type=\"healthz\"} 1\n"), "{slis}");
+        assert!(slis.contains("kubernetes_healthchecks_total{name=\"syncloop\",status=\"error\",type=\"healthz\"}"));
     }
 
     #[test]

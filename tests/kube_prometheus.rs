@@ -13,6 +13,7 @@ mod apiserver;
 mod common;
 
 use apiserver::Pki;
+use common::kubelet_client::{request, As};
 use common::prometheus::Prometheus;
 use common::{eventually, free_port, testbed, unique};
 use std::time::Duration;
@@ -34,6 +35,9 @@ spec:
   - name: idle
     image: docker.io/library/busybox:1.36
     command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 1; done']
+    readinessProbe:
+      exec: {command: ['true']}
+      periodSeconds: 1
   - name: hog
     image: docker.io/library/busybox:1.36
     command: [sh, -c, 'trap \"exit 0\" TERM; while true; do dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; sleep 2; done']
@@ -104,6 +108,17 @@ fn the_kubelet_service_monitor_works_unchanged_against_atoll() {
     for (labels, v) in &up {
         assert_eq!(*v, 1.0, "{labels} down: {}", log());
     }
+
+    // /metrics/probes: the idle container's readiness probe, counted and timed.
+    let probes = "prober_probe_total{metrics_path=\"/metrics/probes\",container=\"idle\",probe_type=\"Readiness\",result=\"successful\"}";
+    assert!(prom.value(probes) >= 1.0);
+    assert!(prom.value("sum(prober_probe_duration_seconds_count{container=\"idle\"})") >= 1.0);
+    // /metrics/slis: the health checks, once something asks /healthz (kubelet counts them then).
+    let client = As::Certificate(&pki.dir.join("kubelet-client.crt"), &pki.dir.join("kubelet-client.key"));
+    assert_eq!(request(port, &pki.ca, &client, "GET", "/healthz"), Some((200, "ok".into())));
+    let check = "kubernetes_healthcheck{metrics_path=\"/metrics/slis\",name=\"syncloop\",type=\"healthz\"}";
+    assert_eq!(prom.value(check), 1.0);
+    assert!(prom.value("kubernetes_healthchecks_total{name=\"syncloop\",status=\"success\"}") >= 1.0);
 
     // Each running container has every recorded series, with its pod and namespace.
     for rule in [

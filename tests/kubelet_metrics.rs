@@ -70,7 +70,11 @@ fn prometheus_reads_kubelets_series_from_atoll() {
         })
     });
 
-    let prom = Prometheus::start(tb.var("ATOLL_TB_PROMETHEUS"), &dir, read_only);
+    // kubelet serves the probes' series on their own path, as the ServiceMonitor scrapes them.
+    let config = format!(
+        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n- job_name: kubelet\n  static_configs: [{{targets: ['127.0.0.1:{read_only}']}}]\n- job_name: kubelet-probes\n  metrics_path: /metrics/probes\n  static_configs: [{{targets: ['127.0.0.1:{read_only}']}}]\n"
+    );
+    let prom = Prometheus::with_config(tb.var("ATOLL_TB_PROMETHEUS"), &dir, &config);
     // The scrape works: the text parses as Prometheus reads it (a malformed line fails it).
     assert_eq!(prom.value("up{job=\"kubelet\"}"), 1.0, "{}", read(&dir.join("prometheus.log")));
 
@@ -127,6 +131,9 @@ fn prometheus_reads_kubelets_series_from_atoll() {
         (Some("web-tb"), Some("app"), Some("default"))
     );
     assert!(labels["pod_uid"].as_str().is_some_and(|u| !u.is_empty()) && *n >= 1.0, "{labels}");
+    assert_eq!(labels["job"].as_str(), Some("kubelet-probes"), "only on /metrics/probes, as kubelet");
+    let took = prom.value("histogram_quantile(0.99, sum(prober_probe_duration_seconds_bucket{probe_type=\"Readiness\",pod=\"web-tb\",container=\"app\"}) by (le))");
+    assert!(took > 0.0 && took <= 10.0, "an exec of `true` answers within the buckets: {took}");
 
     // The process, as kubelet's dashboard shows it.
     assert!(prom.value("process_resident_memory_bytes{job=\"kubelet\"}") > 1e6);

@@ -25,6 +25,13 @@ fn process_usage() -> (f64, f64) {
     (rss, cpu)
 }
 
+/// `/metrics/probes` or `/metrics/slis`: the registry's series that path serves.
+pub fn registry(path: crate::metrics::Path) -> String {
+    let mut out = String::new();
+    crate::metrics::render_path(&mut out, path);
+    out
+}
+
 /// The node's pods as `(pod, its status if any)`.
 type Pods = Vec<(std::sync::Arc<crate::pod::types::Pod>, Option<crate::pod::status::PodStatus>)>;
 

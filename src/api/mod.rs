@@ -11,7 +11,8 @@
 //! - `GET /logs/{namespace}/{name}/{container}?follow&previous&tail=N`: container logs, CRI
 //!   log format decoded, rotated files included; `follow` streams until the container exits.
 //! - `GET /metrics`: Prometheus text format.
-//! - `GET /metrics/cadvisor`: cAdvisor's container series (`cadvisor`), as kubelet serves them.
+//! - `GET /metrics/cadvisor`, `/metrics/probes`, `/metrics/slis`: cAdvisor's container series
+//!   (`cadvisor`), the probes' and the health checks' series, as kubelet serves them.
 //! - `POST /pods/{namespace}/{name}/restart`: stops the pod's containers; they come back per
 //!   restartPolicy (socket only).
 //! - `GET /objects`: the local ConfigMaps and Secrets (keys and sizes, never values);
@@ -185,7 +186,10 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
         // events and metrics.
         (Scope::ReadOnly, _) => {
             req.method == "GET"
-                && matches!(segments, ["pods"] | ["pods", _, _] | ["events"] | ["metrics"] | ["metrics", "cadvisor"])
+                && matches!(
+                    segments,
+                    ["pods"] | ["pods", _, _] | ["events"] | ["metrics"] | ["metrics", "cadvisor" | "probes" | "slis"]
+                )
         }
         (Scope::Full, _) => true,
     };
@@ -193,7 +197,7 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
         return Response::error(403, "Forbidden", format!("{} {} is not served here", req.method, req.path));
     }
     match (req.method.as_str(), segments) {
-        ("GET", ["healthz"]) => match api.stalled() {
+        ("GET", ["healthz"]) => match api.healthz() {
             None => Response::text(200, "ok"),
             Some(why) => Response::text(500, why),
         },
@@ -230,6 +234,16 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
             status: 200,
             content_type: "text/plain; version=0.0.4",
             body: cadvisor::render(&cadvisor::collect(api).await).into_bytes(),
+        },
+        ("GET", ["metrics", "probes"]) => Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: metrics::registry(crate::metrics::Path::Probes).into_bytes(),
+        },
+        ("GET", ["metrics", "slis"]) => Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4",
+            body: metrics::registry(crate::metrics::Path::Slis).into_bytes(),
         },
         (_, ["pods", ..] | ["events"] | ["metrics", ..] | ["healthz"] | ["images", ..] | ["objects"]) => {
             Response::error(405, "MethodNotAllowed", format!("{} {} is not allowed", req.method, req.path))

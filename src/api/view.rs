@@ -67,4 +67,12 @@ impl<R: RuntimeService> Api<R> {
     pub fn stalled(&self) -> Option<String> {
         self.node.stalled()
     }
+
+    /// A `/healthz` request's checks (`stalled`), counted for `/metrics/slis` as kubelet counts
+    /// its health checks.
+    pub fn healthz(&self) -> Option<String> {
+        let stalled = self.stalled();
+        crate::metrics::healthchecks(stalled.is_none());
+        stalled
+    }
 }

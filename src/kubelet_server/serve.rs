@@ -204,11 +204,13 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             ("GET", ["metrics", "cadvisor"]) => {
                 text(crate::api::cadvisor::render(&crate::api::cadvisor::collect(&self.api).await))
             }
+            ("GET", ["metrics", "probes"]) => text(crate::api::metrics::registry(crate::metrics::Path::Probes)),
+            ("GET", ["metrics", "slis"]) => text(crate::api::metrics::registry(crate::metrics::Path::Slis)),
             ("GET", ["metrics", "resource"]) => text(resource::prometheus(&resource::collect(&self.api).await)),
             ("GET" | "POST", ["stats", "summary"]) => {
                 Response::json(200, &resource::summary(&resource::collect(&self.api).await))
             }
-            ("GET" | "HEAD", ["healthz"] | ["healthz", "ping" | "syncloop"]) => match self.api.stalled() {
+            ("GET" | "HEAD", ["healthz"] | ["healthz", "ping" | "syncloop"]) => match self.api.healthz() {
                 None => Response::text(200, "ok"),
                 Some(why) => Response::text(500, why),
             },

@@ -362,6 +362,12 @@ impl<R: RuntimeService> Task<R> {
             ("pod_uid", m.uid.as_str()),
         ];
         crate::metrics::add(&crate::metrics::PROBE_RESULTS, &labels, 1.0);
+        // kubelet times successful and unknown results, not failures.
+        if result != "failed" {
+            let timed = labels.get(..1).into_iter().flatten().chain(labels.get(2..5).into_iter().flatten());
+            let timed: Vec<(&'static str, &str)> = timed.copied().collect();
+            crate::metrics::observe(&crate::metrics::PROBE_SECONDS_KUBELET, &timed, took.as_secs_f64());
+        }
         let mut st = self.lock();
         let s = st.stats.entry((self.container.name.clone(), self.kind)).or_default();
         s.busy += took;
