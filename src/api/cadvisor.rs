@@ -9,20 +9,13 @@
 //! (`api::cgroups`), read off the executor in one batch. What the cgroup cannot say, CRI
 //! does, and the other way round.
 
-use super::cgroups::{self, Cgroup, Interface, Sample};
+use super::cgroups::{self, Cgroup, Interface, Located, Sample};
 use super::view::Api;
 use crate::cri::api::PodSandboxState;
 use crate::cri::RuntimeService;
 use crate::runtime::sandbox::LABEL_POD_UID;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
-
-/// A container's or sandbox's place, found once: its cgroup and the image cAdvisor names.
-#[derive(Clone, Debug)]
-pub struct Located {
-    pub cgroup: Cgroup,
-    pub image: String,
-}
 
 /// cAdvisor's labels of a series, in its (sorted) order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

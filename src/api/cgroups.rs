@@ -28,6 +28,13 @@ pub enum Cgroup {
     V1(Vec<(String, String)>),
 }
 
+/// A container's or sandbox's place, found once: its cgroup and the image cAdvisor names.
+#[derive(Clone, Debug)]
+pub struct Located {
+    pub cgroup: Cgroup,
+    pub image: String,
+}
+
 /// What one cgroup says, each value `None` when its file could not be read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sample {

@@ -24,7 +24,7 @@ pub struct Api<R = Cri> {
     /// Connections being served, over all listeners (for `/metrics`).
     open: AtomicUsize,
     /// Each running container's and sandbox's cgroup, found once (`/metrics/cadvisor`).
-    pub(crate) cgroups: std::sync::Mutex<std::collections::HashMap<String, super::cadvisor::Located>>,
+    pub(crate) cgroups: std::sync::Mutex<std::collections::HashMap<String, super::cgroups::Located>>,
 }
 
 /// One connection being served: counted in the total while it lives.
