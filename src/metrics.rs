@@ -260,9 +260,16 @@ pub fn observe(h: &Histogram, labels: &[(&'static str, &str)], value: f64) {
     add(&h.family, &labels, value);
 }
 
-/// Drops every series of a pod (by its `pod_uid` label): a removed pod's probes leave nothing.
-pub fn forget_pod(uid: &str) {
-    let of_pod = |labels: &Labels| labels.iter().any(|(k, v)| *k == "pod_uid" && v == uid);
+/// Drops every series of a pod: by its `pod_uid` label, or for a series without one (kubelet's
+/// probe durations) by its `namespace` and `pod`. A removed pod's probes leave nothing.
+pub fn forget_pod(uid: &str, namespace: &str, name: &str) {
+    let of_pod = |labels: &Labels| {
+        let get = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str());
+        match get("pod_uid") {
+            Some(u) => u == uid,
+            None => get("namespace") == Some(namespace) && get("pod") == Some(name),
+        }
+    };
     // Rebuilt rather than `retain`ed: the map's removal code would cost more bytes than the
     // rare removal of a pod costs time.
     with(|r| {
@@ -564,8 +571,13 @@ mod tests {
         let labels = |uid| [("probe_type", "Readiness"), ("result", "successful"), ("pod_uid", uid)];
         add(&PROBE_RESULTS, &labels("forget-me"), 1.0);
         add(&PROBE_RESULTS, &labels("keep-me"), 1.0);
-        forget_pod("forget-me");
+        let timed = |pod| [("probe_type", "Readiness"), ("namespace", "ns"), ("pod", pod), ("le", "sum")];
+        add(&PROBE_SECONDS_KUBELET.family, &timed("forget-me"), 1.0);
+        add(&PROBE_SECONDS_KUBELET.family, &timed("keep-me"), 1.0);
+        forget_pod("forget-me", "ns", "forget-me");
         assert_eq!(value(&PROBE_RESULTS, &labels("forget-me")), 0.0);
         assert_eq!(value(&PROBE_RESULTS, &labels("keep-me")), 1.0);
+        assert_eq!(value(&PROBE_SECONDS_KUBELET.family, &timed("forget-me")), 0.0);
+        assert_eq!(value(&PROBE_SECONDS_KUBELET.family, &timed("keep-me")), 1.0);
     }
 }

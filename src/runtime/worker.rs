@@ -123,7 +123,8 @@ impl<R: RuntimeService> Worker<R> {
         let (wait, obs) = match synced {
             Ok((Synced::Removed, _)) => {
                 self.cx.node.statuses().remove(&uid);
-                metrics::forget_pod(&uid);
+                let m = &self.sp.pod.metadata;
+                metrics::forget_pod(&uid, &m.namespace, &m.name);
                 log::info!("pod {key} ({uid}): terminated and removed");
                 return Step::Removed;
             }
