@@ -2,7 +2,8 @@
 //! atoll's (`atoll_*`) and, for the dashboards and alerts written for kubelet, the series
 //! kubelet exports under its names, labels and bucket boundaries, each on kubelet's path
 //! ([`Path`]): `kubelet_*` on `/metrics`, `prober_probe_*` on `/metrics/probes`,
-//! `kubernetes_healthcheck*` on `/metrics/slis`.
+//! `kubernetes_healthcheck*` on `/metrics/slis`. kubelet's certificate lifetimes are kept as
+//! the certificates' ends ([`certificate`]) and shown as seconds left at each scrape.
 //!
 //! A process-wide registry: the parts that count (CRI calls, probes, manifest sources, the
 //! relist, the pod workers) add to it without carrying a handle; gauges that describe the
@@ -12,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A metric family's name, type and help line.
 pub struct Family {
@@ -218,6 +219,32 @@ pub const PROBE_RESULTS: Family = kubelet(
     "Cumulative number of a liveness, readiness or startup probe for a container by result.",
 );
 
+pub const CLIENT_TTL: Family = kubelet(
+    "kubelet_certificate_manager_client_ttl_seconds",
+    "gauge",
+    "Seconds left before the client certificate atoll mirrors with expires (negative once expired; +Inf when the kubeconfig authenticates otherwise).",
+);
+pub const SERVER_TTL: Family = kubelet(
+    "kubelet_certificate_manager_server_ttl_seconds",
+    "gauge",
+    "Seconds left before the kubelet server's serving certificate expires (negative once expired).",
+);
+pub const CLIENT_RENEW_ERRORS: Family = kubelet(
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "counter",
+    "Failed renewals of the client certificate (atoll does not renew certificates yet).",
+);
+pub const SERVER_RENEW_ERRORS: Family = kubelet(
+    "kubelet_server_expiration_renew_errors",
+    "counter",
+    "Failed renewals of the serving certificate (atoll does not renew certificates yet).",
+);
+pub const NODE_CONFIG_ERROR: Family = kubelet(
+    "kubelet_node_config_error",
+    "gauge",
+    "1 while atoll runs on its previous configuration because the last reload (SIGHUP) could not read the new one, else 0.",
+);
+
 type Labels = Vec<(&'static str, String)>;
 
 /// Every series by family name. A histogram's series carry one more label, `le`, holding the
@@ -261,7 +288,8 @@ pub fn observe(h: &Histogram, labels: &[(&'static str, &str)], value: f64) {
 }
 
 /// Drops every series of a pod: by its `pod_uid` label, or for a series without one (kubelet's
-/// probe durations) by its `namespace` and `pod`. A removed pod's probes leave nothing.
+/// probe durations) by its `namespace` and `pod`. A removed pod's probes leave nothing, as
+/// kubelet's probe workers delete theirs when they stop.
 pub fn forget_pod(uid: &str, namespace: &str, name: &str) {
     let of_pod = |labels: &Labels| {
         let get = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str());
@@ -345,6 +373,11 @@ const FAMILIES: &[&Family] = &[
     &RUNTIME_ERRORS,
     &RUNNING_PODS,
     &RUNNING_CONTAINERS,
+    &CLIENT_TTL,
+    &CLIENT_RENEW_ERRORS,
+    &SERVER_TTL,
+    &SERVER_RENEW_ERRORS,
+    &NODE_CONFIG_ERROR,
 ];
 
 /// What `/metrics/probes` serves, as kubelet serves it there and only there.
@@ -377,6 +410,9 @@ pub fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64)
 }
 
 fn format_value(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
     if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
@@ -408,6 +444,11 @@ pub fn render_registry(out: &mut String) {
 
 /// The registry's families a path serves, in the text format.
 pub fn render_path(out: &mut String, path: Path) {
+    render_at(out, path, seconds(SystemTime::now()));
+}
+
+/// [`render_path`] at `now` (seconds since the epoch), when the certificates' TTLs are taken.
+fn render_at(out: &mut String, path: Path, now: f64) {
     let values = with(|r| r.values.clone());
     let (families, histograms): (&[&Family], &[&Histogram]) = match path {
         Path::Main => (FAMILIES, HISTOGRAMS),
@@ -417,9 +458,10 @@ pub fn render_path(out: &mut String, path: Path) {
     for f in families {
         let Some(samples) = values.get(f.name) else { continue };
         header(out, f.name, f.kind, f.help);
+        let ends = f.name == CLIENT_TTL.name || f.name == SERVER_TTL.name;
         for (labels, v) in samples {
             let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            sample(out, f.name, &labels, *v);
+            sample(out, f.name, &labels, if ends { ttl(*v, now) } else { *v });
         }
     }
     for h in histograms {
@@ -436,6 +478,47 @@ pub fn healthchecks(syncloop_ok: bool) {
         let status = if ok { "success" } else { "error" };
         set(&HEALTHCHECK, &[("name", name), ("type", "healthz")], f64::from(u8::from(ok)));
         add(&HEALTHCHECKS, &[("name", name), ("status", status), ("type", "healthz")], 1.0);
+    }
+}
+
+/// A certificate whose lifetime kubelet reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Certificate {
+    /// The client certificate of the kubeconfig the mirror talks to the API server with.
+    Client,
+    /// The kubelet server's serving certificate (`tlsCertFile`, or the self-signed one).
+    Server,
+}
+
+/// Records the certificate in use: when it ends (`None`: the kubeconfig uses no client
+/// certificate, which kubelet reports as +Inf). Its renewal errors are shown from then on, at
+/// 0: atoll does not renew certificates yet.
+pub fn certificate(which: Certificate, not_after: Option<SystemTime>) {
+    let (ends, errors) = match which {
+        Certificate::Client => (&CLIENT_TTL, &CLIENT_RENEW_ERRORS),
+        Certificate::Server => (&SERVER_TTL, &SERVER_RENEW_ERRORS),
+    };
+    set(ends, &[], not_after.map_or(f64::INFINITY, seconds));
+    add(errors, &[], 0.0);
+}
+
+/// kubelet's TTL of a certificate that ends at `end`: the whole seconds left at `now`, cut
+/// toward zero (negative once it has expired); +Inf stays +Inf.
+pub fn ttl(end: f64, now: f64) -> f64 {
+    (end - now).trunc()
+}
+
+/// Whether the configuration atoll runs on is the one it was last asked to read (`false`: a
+/// reload failed and the previous one goes on): `kubelet_node_config_error`, 0 or 1.
+pub fn config_read(ok: bool) {
+    set(&NODE_CONFIG_ERROR, &[], if ok { 0.0 } else { 1.0 });
+}
+
+/// Seconds since the epoch (negative before it).
+fn seconds(t: SystemTime) -> f64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
     }
 }
 
@@ -471,113 +554,5 @@ fn render_histogram(out: &mut String, h: &Histogram, samples: &BTreeMap<Labels, 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_render_in_the_text_format() {
-        cri_call("TestMethod", "ok", Duration::from_millis(1500));
-        cri_call("TestMethod", "ok", Duration::from_millis(500));
-        assert_eq!(value(&CRI_CALLS, &[("method", "TestMethod"), ("result", "ok")]), 2.0);
-        let mut out = String::new();
-        render_registry(&mut out);
-        assert!(out.contains("# TYPE atoll_cri_requests_total counter\n"), "{out}");
-        assert!(out.contains("atoll_cri_requests_total{method=\"TestMethod\",result=\"ok\"} 2\n"), "{out}");
-        assert!(out.contains("atoll_cri_request_duration_seconds_sum{method=\"TestMethod\"} 2\n"), "{out}");
-        let mut line = String::new();
-        sample(&mut line, "x", &[("a", "q\"uote\\n\n")], 0.25);
-        assert_eq!(line, "x{a=\"q\\\"uote\\\\n\\n\"} 0.25\n");
-    }
-
-    #[test]
-    fn histograms_render_cumulative_buckets_with_kubelets_bounds() {
-        cri_call("TestPodSandboxRun", "ok", Duration::from_millis(20));
-        cri_call("TestPodSandboxRun", "DeadlineExceeded", Duration::from_secs(2));
-        cri_call("TestPodSandboxRun", "ok", Duration::from_secs(1000));
-        let mut out = String::new();
-        render_registry(&mut out);
-        let op = "operation_type=\"test_podsandbox_run\"";
-        for line in [
-            "# TYPE kubelet_runtime_operations_duration_seconds histogram\n".to_string(),
-            format!("kubelet_runtime_operations_total{{{op}}} 3\n"),
-            format!("kubelet_runtime_operations_errors_total{{{op}}} 1\n"),
-            // 20 ms is in the third bucket, 2 s in the seventh; 1000 s only in +Inf.
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"0.0125\"}} 0\n"),
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"0.03125\"}} 1\n"),
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"1.220703125\"}} 1\n"),
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"3.0517578125\"}} 2\n"),
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"745.0580596923828\"}} 2\n"),
-            format!("kubelet_runtime_operations_duration_seconds_bucket{{{op},le=\"+Inf\"}} 3\n"),
-            format!("kubelet_runtime_operations_duration_seconds_sum{{{op}}} 1002.02\n"),
-            format!("kubelet_runtime_operations_duration_seconds_count{{{op}}} 3\n"),
-        ] {
-            assert!(out.contains(&line), "{line} in {out}");
-        }
-        // Go's ExponentialBuckets(.005, 2.5, 14), digit for digit.
-        let les: Vec<String> = RUNTIME_BUCKETS.iter().map(|b| format_value(*b)).collect();
-        assert_eq!(les.first().map(String::as_str), Some("0.005"));
-        assert_eq!(les.get(12).map(String::as_str), Some("298.0232238769531"));
-        // A bound is inclusive, as Prometheus's `le`.
-        observe(&POD_START_SECONDS, &[("test", "le")], 0.5);
-        let mut out = String::new();
-        render_registry(&mut out);
-        assert!(out.contains("kubelet_pod_start_duration_seconds_bucket{test=\"le\",le=\"0.5\"} 1\n"), "{out}");
-    }
-
-    #[test]
-    fn kubelets_operation_types() {
-        for (method, op) in [
-            ("RunPodSandbox", "run_podsandbox"),
-            ("ListPodSandbox", "list_podsandbox"),
-            ("PodSandboxStatus", "podsandbox_status"),
-            ("ListPodSandboxStats", "list_podsandbox_stats"),
-            ("CreateContainer", "create_container"),
-            ("UpdateContainerResources", "update_container"),
-            ("ExecSync", "exec_sync"),
-            ("ImageFsInfo", "image_fs_info"),
-            ("Version", "version"),
-        ] {
-            assert_eq!(operation_type(method), op);
-        }
-    }
-
-    #[test]
-    fn each_path_serves_its_own_series() {
-        add(&PROBE_RESULTS, &[("probe_type", "Liveness"), ("result", "failed"), ("pod_uid", "paths")], 1.0);
-        observe(&PROBE_SECONDS_KUBELET, &[("probe_type", "Liveness"), ("pod", "paths")], 0.02);
-        healthchecks(false);
-        let render = |path| {
-            let mut out = String::new();
-            render_path(&mut out, path);
-            out
-        };
-        let (main, probes, slis) = (render(Path::Main), render(Path::Probes), render(Path::Slis));
-        assert!(!main.contains("prober_probe_total{") && !main.contains("kubernetes_healthcheck"), "{main}");
-        assert!(
-            probes.contains("prober_probe_total{probe_type=\"Liveness\",result=\"failed\",pod_uid=\"paths\"}"),
-            "{probes}"
-        );
-        assert!(probes.contains("# TYPE prober_probe_duration_seconds histogram\n"), "{probes}");
-        assert!(probes
-            .contains("prober_probe_duration_seconds_bucket{probe_type=\"Liveness\",pod=\"paths\",le=\"0.025\"} 1\n"));
-        assert!(!probes.contains("atoll_") && !slis.contains("prober_"), "{probes}{slis}");
-        assert!(slis.contains("kubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 0\n"), "{slis}");
-        assert!(slis.contains("kubernetes_healthcheck{name=\"ping\",type=\"healthz\"} 1\n"), "{slis}");
-        assert!(slis.contains("kubernetes_healthchecks_total{name=\"syncloop\",status=\"error\",type=\"healthz\"}"));
-    }
-
-    #[test]
-    fn a_removed_pods_probe_series_are_forgotten() {
-        let labels = |uid| [("probe_type", "Readiness"), ("result", "successful"), ("pod_uid", uid)];
-        add(&PROBE_RESULTS, &labels("forget-me"), 1.0);
-        add(&PROBE_RESULTS, &labels("keep-me"), 1.0);
-        let timed = |pod| [("probe_type", "Readiness"), ("namespace", "ns"), ("pod", pod), ("le", "sum")];
-        add(&PROBE_SECONDS_KUBELET.family, &timed("forget-me"), 1.0);
-        add(&PROBE_SECONDS_KUBELET.family, &timed("keep-me"), 1.0);
-        forget_pod("forget-me", "ns", "forget-me");
-        assert_eq!(value(&PROBE_RESULTS, &labels("forget-me")), 0.0);
-        assert_eq!(value(&PROBE_RESULTS, &labels("keep-me")), 1.0);
-        assert_eq!(value(&PROBE_SECONDS_KUBELET.family, &timed("forget-me")), 0.0);
-        assert_eq!(value(&PROBE_SECONDS_KUBELET.family, &timed("keep-me")), 1.0);
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -143,10 +143,72 @@ fn metrics_server_decode(text: &str) -> MetricsServerView {
     view
 }
 
+/// The value of the sample `series` (name and labels, as written) in a scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+type Get<'a> = &'a dyn Fn(&str) -> Option<(u16, String)>;
+
+/// `/metrics/probes` and `/metrics/slis` as kube-prometheus scrapes them (`get nodes/metrics`,
+/// which `get nodes/proxy` is not), and the certificates' lifetimes on `/metrics`. Only this
+/// test's requests reach `/healthz` (the agent has no healthz port).
+fn kubelets_other_metrics_paths(metrics: Get, proxy: Get) {
+    for path in ["/metrics/probes", "/metrics/slis"] {
+        assert_eq!(proxy(path).map(|r| r.0), Some(403), "{path}");
+    }
+    let counted = "prober_probe_total{probe_type=\"Readiness\",result=\"successful\",container=\"c\",pod=\"web-tb\",namespace=\"default\",pod_uid=\"";
+    let probes = eventually(Duration::from_secs(30), "web's readiness probe counted", || {
+        let (status, text) = metrics("/metrics/probes")?;
+        (status == 200 && text.lines().any(|l| l.starts_with(counted))).then_some(text)
+    });
+    let timed = "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"c\",pod=\"web-tb\",namespace=\"default\"}";
+    assert!(sample(&probes, timed).is_some_and(|n| n >= 1.0), "{probes}");
+    assert!(probes.contains(",le=\"10\"} ") && probes.contains("\nprocess_start_time_seconds "), "{probes}");
+    assert!(!probes.contains("atoll_") && !probes.contains("kubelet_"), "only kubelet's probe series: {probes}");
+
+    // Each whole /healthz runs ping and syncloop, counted; a part alone is not.
+    let checks = |status: &str| {
+        let (_, slis) = metrics("/metrics/slis").unwrap();
+        let total = format!("kubernetes_healthchecks_total{{name=\"syncloop\",status=\"{status}\",type=\"healthz\"}}");
+        (sample(&slis, "kubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"}"), sample(&slis, &total), slis)
+    };
+    let (healthy, before, slis) = checks("success");
+    assert_eq!((healthy, before), (Some(1.0), Some(1.0)), "the one /healthz so far: {slis}");
+    assert!(slis.contains("kubernetes_healthcheck{name=\"ping\",type=\"healthz\"} 1\n"), "{slis}");
+    for path in ["/healthz/ping", "/healthz/syncloop"] {
+        assert_eq!(proxy(path), Some((200, "ok".into())), "{path}");
+    }
+    assert_eq!(checks("success").1, Some(1.0), "a part alone is not counted");
+    assert_eq!(proxy("/healthz"), Some((200, "ok".into())));
+    assert_eq!(checks("success").1, Some(2.0));
+    assert_eq!(checks("error").1, None, "never failed");
+
+    // Certificates: the self-signed serving one is valid for a year from the agent's start,
+    // the kubeconfig's client certificate for two days; neither is renewed yet.
+    let (_, main) = metrics("/metrics").unwrap();
+    let year = 365.0 * 86400.0;
+    let server = sample(&main, "kubelet_certificate_manager_server_ttl_seconds").unwrap_or_default();
+    assert!(server > year - 600.0 && server <= year, "{server}");
+    let client = sample(&main, "kubelet_certificate_manager_client_ttl_seconds").unwrap_or_default();
+    assert!(client > 2.0 * 86400.0 - 3600.0 && client <= 2.0 * 86400.0, "{client}");
+    for zero in [
+        "kubelet_server_expiration_renew_errors",
+        "kubelet_certificate_manager_client_expiration_renew_errors",
+        "kubelet_node_config_error",
+    ] {
+        assert_eq!(sample(&main, zero), Some(0.0), "{zero}");
+    }
+    let elsewhere = |l: &str| l.starts_with("prober_probe_") || l.starts_with("kubernetes_healthcheck");
+    assert!(!main.lines().any(elsewhere), "kubelet serves these on their own paths: {main}");
+}
+
 #[test]
 fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let _turn = one_agent_at_a_time();
-    let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", WEB)]);
+    // web with a readiness probe, for /metrics/probes.
+    let probed = format!("{WEB}    readinessProbe:\n      exec: {{command: ['true']}}\n      periodSeconds: 1\n");
+    let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", &probed)]);
     server.add_reviewed_token("tok-viewer", "viewer", &["viewers"]);
     server.add_reviewed_token(
         "tok-ms",
@@ -320,6 +382,7 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
         .expect("web in the summary");
     assert!(web["containers"][0]["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0, "{web}");
     assert_eq!(get(&As::Token("tok-ms"), "/pods").map(|r| r.0), Some(403), "metrics and stats are not proxy");
+    kubelets_other_metrics_paths(&|path| get(&As::Token("tok-ms"), path), &|path| get(&As::Token("tok-viewer"), path));
 
     // /run: the command's output, as kubelet's RunInContainer; a failure names its exit.
     let run =

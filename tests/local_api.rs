@@ -380,6 +380,14 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     .unwrap();
     agent.signal("HUP");
     eventually(Duration::from_secs(10), "the reload logged", || agent.log().contains("SIGHUP: reloaded").then_some(()));
+    // kubelet_node_config_error: whether atoll runs on an older config than it was asked to read.
+    let config_error = || {
+        http(agent.read_only, "GET", "/metrics")
+            .1
+            .lines()
+            .find_map(|l| l.strip_prefix("kubelet_node_config_error ").map(String::from))
+    };
+    assert_eq!(config_error().as_deref(), Some("0"));
     std::fs::write(
         dir.join("atoll.yaml"),
         "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ncrashLoopBackOff: {initialDelay: soon}\n",
@@ -390,6 +398,13 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
         agent.log().contains("config not reloaded").then_some(())
     });
     assert_eq!(http(agent.healthz, "GET", "/healthz").0, 200, "still healthy");
+    assert_eq!(config_error().as_deref(), Some("1"), "the bad config was not read");
+    // Each /healthz, on any listener, counts its checks for /metrics/slis (read-only too).
+    let (code, slis) = http(agent.read_only, "GET", "/metrics/slis");
+    assert_eq!(code, 200);
+    assert!(slis.contains("\nkubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 1\n"), "{slis}");
+    let (code, probes) = http(agent.read_only, "GET", "/metrics/probes");
+    assert!(code == 200 && probes.contains("# TYPE process_start_time_seconds gauge\n"), "{probes}");
 
     // SIGTERM: STOPPING, exit 0, and the pods keep running.
     let id = talker["metadata"]["uid"].as_str().unwrap().to_string();

@@ -25,10 +25,14 @@ fn process_usage() -> (f64, f64) {
     (rss, cpu)
 }
 
-/// `/metrics/probes` or `/metrics/slis`: the registry's series that path serves.
-pub fn registry(path: crate::metrics::Path) -> String {
+/// `/metrics/probes` or `/metrics/slis`: the registry's series that path serves, the probes'
+/// with the process's start time (kubelet registers it there too).
+pub fn registry<RT: RuntimeService>(api: &Api<RT>, path: crate::metrics::Path) -> String {
     let mut out = String::new();
     crate::metrics::render_path(&mut out, path);
+    if path == crate::metrics::Path::Probes {
+        start_time(&mut out, api);
+    }
     out
 }
 
@@ -171,6 +175,11 @@ fn process<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
     sample(out, "process_resident_memory_bytes", &[], rss);
     header(out, "process_cpu_seconds_total", "counter", "The agent's CPU time (user and system).");
     sample(out, "process_cpu_seconds_total", &[], cpu);
+    start_time(out, api);
+}
+
+fn start_time<RT: RuntimeService>(out: &mut String, api: &Api<RT>) {
+    use crate::metrics::{header, sample};
     header(out, "process_start_time_seconds", "gauge", "When the agent started (Unix time).");
     let start = api.started_at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
     sample(out, "process_start_time_seconds", &[], start as f64);

@@ -238,12 +238,12 @@ async fn route<RT: RuntimeService>(api: &Api<RT>, req: &Request, segments: &[&st
         ("GET", ["metrics", "probes"]) => Response {
             status: 200,
             content_type: "text/plain; version=0.0.4",
-            body: metrics::registry(crate::metrics::Path::Probes).into_bytes(),
+            body: metrics::registry(api, crate::metrics::Path::Probes).into_bytes(),
         },
         ("GET", ["metrics", "slis"]) => Response {
             status: 200,
             content_type: "text/plain; version=0.0.4",
-            body: metrics::registry(crate::metrics::Path::Slis).into_bytes(),
+            body: metrics::registry(api, crate::metrics::Path::Slis).into_bytes(),
         },
         (_, ["pods", ..] | ["events"] | ["metrics", ..] | ["healthz"] | ["images", ..] | ["objects"]) => {
             Response::error(405, "MethodNotAllowed", format!("{} {} is not allowed", req.method, req.path))

@@ -12,6 +12,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
         log::warn!("flag --{} is accepted but not used by this version of atoll yet", flag.name());
     }
     let settings = Settings::load(flags)?;
+    crate::metrics::config_read(true);
     for note in &settings.config_notes {
         log::warn!("{note}");
     }
@@ -25,9 +26,14 @@ pub fn run(flags: &Flags) -> Result<(), String> {
             use smol::stream::StreamExt;
             while let Some(Ok(sig)) = signals.next().await {
                 let command = match sig {
+                    // kubelet_node_config_error: 1 while a reload could not read the config.
                     async_signal::Signal::Hup => match Settings::load(&flags) {
-                        Ok(s) => Command::Reload(Box::new(s)),
+                        Ok(s) => {
+                            crate::metrics::config_read(true);
+                            Command::Reload(Box::new(s))
+                        }
                         Err(e) => {
+                            crate::metrics::config_read(false);
                             log::error!("SIGHUP: config not reloaded, keeping the current settings: {e}");
                             continue;
                         }

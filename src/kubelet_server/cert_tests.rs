@@ -98,3 +98,32 @@ fn it_is_kept_until_the_names_change_or_its_end_nears() {
     assert_eq!(load_or_make(&dir, &names(&["gw-1", "10.0.0.2"]), late).unwrap().cert, repaired.cert);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `/metrics`' server TTL reads the end the certificate was made with, in both time forms,
+/// and the end openssl writes.
+#[test]
+fn a_made_certificates_end_reads_back() {
+    let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+    // 2026-11-28T08:00:00Z (UTCTime), and 2049-06-03 whose end is past 2050 (GeneralizedTime).
+    for (now, end) in [(at(1_795_852_800), "2027-11-28T08:00:00Z"), (at(2_506_291_200), "2050-06-03T00:00:00Z")] {
+        let s = make(&names(&["gw-1"]), now).unwrap();
+        assert_eq!(crate::tls::not_after(&s.cert).as_deref(), Some(end));
+        assert_eq!(crate::rfc3339::parse_seconds(end), Some(now + VALIDITY));
+    }
+    let dir = std::env::temp_dir().join(format!("atoll-cert-end-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
+        .args(["-subj", "/CN=n", "-outform", "DER", "-keyout"])
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.der"))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is needed (tests/run.sh installs it)");
+    assert!(made.success());
+    let end = crate::tls::not_after(&std::fs::read(dir.join("cert.der")).unwrap()).unwrap();
+    let left = crate::rfc3339::parse_seconds(&end).unwrap().duration_since(SystemTime::now()).unwrap();
+    assert!(left > Duration::from_secs(29 * 86400) && left <= Duration::from_secs(30 * 86400), "{end}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,9 +1,10 @@
 //! Who a verified client certificate names, as kubelet's x509 authenticator reads it: the
 //! subject's common name is the user, each organization a group. The certificate has been
 //! verified against `clientCAFile` before it gets here, but its bytes are still read with
-//! every length checked: a certificate this cannot read names nobody.
+//! every length checked (`tls::der_element`): a certificate this cannot read names nobody.
 
 use super::reviews::User;
+use crate::tls::der_element as element;
 
 /// The user a DER certificate's subject names, `None` when it has no common name or cannot be
 /// read.
@@ -48,23 +49,6 @@ pub fn user(cert: &[u8]) -> Option<User> {
 
 fn expect(tag: u8, want: u8, content: &[u8]) -> Option<&[u8]> {
     (tag == want).then_some(content)
-}
-
-/// One DER element: its tag, its content and what follows it.
-fn element(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = bytes.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 #[cfg(test)]

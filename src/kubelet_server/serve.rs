@@ -37,7 +37,8 @@ pub const TUNNELLED: Limits = Limits { pending: 64, per_source: 64, deadline: Du
 pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
 
 /// The TLS settings: the serving certificate (the configured files, else `made`), and the
-/// client CA when there is one.
+/// client CA when there is one. The certificate's end is recorded for `/metrics`
+/// (`kubelet_certificate_manager_server_ttl_seconds`).
 pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Result<Arc<rustls::ServerConfig>, String> {
     let (chain, key) = match (&s.tls, made) {
         (Some((cert, key)), _) => {
@@ -76,7 +77,9 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
             builder.with_client_cert_verifier(verifier)
         }
     };
+    let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
     let mut config = builder.with_single_cert(chain, key).map_err(|e| format!("the serving certificate: {e}"))?;
+    crate::metrics::certificate(crate::metrics::Certificate::Server, end);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -204,16 +207,23 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             ("GET", ["metrics", "cadvisor"]) => {
                 text(crate::api::cadvisor::render(&crate::api::cadvisor::collect(&self.api).await))
             }
-            ("GET", ["metrics", "probes"]) => text(crate::api::metrics::registry(crate::metrics::Path::Probes)),
-            ("GET", ["metrics", "slis"]) => text(crate::api::metrics::registry(crate::metrics::Path::Slis)),
+            ("GET", ["metrics", "probes"]) => {
+                text(crate::api::metrics::registry(&self.api, crate::metrics::Path::Probes))
+            }
+            ("GET", ["metrics", "slis"]) => text(crate::api::metrics::registry(&self.api, crate::metrics::Path::Slis)),
             ("GET", ["metrics", "resource"]) => text(resource::prometheus(&resource::collect(&self.api).await)),
             ("GET" | "POST", ["stats", "summary"]) => {
                 Response::json(200, &resource::summary(&resource::collect(&self.api).await))
             }
-            ("GET" | "HEAD", ["healthz"] | ["healthz", "ping" | "syncloop"]) => match self.api.healthz() {
-                None => Response::text(200, "ok"),
-                Some(why) => Response::text(500, why),
-            },
+            // Only the whole check is counted for /metrics/slis, as kubelet's; each part alone is not.
+            ("GET" | "HEAD", ["healthz", rest @ ..]) if matches!(rest, [] | ["ping" | "syncloop"]) => {
+                let failed = match rest {
+                    [] => self.api.healthz(),
+                    ["syncloop"] => self.api.stalled(),
+                    _ => None,
+                };
+                failed.map_or_else(|| Response::text(200, "ok"), |why| Response::text(500, why))
+            }
             ("GET" | "HEAD", ["pods"]) => {
                 Response::json(200, &crate::api::pods::pod_list(&self.api, crate::api::pods::Reader::Unprivileged))
             }

@@ -48,6 +48,9 @@ pub struct Client {
     token: Option<Token>,
     /// Where the kubeconfig came from, for log lines.
     pub context: String,
+    /// When the client certificate ends; none when it presents none or its end cannot be read
+    /// (kubelet shows either as a TTL of +Inf).
+    pub certificate_end: Option<std::time::SystemTime>,
     /// Until when the server asked this node to wait (a 429's or 503's Retry-After), when
     /// every request waits for it (`holding`): the mirror's loops then send nothing while the
     /// node is told to wait, whichever of them was told.
@@ -107,12 +110,15 @@ impl Client {
         };
         // The TLS library's checks of the pair, whichever transport is used (ureq would
         // panic on a key it cannot sign with).
+        let mut certificate_end = None;
         let rustls_identity = match &identity {
             Some((cert, key)) => {
                 let chain = crate::tls::pem_chain(cert);
                 if chain.is_empty() {
                     return Err("client-certificate: no PEM certificate in it".into());
                 }
+                let end = chain.first().and_then(|c| crate::tls::not_after(c));
+                certificate_end = end.and_then(|t| crate::rfc3339::parse_seconds(&t));
                 let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
                     .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
                 Some((chain, key))
@@ -132,6 +138,7 @@ impl Client {
             server: conn.server.trim_end_matches('/').to_string(),
             token,
             context: conn.context.clone(),
+            certificate_end,
             hold: None,
         })
     }

@@ -73,7 +73,11 @@ fn connect(opts: &Options) -> Client {
     let mut last = String::new();
     loop {
         match Client::from_kubeconfig(&opts.kubeconfig) {
-            Ok(c) => return c,
+            Ok(c) => {
+                // kubelet's client certificate lifetime: +Inf when the kubeconfig uses none.
+                crate::metrics::certificate(crate::metrics::Certificate::Client, c.certificate_end);
+                return c;
+            }
             Err(e) => {
                 if e != last {
                     log::error!("not mirroring to an API server: {e} (read again every minute)");

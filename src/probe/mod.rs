@@ -361,9 +361,12 @@ impl<R: RuntimeService> Task<R> {
             ("namespace", m.namespace.as_str()),
             ("pod_uid", m.uid.as_str()),
         ];
-        crate::metrics::add(&crate::metrics::PROBE_RESULTS, &labels, 1.0);
-        // kubelet times successful and unknown results, not failures.
-        if result != "failed" {
+        // kubelet's series: an attempt that errored is dropped, as kubelet's worker drops it;
+        // successes are timed, failures are not.
+        if result != "unknown" {
+            crate::metrics::add(&crate::metrics::PROBE_RESULTS, &labels, 1.0);
+        }
+        if result == "successful" {
             let timed = labels.get(..1).into_iter().flatten().chain(labels.get(2..5).into_iter().flatten());
             let timed: Vec<(&'static str, &str)> = timed.copied().collect();
             crate::metrics::observe(&crate::metrics::PROBE_SECONDS_KUBELET, &timed, took.as_secs_f64());
