@@ -1,5 +1,7 @@
 //! Fuzzes PEM bundles (`tls`), read from CA files, kubeconfigs and client certificates:
-//! the three readers agree on how many certificates a bundle holds, and nothing panics.
+//! the three readers agree on how many certificates a bundle holds, and nothing panics; a
+//! certificate's notAfter (`/metrics`' TTLs) reads from any bytes, the input itself taken as
+//! DER too, without a panic, and is RFC 3339 text when it reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,5 +12,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(certs.len(), chain.len());
     if let Some(roots) = atoll::tls::pem_roots(data) {
         assert!(roots.len() <= chain.len());
+    }
+    for der in chain.iter().map(|c| c.as_ref()).chain([data]) {
+        if let Some(t) = atoll::tls::not_after(der) {
+            assert!(t.len() == 20 && t.ends_with('Z'), "{t}");
+        }
     }
 });
