@@ -100,7 +100,8 @@ async fn locate<RT: RuntimeService>(api: &Api<RT>, id: &str, sandbox: bool, imag
     };
     let info = crate::deadline::with_deadline(Duration::from_secs(5), ask).await.flatten()?;
     let (pid, info_image) = verbose_info(&info)?;
-    let cgroup = smol::unblock(move || cgroups::of_process(pid)).await?;
+    // A process in the root cgroup is not the container's (its pid was reused, or it is gone).
+    let cgroup = smol::unblock(move || cgroups::of_process(pid)).await.filter(|c| cgroup_id(c) != "/")?;
     let image = if image.is_empty() { info_image } else { image.to_string() };
     let located = Located { cgroup, image };
     crate::locks::lock(&api.cgroups).insert(id.to_string(), located.clone());
@@ -140,8 +141,10 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>) -> Scrape {
             pod: pod.metadata.name.clone(),
             container: String::new(),
         };
-        let entry = Entry { labels, pod_uid: uid.to_string(), ..Default::default() };
-        jobs.push(Job { entry, cgroup: located.map(|l| l.cgroup), network: !pod.spec.host_network });
+        let started = u64::try_from(sb.created_at / 1_000_000_000).ok().filter(|s| *s > 0);
+        let entry = Entry { labels, pod_uid: uid.to_string(), started, ..Default::default() };
+        // Every sandbox's network, a host-network pod's too (the host's interfaces), as cAdvisor.
+        jobs.push(Job { entry, cgroup: located.map(|l| l.cgroup), network: true });
     }
     for (pod, status) in &pods {
         let Some(status) = status else { continue };
@@ -195,7 +198,7 @@ fn read_all(jobs: Vec<Job>) -> Scrape {
             Cgroup::V1(["cpu", "cpuacct", "memory", "blkio"].iter().map(|c| (c.to_string(), String::new())).collect())
         }
     };
-    let mut root_sample = cgroups::read(&root);
+    let mut root_sample = cgroups::read(&root, &[]);
     if let Some(node) = super::usage::node_reading() {
         root_sample.cpu_ns = root_sample.cpu_ns.or(Some(node.cpu_ns));
         root_sample.working_set = root_sample.working_set.or(Some(node.memory));
@@ -211,9 +214,11 @@ fn read_all(jobs: Vec<Job>) -> Scrape {
     for job in jobs {
         let mut e = job.entry;
         if let Some(cg) = &job.cgroup {
-            let read = cgroups::read(cg);
-            // CRI's readings first, the cgroup's where CRI gave none.
+            // CRI's readings first, the cgroup's where CRI gave none (and then only the files
+            // that say what CRI did not).
             let cri = std::mem::take(&mut e.sample);
+            let covered = cri.cpu_ns.is_some() && cri.memory.is_some() && cri.working_set.is_some();
+            let read = cgroups::read(cg, if covered { cgroups::CRI_COVERED } else { &[] });
             e.sample = Sample {
                 cpu_ns: cri.cpu_ns.or(read.cpu_ns),
                 working_set: cri.working_set.or(read.working_set),
@@ -231,7 +236,8 @@ fn read_all(jobs: Vec<Job>) -> Scrape {
     let mut devices: Vec<(String, String)> = Vec::new();
     for (dev, ..) in entries.iter().flat_map(|e| &e.sample.io) {
         if !devices.iter().any(|(d, _)| d == dev) {
-            let name = cgroups::device_name(dev).unwrap_or_else(|| dev.clone());
+            // A device without a name is "", as cAdvisor shows it.
+            let name = cgroups::device_name(dev).unwrap_or_default();
             devices.push((dev.clone(), name));
         }
     }

@@ -21,7 +21,7 @@ fn scrape() -> Scrape {
         period: Some(100_000),
         shares: Some(102),
         memory_limit: Some(33_554_432),
-        io: vec![("8:0".into(), 11, 22)],
+        io: vec![("8:0".into(), [11, 22, 3, 4]), ("9:9".into(), [1, 1, 1, 1])],
     };
     let labels = |container: &str, id: &str| Labels {
         container: container.into(),
@@ -103,6 +103,9 @@ fn series_carry_cadvisors_names_labels_and_stamps() {
     assert!(text.contains(&format!("container_fs_usage_bytes{{{}}} 8192 ", with("device=\"/var/lib/containerd\""))));
     assert!(text.contains(&format!("container_fs_reads_bytes_total{{{}}} 11 ", with("device=\"/dev/sda\""))));
     assert!(text.contains(&format!("container_fs_writes_bytes_total{{{}}} 22 ", with("device=\"/dev/sda\""))));
+    assert!(text.contains(&format!("container_fs_reads_total{{{}}} 3 ", with("device=\"/dev/sda\""))));
+    assert!(text.contains(&format!("container_fs_writes_total{{{}}} 4 ", with("device=\"/dev/sda\""))));
+    assert!(text.contains(&format!("container_fs_reads_total{{{}}} 1 ", with("device=\"\""))), "no name: \"\"");
     // The sandbox: network per interface, no CFS series without a quota, no CPU total of 0.
     let s1 = "container=\"\",id=\"/k8s.io/s1\",image=\"docker.io/library/busybox:1.36\",interface=\"eth0\",name=\"s1\"";
     for (family, v) in [
@@ -143,7 +146,7 @@ fn an_unlimited_container_shows_a_zero_limit_and_no_quota() {
     let mut s = scrape();
     if let Some(e) = s.entries.get_mut(2) {
         e.sample.quota = 0;
-        e.sample.memory_limit = None;
+        e.sample.memory_limit = Some(0);
     }
     let text = render(&s);
     assert!(text.contains("container_spec_memory_limit_bytes{container=\"app\",id=\"/k8s.io/c1\""), "{text}");

@@ -27,6 +27,8 @@ const FAMILIES: &[Family] = &[
     ("container_fs_usage_bytes", "gauge", "Bytes the container uses on the file system (its writable layer)."),
     ("container_fs_reads_bytes_total", "counter", "Cumulative bytes read, per block device."),
     ("container_fs_writes_bytes_total", "counter", "Cumulative bytes written, per block device."),
+    ("container_fs_reads_total", "counter", "Cumulative reads completed, per block device."),
+    ("container_fs_writes_total", "counter", "Cumulative writes completed, per block device."),
     ("container_network_receive_bytes_total", "counter", "Cumulative bytes received."),
     ("container_network_receive_packets_total", "counter", "Cumulative packets received."),
     ("container_network_receive_errors_total", "counter", "Cumulative errors while receiving."),
@@ -44,7 +46,7 @@ const FAMILIES: &[Family] = &[
     ("container_spec_memory_limit_bytes", "gauge", "Memory limit of the container (0: none)."),
 ];
 /// The first spec family's index: families from here on carry no time stamp.
-const SPEC: usize = 25;
+const SPEC: usize = 27;
 
 /// One value of an entry: its family's index, the extra label, the value.
 type Value = (usize, Option<(&'static str, String)>, f64);
@@ -70,30 +72,30 @@ fn values(e: &Entry, s: &Scrape) -> Vec<Value> {
     for (i, v) in [m.cache, m.rss, m.swap, m.failcnt, m.memory, m.working_set, m.oom_kills].into_iter().enumerate() {
         one(6 + i, v.map(|v| v as f64));
     }
-    let has_memory = m.memory.is_some();
     let started = e.started;
     let (period, quota, shares, limit) = (m.period, m.quota, m.shares, m.memory_limit);
     if let Some((device, used)) = &e.fs {
         out.push((13, Some(("device", device.clone())), *used as f64));
     }
-    for (dev, read, written) in &m.io {
-        let name = s.devices.iter().find(|(d, _)| d == dev).map_or(dev.as_str(), |(_, n)| n.as_str());
-        out.push((14, Some(("device", name.to_string())), *read as f64));
-        out.push((15, Some(("device", name.to_string())), *written as f64));
+    for (dev, counts) in &m.io {
+        let name = s.devices.iter().find(|(d, _)| d == dev).map_or("", |(_, n)| n.as_str());
+        for (family, v) in (14..).zip(counts) {
+            out.push((family, Some(("device", name.to_string())), *v as f64));
+        }
     }
-    for (k, pick) in [(16, 0), (17, 1), (18, 2), (19, 3)] {
+    for (k, pick) in [(18, 0), (19, 1), (20, 2), (21, 3)] {
         for i in &e.network {
             out.push((k, Some(("interface", i.name.clone())), i.rx.get(pick).copied().unwrap_or(0) as f64));
             out.push((k + 4, Some(("interface", i.name.clone())), i.tx.get(pick).copied().unwrap_or(0) as f64));
         }
     }
-    out.push((24, None, (s.now_ms / 1000) as f64));
+    out.push((26, None, (s.now_ms / 1000) as f64));
     let spec = [
-        (25, started.map(|t| t as f64)),
-        (26, period.map(|p| p as f64)),
-        (27, (quota != 0).then_some(quota as f64)),
-        (28, shares.map(|v| v as f64)),
-        (29, has_memory.then(|| limit.unwrap_or(0) as f64)),
+        (27, started.map(|t| t as f64)),
+        (28, period.map(|p| p as f64)),
+        (29, (quota != 0).then_some(quota as f64)),
+        (30, shares.map(|v| v as f64)),
+        (31, limit.map(|l| l as f64)),
     ];
     // The root's limits are the machine's (`machine_*`), not a spec of its own.
     if e.labels.id != "/" {
@@ -149,7 +151,7 @@ pub fn render(s: &Scrape) -> String {
                 // cAdvisor's total CPU carries `cpu="total"` (per-CPU series are off in kubelet).
                 let cpu = (f == 0).then_some(("cpu", "total"));
                 labels.extend(extra.as_ref().map(|(k, v)| (*k, v.as_str())).into_iter().chain(cpu));
-                let at = (f < SPEC).then_some(if f == 24 { s.now_ms } else { e.at_ms });
+                let at = (f < SPEC).then_some(if f == SPEC - 1 { s.now_ms } else { e.at_ms });
                 line(&mut out, name, &labels, *v, at);
             }
         }

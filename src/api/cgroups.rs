@@ -54,10 +54,10 @@ pub struct Sample {
     pub quota: i64,
     pub period: Option<u64>,
     pub shares: Option<u64>,
-    /// The memory limit in bytes (`None`: unlimited).
+    /// The memory limit in bytes (0: unlimited; `None`: not read).
     pub memory_limit: Option<u64>,
-    /// Bytes read and written per block device (`major:minor`).
-    pub io: Vec<(String, u64, u64)>,
+    /// Bytes read and written, then reads and writes, per block device (`major:minor`).
+    pub io: Vec<(String, [u64; 4])>,
 }
 
 /// One network interface's counters.
@@ -123,17 +123,17 @@ pub fn sample_v2(read: &dyn Fn(&str) -> Option<String>) -> Sample {
         .map(|w: u64| 2u64.saturating_add(w.saturating_sub(1).saturating_mul(262_142) / 9_999));
     s.memory = number(read("memory.current").as_deref());
     if let Some(stat) = read("memory.stat") {
-        s.rss = field(&stat, "anon");
-        s.cache = field(&stat, "file");
+        // What the kernel does not say is 0, as cAdvisor shows it.
+        s.rss = field(&stat, "anon").or(Some(0));
+        s.cache = field(&stat, "file").or(Some(0));
         let inactive = field(&stat, "inactive_file").unwrap_or(0);
         s.working_set = s.memory.map(|m| m.saturating_sub(inactive));
+        s.swap = number(read("memory.swap.current").as_deref()).or(Some(0));
+        let events = read("memory.events").unwrap_or_default();
+        s.failcnt = field(&events, "max").or(Some(0));
+        s.oom_kills = field(&events, "oom_kill").or(Some(0));
     }
-    s.swap = number(read("memory.swap.current").as_deref());
-    if let Some(events) = read("memory.events") {
-        s.failcnt = field(&events, "max");
-        s.oom_kills = field(&events, "oom_kill");
-    }
-    s.memory_limit = number(read("memory.max").as_deref());
+    s.memory_limit = read("memory.max").map(|m| m.trim().parse().unwrap_or(0));
     if let Some(io) = read("io.stat") {
         s.io = io
             .lines()
@@ -141,8 +141,8 @@ pub fn sample_v2(read: &dyn Fn(&str) -> Option<String>) -> Sample {
                 let mut f = l.split_whitespace();
                 let dev = f.next()?.to_string();
                 let kv: Vec<(&str, &str)> = f.filter_map(|p| p.split_once('=')).collect();
-                let get = |k: &str| kv.iter().find(|(key, _)| *key == k).and_then(|(_, v)| v.parse().ok());
-                Some((dev, get("rbytes").unwrap_or(0), get("wbytes").unwrap_or(0)))
+                let get = |k: &str| kv.iter().find(|(key, _)| *key == k).and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+                Some((dev, [get("rbytes"), get("wbytes"), get("rios"), get("wios")]))
             })
             .collect();
     }
@@ -168,42 +168,43 @@ pub fn sample_v1(read: &dyn Fn(&str, &str) -> Option<String>) -> Sample {
     s.shares = number(read("cpu", "cpu.shares").as_deref());
     s.memory = number(read("memory", "memory.usage_in_bytes").as_deref());
     if let Some(stat) = read("memory", "memory.stat") {
-        s.rss = field(&stat, "total_rss");
-        s.cache = field(&stat, "total_cache");
+        // What the kernel does not say is 0, as cAdvisor shows it (`total_swap` only with
+        // swap accounting).
+        s.rss = field(&stat, "total_rss").or(Some(0));
+        s.cache = field(&stat, "total_cache").or(Some(0));
+        s.swap = field(&stat, "total_swap").or(Some(0));
         let inactive = field(&stat, "total_inactive_file").unwrap_or(0);
         s.working_set = s.memory.map(|m| m.saturating_sub(inactive));
+        s.failcnt = number(read("memory", "memory.failcnt").as_deref()).or(Some(0));
+        s.oom_kills = read("memory", "memory.oom_control").and_then(|t| field(&t, "oom_kill")).or(Some(0));
     }
-    s.swap = number(read("memory", "memory.memsw.usage_in_bytes").as_deref())
-        .map(|sw| sw.saturating_sub(s.memory.unwrap_or(0)));
-    s.failcnt = number(read("memory", "memory.failcnt").as_deref());
-    s.oom_kills = read("memory", "memory.oom_control").and_then(|t| field(&t, "oom_kill"));
     // The kernel's "unlimited" is the largest page-aligned i64, not a number anyone set.
-    s.memory_limit = number(read("memory", "memory.limit_in_bytes").as_deref()).filter(|l| *l <= 1 << 62);
-    if let Some(io) = read("blkio", "blkio.throttle.io_service_bytes") {
-        let mut by_dev: Vec<(String, u64, u64)> = Vec::new();
-        for l in io.lines() {
+    s.memory_limit =
+        number(read("memory", "memory.limit_in_bytes").as_deref()).map(|l| if l > 1 << 62 { 0 } else { l });
+    // runc's order: the recursive files where the kernel has them.
+    let blkio = |name: &str| read("blkio", &format!("{name}_recursive")).or_else(|| read("blkio", name));
+    let mut by_dev: Vec<(String, [u64; 4])> = Vec::new();
+    for (file, at) in [("blkio.throttle.io_service_bytes", 0), ("blkio.throttle.io_serviced", 2)] {
+        for l in blkio(file).unwrap_or_default().lines() {
             let mut f = l.split_whitespace();
             let (Some(dev), Some(op), Some(n)) = (f.next(), f.next(), f.next().and_then(|n| n.parse::<u64>().ok()))
             else {
                 continue;
             };
-            let i = match by_dev.iter().position(|(d, ..)| d == dev) {
-                Some(i) => i,
-                None => {
-                    by_dev.push((dev.to_string(), 0, 0));
-                    by_dev.len() - 1
-                }
+            let slot = match op {
+                "Read" => at,
+                "Write" => at + 1,
+                _ => continue,
             };
-            if let Some(e) = by_dev.get_mut(i) {
-                match op {
-                    "Read" => e.1 = n,
-                    "Write" => e.2 = n,
-                    _ => {}
-                }
+            if !by_dev.iter().any(|(d, _)| d == dev) {
+                by_dev.push((dev.to_string(), [0; 4]));
+            }
+            if let Some(v) = by_dev.iter_mut().find(|(d, _)| d == dev).and_then(|(_, v)| v.get_mut(slot)) {
+                *v = n;
             }
         }
-        s.io = by_dev;
     }
+    s.io = by_dev;
     s
 }
 
@@ -215,14 +216,14 @@ pub fn parse_net_dev(text: &str) -> Vec<Interface> {
         .filter_map(|l| {
             let (name, counters) = l.split_once(':')?;
             let name = name.trim();
-            if name.is_empty() || ignored.iter().any(|p| name.starts_with(p)) {
+            if name.is_empty() || ignored.iter().any(|p| name.to_ascii_lowercase().starts_with(p)) {
                 return None;
             }
             let v: Vec<u64> = counters.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
             let at = |i: usize| v.get(i).copied().unwrap_or(0);
             // Receive: bytes packets errs drop fifo frame compressed multicast; transmit: bytes
             // packets errs drop ...
-            (v.len() >= 12).then(|| Interface {
+            (v.len() == 16).then(|| Interface {
                 name: name.to_string(),
                 rx: [at(0), at(1), at(2), at(3)],
                 tx: [at(8), at(9), at(10), at(11)],
@@ -262,13 +263,20 @@ pub fn of_process(pid: u32) -> Option<Cgroup> {
     parse_proc_cgroup(&text, unified())
 }
 
-/// Reads a cgroup (blocking).
-pub fn read(cgroup: &Cgroup) -> Sample {
+/// Reads a cgroup (blocking), all but the `skipped` files (what the runtime already said).
+pub fn read(cgroup: &Cgroup, skipped: &[&str]) -> Sample {
+    let get = |controller: &str, name: &str| match skipped.contains(&name) {
+        true => None,
+        false => read_text(&file(cgroup, controller, name)?),
+    };
     match cgroup {
-        Cgroup::V2(_) => sample_v2(&|name| read_text(&file(cgroup, "", name)?)),
-        Cgroup::V1(_) => sample_v1(&|controller, name| read_text(&file(cgroup, controller, name)?)),
+        Cgroup::V2(_) => sample_v2(&|name| get("", name)),
+        Cgroup::V1(_) => sample_v1(&get),
     }
 }
+
+/// The files whose numbers CRI's container stats give (usage and memory in use).
+pub const CRI_COVERED: &[&str] = &["cpuacct.usage", "memory.usage_in_bytes", "memory.current"];
 
 /// The interfaces of the network namespace of a process in the cgroup (blocking): a pid read
 /// from the cgroup's own member list at this moment, never one remembered.

@@ -42,7 +42,7 @@ fn v2_files_give_cadvisors_numbers() {
     assert_eq!((s.memory, s.working_set), (Some(10_485_760), Some(10_485_760 - 2_097_152)));
     assert_eq!((s.rss, s.cache, s.swap), (Some(4_194_304), Some(6_291_456), Some(4096)));
     assert_eq!((s.failcnt, s.oom_kills, s.memory_limit), (Some(7), Some(2), Some(33_554_432)));
-    assert_eq!(s.io, vec![("8:0".to_string(), 1024, 2048), ("253:1".to_string(), 5, 0)]);
+    assert_eq!(s.io, vec![("8:0".to_string(), [1024, 2048, 1, 2]), ("253:1".to_string(), [5, 0, 0, 0])]);
 
     let unlimited = |name: &str| match name {
         "cpu.max" => Some("max 100000\n".to_string()),
@@ -50,8 +50,14 @@ fn v2_files_give_cadvisors_numbers() {
         _ => None,
     };
     let s = sample_v2(&unlimited);
-    assert_eq!((s.quota, s.period, s.memory_limit), (0, Some(100_000), None));
+    assert_eq!((s.quota, s.period, s.memory_limit), (0, Some(100_000), Some(0)), "max is no limit: 0");
     assert_eq!((s.cpu_ns, s.memory, s.working_set, s.cfs), (None, None, None, None), "unread stays unknown");
+    assert_eq!((s.rss, s.swap, s.oom_kills), (None, None, None), "no memory.stat, no memory readings");
+    // memory.stat read: what the kernel leaves out is 0, as cAdvisor shows it.
+    let bare = |name: &str| (name == "memory.stat").then(|| "anon 5\n".to_string());
+    let s = sample_v2(&bare);
+    assert_eq!((s.rss, s.cache, s.swap, s.failcnt, s.oom_kills), (Some(5), Some(0), Some(0), Some(0), Some(0)));
+    assert_eq!(s.memory_limit, None, "not read is not unlimited");
 }
 
 #[test]
@@ -67,17 +73,17 @@ fn v1_files_give_cadvisors_numbers() {
         (
             "memory",
             "memory.stat",
-            "cache 1\nrss 2\ntotal_cache 6291456\ntotal_rss 4194304\ntotal_inactive_file 2097152\n",
+            "cache 1\nrss 2\ntotal_cache 6291456\ntotal_rss 4194304\ntotal_swap 4096\ntotal_inactive_file 2097152\n",
         ),
-        ("memory", "memory.memsw.usage_in_bytes", "10489856\n"),
         ("memory", "memory.failcnt", "7\n"),
         ("memory", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"),
         ("memory", "memory.limit_in_bytes", "33554432\n"),
         (
             "blkio",
-            "blkio.throttle.io_service_bytes",
+            "blkio.throttle.io_service_bytes_recursive",
             "8:0 Read 1024\n8:0 Write 2048\n8:0 Sync 0\n8:0 Total 3072\nTotal 3072\n",
         ),
+        ("blkio", "blkio.throttle.io_serviced", "8:0 Read 1\n8:0 Write 2\n8:16 Read 3\nTotal 6\n"),
     ];
     let read =
         |c: &str, name: &str| files.iter().find(|(fc, f, _)| *fc == c && *f == name).map(|(.., t)| t.to_string());
@@ -88,7 +94,7 @@ fn v1_files_give_cadvisors_numbers() {
     assert_eq!((s.memory, s.working_set), (Some(10_485_760), Some(10_485_760 - 2_097_152)));
     assert_eq!((s.rss, s.cache, s.swap), (Some(4_194_304), Some(6_291_456), Some(4096)));
     assert_eq!((s.failcnt, s.oom_kills, s.memory_limit), (Some(7), Some(2), Some(33_554_432)));
-    assert_eq!(s.io, vec![("8:0".to_string(), 1024, 2048)]);
+    assert_eq!(s.io, vec![("8:0".to_string(), [1024, 2048, 1, 2]), ("8:16".to_string(), [0, 0, 3, 0])]);
 
     let unlimited = |_: &str, name: &str| match name {
         "cpu.cfs_quota_us" => Some("-1\n".to_string()),
@@ -96,7 +102,7 @@ fn v1_files_give_cadvisors_numbers() {
         _ => None,
     };
     let s = sample_v1(&unlimited);
-    assert_eq!((s.quota, s.memory_limit), (0, None), "the kernel's unlimited is no limit");
+    assert_eq!((s.quota, s.memory_limit), (0, Some(0)), "the kernel's unlimited is no limit");
 }
 
 #[test]
@@ -111,7 +117,7 @@ fn hostile_numbers_saturate_and_garbage_is_unknown() {
     let s = sample_v2(&read);
     assert_eq!((s.cpu_ns, s.user_ns, s.memory), (Some(u64::MAX), None, None));
     assert!(s.shares.is_some());
-    assert_eq!(s.io, vec![("8:0".to_string(), 0, 0)]);
+    assert_eq!(s.io, vec![("8:0".to_string(), [0; 4])]);
 }
 
 #[test]
@@ -121,6 +127,8 @@ fn net_dev_drops_loopback_and_host_link_ends() {
     lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0
   eth0:    2000      24    1    2    0     0          0         0      962      13    3    4    0     0       0          0
 vethab12:     5       1    0    0    0     0          0         0        5       1    0    0    0     0       0          0
+VETHcd:     5       1    0    0    0     0          0         0        5       1    0    0    0     0       0          0
+  eth2:     5       1    0    0    0     0          0         0        5       1    0    0    0     0       0
   eth1: 1 2 3
 ";
     assert_eq!(parse_net_dev(text), vec![Interface { name: "eth0".into(), rx: [2000, 24, 1, 2], tx: [962, 13, 3, 4] }]);
@@ -129,7 +137,7 @@ vethab12:     5       1    0    0    0     0          0         0        5      
 #[test]
 fn this_machines_files_are_read() {
     let Some(cg) = of_process(std::process::id()) else { panic!("this process's cgroup") };
-    let s = read(&cg);
+    let s = read(&cg, &[]);
     assert!(s.cpu_ns.is_some() || s.memory.is_some(), "{cg:?}: {s:?}");
     assert!(host_interfaces().iter().all(|i| i.name != "lo"));
 }
