@@ -7,6 +7,7 @@
 
 mod apiserver;
 mod common;
+mod summary;
 
 use apiserver::{ApiServer, Pki};
 use common::kubectl::run as kubectl;
@@ -208,7 +209,9 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let _turn = one_agent_at_a_time();
     // web with a readiness probe, for /metrics/probes.
     let probed = format!("{WEB}    readinessProbe:\n      exec: {{command: ['true']}}\n      periodSeconds: 1\n");
-    let Node { dir, pki, server, agent, port, ca } = node("atoll-kubelet-server", &[("web.yaml", &probed)]);
+    let disk = summary::disk_pod(testbed().var("ATOLL_TB_GATEWAY"));
+    let Node { dir, pki, server, agent, port, ca } =
+        node("atoll-kubelet-server", &[("web.yaml", &probed), ("disk.yaml", &disk)]);
     server.add_reviewed_token("tok-viewer", "viewer", &["viewers"]);
     server.add_reviewed_token(
         "tok-ms",
@@ -381,6 +384,7 @@ fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
         .find(|p| p["podRef"]["name"] == "web-tb")
         .expect("web in the summary");
     assert!(web["containers"][0]["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0, "{web}");
+    summary::check(&|path| get(&As::Token("tok-ms"), path));
     assert_eq!(get(&As::Token("tok-ms"), "/pods").map(|r| r.0), Some(403), "metrics and stats are not proxy");
     kubelets_other_metrics_paths(&|path| get(&As::Token("tok-ms"), path), &|path| get(&As::Token("tok-viewer"), path));
 

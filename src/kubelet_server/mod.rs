@@ -26,10 +26,12 @@ pub mod auth;
 pub mod authz;
 pub mod cache;
 pub mod cert;
+pub mod disks;
 pub mod peer;
 pub mod resource;
 pub mod reviews;
 pub mod serve;
+pub mod summary;
 
 /// kubelet's server settings (KubeletConfiguration `address`, `port`, `tlsCertFile`,
 /// `tlsPrivateKeyFile`, `authentication`, `authorization`, `enableDebuggingHandlers`).

@@ -110,7 +110,7 @@ pub fn prometheus(u: &Usage) -> String {
     out
 }
 
-fn time(ms: i64) -> String {
+pub(super) fn time(ms: i64) -> String {
     let t = SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     crate::rfc3339::format_seconds(t)
 }

@@ -213,7 +213,8 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             ("GET", ["metrics", "slis"]) => text(crate::api::metrics::registry(&self.api, crate::metrics::Path::Slis)),
             ("GET", ["metrics", "resource"]) => text(resource::prometheus(&resource::collect(&self.api).await)),
             ("GET" | "POST", ["stats", "summary"]) => {
-                Response::json(200, &resource::summary(&resource::collect(&self.api).await))
+                let only = req.query.get("only_cpu_and_memory").map(String::as_str);
+                Response::json(200, &super::summary::answer(&self.api, only).await)
             }
             // Only the whole check is counted for /metrics/slis, as kubelet's; each part alone is not.
             ("GET" | "HEAD", ["healthz", rest @ ..]) if matches!(rest, [] | ["ping" | "syncloop"]) => {
