@@ -1,23 +1,22 @@
 //! The shape of a Pod as atoll's types read it: which object fields hold which type, so a
 //! manifest's JSON value can be walked beside the typed decode.
 //!
-//! Field names come from the serde types themselves (the list `#[derive(Deserialize)]` hands
-//! to `deserialize_struct`); this file only says which fields hold another API struct (one
+//! Field names come from the types themselves (`de::Table::FIELDS`, which `api_struct!` makes
+//! from the fields' serde attributes, as the derive names them); this file only says which fields hold another API struct (one
 //! or a list) and which hold free JSON (`Any`), which nothing below is checked in. From that:
 //! [`unknown`] names every field the types do not read (what serde would drop), and
 //! [`locate`] names the field a failed typed decode choked on, by decoding the failing
 //! struct one field at a time with the same code the whole decode uses. Both replace serde
 //! wrappers that doubled the Pod decoder's code (about 55 KB of the aarch64 binary).
 
+use super::de::Table;
 use super::types::*;
-use serde::de::{DeserializeOwned, Deserializer, Visitor};
 use serde_json::{Map, Value};
-use std::cell::Cell;
 
 /// One API struct: its serde field names, a decode of it from JSON, its struct fields, and the
 /// fields Kubernetes has that atoll's type does not read.
 pub struct Type {
-    fields: fn() -> &'static [&'static str],
+    fields: &'static [&'static str],
     check: fn(Value) -> Result<(), serde_json::Error>,
     children: &'static [(&'static str, Child)],
     /// Space-separated: the rest of the struct's fields in k8s.io/api core/v1 (the master of
@@ -48,45 +47,12 @@ pub enum Child {
     Any(&'static str),
 }
 
-const fn ty<T: DeserializeOwned>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
-    Type { fields: names::<T>, check: decodes::<T>, children, kube }
+const fn ty<T: Table>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
+    Type { fields: T::FIELDS, check: decodes::<T>, children, kube }
 }
 
-fn decodes<T: DeserializeOwned>(value: Value) -> Result<(), serde_json::Error> {
-    super::de::from_value::<T>(value).map(drop)
-}
-
-/// The field names serde's derive reads for `T`, asked of the derive itself.
-fn names<T: DeserializeOwned>() -> &'static [&'static str] {
-    let seen = Cell::new(&[][..]);
-    let _ = T::deserialize(Names(&seen));
-    seen.get()
-}
-
-/// A deserializer that only records the field list a struct's derive asks for.
-struct Names<'a>(&'a Cell<&'static [&'static str]>);
-
-impl<'de> Deserializer<'de> for Names<'_> {
-    type Error = serde_json::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
-        Err(serde::de::Error::custom("not a struct"))
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        fields: &'static [&'static str],
-        _: V,
-    ) -> Result<V::Value, Self::Error> {
-        self.0.set(fields);
-        Err(serde::de::Error::custom("names only"))
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
-        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
-    }
+fn decodes<T: Table>(value: Value) -> Result<(), serde_json::Error> {
+    super::de::table::<T>(value).map(drop)
 }
 
 use Child::{Any, Many, One};
@@ -259,7 +225,7 @@ impl Type {
 
     /// The field names this type reads.
     pub fn field_names(&self) -> &'static [&'static str] {
-        (self.fields)()
+        self.fields
     }
 
     /// What `key`, which this type does not read, is.
