@@ -144,7 +144,7 @@ static RESOURCE_REF: Type = ty::<ResourceFieldSelector>("", &[]);
 static KEY_SELECTOR: Type = ty::<KeySelector>("", &[]);
 static ENV_FROM: Type = ty::<EnvFromSource>("", &[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
 static OBJECT_REF: Type = ty::<ObjectRef>("", &[]);
-static PORT: Type = ty::<ContainerPort>("", &[]);
+pub static PORT: Type = ty::<ContainerPort>("", &[]);
 static RESOURCES: Type = ty::<ResourceRequirements>("claims:[@claim]", &[]);
 static VOLUME_MOUNT: Type = ty::<VolumeMount>("recursiveReadOnly:s subPathExpr:s bindMountOptions:[s]", &[]);
 static PROBE: Type = ty::<Probe>(
@@ -157,7 +157,7 @@ static HTTP_HEADER: Type = ty::<HttpHeader>("", &[]);
 static TCP_SOCKET: Type = ty::<TcpSocketAction>("", &[]);
 static GRPC: Type = ty::<GrpcAction>("mode:s", &[]);
 static LIFECYCLE: Type = ty::<Lifecycle>("stopSignal:s", &[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
-static HANDLER: Type = ty::<LifecycleHandler>(
+pub static HANDLER: Type = ty::<LifecycleHandler>(
     "",
     &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("sleep", One(&SLEEP))],
 );
@@ -345,6 +345,57 @@ pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<(String, Unre
             _ => {}
         }
     }
+}
+
+/// Writes `value`, a `ty` (or a list of them) as `serde_json::to_value` made it, as
+/// `serde_json::to_vec` writes the typed value: compact, each struct's fields in declaration
+/// order (a value's maps are sorted by key, as a `BTreeMap` field and free JSON are anyway).
+/// So the bytes come from the one serialisation to a value instead of a second copy of every
+/// type's serializer.
+pub fn write_ordered(ty: &Type, value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            out.push(b'{');
+            let mut first = true;
+            for name in ty.fields {
+                let Some(v) = map.get(*name) else { continue };
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                write_plain(&Value::String((*name).to_string()), out);
+                out.push(b':');
+                match ty.child(name) {
+                    Some(One(t) | Many(t)) => write_ordered(t, v, out),
+                    _ => write_plain(v, out),
+                }
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_ordered(ty, item, out);
+            }
+            out.push(b']');
+        }
+        other => write_plain(other, out),
+    }
+}
+
+/// `serde_json::to_string(value)` for a `ty` or a list of them (see [`write_ordered`]).
+pub fn to_string_ordered(ty: &Type, value: &impl serde::Serialize) -> String {
+    let mut out = Vec::new();
+    write_ordered(ty, &serde_json::to_value(value).unwrap_or_default(), &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_plain(value: &Value, out: &mut Vec<u8>) {
+    // Writing a value to memory cannot fail (its map keys are strings).
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// The path (under `path`) and the decoder's message of the first field of `value` that `ty`
