@@ -117,7 +117,13 @@ impl<T: Field> Field for Box<T> {
 impl<T: Field> Field for Vec<T> {
     fn take(v: Value) -> Result<Self, Error> {
         match v {
-            Value::Array(items) => items.into_iter().map(T::take).collect(),
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    out.push(T::take(item)?);
+                }
+                Ok(out)
+            }
             other => Err(not_a(&other, "a sequence")),
         }
     }
@@ -126,7 +132,13 @@ impl<T: Field> Field for Vec<T> {
 impl<T: Field> Field for BTreeMap<String, T> {
     fn take(v: Value) -> Result<Self, Error> {
         match v {
-            Value::Object(map) => map.into_iter().map(|(k, v)| Ok((k, T::take(v)?))).collect(),
+            Value::Object(map) => {
+                let mut out = BTreeMap::new();
+                for (k, v) in map {
+                    out.insert(k, T::take(v)?);
+                }
+                Ok(out)
+            }
             other => Err(not_a(&other, "a map")),
         }
     }
