@@ -59,7 +59,8 @@ macro_rules! api_struct {
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                d.deserialize_struct(stringify!($name), <Self as $crate::pod::de::Table>::FIELDS, $crate::pod::de::Struct::<Self>::new())
+                let fields = <Self as $crate::pod::de::Table>::FIELDS;
+                d.deserialize_struct(stringify!($name), fields, $crate::pod::de::Struct::<Self>::new())
             }
         }
     };

@@ -2,12 +2,15 @@
 //! manifest's JSON value can be walked beside the typed decode.
 //!
 //! Field names come from the types themselves (`de::Table::FIELDS`, which `api_struct!` makes
-//! from the fields' serde attributes, as the derive names them); this file only says which fields hold another API struct (one
-//! or a list) and which hold free JSON (`Any`), which nothing below is checked in. From that:
+//! from the fields' serde attributes, as the derive names them); this file only says which
+//! fields hold another API struct (one or a list) and which hold free JSON (`Any`), which
+//! nothing below is checked in. From that:
 //! [`unknown`] names every field the types do not read (what serde would drop), and
 //! [`locate`] names the field a failed typed decode choked on, by decoding the failing
 //! struct one field at a time with the same code the whole decode uses. Both replace serde
 //! wrappers that doubled the Pod decoder's code (about 55 KB of the aarch64 binary).
+//! [`write_ordered`] writes a serialised value's bytes in the types' field order, as
+//! `serde_json::to_vec` of the typed value would (the content UID hashes them).
 
 use super::de::Table;
 use super::types::*;
