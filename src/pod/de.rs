@@ -162,6 +162,60 @@ macro_rules! plain {
 }
 plain!(String, bool, i64, i32, Quantity, IntOrString);
 
+/// What serde's `#[serde(untagged)]` derive said of a value that is neither.
+const NO_VARIANT: &str = "data did not match any variant of untagged enum IntOrString";
+
+/// An `i64`, else a string, as the untagged derive read it, without first copying the value
+/// into serde's buffer (whose code was instantiated for each deserializer).
+impl<'de> de::Deserialize<'de> for IntOrString {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IntOrStr)
+    }
+}
+
+struct IntOrStr;
+
+impl<'de> Visitor<'de> for IntOrStr {
+    type Value = IntOrString;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an integer or a string")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrString, E> {
+        Ok(IntOrString::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrString, E> {
+        i64::try_from(v).map(IntOrString::Int).map_err(|_| E::custom(NO_VARIANT))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrString, E> {
+        Ok(IntOrString::Str(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<IntOrString, E> {
+        Ok(IntOrString::Str(v))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<IntOrString, E> {
+        std::str::from_utf8(v).map(|s| IntOrString::Str(s.to_string())).map_err(|_| E::custom(NO_VARIANT))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<IntOrString, E> {
+        Err(E::custom(NO_VARIANT))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<IntOrString, E> {
+        Err(E::custom(NO_VARIANT))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<IntOrString, E> {
+        Err(E::custom(NO_VARIANT))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<IntOrString, E> {
+        Err(E::custom(NO_VARIANT))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<IntOrString, A::Error> {
+        Err(de::Error::custom(NO_VARIANT))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<IntOrString, A::Error> {
+        Err(de::Error::custom(NO_VARIANT))
+    }
+}
+
 /// How many of `all` are named (the fields not skipped).
 pub const fn count(all: &[Option<&str>]) -> usize {
     let (mut i, mut n) = (0, 0);
@@ -387,6 +441,11 @@ mod tests {
 
     /// Mistakes and what serde's derived decoder of the Pod types said of each.
     const MESSAGES: &[(&str, &str)] = &[
+        (r#"{"spec":{"containers":[{"livenessProbe":{"httpGet":{"port":1.5}}}]}}"#, NO_VARIANT),
+        (r#"{"spec":{"containers":[{"livenessProbe":{"httpGet":{"port":null}}}]}}"#, NO_VARIANT),
+        (r#"{"spec":{"containers":[{"livenessProbe":{"httpGet":{"port":[80]}}}]}}"#, NO_VARIANT),
+        (r#"{"spec":{"containers":[{"livenessProbe":{"tcpSocket":{"port":{"a":1}}}}]}}"#, NO_VARIANT),
+        (r#"{"spec":{"containers":[{"livenessProbe":{"tcpSocket":{"port":18446744073709551615}}}]}}"#, NO_VARIANT),
         (r#"{"spec":{"priority":"high"}}"#, "invalid type: string \"high\", expected i32"),
         (r#"{"spec":{"containers":{"name":"c"}}}"#, "invalid type: map, expected a sequence"),
         (r#"{"spec":{"containers":[{"ports":5}]}}"#, "invalid type: integer `5`, expected a sequence"),
