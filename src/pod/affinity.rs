@@ -4,7 +4,7 @@
 //! it for kubelet's admission. Only the required node affinity matters on one node; the
 //! preferred terms, pod affinity and anti-affinity are the scheduler's (decoded, not used).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

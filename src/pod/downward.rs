@@ -4,7 +4,7 @@
 //! `runtime::volumes::object_volumes`.
 
 use super::quantity::Quantity;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 api_struct! {
     pub struct ObjectFieldSelector {

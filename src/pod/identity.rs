@@ -90,7 +90,13 @@ fn content_uid(pod: &Pod, origin: &Origin, node: &str) -> String {
     let mut canonical = pod.clone();
     canonical.status = None;
     canonical.metadata.creation_timestamp = None;
-    let mut bytes = serde_json::to_vec(&canonical).unwrap_or_default();
+    // `serde_json::to_vec(&canonical)`'s bytes, from the value the API and the mirror use too.
+    let mut bytes = Vec::new();
+    super::schema::write_ordered(
+        &super::schema::POD,
+        &serde_json::to_value(&canonical).unwrap_or_default(),
+        &mut bytes,
+    );
     match origin {
         Origin::File(path) => {
             bytes.extend_from_slice(format!("\nhost:{node}\nfile:{}", path.display()).as_bytes());

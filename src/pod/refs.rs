@@ -3,7 +3,7 @@
 //! `secretKeyRef` and `envFrom`, as serde types in the API's shape (`types` re-exports them;
 //! `references` lists what a pod names through them).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 api_struct! {

@@ -1,23 +1,25 @@
 //! The shape of a Pod as atoll's types read it: which object fields hold which type, so a
 //! manifest's JSON value can be walked beside the typed decode.
 //!
-//! Field names come from the serde types themselves (the list `#[derive(Deserialize)]` hands
-//! to `deserialize_struct`); this file only says which fields hold another API struct (one
-//! or a list) and which hold free JSON (`Any`), which nothing below is checked in. From that:
+//! Field names come from the types themselves (`de::Table::FIELDS`, which `api_struct!` makes
+//! from the fields' serde attributes, as the derive names them); this file only says which
+//! fields hold another API struct (one or a list) and which hold free JSON (`Any`), which
+//! nothing below is checked in. From that:
 //! [`unknown`] names every field the types do not read (what serde would drop), and
 //! [`locate`] names the field a failed typed decode choked on, by decoding the failing
 //! struct one field at a time with the same code the whole decode uses. Both replace serde
 //! wrappers that doubled the Pod decoder's code (about 55 KB of the aarch64 binary).
+//! [`write_ordered`] writes a serialised value's bytes in the types' field order, as
+//! `serde_json::to_vec` of the typed value would (the content UID hashes them).
 
+use super::de::Table;
 use super::types::*;
-use serde::de::{DeserializeOwned, Deserializer, Visitor};
 use serde_json::{Map, Value};
-use std::cell::Cell;
 
 /// One API struct: its serde field names, a decode of it from JSON, its struct fields, and the
 /// fields Kubernetes has that atoll's type does not read.
 pub struct Type {
-    fields: fn() -> &'static [&'static str],
+    fields: &'static [&'static str],
     check: fn(Value) -> Result<(), serde_json::Error>,
     children: &'static [(&'static str, Child)],
     /// Space-separated: the rest of the struct's fields in k8s.io/api core/v1 (the master of
@@ -48,45 +50,12 @@ pub enum Child {
     Any(&'static str),
 }
 
-const fn ty<T: DeserializeOwned>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
-    Type { fields: names::<T>, check: decodes::<T>, children, kube }
+const fn ty<T: Table>(kube: &'static str, children: &'static [(&'static str, Child)]) -> Type {
+    Type { fields: T::FIELDS, check: decodes::<T>, children, kube }
 }
 
-fn decodes<T: DeserializeOwned>(value: Value) -> Result<(), serde_json::Error> {
-    super::de::from_value::<T>(value).map(drop)
-}
-
-/// The field names serde's derive reads for `T`, asked of the derive itself.
-fn names<T: DeserializeOwned>() -> &'static [&'static str] {
-    let seen = Cell::new(&[][..]);
-    let _ = T::deserialize(Names(&seen));
-    seen.get()
-}
-
-/// A deserializer that only records the field list a struct's derive asks for.
-struct Names<'a>(&'a Cell<&'static [&'static str]>);
-
-impl<'de> Deserializer<'de> for Names<'_> {
-    type Error = serde_json::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
-        Err(serde::de::Error::custom("not a struct"))
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        fields: &'static [&'static str],
-        _: V,
-    ) -> Result<V::Value, Self::Error> {
-        self.0.set(fields);
-        Err(serde::de::Error::custom("names only"))
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
-        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
-    }
+fn decodes<T: Table>(value: Value) -> Result<(), serde_json::Error> {
+    super::de::table::<T>(value).map(drop)
 }
 
 use Child::{Any, Many, One};
@@ -178,7 +147,7 @@ static RESOURCE_REF: Type = ty::<ResourceFieldSelector>("", &[]);
 static KEY_SELECTOR: Type = ty::<KeySelector>("", &[]);
 static ENV_FROM: Type = ty::<EnvFromSource>("", &[("configMapRef", One(&OBJECT_REF)), ("secretRef", One(&OBJECT_REF))]);
 static OBJECT_REF: Type = ty::<ObjectRef>("", &[]);
-static PORT: Type = ty::<ContainerPort>("", &[]);
+pub static PORT: Type = ty::<ContainerPort>("", &[]);
 static RESOURCES: Type = ty::<ResourceRequirements>("claims:[@claim]", &[]);
 static VOLUME_MOUNT: Type = ty::<VolumeMount>("recursiveReadOnly:s subPathExpr:s bindMountOptions:[s]", &[]);
 static PROBE: Type = ty::<Probe>(
@@ -191,7 +160,7 @@ static HTTP_HEADER: Type = ty::<HttpHeader>("", &[]);
 static TCP_SOCKET: Type = ty::<TcpSocketAction>("", &[]);
 static GRPC: Type = ty::<GrpcAction>("mode:s", &[]);
 static LIFECYCLE: Type = ty::<Lifecycle>("stopSignal:s", &[("postStart", One(&HANDLER)), ("preStop", One(&HANDLER))]);
-static HANDLER: Type = ty::<LifecycleHandler>(
+pub static HANDLER: Type = ty::<LifecycleHandler>(
     "",
     &[("exec", One(&EXEC)), ("httpGet", One(&HTTP_GET)), ("tcpSocket", One(&TCP_SOCKET)), ("sleep", One(&SLEEP))],
 );
@@ -259,7 +228,7 @@ impl Type {
 
     /// The field names this type reads.
     pub fn field_names(&self) -> &'static [&'static str] {
-        (self.fields)()
+        self.fields
     }
 
     /// What `key`, which this type does not read, is.
@@ -379,6 +348,57 @@ pub fn unknown(ty: &Type, value: &Value, path: &str, out: &mut Vec<(String, Unre
             _ => {}
         }
     }
+}
+
+/// Writes `value`, a `ty` (or a list of them) as `serde_json::to_value` made it, as
+/// `serde_json::to_vec` writes the typed value: compact, each struct's fields in declaration
+/// order (a value's maps are sorted by key, as a `BTreeMap` field and free JSON are anyway).
+/// So the bytes come from the one serialisation to a value instead of a second copy of every
+/// type's serializer.
+pub fn write_ordered(ty: &Type, value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            out.push(b'{');
+            let mut first = true;
+            for name in ty.fields {
+                let Some(v) = map.get(*name) else { continue };
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                write_plain(&Value::String((*name).to_string()), out);
+                out.push(b':');
+                match ty.child(name) {
+                    Some(One(t) | Many(t)) => write_ordered(t, v, out),
+                    _ => write_plain(v, out),
+                }
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_ordered(ty, item, out);
+            }
+            out.push(b']');
+        }
+        other => write_plain(other, out),
+    }
+}
+
+/// `serde_json::to_string(value)` for a `ty` or a list of them (see [`write_ordered`]).
+pub fn to_string_ordered(ty: &Type, value: &impl serde::Serialize) -> String {
+    let mut out = Vec::new();
+    write_ordered(ty, &serde_json::to_value(value).unwrap_or_default(), &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_plain(value: &Value, out: &mut Vec<u8>) {
+    // Writing a value to memory cannot fail (its map keys are strings).
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// The path (under `path`) and the decoder's message of the first field of `value` that `ty`

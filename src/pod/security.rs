@@ -2,7 +2,7 @@
 //! AppArmor, as serde types in the API's shape (`types` re-exports them; `apparmor` reads the
 //! AppArmor one).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 api_struct! {
     pub struct SeccompProfile {

@@ -11,12 +11,13 @@ pub use super::downward::*;
 use super::quantity::Quantity;
 pub use super::refs::*;
 pub use super::security::*;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// An integer or a string, as Kubernetes' `IntOrString` (ports by number or name).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// An integer or a string, as Kubernetes' `IntOrString` (ports by number or name). Read as
+/// `#[serde(untagged)]` read it (`pod::de`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum IntOrString {
     Int(i64),

@@ -18,6 +18,7 @@ use crate::cri::api::{
 use crate::pod::apparmor::Profile;
 use crate::pod::derived::{expand, qos_class};
 use crate::pod::fieldpath;
+use crate::pod::schema;
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -216,10 +217,10 @@ pub fn container_config(
         annotations.insert(ANNOTATION_GRACE.into(), g.to_string());
     }
     if let Some(pre) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
-        annotations.insert(ANNOTATION_PRE_STOP.into(), serde_json::to_string(pre).unwrap_or_default());
+        annotations.insert(ANNOTATION_PRE_STOP.into(), schema::to_string_ordered(&schema::HANDLER, pre));
     }
     if !c.ports.is_empty() {
-        annotations.insert(ANNOTATION_PORTS.into(), serde_json::to_string(&c.ports).unwrap_or_default());
+        annotations.insert(ANNOTATION_PORTS.into(), schema::to_string_ordered(&schema::PORT, &c.ports));
     }
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let sc = c.security_context.clone().unwrap_or_default();

@@ -179,3 +179,53 @@ fn a_type_error_is_found_at_its_field() {
     assert_eq!(locate(&POD, &not_an_item, "").unwrap().0, "spec.containers[0]");
     assert_eq!(locate(&POD, &json!({"spec": {"hostNetwork": true}}), ""), None);
 }
+
+/// An object of `ty` with every field it reads set to a value it accepts (two items in each
+/// list of structs), for comparing serialisations.
+fn full(ty: &Type) -> Value {
+    let mut map = Map::new();
+    for name in ty.fields {
+        let v = match ty.child(name) {
+            Some(One(t)) => full(t),
+            Some(Many(t)) => Value::Array(vec![full(t), full(t)]),
+            _ => {
+                let candidates = [
+                    json!("x1"),
+                    json!(7),
+                    json!(true),
+                    json!({"k": "v", "a": "b"}),
+                    json!({"memory": "64Mi", "cpu": "250m"}),
+                    json!(["a", "b"]),
+                    json!([1, 2]),
+                    json!({"insideFreeJson": {"z": 1.5, "a": [null, "é\"\n"]}}),
+                    json!([{"insideFreeJson": 1}]),
+                ];
+                let fits =
+                    |c: &Value| (ty.check)(Value::Object(Map::from_iter([(name.to_string(), c.clone())]))).is_ok();
+                candidates.into_iter().find(fits).unwrap_or_else(|| panic!("no value for {name}"))
+            }
+        };
+        map.insert(name.to_string(), v);
+    }
+    Value::Object(map)
+}
+
+#[test]
+fn the_ordered_writer_writes_what_serde_json_writes_for_the_typed_pod() {
+    let pod: Pod = super::super::de::from_value(full(&POD)).unwrap();
+    let mut ours = Vec::new();
+    write_ordered(&POD, &serde_json::to_value(&pod).unwrap(), &mut ours);
+    let theirs = serde_json::to_vec(&pod).unwrap();
+    assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
+    assert!(theirs.len() > 4000, "{}", theirs.len());
+    // And for the lists and structs the container annotations hold.
+    let c = &pod.spec.containers[0];
+    assert_eq!(to_string_ordered(&PORT, &c.ports), serde_json::to_string(&c.ports).unwrap());
+    let pre = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()).unwrap();
+    assert_eq!(to_string_ordered(&HANDLER, pre), serde_json::to_string(pre).unwrap());
+    // The default pod too (every field left out).
+    let empty = Pod::default();
+    let mut ours = Vec::new();
+    write_ordered(&POD, &serde_json::to_value(&empty).unwrap(), &mut ours);
+    assert_eq!(ours, serde_json::to_vec(&empty).unwrap());
+}
