@@ -73,7 +73,8 @@ struct Job {
     network: bool,
 }
 
-fn now_ms() -> i64 {
+/// Now, in ms since the epoch (a reading's stamp).
+pub fn now_ms() -> i64 {
     let since = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
@@ -246,18 +247,11 @@ fn read_all(jobs: Vec<Job>) -> Scrape {
 
 /// The machine's logical CPUs (online), memory and identity (blocking).
 fn machine() -> Machine {
-    let read = |p: &str| {
-        crate::bounded::read_file(std::path::Path::new(p), 64 << 10)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .map(|s| s.trim().to_string())
-    };
+    let read = |p: &str| cgroups::read_text(std::path::Path::new(p)).map(|s| s.trim().to_string());
     let cores = read("/sys/devices/system/cpu/online").map_or(0, |s| online_cpus(&s));
     let memory = read("/proc/meminfo")
-        .and_then(|m| {
-            m.lines().find_map(|l| l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse().ok())
-        })
-        .map_or(0, |kib: u64| kib.saturating_mul(1024));
+        .and_then(|m| super::usage::meminfo_kib(&m, "MemTotal:"))
+        .map_or(0, |kib| kib.saturating_mul(1024));
     Machine {
         cores,
         memory,

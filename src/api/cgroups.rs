@@ -232,7 +232,8 @@ pub fn parse_net_dev(text: &str) -> Vec<Interface> {
         .collect()
 }
 
-fn read_text(path: &Path) -> Option<String> {
+/// A small kernel file as text (bounded, not following a last symlink).
+pub(super) fn read_text(path: &Path) -> Option<String> {
     String::from_utf8(crate::bounded::read_file(path, MAX_FILE).ok()?).ok()
 }
 

@@ -96,11 +96,14 @@ fn cpu_ns(stat: &str, hz: u64) -> Option<u64> {
     Some(busy.saturating_mul(1_000_000_000 / hz.max(1)))
 }
 
+/// One `/proc/meminfo` value (`key` with its colon), in KiB.
+pub(super) fn meminfo_kib(meminfo: &str, key: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse().ok())
+}
+
 /// MemTotal − MemFree − Inactive(file), in bytes.
 fn working_set(meminfo: &str) -> Option<u64> {
-    let kib = |key: &str| {
-        meminfo.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
-    };
+    let kib = |key: &str| meminfo_kib(meminfo, key);
     let used = kib("MemTotal:")?.saturating_sub(kib("MemFree:")?);
     Some(used.saturating_sub(kib("Inactive(file):").unwrap_or(0)).saturating_mul(1024))
 }

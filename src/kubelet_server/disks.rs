@@ -14,7 +14,7 @@
 //! container that makes a million files costs a scrape some milliseconds, not minutes. All of
 //! it is blocking and runs in one `smol::unblock`.
 
-use crate::api::cadvisor::Scrape;
+use crate::api::cadvisor::{now_ms, Scrape};
 use crate::api::view::Api;
 use crate::cri::RuntimeService;
 use crate::pod::types::Volume;
@@ -199,11 +199,6 @@ fn read(root: &Path, image: Option<(String, u64, Option<u64>, i64)>, mounts: Vec
         })
         .collect();
     Disks { at_ms: now_ms(), node: statvfs(root), image, mounts, pods }
-}
-
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A file system's size from `statvfs`.
