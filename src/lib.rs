@@ -24,7 +24,9 @@
 //! 10. `objects` `cri` `trust` `age` `gate`: local ConfigMaps and Secrets; the CRI client and
 //!     its trait; signatures and versions; age decryption; every listener's budgets for
 //!     connections that have not shown who they are.
-//! 11. `records` `metrics`: small JSON records on disk; counters and histograms.
+//! 11. `records` `metrics` `grpc`: small JSON records on disk; counters and histograms; the gRPC
+//!     transport (unary, server-streaming and bidirectional calls over HTTP/2) used by the CRI
+//!     client, the konnectivity agent and the gRPC probe.
 //! 12. `pod`: the Pod model, its validation and safe paths.
 //! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
 //!     `rfc3339` `notify` `root_dir` `short_id` `task`: leaves, which import nothing of atoll.
@@ -45,6 +47,7 @@ pub mod dirwatch;
 pub mod duration;
 pub mod fnv;
 pub mod gate;
+pub mod grpc;
 pub mod handlers;
 pub mod http1;
 pub mod images;

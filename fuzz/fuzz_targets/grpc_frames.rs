@@ -1,12 +1,12 @@
 //! Fuzzes gRPC message framing and the protobuf decoders behind it: the runtime's CRI replies
-//! (`cri::grpc::decode_message`, and `take_frame` that cuts a server stream into messages) and
+//! (`grpc::decode_message`, and `take_frame` that cuts a server stream into messages) and
 //! konnectivity's tunnel packets (`tunnel::packet::Packet`, framed the same way by the tunnel's
 //! gRPC stream). Beyond not panicking: a message that decodes encodes and decodes to itself,
 //! and cutting a stream into messages in any chunking gives the same messages.
 #![no_main]
 
 use atoll::cri::api;
-use atoll::cri::grpc::{decode_message, encode_message, take_frame};
+use atoll::grpc::{decode_message, encode_message, take_frame};
 use atoll::tunnel::packet::Packet;
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;

@@ -5,8 +5,8 @@
 //! none for PullImage), and returns the reply or a [`Status`] naming the RPC.
 
 use super::api::*;
-use super::grpc::{Channel, Replies};
-use super::status::{Code, Status};
+use crate::grpc::status::{Code, Status};
+use crate::grpc::{Channel, Replies};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;

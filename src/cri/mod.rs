@@ -2,11 +2,9 @@
 //!
 //! - `api`: the protobuf messages, generated from `proto/cri.proto` by `tools/crigen` and
 //!   checked in (no `protoc` at build time; CI checks the file is current).
-//! - `grpc`: the gRPC transport, unary and server-streaming (HTTP/2, framing, deadlines,
-//!   reconnects).
 //! - `client`: [`Cri`], one typed async method per RPC atoll uses.
 //! - `ids`: [`ids::ContainerId`], and how logs show a runtime's ID ([`ids::short`], safe on any).
-//! - `status`: [`Status`] and [`Code`], the typed errors every call returns.
+//! - [`Status`] and [`Code`], the typed errors every call returns, are `grpc`'s, re-exported.
 //! - `features`: what a runtime can do that CRI cannot be asked, by its version.
 //! - `service`: [`RuntimeService`], the calls every part makes, as a trait (so it can run
 //!   against a fake in unit tests).
@@ -19,14 +17,12 @@ pub mod client;
 #[cfg(test)]
 pub mod fake;
 pub mod features;
-pub mod grpc;
 pub mod ids;
 pub mod service;
-pub mod status;
 
+pub use crate::grpc::status::{Code, Status};
 pub use client::{Cri, Endpoint};
 pub use service::{EventStream, RuntimeService};
-pub use status::{Code, Status};
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use super::api::{
     PodSandboxConfig, PodSandboxFilter, PodSandboxStatusResponse, PortForwardRequest, StatusResponse, VersionResponse,
 };
 use super::client::{ContainerEvents, Cri};
-use super::status::Status;
+use crate::grpc::status::Status;
 use std::future::Future;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! TCP on atoll's own gRPC layer. SERVING is success; anything else, including Unimplemented,
 //! a timeout or a refused connection, is failure (kubelet's pkg/probe/grpc).
 
-use crate::cri::grpc::Channel;
+use crate::grpc::Channel;
 use std::time::Duration;
 
 /// grpc.health.v1.HealthCheckRequest.

@@ -10,8 +10,8 @@
 //! and the client goes on over HTTP/1.1.
 
 use super::wire::{Answer, Ask, MAX_BODY};
-use crate::cri::grpc::{handshake, Conn};
 use crate::deadline::with_deadline;
+use crate::grpc::{handshake, Conn};
 use bytes::Bytes;
 use smol::lock::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -18,8 +18,8 @@ use super::outbox::{self, Outbox};
 use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
 use super::settings::{Kubelet, Settings};
-use crate::cri::grpc::bidi::{open_bidi, Outbound};
-use crate::cri::grpc::Replies;
+use crate::grpc::bidi::{open_bidi, Outbound};
+use crate::grpc::Replies;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -19,7 +19,7 @@
 //! told at once.
 
 use super::packet::Packet;
-use crate::cri::grpc::bidi::Outbound;
+use crate::grpc::bidi::Outbound;
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ impl Outbox {
     /// Queues one packet whole, waiting for a place; false once the link is gone (or for a
     /// packet over the limit, which is never sent).
     pub async fn send(&self, packet: &Packet) -> bool {
-        match crate::cri::grpc::encode_message(packet, self.max) {
+        match crate::grpc::encode_message(packet, self.max) {
             Ok(frame) => self.queue.send(frame).await.is_ok(),
             Err(_) => false,
         }

@@ -1,5 +1,8 @@
 //! A thin gRPC client over HTTP/2 on a unix socket: unary calls, and server-streaming ones
-//! read message by message ([`Replies`]).
+//! read message by message ([`Replies`]); `bidi` adds the bidirectional stream the tunnel
+//! uses, and `status` the gRPC status codes and the typed error every call returns. Used by
+//! `cri` (the runtime), `tunnel` (konnectivity), `handlers` (gRPC probes) and `mirror` (the
+//! HTTP/2 handshake).
 //!
 //! Owns one HTTP/2 connection to the runtime (h2 driven by smol), the gRPC wire format
 //! (5-byte length-prefixed messages, `te: trailers`, `grpc-timeout`, `grpc-status` and
@@ -10,9 +13,9 @@
 //! reached it is never repeated here (the caller decides, since CRI calls are not idempotent).
 //!
 //! In: a method path and a prost message. Out: the decoded reply or a [`Status`].
-//! Knows nothing of CRI semantics; see `client.rs` for those.
+//! Knows nothing of CRI or konnectivity semantics; see `cri/client.rs` and `tunnel/` for those.
 
-use super::status::{decode_grpc_message, Code, Status};
+use self::status::{decode_grpc_message, Code, Status};
 use crate::deadline::with_deadline;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use h2::client::SendRequest;
@@ -489,6 +492,7 @@ pub fn decode_message<M: prost::Message + Default>(mut body: Bytes, max: usize) 
 }
 
 pub mod bidi;
+pub mod status;
 
 #[cfg(test)]
 mod tests;

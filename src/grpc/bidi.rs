@@ -5,7 +5,7 @@
 //! the sender instead of filling memory.
 
 use super::{handshake, reply_head, transport_status, Conn, Replies};
-use crate::cri::status::{Code, Status};
+use crate::grpc::status::{Code, Status};
 use bytes::{Bytes, BytesMut};
 
 /// An open call.
