@@ -13,10 +13,10 @@ struct FakeApiServer {
 }
 
 impl Reviewer for FakeApiServer {
-    async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, String> {
+    async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, Error> {
         self.seen.lock().unwrap().push(body.clone());
         if self.down {
-            return Err("connection refused".into());
+            return Err(Error::ApiServer(crate::mirror::Error::Transport("connection refused".into())));
         }
         let reply = if path == reviews::TOKEN_REVIEWS {
             let token = body["spec"]["token"].as_str().unwrap_or("");
