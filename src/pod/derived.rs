@@ -71,9 +71,9 @@ pub fn qos_class(pod: &Pod) -> &'static str {
 }
 
 /// A port by number or by the name of one of the container's ports.
-pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
+pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, super::Invalid> {
     match port {
-        IntOrString::Int(n) => u16::try_from(*n).map_err(|_| format!("port {n} is out of range")),
+        IntOrString::Int(n) => u16::try_from(*n).map_err(|_| super::Invalid::PortRange(*n)),
         IntOrString::Str(s) => {
             if let Ok(n) = s.parse::<u16>() {
                 return Ok(n);
@@ -82,7 +82,7 @@ pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
                 .iter()
                 .find(|p| p.name.as_deref() == Some(s))
                 .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| format!("no port named {s:?}"))
+                .ok_or_else(|| super::Invalid::NoPortNamed(s.clone()))
         }
     }
 }

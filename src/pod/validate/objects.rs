@@ -15,12 +15,10 @@ pub(super) const MAX_MODE: i64 = 0o777;
 
 /// kubelet's rule for a ConfigMap or Secret key: 1 to 253 of `[-._a-zA-Z0-9]`, not `.` or
 /// `..`, not starting with `..`.
-pub fn config_key(key: &str) -> Result<(), String> {
+pub fn config_key(key: &str) -> Result<(), crate::pod::Invalid> {
     let chars = key.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
     if key.is_empty() || key.len() > 253 || !chars || key == "." || key.starts_with("..") {
-        return Err(format!(
-            "{key:?} must be 1 to 253 letters, digits, '-', '_' or '.', and not '.' or start with '..'"
-        ));
+        return Err(crate::pod::Invalid::ConfigKey(key.to_string()));
     }
     Ok(())
 }
