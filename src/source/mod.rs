@@ -9,6 +9,7 @@
 //! `last_wins` (its notes and kubelet's last-file-wins rule, pure); the URL source's: `fetch`
 //! (the HTTP client, bounded).
 
+mod error;
 pub mod fetch;
 pub mod file;
 pub mod http;
@@ -18,6 +19,7 @@ pub mod merge;
 pub mod payload;
 pub mod scan;
 
+pub use error::Error;
 use crate::pod::{ManifestError, StaticPod};
 use std::fmt;
 
