@@ -146,8 +146,7 @@ impl Client {
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
-                let next = resolve(&url, location)
-                    .ok_or_else(|| Error::NoLocation { url: shown.clone(), status })?;
+                let next = resolve(&url, location).ok_or_else(|| Error::NoLocation { url: shown.clone(), status })?;
                 if url.to_ascii_lowercase().starts_with("https://")
                     && !next.to_ascii_lowercase().starts_with("https://")
                 {

@@ -19,8 +19,8 @@ pub mod merge;
 pub mod payload;
 pub mod scan;
 
-pub use error::Error;
 use crate::pod::{ManifestError, StaticPod};
+pub use error::Error;
 use std::fmt;
 
 /// Which source an update came from.
