@@ -16,7 +16,7 @@ impl Reviewer for FakeApiServer {
     async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, Error> {
         self.seen.lock().unwrap().push(body.clone());
         if self.down {
-            return Err(Error::ApiServer(crate::mirror::Error::Transport("connection refused".into())));
+            return Err(Error::ApiServer(crate::mirror::error::Kind::Transport("connection refused".into()).into()));
         }
         let reply = if path == reviews::TOKEN_REVIEWS {
             let token = body["spec"]["token"].as_str().unwrap_or("");

@@ -8,7 +8,7 @@
 //! tokens apply without a restart).
 
 pub use super::error::Error;
-use super::error::Problem;
+use super::error::{Kind, Problem};
 use super::h2::H2;
 use super::http1::{proxy_in_env, Http1};
 use super::kubeconfig::{Connection, Source};
@@ -71,7 +71,7 @@ impl Token {
         let Source::File(path) = &self.source else { return read() };
         let mtime = std::fs::metadata(path)
             .and_then(|m| m.modified())
-            .map_err(|e| Error::Read { path: path.clone(), why: e.to_string() })?;
+            .map_err(|e| Error::from(Kind::Read { path: path.clone(), why: e.to_string() }))?;
         let mut cached = crate::locks::lock(&self.cached);
         match &*cached {
             Some((when, token)) if *when == mtime => Ok(token.clone()),
@@ -88,17 +88,18 @@ impl Client {
     /// The client for the current context of the kubeconfig at `path`; errors name the file.
     pub fn from_kubeconfig(path: &std::path::Path) -> Result<Client, Error> {
         let conn = super::kubeconfig::load(path, None)?;
-        Client::new(&conn)
-            .map_err(|e| Error::Kubeconfig { file: path.display().to_string(), problem: Problem::Client(Box::new(e)) })
+        Client::new(&conn).map_err(|e| {
+            Error::from(Kind::Kubeconfig { file: path.display().to_string(), problem: Problem::Client(e) })
+        })
     }
 
     pub fn new(conn: &Connection) -> Result<Client, Error> {
-        let setting = |what, why: &str| Error::Setting { what, why: why.to_string() };
+        let setting = |what, why: &str| Error::from(Kind::Setting { what, why: why.to_string() });
         use rustls::pki_types::pem::PemObject;
         let lower = conn.server.to_ascii_lowercase();
         let https = lower.starts_with("https://");
         if !(https || lower.starts_with("http://")) {
-            return Err(Error::Server { server: conn.server.clone(), why: "not an http(s) URL".into() });
+            return Err(Error::from(Kind::Server { server: conn.server.clone(), why: "not an http(s) URL".into() }));
         }
         let roots = match &conn.ca {
             Some(ca) => ca.read()?,
@@ -234,7 +235,7 @@ impl Client {
         if result.is_ok() {
             crate::metrics::add(&crate::metrics::MIRROR_SECONDS, &[("verb", method)], took.as_secs_f64());
         }
-        result.map_err(|e| Error::Request { method: method.to_string(), path: path.to_string(), why: Box::new(e) })
+        result.map_err(|e| Error::from(Kind::Request { method: method.to_string(), path: path.to_string(), why: e }))
     }
 
     /// One request with a JSON body (or none); the answer's JSON (Null when not JSON).
@@ -250,11 +251,11 @@ impl Client {
         // A success answers with an object (the resource, or a Status); anything else is a
         // broken or hostile server, never something to index into.
         if reply.ok() && !reply.body.is_object() {
-            return Err(Error::NotAnObject {
+            return Err(Error::from(Kind::NotAnObject {
                 method: method.to_string(),
                 path: path.to_string(),
                 status: reply.status,
-            });
+            }));
         }
         Ok(reply)
     }
@@ -300,9 +301,9 @@ impl Client {
             Some(r) => r,
             None => self.http1.watch(&ask, limit, &mut on_line),
         };
-        let answer = result.map_err(|e| Error::Watch { path: Some(path.to_string()), why: Box::new(e) })?;
+        let answer = result.map_err(|e| Error::from(Kind::Watch { path: Some(path.to_string()), why: e }))?;
         if let Some(why) = bad {
-            return Err(Error::Watch { path: None, why: Box::new(Error::Transport(why)) });
+            return Err(Error::from(Kind::Watch { path: None, why: Error::from(Kind::Transport(why)) }));
         }
         let status = answer.as_ref().map_or(200, |a| a.status);
         crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);

@@ -8,8 +8,12 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What went wrong, boxed: every `Result` on the mirror's paths stays a word wide.
 #[derive(Debug)]
-pub enum Error {
+pub struct Error(Box<Kind>);
+
+#[derive(Debug)]
+pub enum Kind {
     /// A kubeconfig that cannot be read or does not say how to connect.
     Kubeconfig { file: String, problem: Problem },
     /// A credential's field in a kubeconfig that cannot be used: given both as a file and
@@ -24,17 +28,17 @@ pub enum Error {
     /// The exchange failed: refused, reset, TLS, a malformed answer.
     Transport(String),
     /// A dial of `addr` that failed.
-    Dial { addr: String, why: Box<Error> },
+    Dial { addr: String, why: Error },
     /// No answer within the deadline.
     Timeout(Duration),
     /// An answer or event larger than the limit.
     TooLarge { what: &'static str, limit: usize },
     /// A request that failed: its verb and path, and why.
-    Request { method: String, path: String, why: Box<Error> },
+    Request { method: String, path: String, why: Error },
     /// A success whose body is not a JSON object (a broken or hostile server).
     NotAnObject { method: String, path: String, status: u16 },
     /// A watch that failed (its path), or whose events cannot be read.
-    Watch { path: Option<String>, why: Box<Error> },
+    Watch { path: Option<String>, why: Error },
     /// A protobuf message that does not parse.
     Protobuf(Malformed),
 }
@@ -61,7 +65,7 @@ pub enum Problem {
         user: String,
     },
     /// The client cannot be built from what it says.
-    Client(Box<Error>),
+    Client(Error),
 }
 
 /// What is wrong with a protobuf message.
@@ -78,28 +82,46 @@ pub enum Malformed {
     Compressed,
 }
 
+impl Error {
+    pub fn kind(&self) -> &Kind {
+        &self.0
+    }
+}
+
+impl From<Kind> for Error {
+    fn from(k: Kind) -> Error {
+        Error(Box::new(k))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Kubeconfig { file, problem } => write!(f, "kubeconfig {file}: {problem}"),
-            Error::Credential { file, field, bad_data: None } => {
+            Kind::Kubeconfig { file, problem } => write!(f, "kubeconfig {file}: {problem}"),
+            Kind::Credential { file, field, bad_data: None } => {
                 write!(f, "{file}: {field}: give {field} or {field}-data, not both")
             }
-            Error::Credential { file, field, bad_data: Some(why) } => write!(f, "{file}: {field}-data: {why}"),
-            Error::Read { path, why } => write!(f, "{}: {why}", path.display()),
-            Error::Setting { what, why } => write!(f, "{what}: {why}"),
-            Error::Server { server, why } => write!(f, "server {server:?}: {why}"),
-            Error::Transport(why) => f.write_str(why),
-            Error::Dial { addr, why } => write!(f, "{addr}: {why}"),
-            Error::Timeout(d) => write!(f, "no answer within {d:?}"),
-            Error::TooLarge { what, limit } => write!(f, "{what} larger than {limit} bytes"),
-            Error::Request { method, path, why } => write!(f, "{method} {path}: {why}"),
-            Error::NotAnObject { method, path, status } => {
+            Kind::Credential { file, field, bad_data: Some(why) } => write!(f, "{file}: {field}-data: {why}"),
+            Kind::Read { path, why } => write!(f, "{}: {why}", path.display()),
+            Kind::Setting { what, why } => write!(f, "{what}: {why}"),
+            Kind::Server { server, why } => write!(f, "server {server:?}: {why}"),
+            Kind::Transport(why) => f.write_str(why),
+            Kind::Dial { addr, why } => write!(f, "{addr}: {why}"),
+            Kind::Timeout(d) => write!(f, "no answer within {d:?}"),
+            Kind::TooLarge { what, limit } => write!(f, "{what} larger than {limit} bytes"),
+            Kind::Request { method, path, why } => write!(f, "{method} {path}: {why}"),
+            Kind::NotAnObject { method, path, status } => {
                 write!(f, "{method} {path}: HTTP {status} with a body that is not a JSON object")
             }
-            Error::Watch { path: Some(p), why } => write!(f, "watch {p}: {why}"),
-            Error::Watch { path: None, why } => write!(f, "watch: {why}"),
-            Error::Protobuf(m) => m.fmt(f),
+            Kind::Watch { path: Some(p), why } => write!(f, "watch {p}: {why}"),
+            Kind::Watch { path: None, why } => write!(f, "watch: {why}"),
+            Kind::Protobuf(m) => m.fmt(f),
         }
     }
 }
@@ -146,13 +168,13 @@ impl std::error::Error for Error {}
 
 impl From<Malformed> for Error {
     fn from(m: Malformed) -> Error {
-        Error::Protobuf(m)
+        Kind::Protobuf(m).into()
     }
 }
 
 impl From<h2::Error> for Error {
     fn from(e: h2::Error) -> Error {
-        Error::Transport(e.to_string())
+        Kind::Transport(e.to_string()).into()
     }
 }
 
@@ -169,26 +191,26 @@ mod tests {
 
     #[test]
     fn messages_read_as_they_always_have() {
-        let cases: [(Error, &str); 5] = [
+        let cases: [(Kind, &str); 5] = [
             (
-                Error::Kubeconfig {
+                Kind::Kubeconfig {
                     file: "/k".into(),
                     problem: Problem::NoCluster { cluster: "c".into(), context: "x".into() },
                 },
                 "kubeconfig /k: clusters: no cluster named \"c\" (context \"x\")",
             ),
-            (Malformed::WireType(7).into(), "protobuf: wire type 7 is not supported"),
+            (Kind::Protobuf(Malformed::WireType(7)), "protobuf: wire type 7 is not supported"),
             (
-                Error::Request {
+                Kind::Request {
                     method: "GET".into(),
                     path: "/api".into(),
-                    why: Box::new(Error::Timeout(Duration::from_secs(10))),
+                    why: Kind::Timeout(Duration::from_secs(10)).into(),
                 },
                 "GET /api: no answer within 10s",
             ),
-            (Error::TooLarge { what: "an answer", limit: 5 }, "an answer larger than 5 bytes"),
+            (Kind::TooLarge { what: "an answer", limit: 5 }, "an answer larger than 5 bytes"),
             (
-                Error::Credential { file: "/k".into(), field: "client-key", bad_data: Some("not base64".into()) },
+                Kind::Credential { file: "/k".into(), field: "client-key", bad_data: Some("not base64".into()) },
                 "/k: client-key-data: not base64",
             ),
         ];

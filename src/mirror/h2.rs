@@ -9,7 +9,7 @@
 //! again. A server whose TLS does not choose h2 (a proxy that speaks HTTP/1.1 only) is noted,
 //! and the client goes on over HTTP/1.1.
 
-use super::error::Error;
+use super::error::{Error, Kind};
 use super::wire::{Answer, Ask, MAX_BODY};
 use crate::deadline::with_deadline;
 use crate::grpc::{handshake, Conn};
@@ -46,7 +46,7 @@ pub(super) struct H2 {
 impl H2 {
     /// For the `https://` URL `server` (already checked by the caller), with `tls` offering h2.
     pub(super) fn new(server: &str, tls: Arc<rustls::ClientConfig>) -> Result<H2, Error> {
-        let bad = |why: String| Error::Server { server: server.to_string(), why };
+        let bad = |why: String| Error::from(Kind::Server { server: server.to_string(), why });
         let uri: http::Uri = server.parse().map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
         let host = uri.host().ok_or_else(|| bad("no host".into()))?;
         let port = uri.port_u16().unwrap_or(443);
@@ -75,30 +75,32 @@ impl H2 {
         }
         *slot = None;
         let dial = async {
-            let tcp =
-                smol::net::TcpStream::connect(self.addr.as_str()).await.map_err(|e| Error::Transport(e.to_string()))?;
+            let tcp = smol::net::TcpStream::connect(self.addr.as_str())
+                .await
+                .map_err(|e| Error::from(Kind::Transport(e.to_string())))?;
             let _ = tcp.set_nodelay(true);
             futures_rustls::TlsConnector::from(self.tls.clone())
                 .connect(self.name.clone(), tcp)
                 .await
-                .map_err(|e| Error::Transport(format!("TLS: {e}")))
+                .map_err(|e| Error::from(Kind::Transport(format!("TLS: {e}"))))
         };
         let tls = with_deadline(DIAL_TIMEOUT, dial)
             .await
-            .unwrap_or(Err(Error::Timeout(DIAL_TIMEOUT)))
-            .map_err(|e| Error::Dial { addr: self.addr.clone(), why: Box::new(e) })?;
+            .unwrap_or_else(|| Err(Error::from(Kind::Timeout(DIAL_TIMEOUT))))
+            .map_err(|e| Error::from(Kind::Dial { addr: self.addr.clone(), why: e }))?;
         if tls.get_ref().1.alpn_protocol() != Some(b"h2".as_slice()) {
             self.refused.store(true, Ordering::Relaxed);
             log::info!("API server {}: no HTTP/2 offered; mirroring over HTTP/1.1", self.addr);
-            return Err(Error::Dial {
+            return Err(Error::from(Kind::Dial {
                 addr: self.addr.clone(),
-                why: Box::new(Error::Transport("no HTTP/2 offered".into())),
-            });
+                why: Error::from(Kind::Transport("no HTTP/2 offered".into())),
+            }));
         }
         // Frames of HTTP/2's default 16 KiB: a long-lived connection keeps its read buffer at
         // the largest frame it has seen.
-        let (conn, ping) =
-            handshake(Box::new(tls), self.addr.clone(), 16 << 10).await.map_err(|s| Error::Transport(s.message))?;
+        let (conn, ping) = handshake(Box::new(tls), self.addr.clone(), 16 << 10)
+            .await
+            .map_err(|s| Error::from(Kind::Transport(s.message)))?;
         let live = Live { conn, ping: Arc::new(Mutex::new(ping)) };
         *slot = Some(live.clone());
         Ok(live)
@@ -129,7 +131,7 @@ impl H2 {
             // is atoll's own, so nobody can probe the compression state for it.
             req = req.header(http::header::AUTHORIZATION, b.as_str());
         }
-        let req = req.body(()).map_err(|e| Error::Transport(e.to_string()))?;
+        let req = req.body(()).map_err(|e| Error::from(Kind::Transport(e.to_string())))?;
         let (response, mut stream) = send.send_request(req, ask.body.is_empty()).map_err(failed)?;
         if !ask.body.is_empty() {
             stream.send_data(Bytes::copy_from_slice(ask.body), true).map_err(failed)?;
@@ -146,7 +148,7 @@ impl H2 {
                 let mut all = Vec::new();
                 while let Some(chunk) = next_chunk(&live, &mut body).await? {
                     if all.len() + chunk.len() > MAX_BODY {
-                        return Err(Error::TooLarge { what: "an answer", limit: MAX_BODY });
+                        return Err(Error::from(Kind::TooLarge { what: "an answer", limit: MAX_BODY }));
                     }
                     all.extend_from_slice(&chunk);
                 }
@@ -156,7 +158,7 @@ impl H2 {
                 Some(r) => r,
                 None => {
                     self.check_alive().await;
-                    Err(Error::Timeout(timeout))
+                    Err(Error::from(Kind::Timeout(timeout)))
                 }
             }
         })
@@ -175,7 +177,7 @@ impl H2 {
         smol::block_on(async {
             let (live, head, mut body) = with_deadline(left(), self.open(ask))
                 .await
-                .ok_or_else(|| Error::Transport("no answer to the watch in time".into()))??;
+                .ok_or_else(|| Error::from(Kind::Transport("no answer to the watch in time".into())))??;
             if head.status != 200 {
                 let mut all = Vec::new();
                 while let Some(Ok(Some(chunk))) = with_deadline(left(), next_chunk(&live, &mut body)).await {
@@ -204,7 +206,7 @@ impl H2 {
                     from = 0;
                 }
                 if buf.len() > MAX_BODY {
-                    return Err(Error::TooLarge { what: "an event", limit: MAX_BODY });
+                    return Err(Error::from(Kind::TooLarge { what: "an event", limit: MAX_BODY }));
                 }
             }
         })

@@ -3,7 +3,7 @@
 //! with `NO_PROXY`), which ureq honours. Connections are kept between requests (the lease
 //! renews every 10 s).
 
-use super::error::Error;
+use super::error::{Error, Kind};
 use super::kubeconfig::Connection;
 use super::wire::{Answer, Ask, MAX_BODY, REQUEST_TIMEOUT, USER_AGENT};
 use std::io::{BufRead, Read};
@@ -29,10 +29,14 @@ impl Http1 {
             Some((cert, key)) => {
                 let chain = crate::tls::pem_certs(cert);
                 if chain.is_empty() {
-                    return Err(Error::Setting { what: "client-certificate", why: "no PEM certificate in it".into() });
+                    return Err(Error::from(Kind::Setting {
+                        what: "client-certificate",
+                        why: "no PEM certificate in it".into(),
+                    }));
                 }
-                let key = ureq::tls::PrivateKey::from_pem(key)
-                    .map_err(|e| Error::Setting { what: "client-key", why: format!("not a PEM private key: {e}") })?;
+                let key = ureq::tls::PrivateKey::from_pem(key).map_err(|e| {
+                    Error::from(Kind::Setting { what: "client-key", why: format!("not a PEM private key: {e}") })
+                })?;
                 Some(ureq::tls::ClientCert::new_with_certs(&chain, key))
             }
             None => None,
@@ -100,5 +104,5 @@ impl Http1 {
 }
 
 fn transport(e: impl std::fmt::Display) -> Error {
-    Error::Transport(e.to_string())
+    Error::from(Kind::Transport(e.to_string()))
 }

@@ -4,7 +4,7 @@
 //! data, a bearer token or a token file). Relative file paths are relative to the kubeconfig's
 //! own directory, as client-go resolves them. Errors name the file and the field.
 
-use super::error::{Error, Problem};
+use super::error::{Error, Kind, Problem};
 use std::path::{Path, PathBuf};
 
 /// Where a credential's bytes come from.
@@ -20,7 +20,7 @@ impl Source {
         match self {
             Source::Data(d) => Ok(d.clone()),
             Source::File(p) => crate::bounded::read_following(p, MAX_BYTES)
-                .map_err(|e| Error::Read { path: p.clone(), why: e.to_string() }),
+                .map_err(|e| Error::from(Kind::Read { path: p.clone(), why: e.to_string() })),
         }
     }
 }
@@ -97,7 +97,7 @@ fn source(
     file: &Option<String>,
     data: &Option<String>,
 ) -> Result<Option<Source>, Error> {
-    let bad = |bad_data| Error::Credential { file: shown.to_string(), field, bad_data };
+    let bad = |bad_data| Error::from(Kind::Credential { file: shown.to_string(), field, bad_data });
     match (file.as_deref().filter(|f| !f.is_empty()), data.as_deref().filter(|d| !d.is_empty())) {
         (Some(_), Some(_)) => Err(bad(None)),
         (Some(f), None) => Ok(Some(Source::File(dir.join(f)))),
@@ -115,7 +115,7 @@ const MAX_BYTES: usize = 4 << 20;
 /// Reads `path` and resolves `context` (the current context when `None`).
 pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, Error> {
     let shown = path.display().to_string();
-    let fail = |problem| Error::Kubeconfig { file: shown.clone(), problem };
+    let fail = |problem| Error::from(Kind::Kubeconfig { file: shown.clone(), problem });
     let unreadable = |why: String| fail(Problem::Unreadable(why));
     let bytes = crate::bounded::read_following(path, MAX_BYTES).map_err(|e| unreadable(e.to_string()))?;
     // The parser every other document goes through (its budget), then the shape.

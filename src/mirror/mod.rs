@@ -18,7 +18,7 @@
 //! and retried with its own back-off.
 
 pub mod apiserver;
-mod error;
+pub mod error;
 mod h2;
 mod http1;
 pub mod kubeconfig;
