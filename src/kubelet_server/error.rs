@@ -6,8 +6,13 @@
 use std::fmt;
 use std::path::PathBuf;
 
+/// What went wrong, boxed: the server's `Result`s (and the futures holding them) stay a word
+/// wide.
 #[derive(Debug)]
-pub enum Error {
+pub struct Error(Box<Kind>);
+
+#[derive(Debug)]
+pub enum Kind {
     /// A configured file that cannot be used: its config field, the file, and why.
     Config { field: &'static str, path: PathBuf, why: String },
     /// Neither a configured certificate nor a made one.
@@ -30,19 +35,37 @@ pub enum Error {
     Reply { review: &'static str, why: String },
 }
 
+impl Error {
+    pub fn kind(&self) -> &Kind {
+        &self.0
+    }
+}
+
+impl From<Kind> for Error {
+    fn from(k: Kind) -> Error {
+        Error(Box::new(k))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Config { field, path, why } => write!(f, "config field {field}: {}: {why}", path.display()),
-            Error::NoCertificate => f.write_str("the kubelet server has no certificate"),
-            Error::Tls(why) => f.write_str(why),
-            Error::Make(what) => f.write_str(what),
-            Error::BadName(n) => write!(f, "{n:?} is neither an IP address nor a DNS name"),
-            Error::Keep { dir, why } => write!(f, "{}: {why}", dir.display()),
-            Error::NoApiServer => f.write_str("no API server (no kubeconfig)"),
-            Error::ApiServer(e) => e.fmt(f),
-            Error::Refused { path, describe } => write!(f, "POST {path}: {describe}"),
-            Error::Reply { review, why } => write!(f, "{review} reply: {why}"),
+            Kind::Config { field, path, why } => write!(f, "config field {field}: {}: {why}", path.display()),
+            Kind::NoCertificate => f.write_str("the kubelet server has no certificate"),
+            Kind::Tls(why) => f.write_str(why),
+            Kind::Make(what) => f.write_str(what),
+            Kind::BadName(n) => write!(f, "{n:?} is neither an IP address nor a DNS name"),
+            Kind::Keep { dir, why } => write!(f, "{}: {why}", dir.display()),
+            Kind::NoApiServer => f.write_str("no API server (no kubeconfig)"),
+            Kind::ApiServer(e) => e.fmt(f),
+            Kind::Refused { path, describe } => write!(f, "POST {path}: {describe}"),
+            Kind::Reply { review, why } => write!(f, "{review} reply: {why}"),
         }
     }
 }
@@ -51,7 +74,7 @@ impl std::error::Error for Error {}
 
 impl From<crate::mirror::Error> for Error {
     fn from(e: crate::mirror::Error) -> Error {
-        Error::ApiServer(e)
+        Kind::ApiServer(e).into()
     }
 }
 
@@ -63,12 +86,12 @@ mod tests {
     fn messages_read_as_they_always_have() {
         let cases = [
             (
-                Error::Config { field: "tlsCertFile", path: "/c.pem".into(), why: "no PEM certificate".into() },
+                Kind::Config { field: "tlsCertFile", path: "/c.pem".into(), why: "no PEM certificate".into() },
                 "config field tlsCertFile: /c.pem: no PEM certificate",
             ),
-            (Error::BadName("a b".into()), "\"a b\" is neither an IP address nor a DNS name"),
-            (Error::Refused { path: "/x", describe: "HTTP 403".into() }, "POST /x: HTTP 403"),
-            (Error::Reply { review: "TokenReview", why: "EOF".into() }, "TokenReview reply: EOF"),
+            (Kind::BadName("a b".into()), "\"a b\" is neither an IP address nor a DNS name"),
+            (Kind::Refused { path: "/x", describe: "HTTP 403".into() }, "POST /x: HTTP 403"),
+            (Kind::Reply { review: "TokenReview", why: "EOF".into() }, "TokenReview reply: EOF"),
         ];
         for (e, want) in cases {
             assert_eq!(e.to_string(), want);

@@ -34,7 +34,7 @@ pub mod reviews;
 pub mod serve;
 pub mod summary;
 
-pub use error::Error;
+pub use error::{Error, Kind as ErrorKind};
 
 /// kubelet's server settings (KubeletConfiguration `address`, `port`, `tlsCertFile`,
 /// `tlsPrivateKeyFile`, `authentication`, `authorization`, `enableDebuggingHandlers`).
@@ -90,7 +90,7 @@ impl ApiServer {
         if let Some(c) = &*held {
             return Ok(c.clone());
         }
-        let kubeconfig = self.kubeconfig.as_deref().ok_or(Error::NoApiServer)?;
+        let kubeconfig = self.kubeconfig.as_deref().ok_or_else(|| Error::from(ErrorKind::NoApiServer))?;
         let c = std::sync::Arc::new(crate::mirror::apiserver::Client::from_kubeconfig(kubeconfig)?);
         *held = Some(c.clone());
         Ok(c)
@@ -102,9 +102,9 @@ impl auth::Reviewer for ApiServer {
         let client = self.client()?;
         let reply = smol::unblock(move || client.call("POST", path, "application/json", Some(&body))).await?;
         if !reply.ok() {
-            return Err(Error::Refused { path, describe: reply.describe() });
+            return Err(Error::from(ErrorKind::Refused { path, describe: reply.describe() }));
         }
-        serde_json::to_vec(&reply.body).map_err(|e| Error::Reply { review: path, why: e.to_string() })
+        serde_json::to_vec(&reply.body).map_err(|e| Error::from(ErrorKind::Reply { review: path, why: e.to_string() }))
     }
 }
 

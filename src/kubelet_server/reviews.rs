@@ -5,7 +5,7 @@
 //! connection and caches the answers (`cache`).
 
 use super::authz::Attributes;
-use super::Error;
+use super::{Error, ErrorKind as Kind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -49,8 +49,8 @@ pub fn token_review_result(body: &[u8]) -> Result<Option<User>, Error> {
         #[serde(default)]
         status: Status,
     }
-    let reply: Reply =
-        crate::parse::json_as(body).map_err(|e| Error::Reply { review: "TokenReview", why: e.to_string() })?;
+    let reply: Reply = crate::parse::json_as(body)
+        .map_err(|e| Error::from(Kind::Reply { review: "TokenReview", why: e.to_string() }))?;
     Ok(reply.status.authenticated.then_some(reply.status.user).filter(|u| !u.name.is_empty()))
 }
 
@@ -90,8 +90,8 @@ pub fn access_review_result(body: &[u8]) -> Result<bool, Error> {
         #[serde(default)]
         status: Status,
     }
-    let reply: Reply =
-        crate::parse::json_as(body).map_err(|e| Error::Reply { review: "SubjectAccessReview", why: e.to_string() })?;
+    let reply: Reply = crate::parse::json_as(body)
+        .map_err(|e| Error::from(Kind::Reply { review: "SubjectAccessReview", why: e.to_string() }))?;
     Ok(reply.status.allowed && !reply.status.denied)
 }
 

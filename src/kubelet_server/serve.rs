@@ -10,7 +10,7 @@
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
 use super::auth::{Auth, Credentials, Reviewer, Verdict};
-use super::{authz, Error, ServerSettings};
+use super::{authz, Error, ErrorKind as Kind, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
 use crate::api::stream::Client;
 use crate::api::Api;
@@ -53,12 +53,12 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
             (chain, key)
         }
         (None, Some(m)) => (vec![CertificateDer::from(m.cert)], PrivateKeyDer::Pkcs8(m.key.into())),
-        (None, None) => return Err(Error::NoCertificate),
+        (None, None) => return Err(Error::from(Kind::NoCertificate)),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Tls(e.to_string()))?;
+        .map_err(|e| Error::from(Kind::Tls(e.to_string())))?;
     let builder = match &s.client_ca_file {
         None => builder.with_no_client_auth(),
         Some(path) => {
@@ -73,8 +73,9 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
         }
     };
     let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
-    let mut config =
-        builder.with_single_cert(chain, key).map_err(|e| Error::Tls(format!("the serving certificate: {e}")))?;
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| Error::from(Kind::Tls(format!("the serving certificate: {e}"))))?;
     crate::metrics::certificate(crate::metrics::Certificate::Server, end);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -83,7 +84,7 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
 const CLIENT_CA: &str = "authentication.x509.clientCAFile";
 
 fn config(field: &'static str, path: &std::path::Path, why: impl std::fmt::Display) -> Error {
-    Error::Config { field, path: path.to_path_buf(), why: why.to_string() }
+    Error::from(Kind::Config { field, path: path.to_path_buf(), why: why.to_string() })
 }
 
 /// What every connection shares.

@@ -5,8 +5,12 @@
 
 use std::fmt;
 
+/// Why, boxed: the rule checks' `Result`s stay a word wide on every validation path.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Invalid {
+pub struct Invalid(Box<Kind>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
     /// An empty name.
     Empty,
     /// A name longer than the rule's limit.
@@ -36,9 +40,9 @@ pub enum Invalid {
     /// A port name no port of the container has.
     NoPortNamed(String),
     /// A part of a value (`namespace`, `name`, `key prefix`) that breaks its rule.
-    Part { what: &'static str, value: String, why: Box<Invalid> },
+    Part { what: &'static str, value: String, why: Invalid },
     /// An item of the start-ordering annotation that cannot be used.
-    DependsOn { item: String, why: Box<Invalid> },
+    DependsOn { item: String, why: Invalid },
     /// A pod that names itself in its start-ordering annotation.
     WaitsForItself,
 }
@@ -46,40 +50,58 @@ pub enum Invalid {
 /// The characters and form of a label or name, as kubelet words it.
 const NAME_FORM: &str = "letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
 
+impl Invalid {
+    pub fn kind(&self) -> &Kind {
+        &self.0
+    }
+}
+
+impl From<Kind> for Invalid {
+    fn from(k: Kind) -> Invalid {
+        Invalid(Box::new(k))
+    }
+}
+
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Invalid::Empty => f.write_str("must not be empty"),
-            Invalid::TooLong(n) => write!(f, "must be at most {n} characters"),
-            Invalid::LabelChars => f.write_str(
+            Kind::Empty => f.write_str("must not be empty"),
+            Kind::TooLong(n) => write!(f, "must be at most {n} characters"),
+            Kind::LabelChars => f.write_str(
                 "must consist of lowercase letters, digits and '-', and start and end with a letter or digit",
             ),
-            Invalid::SubdomainChars => f.write_str("must consist of lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit"),
-            Invalid::PortName => f.write_str(
+            Kind::SubdomainChars => f.write_str("must consist of lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit"),
+            Kind::PortName => f.write_str(
                 "must be at most 15 lowercase letters, digits and '-', contain a letter, and not start, end or double '-'",
             ),
-            Invalid::LabelValue(v) => write!(f, "value {v:?} must be at most 63 characters of {NAME_FORM}"),
-            Invalid::Key(k) => write!(f, "key {k:?} must be a name of at most 63 {NAME_FORM}"),
-            Invalid::ConfigKey(k) => {
+            Kind::LabelValue(v) => write!(f, "value {v:?} must be at most 63 characters of {NAME_FORM}"),
+            Kind::Key(k) => write!(f, "key {k:?} must be a name of at most 63 {NAME_FORM}"),
+            Kind::ConfigKey(k) => {
                 write!(f, "{k:?} must be 1 to 253 letters, digits, '-', '_' or '.', and not '.' or start with '..'")
             }
-            Invalid::Uid(uid) => write!(
+            Kind::Uid(uid) => write!(
                 f,
                 "{uid:?} must be 1 to {} letters, digits, '-', '_' or '.', not starting with '.' \
                  (atoll names the pod's directories after it)",
                 super::paths::MAX_UID_LEN
             ),
-            Invalid::Descending(rel) => write!(
+            Kind::Descending(rel) => write!(
                 f,
                 "{rel:?} must be a relative path of non-empty elements, none of them '.' or '..', not starting with '..'"
             ),
-            Invalid::Quantity { text, why } => write!(f, "quantity {text:?}: {why}"),
-            Invalid::QuantitySuffix { text, suffix } => write!(f, "quantity {text:?}: unknown suffix {suffix:?}"),
-            Invalid::PortRange(n) => write!(f, "port {n} is out of range"),
-            Invalid::NoPortNamed(s) => write!(f, "no port named {s:?}"),
-            Invalid::Part { what, value, why } => write!(f, "{what} {value:?} {why}"),
-            Invalid::DependsOn { item, why } => write!(f, "{item:?}: {why}"),
-            Invalid::WaitsForItself => f.write_str("a pod cannot wait for itself"),
+            Kind::Quantity { text, why } => write!(f, "quantity {text:?}: {why}"),
+            Kind::QuantitySuffix { text, suffix } => write!(f, "quantity {text:?}: unknown suffix {suffix:?}"),
+            Kind::PortRange(n) => write!(f, "port {n} is out of range"),
+            Kind::NoPortNamed(s) => write!(f, "no port named {s:?}"),
+            Kind::Part { what, value, why } => write!(f, "{what} {value:?} {why}"),
+            Kind::DependsOn { item, why } => write!(f, "{item:?}: {why}"),
+            Kind::WaitsForItself => f.write_str("a pod cannot wait for itself"),
         }
     }
 }
@@ -101,23 +123,23 @@ mod tests {
     #[test]
     fn messages_are_kubelets() {
         let cases = [
-            (Invalid::TooLong(63), "must be at most 63 characters"),
+            (Kind::TooLong(63), "must be at most 63 characters"),
             (
-                Invalid::LabelValue("-a".into()),
+                Kind::LabelValue("-a".into()),
                 "value \"-a\" must be at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
             ),
             (
-                Invalid::Key("a/".into()),
+                Kind::Key("a/".into()),
                 "key \"a/\" must be a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
             ),
             (
-                Invalid::DependsOn {
+                Kind::DependsOn {
                     item: "x/y".into(),
-                    why: Box::new(Invalid::Part { what: "namespace", value: "x".into(), why: Box::new(Invalid::Empty) }),
+                    why: Kind::Part { what: "namespace", value: "x".into(), why: Kind::Empty.into() }.into(),
                 },
                 "\"x/y\": namespace \"x\" must not be empty",
             ),
-            (Invalid::Quantity { text: "1q".into(), why: "too large" }, "quantity \"1q\": too large"),
+            (Kind::Quantity { text: "1q".into(), why: "too large" }, "quantity \"1q\": too large"),
         ];
         for (e, want) in cases {
             assert_eq!(e.to_string(), want);

@@ -8,6 +8,7 @@
 //! [`Quantity::value`] round up.
 //! It serialises to a canonical string, so `0.5` and `500m` hash and compare the same.
 
+use crate::pod::{Invalid, InvalidKind as Kind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
@@ -39,8 +40,8 @@ const MAX_DIGITS: usize = 38;
 impl Quantity {
     /// Parses the Kubernetes quantity grammar: sign, digits with an optional fraction, then
     /// either a suffix (`n u m k M G T P E`, `Ki Mi Gi Ti Pi Ei`) or an exponent (`e3`, `E-2`).
-    pub fn parse(s: &str) -> Result<Quantity, super::Invalid> {
-        let bad = |why| super::Invalid::Quantity { text: s.to_string(), why };
+    pub fn parse(s: &str) -> Result<Quantity, Invalid> {
+        let bad = |why| Invalid::from(Kind::Quantity { text: s.to_string(), why });
         if s.is_empty() {
             return Err(bad("empty"));
         }
@@ -107,7 +108,9 @@ impl Quantity {
                 exponent += e.parse::<i32>().map_err(|_| bad("bad exponent"))?;
                 Format::DecimalExponent
             }
-            other => return Err(super::Invalid::QuantitySuffix { text: s.to_string(), suffix: other.to_string() }),
+            other => {
+                return Err(Invalid::from(Kind::QuantitySuffix { text: s.to_string(), suffix: other.to_string() }))
+            }
         };
         if negative {
             mantissa = -mantissa;

@@ -1,19 +1,19 @@
 //! Kubernetes' name rules: RFC 1123 labels and subdomains, IANA port names, label keys and
 //! values.
 
-use crate::pod::Invalid;
+use crate::pod::{Invalid, InvalidKind as Kind};
 
 /// RFC 1123 label: at most 63 lowercase letters, digits and '-', alphanumeric at both ends.
 pub fn dns1123_label(s: &str) -> Result<(), Invalid> {
     if s.is_empty() {
-        return Err(Invalid::Empty);
+        return Err(Invalid::from(Kind::Empty));
     }
     if s.len() > 63 {
-        return Err(Invalid::TooLong(63));
+        return Err(Invalid::from(Kind::TooLong(63)));
     }
     let ok_chars = s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if !ok_chars || s.starts_with('-') || s.ends_with('-') {
-        return Err(Invalid::LabelChars);
+        return Err(Invalid::from(Kind::LabelChars));
     }
     Ok(())
 }
@@ -21,10 +21,10 @@ pub fn dns1123_label(s: &str) -> Result<(), Invalid> {
 /// RFC 1123 subdomain: at most 253 characters, dot-separated labels.
 pub fn dns1123_subdomain(s: &str) -> Result<(), Invalid> {
     if s.is_empty() {
-        return Err(Invalid::Empty);
+        return Err(Invalid::from(Kind::Empty));
     }
     if s.len() > 253 {
-        return Err(Invalid::TooLong(253));
+        return Err(Invalid::from(Kind::TooLong(253)));
     }
     let ok_chars = s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
     let ok_ends = s.split('.').all(|part| {
@@ -33,7 +33,7 @@ pub fn dns1123_subdomain(s: &str) -> Result<(), Invalid> {
             && part.ends_with(|c: char| c.is_ascii_alphanumeric())
     });
     if !ok_chars || !ok_ends {
-        return Err(Invalid::SubdomainChars);
+        return Err(Invalid::from(Kind::SubdomainChars));
     }
     Ok(())
 }
@@ -51,7 +51,7 @@ pub fn port_name(s: &str) -> Result<(), Invalid> {
     if ok {
         Ok(())
     } else {
-        Err(Invalid::PortName)
+        Err(Invalid::from(Kind::PortName))
     }
 }
 
@@ -63,7 +63,7 @@ pub fn label_value(v: &str) -> Result<(), Invalid> {
         || v.starts_with(['-', '_', '.'])
         || v.ends_with(['-', '_', '.']);
     if bad {
-        Err(Invalid::LabelValue(v.to_string()))
+        Err(Invalid::from(Kind::LabelValue(v.to_string())))
     } else {
         Ok(())
     }
@@ -76,11 +76,8 @@ pub fn qualified_name(key: &str) -> Result<(), Invalid> {
         None => (None, key),
     };
     if let Some(p) = prefix {
-        dns1123_subdomain(p).map_err(|e| Invalid::Part {
-            what: "key prefix",
-            value: p.to_string(),
-            why: Box::new(e),
-        })?;
+        dns1123_subdomain(p)
+            .map_err(|e| Invalid::from(Kind::Part { what: "key prefix", value: p.to_string(), why: e }))?;
     }
     let ok = !name.is_empty()
         && name.len() <= 63
@@ -90,6 +87,6 @@ pub fn qualified_name(key: &str) -> Result<(), Invalid> {
     if ok {
         Ok(())
     } else {
-        Err(Invalid::Key(key.to_string()))
+        Err(Invalid::from(Kind::Key(key.to_string())))
     }
 }
