@@ -10,8 +10,8 @@
 
 use super::authz::{self, Attributes};
 use super::cache::{token_key, Cache};
+use super::error::Error;
 use super::reviews::{self, User};
-use super::Error;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Mutex;

@@ -16,7 +16,7 @@ impl Reviewer for FakeApiServer {
     async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, Error> {
         self.seen.lock().unwrap().push(body.clone());
         if self.down {
-            return Err(Error::from(super::super::ErrorKind::ApiServer(
+            return Err(Error::from(super::super::error::Kind::ApiServer(
                 crate::mirror::error::Kind::Transport("connection refused".into()).into(),
             )));
         }

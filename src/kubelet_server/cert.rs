@@ -10,7 +10,7 @@
 //! SANs each an IP address or a DNS name, `serverAuth` only. The DER is written here by hand
 //! (a few fixed structures), and the tests check it with rustls and webpki, as clients will.
 
-use super::{Error, ErrorKind as Kind};
+use super::error::{Error, Kind};
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use std::net::IpAddr;

@@ -5,7 +5,7 @@
 //! connection and caches the answers (`cache`).
 
 use super::authz::Attributes;
-use super::{Error, ErrorKind as Kind};
+use super::error::{Error, Kind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

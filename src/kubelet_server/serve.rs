@@ -10,7 +10,8 @@
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
 use super::auth::{Auth, Credentials, Reviewer, Verdict};
-use super::{authz, Error, ErrorKind as Kind, ServerSettings};
+use super::error::{Error, Kind};
+use super::{authz, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
 use crate::api::stream::Client;
 use crate::api::Api;

@@ -178,13 +178,6 @@ impl From<h2::Error> for Error {
     }
 }
 
-/// A failure of one of the mirror's loops: what went wrong, and the wait the server asked for.
-impl From<Error> for super::retry::Failure {
-    fn from(e: Error) -> Self {
-        (e.to_string(), None)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,13 @@ pub(super) const JSON: &str = "application/json";
 
 pub(super) type Failure = (String, Option<Duration>);
 
+/// A request that failed is a failure of the loop that sent it, with no wait asked for.
+impl From<super::error::Error> for Failure {
+    fn from(e: super::error::Error) -> Self {
+        (e.to_string(), None)
+    }
+}
+
 pub(super) fn fail_of(what: &str, r: &Reply) -> Failure {
     (format!("{what}: {}", r.describe()), r.retry_after)
 }

@@ -2,7 +2,7 @@
 //! not there, or a key it does not hold. The runtime shows it in the pod's events and
 //! status; callers that collect text take it with `?` or `to_string()`.
 
-use super::ObjectKind;
+use crate::pod::references::ObjectKind;
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 //! object or key that is not `optional` is an error in kubelet's words (`configmap "x" not
 //! found`, `couldn't find key k in Secret default/x`); values never appear in one.
 
+use super::missing::Missing;
 use super::model::LocalObject;
-use super::Missing;
 use crate::pod::references::ObjectKind;
 use crate::pod::refs::{EnvFromSource, KeySelector, KeyToPath};
 use crate::pod::types::Volume;

@@ -2,7 +2,7 @@
 //! name, the QoS class, sidecar init containers, an image reference's default tag. Pure.
 
 use super::types::{Container, IntOrString, Pod, ResourceRequirements};
-use crate::pod::{Invalid, InvalidKind as Kind};
+use crate::pod::invalid::{Invalid, Kind};
 
 /// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
 /// as written, `$$` is a literal `$`, anything else is copied unchanged.

@@ -28,7 +28,7 @@ pub enum Kind {
     /// A ConfigMap or Secret key that breaks kubelet's rule.
     ConfigKey(String),
     /// A `metadata.uid` atoll cannot name directories after.
-    Uid(String),
+    Uid { uid: String, max: usize },
     /// A path in a volume that could climb out of it.
     Descending(String),
     /// A quantity that does not parse: the text and why.
@@ -85,11 +85,10 @@ impl fmt::Display for Kind {
             Kind::ConfigKey(k) => {
                 write!(f, "{k:?} must be 1 to 253 letters, digits, '-', '_' or '.', and not '.' or start with '..'")
             }
-            Kind::Uid(uid) => write!(
+            Kind::Uid { uid, max } => write!(
                 f,
-                "{uid:?} must be 1 to {} letters, digits, '-', '_' or '.', not starting with '.' \
-                 (atoll names the pod's directories after it)",
-                super::paths::MAX_UID_LEN
+                "{uid:?} must be 1 to {max} letters, digits, '-', '_' or '.', not starting with '.' \
+                 (atoll names the pod's directories after it)"
             ),
             Kind::Descending(rel) => write!(
                 f,

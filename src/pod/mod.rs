@@ -96,7 +96,7 @@ pub mod fieldpath;
 pub mod fields;
 pub mod finding;
 pub mod identity;
-mod invalid;
+pub mod invalid;
 pub mod load;
 pub mod order;
 pub mod paths;
@@ -115,7 +115,7 @@ pub mod validate;
 pub use decode::Shape;
 pub use finding::{Finding, ManifestError};
 pub use identity::{Origin, PodUid, StaticPod};
-pub use invalid::{Invalid, Kind as InvalidKind};
+pub use invalid::Invalid;
 pub use load::{load, Loaded, Policy};
 pub use types::Pod;
 

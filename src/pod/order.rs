@@ -6,7 +6,7 @@
 //! Pure: the runtime's worker asks [`gate`], `atoll validate` asks [`problems`].
 
 use super::types::Pod;
-use crate::pod::{Invalid, InvalidKind as Kind};
+use crate::pod::invalid::{Invalid, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const DEPENDS_ON: &str = "atoll.io/depends-on";

@@ -4,7 +4,7 @@
 //! holds a `/` or a NUL, or starts with a dot is refused, so no pod can name a directory
 //! outside atoll's own (`uid: ../../etc`, `uid: /`). Pure: nothing here touches the disk.
 
-use crate::pod::{Invalid, InvalidKind as Kind};
+use crate::pod::invalid::{Invalid, Kind};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
@@ -33,7 +33,7 @@ pub fn is_segment(s: &str) -> bool {
 pub fn check_uid(uid: &str) -> Result<(), Invalid> {
     let chars_ok = uid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if uid.is_empty() || uid.len() > MAX_UID_LEN || !chars_ok || uid.starts_with('.') {
-        return Err(Invalid::from(Kind::Uid(uid.to_string())));
+        return Err(Invalid::from(Kind::Uid { uid: uid.to_string(), max: MAX_UID_LEN }));
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! [`Quantity::value`] round up.
 //! It serialises to a canonical string, so `0.5` and `500m` hash and compare the same.
 
-use crate::pod::{Invalid, InvalidKind as Kind};
+use crate::pod::invalid::{Invalid, Kind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 

@@ -3,7 +3,7 @@
 //! (tokens, often) never go to another origin and https never falls back to http, and errors
 //! and URLs scrubbed of credentials and query values before anyone logs them.
 
-use super::Error;
+use super::error::Error;
 use crate::pod;
 use crate::trust::{MAX_SIGNATURE_BYTES, SIGNATURE_SUFFIX};
 use serde::{Deserialize, Serialize};

@@ -48,15 +48,15 @@ pub struct HttpSourceConfig {
 }
 
 /// Parses kubelet's `--manifest-url-header` value: `Name:value,Name:value`.
-pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, super::Error> {
+pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, super::error::Error> {
     let mut out = Vec::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
         let Some((name, value)) = part.split_once(':') else {
-            return Err(super::Error::HeaderForm(part.to_string()));
+            return Err(super::error::Error::HeaderForm(part.to_string()));
         };
         let name = name.trim();
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_!#$%&'*+.^`|~".contains(c)) {
-            return Err(super::Error::HeaderName(name.to_string()));
+            return Err(super::error::Error::HeaderName(name.to_string()));
         }
         out.push((name.to_string(), value.trim().to_string()));
     }
@@ -149,7 +149,7 @@ impl Poller {
     }
 
     /// Handles one poll result; returns the snapshot to send, if any.
-    fn handle(&mut self, result: Result<Fetched, super::Error>) -> Option<Update> {
+    fn handle(&mut self, result: Result<Fetched, super::error::Error>) -> Option<Update> {
         match result {
             Ok(Fetched::NotModified) => {
                 self.failures = 0;

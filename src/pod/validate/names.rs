@@ -1,7 +1,7 @@
 //! Kubernetes' name rules: RFC 1123 labels and subdomains, IANA port names, label keys and
 //! values.
 
-use crate::pod::{Invalid, InvalidKind as Kind};
+use crate::pod::invalid::{Invalid, Kind};
 
 /// RFC 1123 label: at most 63 lowercase letters, digits and '-', alphanumeric at both ends.
 pub fn dns1123_label(s: &str) -> Result<(), Invalid> {

@@ -6,9 +6,9 @@
 
 use super::names::dns1123_subdomain;
 use super::validator::Validator;
+use crate::pod::invalid::{Invalid, Kind};
 use crate::pod::paths::check_descending;
 use crate::pod::types::*;
-use crate::pod::{Invalid, InvalidKind as Kind};
 use std::collections::BTreeSet;
 
 /// The largest file mode a volume may ask for.
