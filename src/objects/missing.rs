@@ -5,8 +5,12 @@
 use crate::pod::references::ObjectKind;
 use std::fmt;
 
+/// What is missing, boxed: the runtime's `Result`s stay a word wide.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Missing {
+pub struct Missing(Box<Kind>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
     /// No such ConfigMap or Secret (and the reference is not optional).
     Object { kind: ObjectKind, name: String },
     /// A volume's `items[].key` the object does not hold.
@@ -15,15 +19,33 @@ pub enum Missing {
     EnvKey { kind: ObjectKind, object: String, key: String },
 }
 
+impl Missing {
+    pub fn kind(&self) -> &Kind {
+        &self.0
+    }
+}
+
+impl From<Kind> for Missing {
+    fn from(k: Kind) -> Missing {
+        Missing(Box::new(k))
+    }
+}
+
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Missing::Object { kind, name } => write!(f, "{} {name:?} not found", kind.resource()),
-            Missing::VolumeKey { kind, name, key } => {
+            Kind::Object { kind, name } => write!(f, "{} {name:?} not found", kind.resource()),
+            Kind::VolumeKey { kind, name, key } => {
                 let what = if *kind == ObjectKind::Secret { "secret" } else { "config" };
                 write!(f, "{} {name:?} references non-existent {what} key: {key}", kind.resource())
             }
-            Missing::EnvKey { kind, object, key } => write!(f, "couldn't find key {key} in {} {object}", kind.as_str()),
+            Kind::EnvKey { kind, object, key } => write!(f, "couldn't find key {key} in {} {object}", kind.as_str()),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! object or key that is not `optional` is an error in kubelet's words (`configmap "x" not
 //! found`, `couldn't find key k in Secret default/x`); values never appear in one.
 
-use super::missing::Missing;
+use super::missing::{Kind, Missing};
 use super::model::LocalObject;
 use crate::pod::references::ObjectKind;
 use crate::pod::refs::{EnvFromSource, KeySelector, KeyToPath};
@@ -122,7 +122,7 @@ fn project(
             }),
             None if optional => {}
             None => {
-                return Err(Missing::VolumeKey { kind, name: name.to_string(), key: item.key.clone() });
+                return Err(Kind::VolumeKey { kind, name: name.to_string(), key: item.key.clone() }.into());
             }
         }
     }
@@ -131,7 +131,7 @@ fn project(
 
 /// kubelet's words for an object that is not there.
 pub fn not_found(kind: ObjectKind, name: &str) -> Missing {
-    Missing::Object { kind, name: name.to_string() }
+    Kind::Object { kind, name: name.to_string() }.into()
 }
 
 /// The variables of one `envFrom` source, prefixed, in key order (nothing for a missing
@@ -169,7 +169,7 @@ pub fn key_ref(
     match o.data.get(&sel.key) {
         Some(v) => Ok(Some(String::from_utf8_lossy(v).into_owned())),
         None if optional => Ok(None),
-        None => Err(Missing::EnvKey { kind, object: o.key(), key: sel.key.clone() }),
+        None => Err(Kind::EnvKey { kind, object: o.key(), key: sel.key.clone() }.into()),
     }
 }
 

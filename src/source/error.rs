@@ -5,8 +5,12 @@
 
 use std::fmt;
 
+/// What went wrong, boxed: a poll's `Result` stays a word wide.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
+pub struct Error(Box<Kind>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
     /// The request or its body failed (refused, TLS, timed out): the URL and the scrubbed why.
     Transport { url: String, why: String },
     /// An answer other than 200, 304 or a redirect.
@@ -25,17 +29,35 @@ pub enum Error {
     HeaderName(String),
 }
 
+impl Error {
+    pub fn kind(&self) -> &Kind {
+        &self.0
+    }
+}
+
+impl From<Kind> for Error {
+    fn from(k: Kind) -> Error {
+        Error(Box::new(k))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Transport { url, why } => write!(f, "{url}: {why}"),
-            Error::Status { url, status } => write!(f, "{url}: HTTP {status}"),
-            Error::NoLocation { url, status } => write!(f, "{url}: HTTP {status} without a usable Location"),
-            Error::Downgrade { url, to } => write!(f, "{url}: refusing a redirect from https to {to}"),
-            Error::TooLarge { url, limit } => write!(f, "{url}: body is larger than the {limit} byte limit"),
-            Error::Redirects { url, max } => write!(f, "{url}: stopped after {max} redirects"),
-            Error::HeaderForm(part) => write!(f, "manifest URL header {part:?} is not Name:value"),
-            Error::HeaderName(name) => write!(f, "manifest URL header name {name:?} is not a valid header name"),
+            Kind::Transport { url, why } => write!(f, "{url}: {why}"),
+            Kind::Status { url, status } => write!(f, "{url}: HTTP {status}"),
+            Kind::NoLocation { url, status } => write!(f, "{url}: HTTP {status} without a usable Location"),
+            Kind::Downgrade { url, to } => write!(f, "{url}: refusing a redirect from https to {to}"),
+            Kind::TooLarge { url, limit } => write!(f, "{url}: body is larger than the {limit} byte limit"),
+            Kind::Redirects { url, max } => write!(f, "{url}: stopped after {max} redirects"),
+            Kind::HeaderForm(part) => write!(f, "manifest URL header {part:?} is not Name:value"),
+            Kind::HeaderName(name) => write!(f, "manifest URL header name {name:?} is not a valid header name"),
         }
     }
 }
@@ -49,9 +71,9 @@ mod tests {
     #[test]
     fn messages_read_as_they_always_have() {
         let url = "https://h/p?<redacted>".to_string();
-        assert_eq!(Error::Status { url: url.clone(), status: 404 }.to_string(), "https://h/p?<redacted>: HTTP 404");
+        assert_eq!(Kind::Status { url: url.clone(), status: 404 }.to_string(), "https://h/p?<redacted>: HTTP 404");
         assert_eq!(
-            Error::TooLarge { url, limit: 9 }.to_string(),
+            Kind::TooLarge { url, limit: 9 }.to_string(),
             "https://h/p?<redacted>: body is larger than the 9 byte limit"
         );
     }

@@ -3,7 +3,7 @@
 //! (tokens, often) never go to another origin and https never falls back to http, and errors
 //! and URLs scrubbed of credentials and query values before anyone logs them.
 
-use super::error::Error;
+use super::error::{Error, Kind};
 use crate::pod;
 use crate::trust::{MAX_SIGNATURE_BYTES, SIGNATURE_SUFFIX};
 use serde::{Deserialize, Serialize};
@@ -111,7 +111,7 @@ impl Client {
         let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
         let (bytes, etag, last_modified) = match self.get(&self.url, validators, limit)? {
             Got::NotModified => return Ok(Fetched::NotModified),
-            Got::NotFound => return Err(Error::Status { url: redact_url(&self.url), status: 404 }),
+            Got::NotFound => return Err(Error::from(Kind::Status { url: redact_url(&self.url), status: 404 })),
             Got::Body { bytes, etag, last_modified } => (bytes, etag, last_modified),
         };
         let signature = match signed {
@@ -146,11 +146,12 @@ impl Client {
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
-                let next = resolve(&url, location).ok_or_else(|| Error::NoLocation { url: shown.clone(), status })?;
+                let next = resolve(&url, location)
+                    .ok_or_else(|| Error::from(Kind::NoLocation { url: shown.clone(), status }))?;
                 if url.to_ascii_lowercase().starts_with("https://")
                     && !next.to_ascii_lowercase().starts_with("https://")
                 {
-                    return Err(Error::Downgrade { url: shown, to: redact_url(&next) });
+                    return Err(Error::from(Kind::Downgrade { url: shown, to: redact_url(&next) }));
                 }
                 url = next;
                 continue;
@@ -162,7 +163,7 @@ impl Client {
                 return Ok(Got::NotFound);
             }
             if status != 200 {
-                return Err(Error::Status { url: shown, status });
+                return Err(Error::from(Kind::Status { url: shown, status }));
             }
             let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
             let (etag, last_modified) = (header("etag"), header("last-modified"));
@@ -173,11 +174,11 @@ impl Client {
                 .read_to_vec()
                 .map_err(|e| transport(&shown, &e, &url))?;
             if bytes.len() as u64 > limit {
-                return Err(Error::TooLarge { url: shown, limit });
+                return Err(Error::from(Kind::TooLarge { url: shown, limit }));
             }
             return Ok(Got::Body { bytes, etag, last_modified });
         }
-        Err(Error::Redirects { url: shown, max: MAX_REDIRECTS })
+        Err(Error::from(Kind::Redirects { url: shown, max: MAX_REDIRECTS }))
     }
 }
 
@@ -224,7 +225,7 @@ fn resolve(from: &str, location: &str) -> Option<String> {
 
 /// A failed request or body read of `url` (shown as `shown`), its message scrubbed.
 fn transport(shown: &str, e: &ureq::Error, url: &str) -> Error {
-    Error::Transport { url: shown.to_string(), why: scrub(&e.to_string(), url) }
+    Error::from(Kind::Transport { url: shown.to_string(), why: scrub(&e.to_string(), url) })
 }
 
 /// An error message with the URL's credentials and query taken out, whatever the library put

@@ -19,6 +19,7 @@
 //! or for one of its items, is refused whole as an invalid one. The cached copy keeps its
 //! signature and is checked again, under the trust of the moment, before it is served.
 
+use super::error::{Error, Kind};
 use super::payload::{claim, Intake, Payload};
 use super::{SourceId, Update};
 use crate::pod::{self, Origin};
@@ -48,15 +49,15 @@ pub struct HttpSourceConfig {
 }
 
 /// Parses kubelet's `--manifest-url-header` value: `Name:value,Name:value`.
-pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, super::error::Error> {
+pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, Error> {
     let mut out = Vec::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
         let Some((name, value)) = part.split_once(':') else {
-            return Err(super::error::Error::HeaderForm(part.to_string()));
+            return Err(Error::from(Kind::HeaderForm(part.to_string())));
         };
         let name = name.trim();
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_!#$%&'*+.^`|~".contains(c)) {
-            return Err(super::error::Error::HeaderName(name.to_string()));
+            return Err(Error::from(Kind::HeaderName(name.to_string())));
         }
         out.push((name.to_string(), value.trim().to_string()));
     }
@@ -149,7 +150,7 @@ impl Poller {
     }
 
     /// Handles one poll result; returns the snapshot to send, if any.
-    fn handle(&mut self, result: Result<Fetched, super::error::Error>) -> Option<Update> {
+    fn handle(&mut self, result: Result<Fetched, Error>) -> Option<Update> {
         match result {
             Ok(Fetched::NotModified) => {
                 self.failures = 0;
