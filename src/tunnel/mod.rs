@@ -13,6 +13,7 @@
 //!
 //! - `packet`: the protocol's messages;
 //! - `policy`: which dials are allowed, the identifiers, the back-off;
+//! - `pool`: how many links to hold, what to do with a new one, when to dial again;
 //! - `link`: one link: the call, the server's packets, the dials;
 //! - `conns`: a link's tunnelled connections, what they may queue, how they end;
 //! - `outbox`: the link's one writer, and what may wait for it;
@@ -23,46 +24,50 @@ pub mod link;
 mod outbox;
 pub mod packet;
 pub mod policy;
+mod pool;
 pub mod settings;
 
+use pool::{Action, Event, Pool};
 pub use settings::{Node, Settings};
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
+
+/// Why a link cannot be made: what the node's settings name cannot be used (`Config`: the
+/// configuration is to fix), or the server cannot be reached or refused the call (`Reach`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Error {
+    Config(String),
+    Reach(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Error::Config(why) | Error::Reach(why) => f.write_str(why),
+        }
+    }
+}
 
 /// Keeps a link to every server instance, for as long as the agent runs.
 pub async fn run(s: Settings, node: Node) {
     let agent_id = s.agent_id.clone().unwrap_or_else(|| node.name.clone());
     let identifiers = s.agent_identifiers.clone().unwrap_or_else(|| policy::identifiers(&node.name, &node.ips));
-    let mut local = node.kubelet;
-    if local.ip().is_unspecified() {
-        local.set_ip(match local {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    let mut hosts: Vec<String> = node.ips.iter().chain([&node.name]).map(|h| h.to_ascii_lowercase()).collect();
-    hosts.push(local.ip().to_string());
-    let to = policy::Destination { port: node.kubelet.port(), hosts };
-    let kubelet = settings::Kubelet { address: local, handoff: node.handoff.clone() };
+    let (to, kubelet) = reach(&node);
     let budget = std::sync::Arc::new(conns::Budget::default());
-    let mut back_off = policy::BackOff::new(s.sync_interval, s.sync_interval_cap);
+    let mut pool = Pool::new(policy::BackOff::new(s.sync_interval, s.sync_interval_cap));
     let (ended_tx, ended) = smol::channel::unbounded::<String>();
-    let mut linked: BTreeSet<String> = BTreeSet::new();
-    let mut count = 1usize;
-    let mut failing = false;
     let mut tls = None;
     log::info!("tunnel: connecting to the konnectivity server at {} as {agent_id:?}", s.authority());
     loop {
         while let Ok(id) = ended.try_recv() {
-            linked.remove(&id);
+            wait_out(pool.decide(Event::Ended { server: &id }, random())).await;
         }
-        crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], linked.len() as f64);
-        if linked.len() >= count {
+        servers(&pool);
+        if pool.full() {
             // Every instance is linked: nothing to do until one link ends.
             let Ok(id) = ended.recv().await else { return };
-            linked.remove(&id);
-            crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], linked.len() as f64);
-            smol::Timer::after(back_off.succeeded(random())).await;
+            let actions = pool.decide(Event::Ended { server: &id }, random());
+            servers(&pool);
+            wait_out(actions).await;
             continue;
         }
         // One TLS configuration for every link, made again after any failed attempt (a
@@ -79,44 +84,88 @@ pub async fn run(s: Settings, node: Node) {
             link::connect(&s, config, &agent_id, &identifiers).await
         };
         let result = attempt.await;
-        if result.is_err() {
-            tls = None;
-        }
-        let wait = match result {
-            Ok(l) if linked.contains(&l.server_id) => {
-                // The address led to an instance already linked: not a failure (the load
-                // balancer's choice), so, as the upstream agent, try again for another after
-                // the first interval.
-                log::debug!("tunnel: server {} is already linked; {} of {count}", l.server_id, linked.len());
-                back_off.succeeded(random())
-            }
-            Ok(l) => {
-                count = l.server_count;
-                failing = false;
-                let id = l.server_id.clone();
-                linked.insert(id.clone());
-                crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], linked.len() as f64);
-                log::info!("tunnel: linked to konnectivity server {id} ({} of {count})", linked.len());
-                let (to, done) = (to.clone(), ended_tx.clone());
-                let (keepalive, kubelet, budget) = (s.keepalive, kubelet.clone(), budget.clone());
-                crate::task::spawn(async move {
-                    let why = l.serve(to, kubelet, budget, keepalive).await;
-                    log::warn!("tunnel: the link to konnectivity server {id} ended: {why}");
-                    let _ = done.send(id).await;
-                })
-                .detach();
-                back_off.succeeded(random())
-            }
-            Err(e) => {
-                // Said once per outage, not at every attempt of a box that may stay offline.
-                match std::mem::replace(&mut failing, true) {
-                    false => log::warn!("tunnel: cannot reach the konnectivity server: {e}; trying again"),
-                    true => log::debug!("tunnel: cannot reach the konnectivity server: {e}"),
-                }
-                back_off.failed(random())
+        let actions = match &result {
+            Ok(l) => pool.decide(Event::Linked { server: &l.server_id, count: l.server_count }, random()),
+            Err(_) => {
+                tls = None;
+                pool.decide(Event::Failed, random())
             }
         };
-        if linked.len() < count {
+        let (mut made, error) = match result {
+            Ok(l) => (Some(l), String::new()),
+            Err(e) => (None, e.to_string()),
+        };
+        for action in actions {
+            match action {
+                Action::Serve => {
+                    let Some(l) = made.take() else { continue };
+                    let id = l.server_id.clone();
+                    servers(&pool);
+                    log::info!("tunnel: linked to konnectivity server {id} ({} of {})", pool.linked(), pool.count());
+                    serve(l, (to.clone(), kubelet.clone()), budget.clone(), s.keepalive, ended_tx.clone());
+                }
+                Action::Close => {
+                    let Some(l) = made.take() else { continue };
+                    let (n, count) = (pool.linked(), pool.count());
+                    log::debug!("tunnel: server {} is already linked; {n} of {count}", l.server_id);
+                }
+                Action::Unreachable { warn: true } => {
+                    log::warn!("tunnel: cannot reach the konnectivity server: {error}; trying again")
+                }
+                Action::Unreachable { warn: false } => {
+                    log::debug!("tunnel: cannot reach the konnectivity server: {error}")
+                }
+                Action::Wait(wait) => {
+                    smol::Timer::after(wait).await;
+                }
+            }
+        }
+    }
+}
+
+/// Where the links' dials may go, and the kubelet server they reach: its address (an
+/// unspecified one on loopback) and its hand-off.
+fn reach(node: &Node) -> (policy::Destination, settings::Kubelet) {
+    let mut local = node.kubelet;
+    if local.ip().is_unspecified() {
+        local.set_ip(match local {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let mut hosts: Vec<String> = node.ips.iter().chain([&node.name]).map(|h| h.to_ascii_lowercase()).collect();
+    hosts.push(local.ip().to_string());
+    let to = policy::Destination { port: node.kubelet.port(), hosts };
+    let kubelet = settings::Kubelet { address: local, handoff: node.handoff.clone() };
+    (to, kubelet)
+}
+
+/// Serves a new link until it ends, then sends its server's ID to `done`.
+fn serve(
+    l: link::Link,
+    (to, kubelet): (policy::Destination, settings::Kubelet),
+    budget: std::sync::Arc<conns::Budget>,
+    keepalive: std::time::Duration,
+    done: smol::channel::Sender<String>,
+) {
+    let id = l.server_id.clone();
+    crate::task::spawn(async move {
+        let why = l.serve(to, kubelet, budget, keepalive).await;
+        log::warn!("tunnel: the link to konnectivity server {id} ended: {why}");
+        let _ = done.send(id).await;
+    })
+    .detach();
+}
+
+/// Sets the gauge of linked server instances.
+fn servers(pool: &Pool) {
+    crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], pool.linked() as f64);
+}
+
+/// Waits what `actions` say (an ended link's only actions).
+async fn wait_out(actions: Vec<Action>) {
+    for action in actions {
+        if let Action::Wait(wait) = action {
             smol::Timer::after(wait).await;
         }
     }
