@@ -14,11 +14,11 @@
 //! otherwise wait on it), and so is every tunnelled connection.
 
 use super::conns::{Budget, Conns, Delivered, MAX_QUEUED};
+use super::error::Error;
 use super::outbox::{self, Outbox};
 use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
 use super::settings::{Kubelet, Settings};
-use super::Error;
 use crate::grpc::bidi::{open_bidi, Outbound};
 use crate::grpc::Replies;
 use std::sync::Arc;

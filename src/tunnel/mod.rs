@@ -17,9 +17,11 @@
 //! - `link`: one link: the call, the server's packets, the dials;
 //! - `conns`: a link's tunnelled connections, what they may queue, how they end;
 //! - `outbox`: the link's one writer, and what may wait for it;
+//! - `error`: why a link cannot be made;
 //! - `settings`: the `konnectivity` settings and the node's identity.
 
 mod conns;
+mod error;
 pub mod link;
 mod outbox;
 pub mod packet;
@@ -27,25 +29,10 @@ pub mod policy;
 mod pool;
 pub mod settings;
 
+pub use error::Error;
 use pool::{Action, Event, Pool};
 pub use settings::{Node, Settings};
 use std::net::SocketAddr;
-
-/// Why a link cannot be made: what the node's settings name cannot be used (`Config`: the
-/// configuration is to fix), or the server cannot be reached or refused the call (`Reach`).
-#[derive(Debug, PartialEq, Eq)]
-pub enum Error {
-    Config(String),
-    Reach(String),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match self {
-            Error::Config(why) | Error::Reach(why) => f.write_str(why),
-        }
-    }
-}
 
 /// Keeps a link to every server instance, for as long as the agent runs.
 pub async fn run(s: Settings, node: Node) {
