@@ -243,7 +243,14 @@ impl<R: RuntimeService> Task<R> {
     async fn run(self) {
         let period = self.timing.period;
         if self.node.started().elapsed() < period {
-            smol::Timer::after(jitter(&self.pod.metadata.uid, &self.container.name, self.kind, period)).await;
+            smol::Timer::after(jitter(
+                &self.pod.metadata.uid,
+                &self.container.name,
+                self.kind,
+                period,
+                std::process::id(),
+            ))
+            .await;
         }
         let mut progress = Progress::new(self.kind, self.timing);
         let mut next = Instant::now();

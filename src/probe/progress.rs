@@ -198,10 +198,11 @@ pub fn next_tick(last: Instant, now: Instant, period: Duration) -> Option<Instan
     now.checked_add(period)?.checked_sub(Duration::from_nanos(u64::try_from(behind).unwrap_or(0)))
 }
 
-/// A start delay in [0, period), spread by pod, container and kind (FNV-1a).
-pub fn jitter(pod: &str, container: &str, kind: Kind, period: Duration) -> Duration {
+/// A start delay in [0, period), spread by pod, container, kind and `salt` (the caller's
+/// process ID, so a restart spreads them anew) (FNV-1a).
+pub fn jitter(pod: &str, container: &str, kind: Kind, period: Duration, salt: u32) -> Duration {
     let mut h = crate::fnv::fnv1a_64(pod.as_bytes());
-    for part in [container.as_bytes(), kind.name().as_bytes(), &std::process::id().to_le_bytes()] {
+    for part in [container.as_bytes(), kind.name().as_bytes(), &salt.to_le_bytes()] {
         h = crate::fnv::add_64(h, part);
     }
     // In u128: a period of more than 2^64 ns must not truncate to a zero divisor.

@@ -34,7 +34,7 @@ fn timing_has_kubelets_defaults() {
 fn huge_periods_neither_divide_by_zero_nor_overflow() {
     // 2^55 s: as u64 nanoseconds this truncated to a zero divisor.
     let period = Duration::from_secs(1 << 55);
-    assert!(jitter("p", "c", Kind::Liveness, period) < period);
+    assert!(jitter("p", "c", Kind::Liveness, period, 7) < period);
     let p = Probe { period_seconds: Some(i64::MAX), initial_delay_seconds: Some(i64::MAX), ..Default::default() };
     let t = Timing::of(&p);
     assert_eq!(t.period, Duration::from_secs(i64::MAX as u64));
@@ -48,10 +48,12 @@ fn huge_periods_neither_divide_by_zero_nor_overflow() {
 #[test]
 fn jitter_stays_within_the_period_and_spreads() {
     let period = Duration::from_secs(10);
-    let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period)).collect();
+    let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period, 7)).collect();
     assert!(all.iter().all(|d| *d < period));
     let distinct: std::collections::HashSet<_> = all.iter().map(|d| d.as_secs()).collect();
     assert!(distinct.len() >= 5, "{all:?}");
+    let salted = |salt| jitter("p", "c", Kind::Liveness, period, salt);
+    assert_ne!(salted(7), salted(8), "another process spreads them anew");
 }
 
 fn timing(initial_delay: u64, success: u32, failure: u32) -> Timing {
