@@ -457,3 +457,56 @@ fn modules_labelled_pure_do_no_io() {
     assert!(io_in("fn f(now: Instant) -> bool { now > now } // std::fs\n#[cfg(test)]\nmod tests {\nuse std::fs;\n}")
         .is_empty());
 }
+
+/// Every function of `text` as (its name, its first line, its length in lines), as rustfmt
+/// lays them out: from `fn` to the `}` at the same indentation.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let mut rest = code;
+        for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"C\" "] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(name) = rest.strip_prefix("fn ") else { continue };
+        if code.ends_with('}') {
+            continue; // on one line
+        }
+        let name = name.split(['(', '<']).next().unwrap_or("").to_string();
+        let Some(open) = lines[n..].iter().position(|l| l.ends_with('{') || l.ends_with(';')) else { continue };
+        if lines[n + open].ends_with(';') {
+            continue; // a declaration without a body
+        }
+        let end = format!("{indent}}}");
+        if let Some(len) = lines[n..].iter().position(|l| *l == end) {
+            out.push((name, n + 1, len + 1));
+        }
+    }
+    out
+}
+
+/// The files whose functions may be long: the validator's checks and the renderers (one
+/// field after another, read best in one piece).
+const LONG_FUNCTIONS_ALLOWED: &[&str] = &["pod/validate/container.rs"];
+
+#[test]
+fn functions_fit_in_a_screenful() {
+    let mut long = Vec::new();
+    for file in modules(&src()).values() {
+        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+        if LONG_FUNCTIONS_ALLOWED.iter().any(|p| rel == *p || p.ends_with('/') && rel.starts_with(p)) {
+            continue;
+        }
+        for (name, line, len) in functions(&std::fs::read_to_string(file).unwrap()) {
+            if len > 120 {
+                long.push(format!("{rel}:{line}: {name} has {len} lines"));
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over 120 lines (split them into named steps):\n{}", long.join("\n"));
+    let sample =
+        "impl A {\n    pub async fn f(\n        x: u8,\n    ) {\n        g();\n    }\n    fn h();\n}\nfn k() {}\n";
+    assert_eq!(functions(sample), [("f".to_string(), 2, 5)]);
+}
