@@ -70,7 +70,7 @@ pub struct AtollConfiguration {
     /// they are, for whoever can read pods on the API server (default false: redacted).
     pub mirror_encrypted_pod_specs: Option<bool>,
     /// The tunnel to a konnectivity server, for a node the API server cannot dial.
-    pub konnectivity: Option<crate::tunnel::Settings>,
+    pub konnectivity: Option<crate::tunnel::TunnelSettings>,
 }
 
 #[derive(Debug, Default)]

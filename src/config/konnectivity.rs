@@ -4,7 +4,7 @@
 
 use super::fields::Fields;
 use crate::duration::parse_duration;
-use crate::tunnel::Settings;
+use crate::tunnel::TunnelSettings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 const DEFAULT_PORT: u16 = 8132;
 
 /// Reads and checks the section; the fields it does not know go to `unknown`.
-pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String> {
+pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<TunnelSettings, String> {
     let host: String = k.get("proxyServerHost")?.unwrap_or_default();
     if host.is_empty() {
         return Err("konnectivity.proxyServerHost: missing field (the konnectivity server's agent address)".into());
@@ -51,7 +51,7 @@ pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String
             "konnectivity.syncIntervalCap: {sync_interval_cap:?} is less than syncInterval {sync_interval:?}"
         ));
     }
-    let settings = Settings {
+    let settings = TunnelSettings {
         host,
         port,
         ca_cert,
@@ -71,7 +71,7 @@ pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String
 mod tests {
     use super::*;
 
-    fn read_yaml(yaml: &str) -> Result<(Settings, Vec<String>), String> {
+    fn read_yaml(yaml: &str) -> Result<(TunnelSettings, Vec<String>), String> {
         let value = crate::parse::document(yaml.as_bytes()).unwrap().value;
         let mut f = Fields::read_value(value).unwrap();
         let k = f.section("konnectivity").unwrap().unwrap();

@@ -461,7 +461,7 @@ pub struct MirrorSettings {
     pub status_report_frequency: Duration,
     pub lease_duration_seconds: u32,
     /// The tunnel to a konnectivity server (`konnectivity` in the AtollConfiguration).
-    pub tunnel: Option<crate::tunnel::Settings>,
+    pub tunnel: Option<crate::tunnel::TunnelSettings>,
     /// `mirrorEncryptedPodSpecs`: mirror pods from encrypted manifests unredacted.
     pub encrypted_pod_specs: bool,
 }

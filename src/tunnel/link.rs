@@ -18,7 +18,7 @@ use super::error::Error;
 use super::outbox::{self, Outbox};
 use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
-use super::settings::{Kubelet, Settings};
+use super::settings::{Kubelet, TunnelSettings};
 use crate::grpc::bidi::{open_bidi, Outbound};
 use crate::grpc::Replies;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct Link {
 
 /// The TLS client for the agent port: the configured CA, the agent's certificate if given,
 /// ALPN h2 (gRPC servers require it). Reads files: call it off the executor.
-pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, Error> {
+pub fn tls_config(s: &TunnelSettings) -> Result<Arc<rustls::ClientConfig>, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::PrivateKeyDer;
     let read = |field: &str, path: &std::path::Path| {
@@ -74,7 +74,7 @@ pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, Error> {
 }
 
 /// The service-account token, if one is configured (read at each connect: it rotates).
-pub fn token(s: &Settings) -> Result<Option<String>, Error> {
+pub fn token(s: &TunnelSettings) -> Result<Option<String>, Error> {
     let Some(path) = &s.token_file else { return Ok(None) };
     let raw = crate::bounded::read_following(path, 64 << 10)
         .map_err(|e| Error::Config(format!("konnectivity.serviceAccountTokenPath: {}: {e}", path.display())))?;
@@ -88,7 +88,7 @@ pub fn token(s: &Settings) -> Result<Option<String>, Error> {
 /// TCP and TLS (`tls_config`'s) to the server's agent port (one instance, as the address
 /// resolves).
 pub async fn secure(
-    s: &Settings,
+    s: &TunnelSettings,
     tls: Arc<rustls::ClientConfig>,
 ) -> Result<futures_rustls::client::TlsStream<smol::net::TcpStream>, Error> {
     let name = rustls::pki_types::ServerName::try_from(s.host.clone())
@@ -100,7 +100,7 @@ pub async fn secure(
 
 /// Connects to the server and opens the call, saying who the node is.
 pub async fn connect(
-    s: &Settings,
+    s: &TunnelSettings,
     tls: Arc<rustls::ClientConfig>,
     agent_id: &str,
     identifiers: &str,

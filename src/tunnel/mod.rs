@@ -31,11 +31,11 @@ pub mod settings;
 
 pub use error::Error;
 use pool::{Action, Event, Pool};
-pub use settings::{Node, Settings};
+pub use settings::{Node, TunnelSettings};
 use std::net::SocketAddr;
 
 /// Keeps a link to every server instance, for as long as the agent runs.
-pub async fn run(s: Settings, node: Node) {
+pub async fn run(s: TunnelSettings, node: Node) {
     let agent_id = s.agent_id.clone().unwrap_or_else(|| node.name.clone());
     let identifiers = s.agent_identifiers.clone().unwrap_or_else(|| policy::identifiers(&node.name, &node.ips));
     let (to, kubelet) = reach(&node);
