@@ -486,7 +486,7 @@ mod tests {
             address: "127.0.0.1:10250".parse().unwrap(),
             tls: None,
             client_ca_file: Some(d.join("missing-ca.crt")),
-            auth: crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"),
+            auth: crate::kubelet_server::auth::AuthSettings::kubelet_defaults("edge-1"),
             debugging_handlers: true,
             idle_timeout: Duration::from_secs(60),
         };

@@ -382,7 +382,7 @@ pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, String> {
 /// kubelet's server settings, with KubeletConfiguration v1beta1's defaults (0.0.0.0:10250,
 /// no anonymous access, token webhook on, Webhook authorization, the debugging handlers on).
 fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<ServerSettings>, String> {
-    use crate::kubelet_server::auth::{Mode, Settings as Auth, ALLOWED_TTL, DENIED_TTL};
+    use crate::kubelet_server::auth::{AuthSettings as Auth, Mode, ALLOWED_TTL, DENIED_TTL};
     let port = cfg.port.unwrap_or(10250);
     let port = u16::try_from(port).map_err(|_| format!("config field port: {port} is not a port number"))?;
     let ip: std::net::IpAddr = match cfg.address.as_deref().unwrap_or("0.0.0.0").parse() {

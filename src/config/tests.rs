@@ -94,7 +94,7 @@ fn an_existing_kubelet_config_file_drives_the_sources() {
     assert!(!notes.contains("authentication"), "{notes}");
     let server = s.listeners.kubelet.expect("kubelet's server, with kubelet's defaults");
     assert_eq!(server.address, "0.0.0.0:10250".parse().unwrap());
-    assert_eq!(server.auth, crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"));
+    assert_eq!(server.auth, crate::kubelet_server::auth::AuthSettings::kubelet_defaults("edge-1"));
     assert!(server.debugging_handlers && server.tls.is_none() && server.client_ca_file.is_none());
     assert_eq!(server.idle_timeout, Duration::from_secs(4 * 3600));
 }

@@ -35,7 +35,7 @@ pub enum Mode {
 
 /// kubelet's `authentication` and `authorization` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub struct AuthSettings {
     pub anonymous: bool,
     /// `authentication.webhook.enabled`.
     pub token_webhook: bool,
@@ -46,10 +46,10 @@ pub struct Settings {
     pub node: String,
 }
 
-impl Settings {
+impl AuthSettings {
     /// KubeletConfiguration v1beta1's defaults.
-    pub fn kubelet_defaults(node: &str) -> Settings {
-        Settings {
+    pub fn kubelet_defaults(node: &str) -> AuthSettings {
+        AuthSettings {
             anonymous: false,
             token_webhook: true,
             token_ttl: TOKEN_TTL,
@@ -83,14 +83,14 @@ pub enum Verdict {
 const AUTHENTICATED: &str = "system:authenticated";
 
 pub struct Auth<R> {
-    settings: Settings,
+    settings: AuthSettings,
     reviewer: R,
     tokens: Mutex<Cache<[u8; 32], Option<User>>>,
     decisions: Mutex<Cache<(User, Attributes), bool>>,
 }
 
 impl<R: Reviewer> Auth<R> {
-    pub fn new(settings: Settings, reviewer: R) -> Auth<R> {
+    pub fn new(settings: AuthSettings, reviewer: R) -> Auth<R> {
         Auth { settings, reviewer, tokens: Mutex::default(), decisions: Mutex::default() }
     }
 

@@ -65,10 +65,10 @@ fn api() -> FakeApiServer {
 
 #[test]
 fn nobody_is_turned_away_unless_anonymous_access_is_on() {
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), api());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), api());
     assert_eq!(check(&auth, Credentials::None, "GET", "/pods"), Verdict::Unauthorized);
     assert_eq!(check(&auth, Credentials::Bearer("forged"), "GET", "/pods"), Verdict::Unauthorized);
-    let open = Settings { anonymous: true, mode: Mode::AlwaysAllow, ..Settings::kubelet_defaults("gw-1") };
+    let open = AuthSettings { anonymous: true, mode: Mode::AlwaysAllow, ..AuthSettings::kubelet_defaults("gw-1") };
     let auth = Auth::new(open, api());
     assert_eq!(check(&auth, Credentials::None, "GET", "/pods"), Verdict::Allowed(User::anonymous()));
     assert_eq!(
@@ -81,7 +81,7 @@ fn nobody_is_turned_away_unless_anonymous_access_is_on() {
 #[test]
 fn a_token_user_is_allowed_only_what_the_api_server_allows() {
     let server = api();
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), server.clone());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), server.clone());
     let Verdict::Allowed(ms) = check(&auth, Credentials::Bearer("tok-ms"), "GET", "/metrics/resource") else {
         panic!("metrics-server may read metrics");
     };
@@ -101,7 +101,7 @@ fn a_token_user_is_allowed_only_what_the_api_server_allows() {
 /// `get nodes/proxy` reads pods and logs; it does not open a shell, even as a GET.
 #[test]
 fn get_nodes_proxy_cannot_exec() {
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), api());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), api());
     assert!(matches!(
         check(&auth, Credentials::Bearer("tok-bob"), "GET", "/containerLogs/ns/p/c"),
         Verdict::Allowed(_)
@@ -119,7 +119,7 @@ fn get_nodes_proxy_cannot_exec() {
 #[test]
 fn a_client_certificate_names_the_user_without_a_review() {
     let server = api();
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), server.clone());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), server.clone());
     let cert = super::super::cert::make(&["kube-apiserver-kubelet-client".to_string()], std::time::SystemTime::now());
     let cert = cert.unwrap().cert;
     // The self-made certificate's CN carries a timestamp; its user is not allowed.
@@ -131,7 +131,7 @@ fn a_client_certificate_names_the_user_without_a_review() {
 #[test]
 fn answers_are_cached_for_their_ttls_and_failures_are_not() {
     let server = api();
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), server.clone());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), server.clone());
     for _ in 0..5 {
         assert!(matches!(check(&auth, Credentials::Bearer("tok-bob"), "GET", "/pods"), Verdict::Allowed(_)));
         assert!(matches!(check(&auth, Credentials::Bearer("tok-bob"), "POST", "/exec/ns/p/c"), Verdict::Forbidden(_)));
@@ -143,11 +143,11 @@ fn answers_are_cached_for_their_ttls_and_failures_are_not() {
     assert!(server.seen().iter().all(|r| !r.to_string().contains("tok-bob") || r["kind"] == "TokenReview"));
 
     let down = FakeApiServer { down: true, ..api() };
-    let auth = Auth::new(Settings::kubelet_defaults("gw-1"), down.clone());
+    let auth = Auth::new(AuthSettings::kubelet_defaults("gw-1"), down.clone());
     assert_eq!(check(&auth, Credentials::Bearer("tok-bob"), "GET", "/pods"), Verdict::Unauthorized);
     assert_eq!(check(&auth, Credentials::Bearer("tok-bob"), "GET", "/pods"), Verdict::Unauthorized);
     assert_eq!(down.seen().len(), 2, "a review that failed is asked again");
-    let certs_only = Settings { token_webhook: false, ..Settings::kubelet_defaults("gw-1") };
+    let certs_only = AuthSettings { token_webhook: false, ..AuthSettings::kubelet_defaults("gw-1") };
     let auth = Auth::new(certs_only, down.clone());
     let cert = super::super::cert::make(&["ops".to_string()], std::time::SystemTime::now()).unwrap().cert;
     let v = check(&auth, Credentials::Certificate(&cert), "GET", "/pods");

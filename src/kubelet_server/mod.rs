@@ -42,7 +42,7 @@ pub struct ServerSettings {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// `authentication.x509.clientCAFile`: client certificates signed by it name their user.
     pub client_ca_file: Option<std::path::PathBuf>,
-    pub auth: auth::Settings,
+    pub auth: auth::AuthSettings,
     /// `enableDebuggingHandlers`: logs, exec, attach, port-forward and run (405 when off).
     pub debugging_handlers: bool,
     /// `streamingConnectionIdleTimeout` (default 4h): a stream with no traffic this long is
@@ -115,7 +115,7 @@ mod tests {
             address: "127.0.0.1:10250".parse().unwrap(),
             tls: None,
             client_ca_file: None,
-            auth: auth::Settings::kubelet_defaults("n"),
+            auth: auth::AuthSettings::kubelet_defaults("n"),
             debugging_handlers: true,
             idle_timeout: std::time::Duration::from_secs(60),
         };
