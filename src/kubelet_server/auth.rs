@@ -70,7 +70,7 @@ pub enum Credentials<'a> {
 
 /// The outcome, with kubelet's answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Decision {
     Allowed(User),
     /// 401 `Unauthorized`.
     Unauthorized,
@@ -95,12 +95,12 @@ impl<R: Reviewer> Auth<R> {
     }
 
     /// Authenticates and authorizes a request with these attributes.
-    pub async fn check(&self, credentials: Credentials<'_>, a: &Attributes) -> Verdict {
-        let Some(user) = self.authenticate(credentials).await else { return Verdict::Unauthorized };
+    pub async fn check(&self, credentials: Credentials<'_>, a: &Attributes) -> Decision {
+        let Some(user) = self.authenticate(credentials).await else { return Decision::Unauthorized };
         match self.authorize(&user, a).await {
-            Ok(true) => Verdict::Allowed(user),
-            Ok(false) => Verdict::Forbidden(authz::forbidden(&user.name, a)),
-            Err(_) => Verdict::Error(authz::authorization_error(&user.name, a)),
+            Ok(true) => Decision::Allowed(user),
+            Ok(false) => Decision::Forbidden(authz::forbidden(&user.name, a)),
+            Err(_) => Decision::Error(authz::authorization_error(&user.name, a)),
         }
     }
 
