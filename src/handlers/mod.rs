@@ -75,9 +75,9 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
             user_agent: http::USER_AGENT,
         };
         return match http::probe(&target, timeout).await {
-            http::Verdict::Success(_) => Attempt::Success,
-            http::Verdict::Warning(w) => Attempt::Warning(w),
-            http::Verdict::Failure(f) => Attempt::Failure(f),
+            http::HttpResult::Success(_) => Attempt::Success,
+            http::HttpResult::Warning(w) => Attempt::Warning(w),
+            http::HttpResult::Failure(f) => Attempt::Failure(f),
         };
     }
     if let Some(tcp) = &probe.tcp_socket {
