@@ -22,7 +22,7 @@ const MAX_REDIRECTS: usize = 10;
 
 /// A probe's request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub struct HttpGet {
     /// `http` or `https`.
     pub scheme: String,
     pub host: String,
@@ -51,7 +51,7 @@ struct Response {
 
 /// One GET within `timeout`, no redirect followed: the status, or the transport error. A
 /// lifecycle hook's httpGet (kubelet does not look at the status of those).
-pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String> {
+pub async fn get_once(target: &HttpGet, timeout: Duration) -> Result<u16, String> {
     match crate::deadline::with_deadline(timeout, get(target)).await {
         None => Err(format!("{}: timed out after {timeout:?}", url(target))),
         Some(Err(e)) => Err(format!("{}: {e}", url(target))),
@@ -60,7 +60,7 @@ pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String>
 }
 
 /// Runs the probe's GET within `timeout`, redirects included.
-pub async fn probe(target: &Target, timeout: Duration) -> HttpResult {
+pub async fn probe(target: &HttpGet, timeout: Duration) -> HttpResult {
     let started = Instant::now();
     let mut current = target.clone();
     for _ in 0..=MAX_REDIRECTS {
@@ -90,13 +90,13 @@ pub async fn probe(target: &Target, timeout: Duration) -> HttpResult {
     HttpResult::Failure(format!("{}: stopped after {MAX_REDIRECTS} redirects", url(target)))
 }
 
-fn url(t: &Target) -> String {
+fn url(t: &HttpGet) -> String {
     let host = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
     format!("{}://{host}:{}{}", t.scheme, t.port, t.path)
 }
 
 /// The target a `Location` header points to, relative to `from`.
-fn follow(from: &Target, location: &str) -> Target {
+fn follow(from: &HttpGet, location: &str) -> HttpGet {
     let mut next = from.clone();
     let rest = if let Some((scheme, rest)) = location.split_once("://") {
         next.scheme = scheme.to_ascii_lowercase();
@@ -136,7 +136,7 @@ fn split_authority(authority: &str, default_port: u16) -> (String, u16) {
 }
 
 /// The request's bytes, with kubelet's header rules.
-fn request(t: &Target) -> Vec<u8> {
+fn request(t: &HttpGet) -> Vec<u8> {
     let default_port = if t.scheme == "https" { 443 } else { 80 };
     let mut host = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
     if t.port != default_port {
@@ -166,7 +166,7 @@ fn request(t: &Target) -> Vec<u8> {
     out.into_bytes()
 }
 
-async fn get(t: &Target) -> Result<Response, String> {
+async fn get(t: &HttpGet) -> Result<Response, String> {
     let stream = smol::net::TcpStream::connect((t.host.as_str(), t.port)).await.map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
     if t.scheme == "https" {
@@ -185,7 +185,7 @@ async fn get(t: &Target) -> Result<Response, String> {
     }
 }
 
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &Target) -> Result<Response, String> {
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &HttpGet) -> Result<Response, String> {
     s.write_all(&request(t)).await.map_err(|e| e.to_string())?;
     s.flush().await.map_err(|e| e.to_string())?;
     let (head, already) = crate::http1::read_head(&mut s, HEADER_LIMIT).await?;
@@ -208,8 +208,8 @@ mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
 
-    fn target(port: u16, path: &str) -> Target {
-        Target {
+    fn target(port: u16, path: &str) -> HttpGet {
+        HttpGet {
             scheme: "http".into(),
             host: "127.0.0.1".into(),
             port,
@@ -293,7 +293,7 @@ mod tests {
         let mut t = target(port, "/");
         t.headers = vec![("X-Custom".into(), "1".into())];
         assert_eq!(smol::block_on(probe(&t, Duration::from_secs(2))), HttpResult::Success(200));
-        let r = String::from_utf8(request(&Target {
+        let r = String::from_utf8(request(&HttpGet {
             headers: vec![
                 ("Accept".into(), "".into()),
                 ("Host".into(), "svc.local".into()),

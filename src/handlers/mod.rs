@@ -66,7 +66,7 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
             Err(e) => return Attempt::Error(e),
         };
         let path = get.path.clone().unwrap_or_default();
-        let target = http::Target {
+        let target = http::HttpGet {
             scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
             host: host_or(&get.host),
             port,
@@ -138,7 +138,7 @@ pub async fn lifecycle<R: RuntimeService>(
     let timeout = budget.unwrap_or(Duration::from_secs(30));
     if let Some(get) = &handler.http_get {
         let path = get.path.clone().unwrap_or_else(|| "/".into());
-        let target = http::Target {
+        let target = http::HttpGet {
             scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
             host: at.host(&get.host),
             port: port_number(&get.port, c)?,
