@@ -23,7 +23,7 @@
 
 mod progress;
 
-pub use progress::{Kind, ProbeResult, Target, Timing};
+pub use progress::{ContainerView, Kind, ProbeResult, Timing};
 
 use crate::cri::RuntimeService;
 use crate::handlers;
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Default)]
 struct State {
-    targets: HashMap<String, Target>,
+    targets: HashMap<String, ContainerView>,
     pod_ip: String,
     deleting: bool,
     /// Published results by (container, kind): for which container ID, and what.
@@ -158,13 +158,13 @@ impl PodProbes {
         st.deleting = deleting;
         for (name, _) in &self.kinds {
             let target = match obs.newest(name) {
-                Some(o) => Target {
+                Some(o) => ContainerView {
                     container_id: o.id.clone(),
                     running: o.state == ContainerState::Running,
                     finished_for_good: never && o.state == ContainerState::Exited,
                     started_at: o.started_at,
                 },
-                None => Target::default(),
+                None => ContainerView::default(),
             };
             st.targets.insert(name.clone(), target);
         }

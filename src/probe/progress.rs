@@ -1,5 +1,5 @@
 //! A probe's decisions, as a pure state machine (kubelet's probe worker, `worker.go`): at each
-//! tick, from what the runtime shows of the container ([`Target`]) and whether the pod is
+//! tick, from what the runtime shows of the container ([`ContainerView`]) and whether the pod is
 //! being deleted and its startup probe has succeeded, [`Progress::before`] says what to
 //! publish and whether to attempt; [`Progress::after`] counts an attempt's outcome against
 //! the thresholds. The task in `probe` does the attempts, the clock and the publishing.
@@ -74,7 +74,7 @@ impl Timing {
 
 /// What the runtime shows of one container, as the probes need it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Target {
+pub struct ContainerView {
     pub container_id: crate::cri::ids::ContainerId,
     pub running: bool,
     /// Exited, and the pod's restartPolicy is Never: it will not come back.
@@ -120,7 +120,7 @@ impl Progress {
     /// `started`: the container has no startup probe, or it has succeeded.
     pub fn before(
         &mut self,
-        target: &Target,
+        target: &ContainerView,
         deleting: bool,
         started: bool,
         now: SystemTime,
