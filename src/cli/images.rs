@@ -75,7 +75,7 @@ fn import(flags: &Flags, file: &str) -> Result<u8, String> {
     let endpoint = flags.get(Flag::ContainerRuntimeEndpoint).unwrap_or("unix:///run/containerd/containerd.sock");
     let endpoint = crate::cri::Endpoint::parse(endpoint)?;
     let ctr = crate::images::import::find_ctr(None)?;
-    let target = crate::images::import::Target { ctr, address: endpoint.path().to_path_buf() };
+    let target = crate::images::import::Containerd { ctr, address: endpoint.path().to_path_buf() };
     let cri = crate::cri::Cri::new(&endpoint);
     let present = smol::block_on(crate::images::dir::names_present(&cri));
     // kubelet's default high threshold: an import never fills the image filesystem past it.

@@ -68,7 +68,7 @@ impl From<&str> for ImportError {
 
 /// Where to import: the `ctr` binary and containerd's socket.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub struct Containerd {
     pub ctr: PathBuf,
     pub address: PathBuf,
 }
@@ -115,7 +115,7 @@ pub fn digest_of(path: &Path) -> std::io::Result<String> {
 /// `room`: the bytes the image filesystem may still take (`None`: no limit).
 pub fn import_file(
     path: &Path,
-    target: &Target,
+    target: &Containerd,
     present: &BTreeSet<String>,
     room: Option<u64>,
     progress: &mut dyn FnMut(u64, u64),
@@ -205,7 +205,7 @@ pub fn import_file(
 }
 
 /// Pins `image` for containerd's collectors and notes where it came from.
-fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
+fn label(target: &Containerd, image: &str, file: &str) -> Result<(), String> {
     let file: String = file.chars().filter(|c| c.is_ascii_graphic()).take(200).collect();
     let from = format!("atoll.io/imported={file}");
     ctr(target, &["images", "label", "--", image, "io.cri-containerd.pinned=pinned", &from])
@@ -213,14 +213,14 @@ fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
 }
 
 /// One short `ctr` command in the `k8s.io` namespace.
-fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
+fn ctr(target: &Containerd, args: &[&str]) -> Result<(), String> {
     ctr_output(target, args).map(drop)
 }
 
 /// One short `ctr` command in the `k8s.io` namespace: what it printed (at most 1 MiB). Image
 /// names come from archives and manifests: callers put `--` before them, so a name that
 /// starts with `-` is never read as a flag.
-pub fn ctr_output(target: &Target, args: &[&str]) -> Result<String, String> {
+pub fn ctr_output(target: &Containerd, args: &[&str]) -> Result<String, String> {
     let out = Command::new(&target.ctr)
         .arg("--address")
         .arg(&target.address)
@@ -277,12 +277,12 @@ mod tests {
     use super::*;
 
     /// A stand-in for ctr in `d` that runs `script` (the real one is in the end-to-end tests).
-    fn fake_ctr(d: &Path, script: &str) -> Target {
+    fn fake_ctr(d: &Path, script: &str) -> Containerd {
         use std::os::unix::fs::PermissionsExt;
         let ctr = d.join("ctr");
         std::fs::write(&ctr, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Target { ctr, address: d.join("containerd.sock") }
+        Containerd { ctr, address: d.join("containerd.sock") }
     }
 
     fn fresh(name: &str) -> PathBuf {
