@@ -13,6 +13,8 @@
 //!
 //! - `serve`: the TLS listener and the route of each authorized request;
 //! - `resource`: the node's and containers' CPU and memory, as metrics-server reads them;
+//! - `summary`: `/stats/summary` (kubectl top's and the API server's node stats), with the
+//!   disks `disks` reads (file systems, volumes, logs, writable layers, walked safely);
 //! - `authz`: a request's attributes (verb from the method, subresource from the path; the
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
 //! - `reviews`: the TokenReview and SubjectAccessReview bodies and replies;

@@ -18,7 +18,7 @@
 //! succeeded only it runs, after that only liveness and readiness. A result is published after
 //! failureThreshold (successThreshold) equal results in a row; an attempt that ends in an
 //! error is not counted. While the agent itself is starting, each probe's first tick is
-//! delayed by a random part of its period, so a box with many pods does not probe them all at
+//! delayed by a part of its period spread by pod, container, kind and process (`jitter`), so a box with many pods does not probe them all at
 //! once after a reboot.
 
 mod progress;

@@ -6,10 +6,11 @@
 //! certificate or a service-account token), says who it is (`agentID`, `agentIdentifiers`:
 //! `host=<node>&ipv4=<ip>`, for the server's `destHost` strategy) and connects again until
 //! it holds a link to every instance the servers count (`serverCount`; instances behind one
-//! address are told apart by `serverID`). Each link answers the server's dials by connecting
-//! to the kubelet server, and only to it (`policy`): the tunnel is not a way into the box's
-//! network. A link that drops is replaced after a jittered, growing wait; nothing wakes while
-//! every link is up but the keepalive.
+//! address are told apart by `serverID`; how many links to hold and when to dial is `pool`'s).
+//! Each link answers the server's dials by handing a connection to the kubelet server
+//! in-process, and only to it (`policy`): the tunnel is not a way into the box's network. A
+//! failed attempt is tried again after a jittered, growing wait; a link that drops, after the
+//! first interval; nothing wakes while every link is up but the keepalive.
 //!
 //! - `packet`: the protocol's messages;
 //! - `policy`: which dials are allowed, the identifiers, the back-off;
