@@ -424,7 +424,7 @@ const IMPURE: &[&str] = &[
 /// The I/O `text` (a file's code) names, `use std::{fs, ...}` groups spelled out.
 fn io_in(text: &str) -> Vec<&'static str> {
     let mut code = code_only(text).split_whitespace().collect::<String>();
-    let groups: Vec<String> = code.match_indices("std::{").map(|(i, _)| code[i + 6..].to_string()).collect();
+    let groups: Vec<String> = code.split("std::{").skip(1).map(String::from).collect();
     for group in groups {
         let inner = group.split('}').next().unwrap_or("");
         for item in inner.split(',') {
@@ -465,7 +465,7 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
     let mut out = Vec::new();
     for (n, line) in lines.iter().enumerate() {
         let code = line.trim_start();
-        let indent = &line[..line.len() - code.len()];
+        let indent = line.strip_suffix(code).unwrap_or("");
         let mut rest = code;
         for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"C\" "] {
             rest = rest.strip_prefix(prefix).unwrap_or(rest);

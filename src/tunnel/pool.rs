@@ -118,11 +118,13 @@ mod tests {
         Event::Ended { server }
     }
 
-    /// Each row: the events so far, the last one's actions, then linked, count, full.
+    /// A row: what it shows, the events so far, the last one's actions, then linked, count, full.
+    type Row<'a> = (&'a str, Vec<Event<'a>>, Vec<Action>, usize, usize, bool);
+
     #[test]
     fn each_rule_of_the_pool() {
         let ms = Duration::from_millis;
-        let rows: Vec<(&str, Vec<Event>, Vec<Action>, usize, usize, bool)> = vec![
+        let rows: Vec<Row> = vec![
             ("one link is wanted before any server answers", vec![], vec![], 0, 1, false),
             ("a lone server: served, nothing more to dial", vec![linked("a", 1)], vec![Serve], 1, 1, true),
             ("the count comes from the server", vec![linked("a", 3)], vec![Serve, Wait(S)], 1, 3, false),
