@@ -311,7 +311,7 @@ pub fn tunnel(s: &Settings) -> Vec<Check> {
         Ok(c) => c,
         Err(e) => {
             let fix = "give readable PEM files (the CA; the certificate with its key) and token";
-            return vec![bad(Level::Fail, name, e.to_string(), fix)];
+            return vec![bad(Level::Fail, name, e.into_message(), fix)];
         }
     };
     let reached = smol::block_on(crate::deadline::with_deadline(Duration::from_secs(10), link::secure(t, config)));

@@ -9,6 +9,15 @@ pub enum Error {
     Reach(String),
 }
 
+impl Error {
+    /// What went wrong, in words.
+    pub fn into_message(self) -> String {
+        match self {
+            Error::Config(why) | Error::Reach(why) => why,
+        }
+    }
+}
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {

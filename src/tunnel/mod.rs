@@ -45,17 +45,26 @@ pub async fn run(s: TunnelSettings, node: Node) {
     let (ended_tx, ended) = smol::channel::unbounded::<String>();
     let mut tls = None;
     log::info!("tunnel: connecting to the konnectivity server at {} as {agent_id:?}", s.authority());
+    servers(&pool);
     loop {
-        while let Ok(id) = ended.try_recv() {
-            wait_out(pool.decide(Event::Ended { server: &id }, random())).await;
-        }
-        servers(&pool);
-        if pool.full() {
-            // Every instance is linked: nothing to do until one link ends.
-            let Ok(id) = ended.recv().await else { return };
+        // Every link that ended is taken first; while every instance is linked, nothing
+        // happens until one ends.
+        let gone = match ended.try_recv() {
+            Ok(id) => Some(id),
+            Err(_) if pool.full() => Some(match ended.recv().await {
+                Ok(id) => id,
+                Err(_) => return,
+            }),
+            Err(_) => None,
+        };
+        if let Some(id) = gone {
             let actions = pool.decide(Event::Ended { server: &id }, random());
             servers(&pool);
-            wait_out(actions).await;
+            for action in actions {
+                if let Action::Wait(wait) = action {
+                    smol::Timer::after(wait).await;
+                }
+            }
             continue;
         }
         // One TLS configuration for every link, made again after any failed attempt (a
@@ -81,7 +90,7 @@ pub async fn run(s: TunnelSettings, node: Node) {
         };
         let (mut made, error) = match result {
             Ok(l) => (Some(l), String::new()),
-            Err(e) => (None, e.to_string()),
+            Err(e) => (None, e.into_message()),
         };
         for action in actions {
             match action {
@@ -148,15 +157,6 @@ fn serve(
 /// Sets the gauge of linked server instances.
 fn servers(pool: &Pool) {
     crate::metrics::set(&crate::metrics::TUNNEL_SERVERS, &[], pool.linked() as f64);
-}
-
-/// Waits what `actions` say (an ended link's only actions).
-async fn wait_out(actions: Vec<Action>) {
-    for action in actions {
-        if let Action::Wait(wait) = action {
-            smol::Timer::after(wait).await;
-        }
-    }
 }
 
 /// A number in 0..1 for the back-off's jitter.
