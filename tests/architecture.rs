@@ -386,6 +386,7 @@ const PURE: &[&str] = &[
     "runtime/plan/",
     "runtime/sandbox.rs",
     "source/last_wins.rs",
+    "status/mod.rs",
     "tunnel/policy.rs",
     "tunnel/pool.rs",
     // "runtime/ledger.rs", // made pure by the keys lane
