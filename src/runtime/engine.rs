@@ -146,6 +146,9 @@ impl<R: RuntimeService> Engine<R> {
 
     /// Carries the ledger's decisions out.
     fn act(&mut self, acts: Vec<Act>) {
+        for note in self.ledger.take_notes() {
+            log::info!("{note}");
+        }
         for act in acts {
             match act {
                 Act::Start(sp) => self.start(sp),

@@ -5,11 +5,13 @@
 //! the same name in one batch) keeps the old version `retiring` while the new one's images are
 //! pulled, and terminates it only then. Pods the runtime ran when atoll started that no worker
 //! took over are `found`: stopped before a new UID of their name starts, or as orphans once
-//! every source has spoken. Each call returns what the engine must do ([`Act`]); the engine
-//! spawns and sends, the ledger decides.
+//! every source has spoken. Each call returns what the engine must do ([`Act`]) and keeps what
+//! it decided that the engine should tell ([`Note`], taken by [`Ledger::take_notes`]); the
+//! engine spawns, sends and logs, the ledger decides. Nothing here does I/O.
 
 use crate::pod::{Change, PodUid, StaticPod};
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::time::Duration;
 
 /// What the engine does for the ledger.
@@ -31,6 +33,39 @@ pub enum Act {
     RemoveFound { uid: PodUid },
 }
 
+/// What the ledger decided that is worth a log line; the engine logs it ([`fmt::Display`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// A new version of `key` arrived in the same batch: the old one (`uid`) keeps running
+    /// until the new one's images are on the node.
+    Retiring { key: String, uid: PodUid },
+    /// `key` (`uid`) was removed from the manifests and is terminated.
+    Terminating { key: String, uid: PodUid },
+    /// An older version (`uid`, found in the runtime) of `key` is stopped before the new one.
+    ReplacedWhileDown { key: String, uid: PodUid },
+    /// `key`'s new version `uid` waits for the previous one to terminate.
+    Waiting { key: String, uid: PodUid },
+    /// A pod found in the runtime that no manifest wants is removed.
+    Orphan { uid: PodUid },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Retiring { key, uid } => write!(
+                f,
+                "pod {key} ({uid}): a new version arrived; it is stopped once the new version's images are on the node"
+            ),
+            Note::Terminating { key, uid } => write!(f, "pod {key} ({uid}): removed from the manifests; terminating"),
+            Note::ReplacedWhileDown { key, uid } => {
+                write!(f, "pod {key} ({uid}): replaced while atoll was down; stopping the old version first")
+            }
+            Note::Waiting { key, uid } => write!(f, "pod {key} ({uid}): waiting for the previous version to terminate"),
+            Note::Orphan { uid } => write!(f, "pod {uid}: no longer in any manifest; stopping and removing it"),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Live workers (and orphans being removed): UID → `namespace/name`.
@@ -41,6 +76,8 @@ pub struct Ledger {
     retiring: HashMap<String, StaticPod>,
     /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
     found: HashMap<PodUid, String>,
+    /// What was decided since the engine last took the notes, in order.
+    notes: Vec<Note>,
 }
 
 impl Ledger {
@@ -49,6 +86,11 @@ impl Ledger {
         if !self.live.contains_key(&uid) {
             self.found.entry(uid).or_insert(key);
         }
+    }
+
+    /// What the ledger decided since the last call, for the engine to log.
+    pub fn take_notes(&mut self) -> Vec<Note> {
+        std::mem::take(&mut self.notes)
     }
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
@@ -71,11 +113,7 @@ impl Ledger {
         for change in changes {
             match change {
                 Change::Remove(sp) if added.contains(&sp.pod.key()) && self.live.contains_key(&sp.uid) => {
-                    log::info!(
-                        "pod {} ({}): a new version arrived; it is stopped once the new version's images are on the node",
-                        sp.pod.key(),
-                        sp.uid
-                    );
+                    self.notes.push(Note::Retiring { key: sp.pod.key(), uid: sp.uid.clone() });
                     self.retiring.insert(sp.pod.key(), sp);
                 }
                 other => acts.extend(self.apply(other)),
@@ -105,7 +143,7 @@ impl Ledger {
                 }
                 let mut acts = self.retired(&key, &sp.uid);
                 if self.live.contains_key(&sp.uid) {
-                    log::info!("pod {key} ({}): removed from the manifests; terminating", sp.uid);
+                    self.notes.push(Note::Terminating { key: key.clone(), uid: sp.uid.clone() });
                     acts.push(Act::Terminate { uid: sp.uid.clone(), grace: super::stop::grace_of(&sp.pod) });
                 }
                 acts
@@ -121,11 +159,11 @@ impl Ledger {
             self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
         older.sort();
         for uid in older {
-            log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
+            self.notes.push(Note::ReplacedWhileDown { key: key.clone(), uid: uid.clone() });
             acts.extend(self.remove_found(uid));
         }
         if self.live.values().any(|k| *k == key) {
-            log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
+            self.notes.push(Note::Waiting { key: key.clone(), uid: sp.uid.clone() });
             if let Some(old) = self.retiring.get(&key) {
                 acts.push(Act::Prepull { old: old.clone(), new: sp.clone() });
             }
@@ -171,7 +209,7 @@ impl Ledger {
         orphans.sort();
         let mut acts = Vec::new();
         for uid in orphans {
-            log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
+            self.notes.push(Note::Orphan { uid: uid.clone() });
             acts.extend(self.remove_found(uid));
         }
         acts
