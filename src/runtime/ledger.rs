@@ -9,7 +9,7 @@
 //! it decided that the engine should tell ([`Note`], taken by [`Ledger::take_notes`]); the
 //! engine spawns, sends and logs, the ledger decides. Nothing here does I/O.
 
-use crate::pod::{Change, PodUid, StaticPod};
+use crate::pod::{Change, PodKey, PodUid, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
@@ -27,7 +27,7 @@ pub enum Act {
     /// way for the name).
     Prepull { old: StaticPod, new: StaticPod },
     /// Drop the pull for this name (its old version retires no more).
-    DropPrepull { key: String },
+    DropPrepull { key: PodKey },
     /// Stop and remove a pod found in the runtime that nobody wants; it holds its name until
     /// its removal finishes like a worker.
     RemoveFound { uid: PodUid },
@@ -38,13 +38,13 @@ pub enum Act {
 pub enum Note {
     /// A new version of `key` arrived in the same batch: the old one (`uid`) keeps running
     /// until the new one's images are on the node.
-    Retiring { key: String, uid: PodUid },
+    Retiring { key: PodKey, uid: PodUid },
     /// `key` (`uid`) was removed from the manifests and is terminated.
-    Terminating { key: String, uid: PodUid },
+    Terminating { key: PodKey, uid: PodUid },
     /// An older version (`uid`, found in the runtime) of `key` is stopped before the new one.
-    ReplacedWhileDown { key: String, uid: PodUid },
+    ReplacedWhileDown { key: PodKey, uid: PodUid },
     /// `key`'s new version `uid` waits for the previous one to terminate.
-    Waiting { key: String, uid: PodUid },
+    Waiting { key: PodKey, uid: PodUid },
     /// A pod found in the runtime that no manifest wants is removed.
     Orphan { uid: PodUid },
 }
@@ -69,20 +69,20 @@ impl fmt::Display for Note {
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Live workers (and orphans being removed): UID → `namespace/name`.
-    live: HashMap<PodUid, String>,
+    live: HashMap<PodUid, PodKey>,
     /// New UIDs waiting for the old one of their name to finish, in order.
-    pending: HashMap<String, Vec<StaticPod>>,
+    pending: HashMap<PodKey, Vec<StaticPod>>,
     /// Old versions kept running while their replacement's images are pulled.
-    retiring: HashMap<String, StaticPod>,
+    retiring: HashMap<PodKey, StaticPod>,
     /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
-    found: HashMap<PodUid, String>,
+    found: HashMap<PodUid, PodKey>,
     /// What was decided since the engine last took the notes, in order.
     notes: Vec<Note>,
 }
 
 impl Ledger {
     /// A pod of atoll's the runtime runs (adoption, at start and before orphans go).
-    pub fn found(&mut self, uid: PodUid, key: String) {
+    pub fn found(&mut self, uid: PodUid, key: PodKey) {
         if !self.live.contains_key(&uid) {
             self.found.entry(uid).or_insert(key);
         }
@@ -102,19 +102,19 @@ impl Ledger {
     /// under the same name is a replacement: the old version keeps running until the new
     /// one's images are on the node.
     pub fn apply_all(&mut self, changes: Vec<Change>) -> Vec<Act> {
-        let added: HashSet<String> = changes
+        let added: HashSet<PodKey> = changes
             .iter()
             .filter_map(|c| match c {
-                Change::Add(sp) => Some(sp.pod.key()),
+                Change::Add(sp) => Some(sp.key()),
                 _ => None,
             })
             .collect();
         let mut acts = Vec::new();
         for change in changes {
             match change {
-                Change::Remove(sp) if added.contains(&sp.pod.key()) && self.live.contains_key(&sp.uid) => {
-                    self.notes.push(Note::Retiring { key: sp.pod.key(), uid: sp.uid.clone() });
-                    self.retiring.insert(sp.pod.key(), sp);
+                Change::Remove(sp) if added.contains(&sp.key()) && self.live.contains_key(&sp.uid) => {
+                    self.notes.push(Note::Retiring { key: sp.key(), uid: sp.uid.clone() });
+                    self.retiring.insert(sp.key(), sp);
                 }
                 other => acts.extend(self.apply(other)),
             }
@@ -129,7 +129,7 @@ impl Ledger {
                 if self.live.contains_key(&sp.uid) {
                     return vec![Act::Update(sp)];
                 }
-                if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
+                if let Some(q) = self.pending.get_mut(&sp.key()) {
                     for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
                         *p = sp.clone();
                     }
@@ -137,7 +137,7 @@ impl Ledger {
                 Vec::new()
             }
             Change::Remove(sp) => {
-                let key = sp.pod.key();
+                let key = sp.key();
                 if let Some(q) = self.pending.get_mut(&key) {
                     q.retain(|p| p.uid != sp.uid);
                 }
@@ -152,7 +152,7 @@ impl Ledger {
     }
 
     fn add(&mut self, sp: StaticPod) -> Vec<Act> {
-        let key = sp.pod.key();
+        let key = sp.key();
         let mut acts = Vec::new();
         self.found.remove(&sp.uid); // adopted by its worker
         let mut older: Vec<PodUid> =
@@ -176,10 +176,10 @@ impl Ledger {
     }
 
     /// The old version `uid` of `key` retires no more (removed, or ended): its pull goes.
-    fn retired(&mut self, key: &str, uid: &PodUid) -> Vec<Act> {
+    fn retired(&mut self, key: &PodKey, uid: &PodUid) -> Vec<Act> {
         if self.retiring.get(key).is_some_and(|old| old.uid == *uid) {
             self.retiring.remove(key);
-            return vec![Act::DropPrepull { key: key.to_string() }];
+            return vec![Act::DropPrepull { key: key.clone() }];
         }
         Vec::new()
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::pod::types::Pod;
-use crate::pod::{Origin, PodUid};
+use crate::pod::{Origin, PodKey, PodUid};
 use std::collections::HashSet;
 
 /// A pod `name` in the default namespace, with `uid` and a 30 s grace period.
@@ -98,7 +98,7 @@ fn pods_found_in_the_runtime_are_adopted_replaced_or_removed_as_orphans() {
 
 #[test]
 fn what_the_ledger_decided_is_returned_as_notes_for_the_engine_to_log() {
-    let key = || "default/web".to_string();
+    let key = || PodKey::from("default/web");
     let mut l = Ledger::default();
     let (v1, v2, v3) = (pod("web", "u1"), pod("web", "u2"), pod("web", "u3"));
     l.found("o1".into(), "default/old".into());
