@@ -197,7 +197,7 @@ impl Pods<'_> {
         }
     }
 
-    fn report(&self, uid: &str, text: String) {
+    fn report(&self, uid: &crate::pod::PodUid, text: String) {
         self.shared.state.set_report(uid, text);
     }
 
