@@ -412,7 +412,9 @@ mod tests {
     #[test]
     fn migration_is_pure_and_says_whether_the_record_must_be_written_back() {
         let now = 1_800_000_000;
-        let cases: &[(&str, &str, &[(&str, Version)], bool)] = &[
+        // (what, the record as read, its items migrated, whether it is written back)
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, Version)], bool);
+        let cases: &[Case<'_>] = &[
             ("empty", "{}", &[], false),
             (
                 "current",
