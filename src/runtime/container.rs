@@ -18,6 +18,7 @@ use crate::cri::api::{
 use crate::pod::apparmor::Profile;
 use crate::pod::derived::{expand, qos_class};
 use crate::pod::fieldpath;
+use crate::pod::paths::PodDir;
 use crate::pod::schema;
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
@@ -30,9 +31,10 @@ pub const ANNOTATION_PRE_STOP: &str = "io.kubernetes.container.preStopHandler";
 pub const ANNOTATION_PORTS: &str = "io.kubernetes.container.ports";
 
 /// What the node and the running sandbox contribute.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct InstanceContext {
-    pub root_dir: PathBuf,
+    /// The pod's directory (made once per sync), where its volumes live.
+    pub pod_dir: PodDir,
     pub pod_ip: String,
     pub host_ip: String,
     /// The node's allocatable CPU and memory: a container without a limit sees them as its
@@ -192,8 +194,8 @@ fn mounts(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Vec<Mount>,
             });
             continue;
         }
-        let mut host = volume_path(&ctx.root_dir, uid, v)?
-            .ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
+        let mut host =
+            volume_path(&ctx.pod_dir, v)?.ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
         if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
             // Never the volume path joined with the subPath: that would follow the pod's links.
             host = ctx.subpaths.get(&i).cloned().ok_or_else(|| format!("volumeMounts[{i}]: subPath not prepared"))?;
@@ -320,12 +322,16 @@ mod tests {
 
     fn ctx() -> InstanceContext {
         InstanceContext {
-            root_dir: "/var/lib/atoll".into(),
+            pod_dir: PodDir::new("/var/lib/atoll".as_ref(), "u").unwrap(),
             pod_ip: "10.1.2.3".into(),
             host_ip: "192.0.2.1".into(),
             allocatable: fieldpath::Allocatable { cpu_millis: 4000, memory_bytes: 8 << 30 },
             node_memory_bytes: 8 << 30,
-            ..Default::default()
+            termination_log: None,
+            hosts_file: None,
+            subpaths: Default::default(),
+            image_volumes: Default::default(),
+            objects: Default::default(),
         }
     }
 
