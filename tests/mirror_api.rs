@@ -330,7 +330,7 @@ fn http2_on_one_connection_and_http1_where_that_is_all_there_is() {
                 added += usize::from(e["type"] == "ADDED");
                 true
             });
-            (end.map(|e| e.is_none()), added)
+            (end.map(|e| e.is_none()).map_err(|e| e.to_string()), added)
         });
         std::thread::sleep(Duration::from_millis(300));
         for i in 0..5 {

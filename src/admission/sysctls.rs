@@ -52,16 +52,36 @@ pub fn dotted(name: &str) -> String {
         .collect()
 }
 
+/// Why a pattern cannot be in `allowedUnsafeSysctls`, with the pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadPattern {
+    /// Neither a sysctl name nor a prefix ending in `*`.
+    NotAName(String),
+    /// A sysctl kubelet does not know to be namespaced (allowing it would touch the host).
+    NotNamespaced(String),
+}
+
+impl std::fmt::Display for BadPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadPattern::NotAName(p) => write!(f, "sysctl {p:?} is not a sysctl name or a prefix ending in *"),
+            BadPattern::NotNamespaced(p) => write!(f, "the sysctl {p:?} is not known to be namespaced"),
+        }
+    }
+}
+
+impl std::error::Error for BadPattern {}
+
 /// Why `pattern` cannot be in `allowedUnsafeSysctls`, if it cannot.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_pattern(pattern: &str) -> Result<(), BadPattern> {
     let dots = dotted(pattern);
     let name = dots.strip_suffix('*').unwrap_or(&dots);
     let valid = !name.is_empty()
         && pattern.len() <= 253
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/".contains(&b));
     match (valid, namespace(name)) {
-        (false, _) => Err(format!("sysctl {pattern:?} is not a sysctl name or a prefix ending in *")),
-        (true, None) => Err(format!("the sysctl {pattern:?} is not known to be namespaced")),
+        (false, _) => Err(BadPattern::NotAName(pattern.to_string())),
+        (true, None) => Err(BadPattern::NotNamespaced(pattern.to_string())),
         (true, Some(_)) => Ok(()),
     }
 }
@@ -134,7 +154,7 @@ mod tests {
         assert_eq!(namespace("fs.mqueue.msg_max"), Some("IPC"));
         assert_eq!(namespace("vm.swappiness"), None);
         assert!(check_pattern("net.*").is_ok() && check_pattern("kernel.shmmax").is_ok());
-        assert!(check_pattern("vm.swappiness").unwrap_err().contains("not known to be namespaced"));
+        assert!(check_pattern("vm.swappiness").unwrap_err().to_string().contains("not known to be namespaced"));
         assert!(check_pattern("Net.X").is_err() && check_pattern("*").is_err());
     }
 }

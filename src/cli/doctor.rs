@@ -353,7 +353,12 @@ pub fn kubelet_server(s: &Settings) -> Vec<Check> {
                 }
             ),
         ),
-        Err(e) => bad(Level::Fail, name, e, "give readable PEM files (the certificate with its key; the client CA)"),
+        Err(e) => bad(
+            Level::Fail,
+            name,
+            e.to_string(),
+            "give readable PEM files (the certificate with its key; the client CA)",
+        ),
     });
     let ip = ks.address.ip();
     if let Some(node_ip) = s.node.ip.as_deref().filter(|n| !ip.is_unspecified() && ip.to_string() != *n) {
@@ -408,7 +413,12 @@ pub fn api_server(kubeconfig: &Path, node: &str) -> Check {
     let client = match crate::mirror::apiserver::Client::from_kubeconfig(kubeconfig) {
         Ok(c) => c,
         Err(e) => {
-            return bad(Level::Fail, name, e, "fix the kubeconfig (atoll reads it again every minute while running)")
+            return bad(
+                Level::Fail,
+                name,
+                e.to_string(),
+                "fix the kubeconfig (atoll reads it again every minute while running)",
+            )
         }
     };
     match client.call("GET", &format!("/api/v1/nodes/{node}"), "application/json", None) {

@@ -195,7 +195,7 @@ fn check_url(s: &Settings, url: &str, intake: &Intake, out: &mut objects::Manife
             false
         }
         Err(e) => {
-            let prefix = format!("{shown}: ");
+            let (e, prefix) = (e.to_string(), format!("{shown}: "));
             lines.add(&shown, "error", e.strip_prefix(&prefix).unwrap_or(&e).to_string());
             false
         }

@@ -530,7 +530,7 @@ fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
 /// A node label, by the rules of pod labels.
 fn check_label(key: &str, value: &str) -> Result<(), String> {
     crate::pod::validate::qualified_name(key)?;
-    crate::pod::validate::label_value(value)
+    Ok(crate::pod::validate::label_value(value)?)
 }
 
 /// The machine's host name (kubelet's default node name).

@@ -63,7 +63,7 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
         let port = match port_number(&get.port, c) {
             Ok(p) if p > 0 => p,
             Ok(p) => return Attempt::Error(format!("port {p} is out of range")),
-            Err(e) => return Attempt::Error(e),
+            Err(e) => return Attempt::Error(e.into()),
         };
         let path = get.path.clone().unwrap_or_default();
         let target = http::HttpGet {
@@ -84,7 +84,7 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
         let port = match port_number(&tcp.port, c) {
             Ok(p) if p > 0 => p,
             Ok(p) => return Attempt::Error(format!("port {p} is out of range")),
-            Err(e) => return Attempt::Error(e),
+            Err(e) => return Attempt::Error(e.into()),
         };
         return match connect(&host_or(&tcp.host), port, timeout).await {
             Ok(()) => Attempt::Success,

@@ -11,6 +11,7 @@
 use super::authz::{self, Attributes};
 use super::cache::{token_key, Cache};
 use super::reviews::{self, User};
+use super::Error;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Mutex;
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Sends a review to the API server: POST `path` with `body`, the reply's body when 2xx.
 pub trait Reviewer: Send + Sync {
-    fn review(&self, path: &'static str, body: Value) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
+    fn review(&self, path: &'static str, body: Value) -> impl Future<Output = Result<Vec<u8>, Error>> + Send;
 }
 
 /// kubelet's default TTLs: a TokenReview, an allow, a denial.
@@ -131,7 +132,7 @@ impl<R: Reviewer> Auth<R> {
         }
     }
 
-    async fn authorize(&self, user: &User, a: &Attributes) -> Result<bool, String> {
+    async fn authorize(&self, user: &User, a: &Attributes) -> Result<bool, Error> {
         let Mode::Webhook { allowed_ttl, denied_ttl } = self.settings.mode else { return Ok(true) };
         let key = (user.clone(), a.clone());
         if let Some(known) = crate::locks::lock(&self.decisions).get(&key, Instant::now()) {

@@ -13,10 +13,12 @@ struct FakeApiServer {
 }
 
 impl Reviewer for FakeApiServer {
-    async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, String> {
+    async fn review(&self, path: &'static str, body: Value) -> Result<Vec<u8>, Error> {
         self.seen.lock().unwrap().push(body.clone());
         if self.down {
-            return Err("connection refused".into());
+            return Err(Error::from(super::super::ErrorKind::ApiServer(
+                crate::mirror::error::Kind::Transport("connection refused".into()).into(),
+            )));
         }
         let reply = if path == reviews::TOKEN_REVIEWS {
             let token = body["spec"]["token"].as_str().unwrap_or("");

@@ -10,6 +10,7 @@
 //! SANs each an IP address or a DNS name, `serverAuth` only. The DER is written here by hand
 //! (a few fixed structures), and the tests check it with rustls and webpki, as clients will.
 
+use super::{Error, ErrorKind as Kind};
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 use std::net::IpAddr;
@@ -30,7 +31,7 @@ pub struct Serving {
 
 /// The certificate in `dir` when it was made for exactly `names` and is not near its end,
 /// else a new one (written there). `names`: IP addresses and DNS names, the first the subject.
-pub fn load_or_make(dir: &Path, names: &[String], now: SystemTime) -> Result<Serving, String> {
+pub fn load_or_make(dir: &Path, names: &[String], now: SystemTime) -> Result<Serving, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
     let (cert_path, key_path, record_path) =
@@ -54,7 +55,7 @@ pub fn load_or_make(dir: &Path, names: &[String], now: SystemTime) -> Result<Ser
     let written = crate::records::write_bytes(&key_path, pem("PRIVATE KEY", &made.key).as_bytes())
         .and_then(|()| crate::records::write_bytes(&cert_path, pem("CERTIFICATE", &made.cert).as_bytes()))
         .and_then(|()| crate::records::write(&record_path, &Made { until, names: names.to_vec() }));
-    written.map_err(|e| format!("{}: {e}", dir.display()))?;
+    written.map_err(|e| Error::from(Kind::Keep { dir: dir.to_path_buf(), why: e.to_string() }))?;
     Ok(made)
 }
 
@@ -66,15 +67,17 @@ struct Made {
 }
 
 /// A new self-signed certificate for `names`, valid from an hour before `now` for a year.
-pub fn make(names: &[String], now: SystemTime) -> Result<Serving, String> {
-    let subject = names.first().ok_or("a serving certificate needs at least one name")?;
+pub fn make(names: &[String], now: SystemTime) -> Result<Serving, Error> {
+    let subject =
+        names.first().ok_or_else(|| Error::from(Kind::Make("a serving certificate needs at least one name")))?;
     let rng = SystemRandom::new();
     let key = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
-        .map_err(|_| "generating a P-256 key failed".to_string())?;
+        .map_err(|_| Error::from(Kind::Make("generating a P-256 key failed")))?;
     let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, key.as_ref(), &rng)
-        .map_err(|_| "reading the new P-256 key failed".to_string())?;
+        .map_err(|_| Error::from(Kind::Make("reading the new P-256 key failed")))?;
     let mut serial = [0u8; 16];
-    ring::rand::SecureRandom::fill(&rng, &mut serial).map_err(|_| "no randomness for a serial".to_string())?;
+    ring::rand::SecureRandom::fill(&rng, &mut serial)
+        .map_err(|_| Error::from(Kind::Make("no randomness for a serial")))?;
     serial[0] &= 0x7f; // positive
     serial[0] |= 0x40; // and of its full length
     let at = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -109,7 +112,7 @@ pub fn make(names: &[String], now: SystemTime) -> Result<Serving, String> {
         ]
         .concat(),
     );
-    let signature = pair.sign(&rng, &tbs).map_err(|_| "signing the certificate failed".to_string())?;
+    let signature = pair.sign(&rng, &tbs).map_err(|_| Error::from(Kind::Make("signing the certificate failed")))?;
     let cert = der(SEQ, &[&tbs[..], &der(SEQ, OID_ECDSA_SHA256), &bits(signature.as_ref())].concat());
     Ok(Serving { cert, key: key.as_ref().to_vec() })
 }
@@ -153,7 +156,7 @@ fn extension(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
 }
 
 /// The SAN entries: `iPAddress` for an address, `dNSName` otherwise.
-fn alt_names(names: &[String]) -> Result<Vec<u8>, String> {
+fn alt_names(names: &[String]) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
     for n in names {
         match n.parse::<IpAddr>() {
@@ -162,7 +165,7 @@ fn alt_names(names: &[String]) -> Result<Vec<u8>, String> {
             Err(_) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)) => {
                 out.extend(der(0x82, n.as_bytes()))
             }
-            Err(_) => return Err(format!("{n:?} is neither an IP address nor a DNS name")),
+            Err(_) => return Err(Error::from(Kind::BadName(n.clone()))),
         }
     }
     Ok(out)

@@ -29,11 +29,14 @@ pub mod authz;
 pub mod cache;
 pub mod cert;
 pub mod disks;
+mod error;
 pub mod peer;
 pub mod resource;
 pub mod reviews;
 pub mod serve;
 pub mod summary;
+
+pub use error::{Error, Kind as ErrorKind};
 
 /// kubelet's server settings (KubeletConfiguration `address`, `port`, `tlsCertFile`,
 /// `tlsPrivateKeyFile`, `authentication`, `authorization`, `enableDebuggingHandlers`).
@@ -84,12 +87,12 @@ impl ApiServer {
         ApiServer { kubeconfig: kubeconfig.map(Into::into), client: Default::default() }
     }
 
-    fn client(&self) -> Result<std::sync::Arc<crate::mirror::apiserver::Client>, String> {
+    fn client(&self) -> Result<std::sync::Arc<crate::mirror::apiserver::Client>, Error> {
         let mut held = crate::locks::lock(&self.client);
         if let Some(c) = &*held {
             return Ok(c.clone());
         }
-        let kubeconfig = self.kubeconfig.as_deref().ok_or("no API server (no kubeconfig)")?;
+        let kubeconfig = self.kubeconfig.as_deref().ok_or_else(|| Error::from(ErrorKind::NoApiServer))?;
         let c = std::sync::Arc::new(crate::mirror::apiserver::Client::from_kubeconfig(kubeconfig)?);
         *held = Some(c.clone());
         Ok(c)
@@ -97,13 +100,13 @@ impl ApiServer {
 }
 
 impl auth::Reviewer for ApiServer {
-    async fn review(&self, path: &'static str, body: serde_json::Value) -> Result<Vec<u8>, String> {
+    async fn review(&self, path: &'static str, body: serde_json::Value) -> Result<Vec<u8>, Error> {
         let client = self.client()?;
         let reply = smol::unblock(move || client.call("POST", path, "application/json", Some(&body))).await?;
         if !reply.ok() {
-            return Err(format!("POST {path}: {}", reply.describe()));
+            return Err(Error::from(ErrorKind::Refused { path, describe: reply.describe() }));
         }
-        serde_json::to_vec(&reply.body).map_err(|e| e.to_string())
+        serde_json::to_vec(&reply.body).map_err(|e| Error::from(ErrorKind::Reply { review: path, why: e.to_string() }))
     }
 }
 

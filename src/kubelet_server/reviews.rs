@@ -5,6 +5,7 @@
 //! connection and caches the answers (`cache`).
 
 use super::authz::Attributes;
+use super::{Error, ErrorKind as Kind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -36,7 +37,7 @@ pub fn token_review(token: &str) -> Value {
 }
 
 /// The user a TokenReview reply names, `None` when the token is not authenticated.
-pub fn token_review_result(body: &[u8]) -> Result<Option<User>, String> {
+pub fn token_review_result(body: &[u8]) -> Result<Option<User>, Error> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Status {
@@ -48,7 +49,8 @@ pub fn token_review_result(body: &[u8]) -> Result<Option<User>, String> {
         #[serde(default)]
         status: Status,
     }
-    let reply: Reply = crate::parse::json_as(body).map_err(|e| format!("TokenReview reply: {e}"))?;
+    let reply: Reply = crate::parse::json_as(body)
+        .map_err(|e| Error::from(Kind::Reply { review: "TokenReview", why: e.to_string() }))?;
     Ok(reply.status.authenticated.then_some(reply.status.user).filter(|u| !u.name.is_empty()))
 }
 
@@ -76,7 +78,7 @@ pub fn access_review(user: &User, a: &Attributes, node: &str) -> Value {
 }
 
 /// Whether a SubjectAccessReview reply allows (an explicit `denied` wins).
-pub fn access_review_result(body: &[u8]) -> Result<bool, String> {
+pub fn access_review_result(body: &[u8]) -> Result<bool, Error> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Status {
@@ -88,7 +90,8 @@ pub fn access_review_result(body: &[u8]) -> Result<bool, String> {
         #[serde(default)]
         status: Status,
     }
-    let reply: Reply = crate::parse::json_as(body).map_err(|e| format!("SubjectAccessReview reply: {e}"))?;
+    let reply: Reply = crate::parse::json_as(body)
+        .map_err(|e| Error::from(Kind::Reply { review: "SubjectAccessReview", why: e.to_string() }))?;
     Ok(reply.status.allowed && !reply.status.denied)
 }
 
@@ -111,7 +114,7 @@ mod tests {
         ] {
             assert_eq!(token_review_result(no).unwrap(), None, "{}", String::from_utf8_lossy(no));
         }
-        assert!(token_review_result(b"<html>").unwrap_err().starts_with("TokenReview reply:"));
+        assert!(token_review_result(b"<html>").unwrap_err().to_string().starts_with("TokenReview reply:"));
     }
 
     #[test]

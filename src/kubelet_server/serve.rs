@@ -10,7 +10,7 @@
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
 use super::auth::{Auth, Credentials, Decision, Reviewer};
-use super::{authz, ServerSettings};
+use super::{authz, Error, ErrorKind as Kind, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
 use crate::api::stream::Client;
 use crate::api::Api;
@@ -39,49 +39,52 @@ pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
 /// The TLS settings: the serving certificate (the configured files, else `made`), and the
 /// client CA when there is one. The certificate's end is recorded for `/metrics`
 /// (`kubelet_certificate_manager_server_ttl_seconds`).
-pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Result<Arc<rustls::ServerConfig>, Error> {
     let (chain, key) = match (&s.tls, made) {
         (Some((cert, key)), _) => {
-            let read = |p: &std::path::Path| {
-                crate::bounded::read_following(p, 1 << 20)
-                    .map_err(|e| format!("config field tls: {}: {e}", p.display()))
-            };
+            let read =
+                |p: &std::path::Path| crate::bounded::read_following(p, 1 << 20).map_err(|e| config("tls", p, e));
             let pem = read(cert)?;
             let chain = crate::tls::pem_chain(&pem);
             if chain.is_empty() {
-                return Err(format!("config field tlsCertFile: {}: no PEM certificate", cert.display()));
+                return Err(config("tlsCertFile", cert, "no PEM certificate"));
             }
-            let key = PrivateKeyDer::from_pem_slice(&read(key)?)
-                .map_err(|e| format!("config field tlsPrivateKeyFile: {}: {e}", key.display()))?;
+            let key = PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| config("tlsPrivateKeyFile", key, e))?;
             (chain, key)
         }
         (None, Some(m)) => (vec![CertificateDer::from(m.cert)], PrivateKeyDer::Pkcs8(m.key.into())),
-        (None, None) => return Err("the kubelet server has no certificate".into()),
+        (None, None) => return Err(Error::from(Kind::NoCertificate)),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::from(Kind::Tls(e.to_string())))?;
     let builder = match &s.client_ca_file {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let pem = crate::bounded::read_following(path, 4 << 20)
-                .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
-            let roots = crate::tls::pem_roots(&pem).ok_or_else(|| {
-                format!("config field authentication.x509.clientCAFile: {}: no usable PEM certificate", path.display())
-            })?;
+            let pem = crate::bounded::read_following(path, 4 << 20).map_err(|e| config(CLIENT_CA, path, e))?;
+            let roots =
+                crate::tls::pem_roots(&pem).ok_or_else(|| config(CLIENT_CA, path, "no usable PEM certificate"))?;
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()
-                .map_err(|e| format!("config field authentication.x509.clientCAFile: {}: {e}", path.display()))?;
+                .map_err(|e| config(CLIENT_CA, path, e))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
     let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
-    let mut config = builder.with_single_cert(chain, key).map_err(|e| format!("the serving certificate: {e}"))?;
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| Error::from(Kind::Tls(format!("the serving certificate: {e}"))))?;
     crate::metrics::certificate(crate::metrics::Certificate::Server, end);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+const CLIENT_CA: &str = "authentication.x509.clientCAFile";
+
+fn config(field: &'static str, path: &std::path::Path, why: impl std::fmt::Display) -> Error {
+    Error::from(Kind::Config { field, path: path.to_path_buf(), why: why.to_string() })
 }
 
 /// What every connection shares.

@@ -7,6 +7,8 @@
 //! out, TLS) are errors. A bearer token file is re-read when it changes on disk (rotated
 //! tokens apply without a restart).
 
+pub use super::error::Error;
+use super::error::{Kind, Problem};
 use super::h2::H2;
 use super::http1::{proxy_in_env, Http1};
 use super::kubeconfig::{Connection, Source};
@@ -64,11 +66,12 @@ struct Token {
 }
 
 impl Token {
-    fn value(&self) -> Result<String, String> {
+    fn value(&self) -> Result<String, Error> {
         let read = || self.source.read().map(|b| String::from_utf8_lossy(&b).trim().to_string());
         let Source::File(path) = &self.source else { return read() };
-        let mtime =
-            std::fs::metadata(path).and_then(|m| m.modified()).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mtime = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::from(Kind::Read { path: path.clone(), why: e.to_string() }))?;
         let mut cached = crate::locks::lock(&self.cached);
         match &*cached {
             Some((when, token)) if *when == mtime => Ok(token.clone()),
@@ -83,17 +86,20 @@ impl Token {
 
 impl Client {
     /// The client for the current context of the kubeconfig at `path`; errors name the file.
-    pub fn from_kubeconfig(path: &std::path::Path) -> Result<Client, String> {
+    pub fn from_kubeconfig(path: &std::path::Path) -> Result<Client, Error> {
         let conn = super::kubeconfig::load(path, None)?;
-        Client::new(&conn).map_err(|e| format!("kubeconfig {}: {e}", path.display()))
+        Client::new(&conn).map_err(|e| {
+            Error::from(Kind::Kubeconfig { file: path.display().to_string(), problem: Problem::Client(e) })
+        })
     }
 
-    pub fn new(conn: &Connection) -> Result<Client, String> {
+    pub fn new(conn: &Connection) -> Result<Client, Error> {
+        let setting = |what, why: &str| Error::from(Kind::Setting { what, why: why.to_string() });
         use rustls::pki_types::pem::PemObject;
         let lower = conn.server.to_ascii_lowercase();
         let https = lower.starts_with("https://");
         if !(https || lower.starts_with("http://")) {
-            return Err(format!("server {:?}: not an http(s) URL", conn.server));
+            return Err(Error::from(Kind::Server { server: conn.server.clone(), why: "not an http(s) URL".into() }));
         }
         let roots = match &conn.ca {
             Some(ca) => ca.read()?,
@@ -101,12 +107,12 @@ impl Client {
         };
         let store = crate::tls::pem_roots(&roots);
         if store.is_none() && conn.ca.is_some() {
-            return Err("certificate-authority: no PEM certificates in it".into());
+            return Err(setting("certificate-authority", "no PEM certificates in it"));
         }
         let identity = match (&conn.client_certificate, &conn.client_key) {
             (Some(cert), Some(key)) => Some((cert.read()?, key.read()?)),
             (None, None) => None,
-            _ => return Err("client-certificate and client-key go together".into()),
+            _ => return Err(setting("client-certificate and client-key", "go together")),
         };
         // The TLS library's checks of the pair, whichever transport is used (ureq would
         // panic on a key it cannot sign with).
@@ -115,12 +121,12 @@ impl Client {
             Some((cert, key)) => {
                 let chain = crate::tls::pem_chain(cert);
                 if chain.is_empty() {
-                    return Err("client-certificate: no PEM certificate in it".into());
+                    return Err(setting("client-certificate", "no PEM certificate in it"));
                 }
                 let end = chain.first().and_then(|c| crate::tls::not_after(c));
                 certificate_end = end.and_then(|t| crate::rfc3339::parse_seconds(&t));
                 let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
-                    .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
+                    .map_err(|e| setting("client-key", &format!("not a PEM private key: {e}")))?;
                 Some((chain, key))
             }
             None => None,
@@ -128,7 +134,7 @@ impl Client {
         let verify =
             if conn.insecure_skip_tls_verify { None } else { Some(store.unwrap_or_else(rustls::RootCertStore::empty)) };
         let tls = crate::tls::client_config(verify, rustls_identity, &[b"h2", b"http/1.1"])
-            .map_err(|e| format!("client-certificate and client-key cannot be used together: {e}"))?;
+            .map_err(|e| setting("client-certificate and client-key", &format!("cannot be used together: {e}")))?;
         let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
         let http1 = Http1::new(conn, &roots, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
         let token = conn.token.clone().map(|source| Token { source, cached: Mutex::new(None) });
@@ -182,7 +188,7 @@ impl Client {
         content_type: &'a str,
         accept: &'a str,
         body: &'a [u8],
-    ) -> Result<Ask<'a>, String> {
+    ) -> Result<Ask<'a>, Error> {
         let bearer = match &self.token {
             Some(t) => Some(format!("Bearer {}", t.value()?)),
             None => None,
@@ -195,7 +201,7 @@ impl Client {
         self.h2.as_ref().filter(|h| h.offered())
     }
 
-    fn exchange(&self, ask: &Ask<'_>) -> Result<Answer, String> {
+    fn exchange(&self, ask: &Ask<'_>) -> Result<Answer, Error> {
         if let Some(h2) = self.h2() {
             match h2.call(ask, REQUEST_TIMEOUT) {
                 // The server turned out to speak HTTP/1.1 only: this request goes that way.
@@ -215,7 +221,7 @@ impl Client {
         content_type: &str,
         accept: &str,
         body: &[u8],
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Error> {
         let ask = self.ask(method, path, content_type, accept, body)?;
         self.wait_as_told();
         let started = std::time::Instant::now();
@@ -229,7 +235,7 @@ impl Client {
         if result.is_ok() {
             crate::metrics::add(&crate::metrics::MIRROR_SECONDS, &[("verb", method)], took.as_secs_f64());
         }
-        result.map_err(|e| format!("{method} {path}: {e}"))
+        result.map_err(|e| Error::from(Kind::Request { method: method.to_string(), path: path.to_string(), why: e }))
     }
 
     /// One request with a JSON body (or none); the answer's JSON (Null when not JSON).
@@ -239,13 +245,17 @@ impl Client {
         path: &str,
         content_type: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, Error> {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap_or_default()).unwrap_or_default();
         let reply = self.call_bytes(method, path, content_type, "application/json", &bytes)?.reply();
         // A success answers with an object (the resource, or a Status); anything else is a
         // broken or hostile server, never something to index into.
         if reply.ok() && !reply.body.is_object() {
-            return Err(format!("{method} {path}: HTTP {} with a body that is not a JSON object", reply.status));
+            return Err(Error::from(Kind::NotAnObject {
+                method: method.to_string(),
+                path: path.to_string(),
+                status: reply.status,
+            }));
         }
         Ok(reply)
     }
@@ -258,7 +268,7 @@ impl Client {
         path: &str,
         timeout: Duration,
         mut each: impl FnMut(serde_json::Value) -> bool,
-    ) -> Result<Option<Reply>, String> {
+    ) -> Result<Option<Reply>, Error> {
         let ask = self.ask("GET", path, "", "application/json", &[])?;
         self.wait_as_told();
         // The server ends the watch after timeoutSeconds; a silent connection ends here.
@@ -291,9 +301,9 @@ impl Client {
             Some(r) => r,
             None => self.http1.watch(&ask, limit, &mut on_line),
         };
-        let answer = result.map_err(|e| format!("watch {path}: {e}"))?;
+        let answer = result.map_err(|e| Error::from(Kind::Watch { path: Some(path.to_string()), why: e }))?;
         if let Some(why) = bad {
-            return Err(format!("watch: {why}"));
+            return Err(Error::from(Kind::Watch { path: None, why: Error::from(Kind::Transport(why)) }));
         }
         let status = answer.as_ref().map_or(200, |a| a.status);
         crate::metrics::add(&crate::metrics::MIRROR_REQUESTS, &[("verb", "WATCH"), ("code", &status.to_string())], 1.0);

@@ -9,6 +9,7 @@
 //! again. A server whose TLS does not choose h2 (a proxy that speaks HTTP/1.1 only) is noted,
 //! and the client goes on over HTTP/1.1.
 
+use super::error::{Error, Kind};
 use super::wire::{Answer, Ask, MAX_BODY};
 use crate::deadline::with_deadline;
 use crate::grpc::{handshake, Conn};
@@ -44,13 +45,13 @@ pub(super) struct H2 {
 
 impl H2 {
     /// For the `https://` URL `server` (already checked by the caller), with `tls` offering h2.
-    pub(super) fn new(server: &str, tls: Arc<rustls::ClientConfig>) -> Result<H2, String> {
-        let uri: http::Uri = server.parse().map_err(|e| format!("server {server:?}: {e}"))?;
-        let host = uri.host().ok_or_else(|| format!("server {server:?}: no host"))?;
+    pub(super) fn new(server: &str, tls: Arc<rustls::ClientConfig>) -> Result<H2, Error> {
+        let bad = |why: String| Error::from(Kind::Server { server: server.to_string(), why });
+        let uri: http::Uri = server.parse().map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
+        let host = uri.host().ok_or_else(|| bad("no host".into()))?;
         let port = uri.port_u16().unwrap_or(443);
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let name =
-            rustls::pki_types::ServerName::try_from(bare.to_string()).map_err(|e| format!("server {server:?}: {e}"))?;
+        let name = rustls::pki_types::ServerName::try_from(bare.to_string()).map_err(|e| bad(e.to_string()))?;
         Ok(H2 {
             server: format!("https://{host}:{port}"),
             addr: format!("{host}:{port}"),
@@ -67,45 +68,52 @@ impl H2 {
     }
 
     /// The live connection, dialling one if there is none.
-    async fn connection(&self) -> Result<Live, String> {
+    async fn connection(&self) -> Result<Live, Error> {
         let mut slot = self.live.lock().await;
         if let Some(live) = slot.as_ref().filter(|l| l.conn.alive.load(Ordering::Acquire)) {
             return Ok(live.clone());
         }
         *slot = None;
         let dial = async {
-            let tcp = smol::net::TcpStream::connect(self.addr.as_str()).await.map_err(|e| e.to_string())?;
+            let tcp = smol::net::TcpStream::connect(self.addr.as_str())
+                .await
+                .map_err(|e| Error::from(Kind::Transport(e.to_string())))?;
             let _ = tcp.set_nodelay(true);
             futures_rustls::TlsConnector::from(self.tls.clone())
                 .connect(self.name.clone(), tcp)
                 .await
-                .map_err(|e| format!("TLS: {e}"))
+                .map_err(|e| Error::from(Kind::Transport(format!("TLS: {e}"))))
         };
         let tls = with_deadline(DIAL_TIMEOUT, dial)
             .await
-            .unwrap_or_else(|| Err(format!("no answer within {DIAL_TIMEOUT:?}")))
-            .map_err(|e| format!("{}: {e}", self.addr))?;
+            .unwrap_or_else(|| Err(Error::from(Kind::Timeout(DIAL_TIMEOUT))))
+            .map_err(|e| Error::from(Kind::Dial { addr: self.addr.clone(), why: e }))?;
         if tls.get_ref().1.alpn_protocol() != Some(b"h2".as_slice()) {
             self.refused.store(true, Ordering::Relaxed);
             log::info!("API server {}: no HTTP/2 offered; mirroring over HTTP/1.1", self.addr);
-            return Err(format!("{}: no HTTP/2 offered", self.addr));
+            return Err(Error::from(Kind::Dial {
+                addr: self.addr.clone(),
+                why: Error::from(Kind::Transport("no HTTP/2 offered".into())),
+            }));
         }
         // Frames of HTTP/2's default 16 KiB: a long-lived connection keeps its read buffer at
         // the largest frame it has seen.
-        let (conn, ping) = handshake(Box::new(tls), self.addr.clone(), 16 << 10).await.map_err(|s| s.message)?;
+        let (conn, ping) = handshake(Box::new(tls), self.addr.clone(), 16 << 10)
+            .await
+            .map_err(|s| Error::from(Kind::Transport(s.message)))?;
         let live = Live { conn, ping: Arc::new(Mutex::new(ping)) };
         *slot = Some(live.clone());
         Ok(live)
     }
 
     /// Sends `ask`; the answer's head and its body still to read.
-    async fn open(&self, ask: &Ask<'_>) -> Result<(Live, http::response::Parts, h2::RecvStream), String> {
+    async fn open(&self, ask: &Ask<'_>) -> Result<(Live, http::response::Parts, h2::RecvStream), Error> {
         let live = self.connection().await?;
         let failed = |e: h2::Error| {
             if e.is_io() || e.is_go_away() {
                 live.conn.alive.store(false, Ordering::Release);
             }
-            e.to_string()
+            Error::from(e)
         };
         let mut send = live.conn.send.clone().ready().await.map_err(failed)?;
         let mut req = http::Request::builder()
@@ -123,7 +131,7 @@ impl H2 {
             // is atoll's own, so nobody can probe the compression state for it.
             req = req.header(http::header::AUTHORIZATION, b.as_str());
         }
-        let req = req.body(()).map_err(|e| e.to_string())?;
+        let req = req.body(()).map_err(|e| Error::from(Kind::Transport(e.to_string())))?;
         let (response, mut stream) = send.send_request(req, ask.body.is_empty()).map_err(failed)?;
         if !ask.body.is_empty() {
             stream.send_data(Bytes::copy_from_slice(ask.body), true).map_err(failed)?;
@@ -133,14 +141,14 @@ impl H2 {
     }
 
     /// One exchange within `timeout`.
-    pub(super) fn call(&self, ask: &Ask<'_>, timeout: Duration) -> Result<Answer, String> {
+    pub(super) fn call(&self, ask: &Ask<'_>, timeout: Duration) -> Result<Answer, Error> {
         smol::block_on(async {
             let exchange = async {
                 let (live, head, mut body) = self.open(ask).await?;
                 let mut all = Vec::new();
                 while let Some(chunk) = next_chunk(&live, &mut body).await? {
                     if all.len() + chunk.len() > MAX_BODY {
-                        return Err(format!("an answer larger than {MAX_BODY} bytes"));
+                        return Err(Error::from(Kind::TooLarge { what: "an answer", limit: MAX_BODY }));
                     }
                     all.extend_from_slice(&chunk);
                 }
@@ -150,7 +158,7 @@ impl H2 {
                 Some(r) => r,
                 None => {
                     self.check_alive().await;
-                    Err(format!("no answer within {timeout:?}"))
+                    Err(Error::from(Kind::Timeout(timeout)))
                 }
             }
         })
@@ -163,12 +171,13 @@ impl H2 {
         ask: &Ask<'_>,
         limit: Duration,
         each: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<Option<Answer>, String> {
+    ) -> Result<Option<Answer>, Error> {
         let end = Instant::now() + limit;
         let left = || end.saturating_duration_since(Instant::now());
         smol::block_on(async {
-            let (live, head, mut body) =
-                with_deadline(left(), self.open(ask)).await.ok_or("no answer to the watch in time")??;
+            let (live, head, mut body) = with_deadline(left(), self.open(ask))
+                .await
+                .ok_or_else(|| Error::from(Kind::Transport("no answer to the watch in time".into())))??;
             if head.status != 200 {
                 let mut all = Vec::new();
                 while let Some(Ok(Some(chunk))) = with_deadline(left(), next_chunk(&live, &mut body)).await {
@@ -197,7 +206,7 @@ impl H2 {
                     from = 0;
                 }
                 if buf.len() > MAX_BODY {
-                    return Err(format!("an event larger than {MAX_BODY} bytes"));
+                    return Err(Error::from(Kind::TooLarge { what: "an event", limit: MAX_BODY }));
                 }
             }
         })
@@ -219,7 +228,7 @@ impl H2 {
 }
 
 /// The next piece of a body (its flow-control credit given back), None at its end.
-async fn next_chunk(live: &Live, body: &mut h2::RecvStream) -> Result<Option<Bytes>, String> {
+async fn next_chunk(live: &Live, body: &mut h2::RecvStream) -> Result<Option<Bytes>, Error> {
     match body.data().await {
         None => Ok(None),
         Some(Ok(chunk)) => {
@@ -230,7 +239,7 @@ async fn next_chunk(live: &Live, body: &mut h2::RecvStream) -> Result<Option<Byt
             if e.is_io() || e.is_go_away() {
                 live.conn.alive.store(false, Ordering::Release);
             }
-            Err(e.to_string())
+            Err(e.into())
         }
     }
 }

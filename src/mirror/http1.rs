@@ -3,6 +3,7 @@
 //! with `NO_PROXY`), which ureq honours. Connections are kept between requests (the lease
 //! renews every 10 s).
 
+use super::error::{Error, Kind};
 use super::kubeconfig::Connection;
 use super::wire::{Answer, Ask, MAX_BODY, REQUEST_TIMEOUT, USER_AGENT};
 use std::io::{BufRead, Read};
@@ -23,15 +24,19 @@ pub(super) fn proxy_in_env() -> bool {
 
 impl Http1 {
     /// `roots` are the CA's certificates (PEM), `identity` the client certificate and key (PEM).
-    pub(super) fn new(conn: &Connection, roots: &[u8], identity: Option<(&[u8], &[u8])>) -> Result<Http1, String> {
+    pub(super) fn new(conn: &Connection, roots: &[u8], identity: Option<(&[u8], &[u8])>) -> Result<Http1, Error> {
         let client_cert = match identity {
             Some((cert, key)) => {
                 let chain = crate::tls::pem_certs(cert);
                 if chain.is_empty() {
-                    return Err("client-certificate: no PEM certificate in it".into());
+                    return Err(Error::from(Kind::Setting {
+                        what: "client-certificate",
+                        why: "no PEM certificate in it".into(),
+                    }));
                 }
-                let key = ureq::tls::PrivateKey::from_pem(key)
-                    .map_err(|e| format!("client-key: not a PEM private key: {e}"))?;
+                let key = ureq::tls::PrivateKey::from_pem(key).map_err(|e| {
+                    Error::from(Kind::Setting { what: "client-key", why: format!("not a PEM private key: {e}") })
+                })?;
                 Some(ureq::tls::ClientCert::new_with_certs(&chain, key))
             }
             None => None,
@@ -54,7 +59,7 @@ impl Http1 {
         Ok(Http1 { agent: config.into(), server: conn.server.trim_end_matches('/').to_string() })
     }
 
-    fn request(&self, ask: &Ask<'_>) -> Result<http::Request<Vec<u8>>, String> {
+    fn request(&self, ask: &Ask<'_>) -> Result<http::Request<Vec<u8>>, Error> {
         let mut req = http::Request::builder()
             .method(ask.method)
             .uri(format!("{}{}", self.server, ask.path))
@@ -65,12 +70,12 @@ impl Http1 {
         if let Some(b) = &ask.bearer {
             req = req.header("Authorization", b.as_str());
         }
-        req.body(ask.body.to_vec()).map_err(|e| e.to_string())
+        req.body(ask.body.to_vec()).map_err(transport)
     }
 
-    pub(super) fn call(&self, ask: &Ask<'_>) -> Result<Answer, String> {
-        let mut resp = self.agent.run(self.request(ask)?).map_err(|e| e.to_string())?;
-        let body = resp.body_mut().with_config().limit(MAX_BODY as u64).read_to_vec().map_err(|e| e.to_string())?;
+    pub(super) fn call(&self, ask: &Ask<'_>) -> Result<Answer, Error> {
+        let mut resp = self.agent.run(self.request(ask)?).map_err(transport)?;
+        let body = resp.body_mut().with_config().limit(MAX_BODY as u64).read_to_vec().map_err(transport)?;
         Ok(Answer::new(resp.status(), resp.headers(), body))
     }
 
@@ -79,9 +84,9 @@ impl Http1 {
         ask: &Ask<'_>,
         limit: Duration,
         each: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> Result<Option<Answer>, String> {
+    ) -> Result<Option<Answer>, Error> {
         let req = self.agent.configure_request(self.request(ask)?).timeout_global(Some(limit)).build();
-        let mut resp = self.agent.run(req).map_err(|e| e.to_string())?;
+        let mut resp = self.agent.run(req).map_err(transport)?;
         if resp.status() != 200 {
             let body = resp.body_mut().with_config().limit(MAX_BODY as u64).read_to_vec().unwrap_or_default();
             return Ok(Some(Answer::new(resp.status(), resp.headers(), body)));
@@ -90,10 +95,14 @@ impl Http1 {
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = reader.by_ref().take(MAX_BODY as u64).read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
+            let n = reader.by_ref().take(MAX_BODY as u64).read_until(b'\n', &mut line).map_err(transport)?;
             if n == 0 || !each(&line) {
                 return Ok(None);
             }
         }
     }
+}
+
+fn transport(e: impl std::fmt::Display) -> Error {
+    Error::from(Kind::Transport(e.to_string()))
 }

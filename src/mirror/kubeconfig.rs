@@ -4,6 +4,7 @@
 //! data, a bearer token or a token file). Relative file paths are relative to the kubeconfig's
 //! own directory, as client-go resolves them. Errors name the file and the field.
 
+use super::error::{Error, Kind, Problem};
 use std::path::{Path, PathBuf};
 
 /// Where a credential's bytes come from.
@@ -15,12 +16,11 @@ pub enum Source {
 
 impl Source {
     /// The bytes, read now (token files are re-read on each use, so a rotated token applies).
-    pub fn read(&self) -> Result<Vec<u8>, String> {
+    pub fn read(&self) -> Result<Vec<u8>, Error> {
         match self {
             Source::Data(d) => Ok(d.clone()),
-            Source::File(p) => {
-                crate::bounded::read_following(p, MAX_BYTES).map_err(|e| format!("{}: {e}", p.display()))
-            }
+            Source::File(p) => crate::bounded::read_following(p, MAX_BYTES)
+                .map_err(|e| Error::from(Kind::Read { path: p.clone(), why: e.to_string() })),
         }
     }
 }
@@ -93,15 +93,16 @@ struct Context {
 fn source(
     dir: &Path,
     shown: &str,
-    field: &str,
+    field: &'static str,
     file: &Option<String>,
     data: &Option<String>,
-) -> Result<Option<Source>, String> {
+) -> Result<Option<Source>, Error> {
+    let bad = |bad_data| Error::from(Kind::Credential { file: shown.to_string(), field, bad_data });
     match (file.as_deref().filter(|f| !f.is_empty()), data.as_deref().filter(|d| !d.is_empty())) {
-        (Some(_), Some(_)) => Err(format!("{shown}: {field}: give {field} or {field}-data, not both")),
+        (Some(_), Some(_)) => Err(bad(None)),
         (Some(f), None) => Ok(Some(Source::File(dir.join(f)))),
         (None, Some(d)) => {
-            crate::base64::decode(d).map(|b| Some(Source::Data(b))).map_err(|e| format!("{shown}: {field}-data: {e}"))
+            crate::base64::decode(d).map(|b| Some(Source::Data(b))).map_err(|e| bad(Some(e.to_string())))
         }
         (None, None) => Ok(None),
     }
@@ -112,39 +113,40 @@ fn source(
 const MAX_BYTES: usize = 4 << 20;
 
 /// Reads `path` and resolves `context` (the current context when `None`).
-pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, String> {
+pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, Error> {
     let shown = path.display().to_string();
-    let bytes = crate::bounded::read_following(path, MAX_BYTES).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let fail = |problem| Error::from(Kind::Kubeconfig { file: shown.clone(), problem });
+    let unreadable = |why: String| fail(Problem::Unreadable(why));
+    let bytes = crate::bounded::read_following(path, MAX_BYTES).map_err(|e| unreadable(e.to_string()))?;
     // The parser every other document goes through (its budget), then the shape.
-    let doc = crate::parse::document(&bytes).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
-    let file: File = serde_json::from_value(doc.value).map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let doc = crate::parse::document(&bytes).map_err(|e| unreadable(e.to_string()))?;
+    let file: File = serde_json::from_value(doc.value).map_err(|e| unreadable(e.to_string()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = context.map(String::from).unwrap_or(file.current_context.clone());
     if name.is_empty() {
-        return Err(format!("kubeconfig {shown}: current-context is not set"));
+        return Err(fail(Problem::NoCurrentContext));
     }
     let ctx = file
         .contexts
         .iter()
         .find(|c| c.name == name)
         .and_then(|c| c.value.as_ref())
-        .ok_or_else(|| format!("kubeconfig {shown}: contexts: no context named {name:?}"))?;
-    let cluster =
-        file.clusters.iter().find(|c| c.name == ctx.cluster).and_then(|c| c.value.as_ref()).ok_or_else(|| {
-            format!("kubeconfig {shown}: clusters: no cluster named {:?} (context {name:?})", ctx.cluster)
-        })?;
+        .ok_or_else(|| fail(Problem::NoContext(name.clone())))?;
+    let cluster = file
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.value.as_ref())
+        .ok_or_else(|| fail(Problem::NoCluster { cluster: ctx.cluster.clone(), context: name.clone() }))?;
     let default_user = User::default();
     let user = match file.users.iter().find(|u| u.name == ctx.user) {
         Some(u) => u.value.as_ref().unwrap_or(&default_user),
         None if ctx.user.is_empty() => &default_user,
-        None => return Err(format!("kubeconfig {shown}: users: no user named {:?} (context {name:?})", ctx.user)),
+        None => return Err(fail(Problem::NoUser { user: ctx.user.clone(), context: name })),
     };
     let server = cluster.server.trim_end_matches('/').to_string();
     if !(server.starts_with("https://") || server.starts_with("http://")) {
-        return Err(format!(
-            "kubeconfig {shown}: clusters[{:?}].server: {server:?} is not an http(s) URL",
-            ctx.cluster
-        ));
+        return Err(fail(Problem::NotHttp { cluster: ctx.cluster.clone(), server }));
     }
     let token = match (&user.token, &user.token_file) {
         (Some(t), _) if !t.is_empty() => Some(Source::Data(t.trim().as_bytes().to_vec())),
@@ -173,10 +175,7 @@ pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, String> {
         context: name,
     };
     if conn.client_certificate.is_some() != conn.client_key.is_some() {
-        return Err(format!(
-            "kubeconfig {shown}: user {:?}: a client certificate needs its key and the other way round",
-            ctx.user
-        ));
+        return Err(fail(Problem::HalfPair { user: ctx.user.clone() }));
     }
     Ok(conn)
 }
@@ -239,29 +238,32 @@ contexts:
     #[test]
     fn problems_name_the_file_and_field() {
         let p = write("bad-context", &CONFIG.replace("current-context: edge", "current-context: nope"));
-        let e = load(&p, None).unwrap_err();
+        let e = load(&p, None).unwrap_err().to_string();
         assert!(e.contains("bad-context") && e.contains("no context named \"nope\""), "{e}");
         let p = write("bad-data", &CONFIG.replace("aGVsbG8=", "a*b"));
-        let e = load(&p, None).unwrap_err();
+        let e = load(&p, None).unwrap_err().to_string();
         assert!(e.contains("certificate-authority-data: not base64"), "{e}");
         let p = write("bad-server", &CONFIG.replace("https://10.0.0.1:6443/", "10.0.0.1"));
-        assert!(load(&p, None).unwrap_err().contains("server: \"10.0.0.1\" is not an http(s) URL"));
+        assert!(load(&p, None).unwrap_err().to_string().contains("server: \"10.0.0.1\" is not an http(s) URL"));
         let p = write("half-cert", &CONFIG.replace("    client-key-data: a2V5\n", ""));
-        assert!(load(&p, None).unwrap_err().contains("needs its key"));
-        assert!(load(Path::new("/nonexistent/kubeconfig"), None).unwrap_err().contains("/nonexistent/kubeconfig"));
+        assert!(load(&p, None).unwrap_err().to_string().contains("needs its key"));
+        assert!(load(Path::new("/nonexistent/kubeconfig"), None)
+            .unwrap_err()
+            .to_string()
+            .contains("/nonexistent/kubeconfig"));
     }
 
     /// A kubeconfig is read as every other document is: bounded, and parsed under the budget.
     #[test]
     fn a_huge_or_deep_kubeconfig_is_refused() {
         let p = write("huge", &format!("{CONFIG}# {}\n", "x".repeat(MAX_BYTES)));
-        let e = load(&p, None).unwrap_err();
+        let e = load(&p, None).unwrap_err().to_string();
         assert!(e.contains("huge") && e.contains("limit"), "{e}");
         let deep = format!("{CONFIG}extensions: {}{}\n", "[".repeat(1000), "]".repeat(1000));
-        let e = load(&write("deep", &deep), None).unwrap_err();
+        let e = load(&write("deep", &deep), None).unwrap_err().to_string();
         assert!(e.contains("deep") && e.contains("recursion limit"), "{e}");
         let token = write("token", &"t".repeat(MAX_BYTES + 1));
-        assert!(Source::File(token.clone()).read().unwrap_err().contains("limit"));
+        assert!(Source::File(token.clone()).read().unwrap_err().to_string().contains("limit"));
         for big in [p, token] {
             let _ = std::fs::remove_file(big); // 4 MiB each: not left behind in /tmp
         }

@@ -69,7 +69,7 @@ pub(super) fn renew(client: &Client, opts: &Options, node_uid: Option<&str>, lea
         owner: node_uid.map(|uid| (opts.node.as_str(), uid)),
     };
     let call = |method: &str, path: &str, content_type: &str, body: &[u8]| {
-        client.call_bytes(method, path, content_type, ACCEPT, body).map_err(|e| (e, None))
+        client.call_bytes(method, path, content_type, ACCEPT, body).map_err(Failure::from)
     };
     for _ in 0..3 {
         let Some(last) = lease.held.take() else {

@@ -18,6 +18,7 @@
 //! and retried with its own back-off.
 
 pub mod apiserver;
+pub mod error;
 mod h2;
 mod http1;
 pub mod kubeconfig;
@@ -31,6 +32,7 @@ mod retry;
 mod state;
 mod wire;
 
+pub use error::Error;
 pub use pods::{watch_loop, Seen};
 pub use state::{MirrorState, Options};
 
@@ -79,6 +81,7 @@ fn connect(opts: &Options) -> Client {
                 return c;
             }
             Err(e) => {
+                let e = e.to_string();
                 if e != last {
                     log::error!("not mirroring to an API server: {e} (read again every minute)");
                     last = e;

@@ -181,7 +181,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
     } else if st.stale {
         // The server may hold another status by now (the node lifecycle controller marks a
         // node that went silent Unknown): read it, as kubelet reads the Node before each update.
-        let r = client.call("GET", &path, JSON, None).map_err(|e| (e, None))?;
+        let r = client.call("GET", &path, JSON, None).map_err(Failure::from)?;
         if r.status == 404 {
             log::warn!("node {} is gone from the API server; registering it again", opts.node);
             *crate::locks::lock(&shared.state.node_uid) = None;
@@ -208,7 +208,7 @@ fn sync_node(client: &Client, opts: &Options, shared: &Env, st: &mut NodeState) 
     // Only what differs from the server's copy; a report with nothing new still renews the
     // heartbeats, so there is always something.
     let patch = patch::node_status_patch(&status, &st.server_status).unwrap_or_else(|| json!({ "status": status }));
-    let r = client.call("PATCH", &format!("{path}/status"), SMP, Some(&patch)).map_err(|e| (e, None))?;
+    let r = client.call("PATCH", &format!("{path}/status"), SMP, Some(&patch)).map_err(Failure::from)?;
     if r.status == 404 {
         // Deleted by someone: register again (mirrors follow the new node UID).
         log::warn!("node {} is gone from the API server; registering it again", opts.node);
@@ -236,7 +236,7 @@ fn server_node(st: &mut NodeState, node: &Value) {
 fn register(client: &Client, shared: &Env, st: &mut NodeState) -> Result<Value, Failure> {
     let status = current_status(shared, st);
     let node = objects::node_object(&st.facts, status.clone());
-    let r = client.call("POST", "/api/v1/nodes", JSON, Some(&node)).map_err(|e| (e, None))?;
+    let r = client.call("POST", "/api/v1/nodes", JSON, Some(&node)).map_err(Failure::from)?;
     if r.status == 201 || r.status == 200 {
         st.reported = Some((objects::without_heartbeat(&status), Instant::now()));
         st.server_status = r.body["status"].clone();
@@ -246,7 +246,7 @@ fn register(client: &Client, shared: &Env, st: &mut NodeState) -> Result<Value, 
         return Err(fail_of("node registration", &r));
     }
     let path = node_path(&st.facts.name);
-    let r = client.call("GET", &path, JSON, None).map_err(|e| (e, None))?;
+    let r = client.call("GET", &path, JSON, None).map_err(Failure::from)?;
     if !r.ok() {
         return Err(fail_of("existing node", &r));
     }
@@ -255,7 +255,7 @@ fn register(client: &Client, shared: &Env, st: &mut NodeState) -> Result<Value, 
         return Err((format!("node {} is being deleted; waiting", st.facts.name), None));
     }
     if let Some(patch) = objects::label_patch(&existing, &st.facts.labels) {
-        let r = client.call("PATCH", &path, SMP, Some(&patch)).map_err(|e| (e, None))?;
+        let r = client.call("PATCH", &path, SMP, Some(&patch)).map_err(Failure::from)?;
         if !r.ok() {
             return Err(fail_of("node labels", &r));
         }

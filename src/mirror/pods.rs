@@ -279,7 +279,7 @@ impl Pods<'_> {
         };
         let body = objects::mirror_pod(&shown, &sp.uid, &self.opts.node, node_uid);
         let path = format!("/api/v1/namespaces/{}/pods", sp.pod.metadata.namespace);
-        let r = self.client.call("POST", &path, JSON, Some(&body)).map_err(|e| (e, None))?;
+        let r = self.client.call("POST", &path, JSON, Some(&body)).map_err(Failure::from)?;
         match r.status {
             200 | 201 => {
                 let uid = uid_of(&r.body);
@@ -294,7 +294,7 @@ impl Pods<'_> {
             409 if r.reason() == "AlreadyExists" => {
                 // Created by an earlier attempt whose answer was lost, or not a mirror: look.
                 let r = self.client.call("GET", &format!("{path}/{}", sp.pod.metadata.name), JSON, None);
-                match r.map_err(|e| (e, None))? {
+                match r.map_err(Failure::from)? {
                     got if got.ok() => {
                         if let Some(c) = &mut self.cache {
                             c.insert(key, got.body);
@@ -353,7 +353,7 @@ impl Pods<'_> {
         });
         let (ns, name) = key.split_once('/').unwrap_or_default();
         let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
-        let r = self.client.call("DELETE", &path, JSON, Some(&options)).map_err(|e| (e, None))?;
+        let r = self.client.call("DELETE", &path, JSON, Some(&options)).map_err(Failure::from)?;
         if !(r.ok() || r.status == 404 || r.status == 409) {
             return Err(fail_of(&format!("deleting mirror pod {key}"), &r));
         }
@@ -383,7 +383,7 @@ impl Pods<'_> {
         let path = format!("/api/v1/namespaces/{}/pods/{}/status", sp.pod.metadata.namespace, sp.pod.metadata.name);
         // A strategic merge patch, as kubelet's status manager sends: conditions merge by type,
         // so one another writer added since the last watch event stays.
-        let r = self.client.call("PATCH", &path, SMP, Some(&patch)).map_err(|e| (e, None))?;
+        let r = self.client.call("PATCH", &path, SMP, Some(&patch)).map_err(Failure::from)?;
         match r.status {
             200 => {
                 if let Some(c) = &mut self.cache {

@@ -12,6 +12,7 @@
 //! `generated.proto`. Everything read is bounded by the answer's size; a malformed message is
 //! an error, never a panic.
 
+use super::error::Malformed;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -39,17 +40,17 @@ fn int_field(buf: &mut Vec<u8>, number: u32, value: u64) {
     varint(buf, value);
 }
 
-fn read_varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
+fn read_varint(b: &[u8], at: &mut usize) -> Result<u64, Malformed> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at).ok_or("protobuf: a varint cut short")?;
+        let byte = *b.get(*at).ok_or(Malformed::VarintCut)?;
         *at += 1;
         v |= u64::from(byte & 0x7f) << shift;
         if byte < 0x80 {
             return Ok(v);
         }
     }
-    Err("protobuf: a varint longer than 10 bytes".into())
+    Err(Malformed::VarintLong)
 }
 
 /// One field of a message: its number, the whole field as encoded, and its value (the
@@ -62,29 +63,29 @@ struct Field<'a> {
 }
 
 /// The fields of `msg` in order.
-fn fields(msg: &[u8]) -> Result<Vec<Field<'_>>, String> {
+fn fields(msg: &[u8]) -> Result<Vec<Field<'_>>, Malformed> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < msg.len() {
         let start = at;
         let key = read_varint(msg, &mut at)?;
-        let (number, wire) = (u32::try_from(key >> 3).map_err(|_| "protobuf: a bad field number")?, (key & 7) as u8);
+        let (number, wire) = (u32::try_from(key >> 3).map_err(|_| Malformed::FieldNumber)?, (key & 7) as u8);
         let value_at = at;
         let end = match wire {
             VARINT => {
                 read_varint(msg, &mut at)?;
                 at
             }
-            1 => at.checked_add(8).ok_or("protobuf: overflow")?,
+            1 => at.checked_add(8).ok_or(Malformed::Overflow)?,
             LEN => {
-                let len = usize::try_from(read_varint(msg, &mut at)?).map_err(|_| "protobuf: a bad length")?;
-                at.checked_add(len).ok_or("protobuf: overflow")?
+                let len = usize::try_from(read_varint(msg, &mut at)?).map_err(|_| Malformed::Length)?;
+                at.checked_add(len).ok_or(Malformed::Overflow)?
             }
-            5 => at.checked_add(4).ok_or("protobuf: overflow")?,
-            _ => return Err(format!("protobuf: wire type {wire} is not supported")),
+            5 => at.checked_add(4).ok_or(Malformed::Overflow)?,
+            _ => return Err(Malformed::WireType(wire)),
         };
         if end > msg.len() || number == 0 {
-            return Err("protobuf: a field runs past the end of its message".into());
+            return Err(Malformed::PastEnd);
         }
         let value = if wire == LEN { &msg[at..end] } else { &msg[value_at..end] };
         out.push(Field { number, wire, whole: &msg[start..end], value });
@@ -94,18 +95,18 @@ fn fields(msg: &[u8]) -> Result<Vec<Field<'_>>, String> {
 }
 
 /// The first length-delimited field `number` of `msg` (empty when absent).
-fn field(msg: &[u8], number: u32) -> Result<&[u8], String> {
+fn field(msg: &[u8], number: u32) -> Result<&[u8], Malformed> {
     Ok(fields(msg)?.into_iter().find(|f| f.number == number && f.wire == LEN).map_or(&[][..], |f| f.value))
 }
 
 /// A string field, lossily (for messages meant for people and names).
-fn text(msg: &[u8], number: u32) -> Result<String, String> {
+fn text(msg: &[u8], number: u32) -> Result<String, Malformed> {
     Ok(String::from_utf8_lossy(field(msg, number)?).into_owned())
 }
 
 /// `msg` with its fields `number` replaced by `with` (each one such a field), where the first
 /// of them was, or at the end.
-fn replaced(msg: &[u8], number: u32, with: &[&[u8]]) -> Result<Vec<u8>, String> {
+fn replaced(msg: &[u8], number: u32, with: &[&[u8]]) -> Result<Vec<u8>, Malformed> {
     let mut out = Vec::with_capacity(msg.len() + with.iter().map(|w| w.len() + 4).sum::<usize>());
     let mut put = false;
     let mut put_here = |out: &mut Vec<u8>| {
@@ -138,16 +139,16 @@ pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
 }
 
 /// The object in an envelope, and its kind.
-pub fn open(body: &[u8]) -> Result<(String, &[u8]), String> {
-    let unknown = body.strip_prefix(MAGIC).ok_or("protobuf: no k8s envelope")?;
+pub fn open(body: &[u8]) -> Result<(String, &[u8]), Malformed> {
+    let unknown = body.strip_prefix(MAGIC).ok_or(Malformed::NoEnvelope)?;
     if !field(unknown, 3)?.is_empty() {
-        return Err("protobuf: an encoded (compressed) object".into());
+        return Err(Malformed::Compressed);
     }
     Ok((text(field(unknown, 1)?, 2)?, field(unknown, 2)?))
 }
 
 /// A `Status` (a refusal): its message, reason and code, as the JSON one reads.
-pub fn status(raw: &[u8]) -> Result<serde_json::Value, String> {
+pub fn status(raw: &[u8]) -> Result<serde_json::Value, Malformed> {
     let code = fields(raw)?.into_iter().find(|f| f.number == 6 && f.wire == VARINT).map(|f| {
         let mut at = 0;
         read_varint(f.value, &mut at).unwrap_or(0)
@@ -211,7 +212,7 @@ impl LeaseSpec<'_> {
     /// only the server writes left out (it keeps its own: the UID, the creation time, the
     /// managed fields, the self link), the rest as the server sent it, its resourceVersion
     /// with it.
-    pub fn renewed(&self, raw: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn renewed(&self, raw: &[u8]) -> Result<Vec<u8>, Malformed> {
         let mut meta = field(raw, 1)?.to_vec();
         for server_owned in [4, 5, 8, 17] {
             meta = replaced(&meta, server_owned, &[])?;
@@ -225,7 +226,7 @@ impl LeaseSpec<'_> {
 }
 
 /// The resourceVersion of an object's bytes (its metadata's field 6).
-pub fn resource_version(raw: &[u8]) -> Result<String, String> {
+pub fn resource_version(raw: &[u8]) -> Result<String, Malformed> {
     text(field(raw, 1)?, 6)
 }
 

@@ -14,12 +14,14 @@
 
 pub mod decode;
 pub mod load;
+mod missing;
 pub mod model;
 pub mod resolve;
 pub mod store;
 
 pub use crate::pod::references::ObjectKind;
 pub use load::{load, Manifests};
+pub use missing::Missing;
 pub use model::{LocalObject, MAX_OBJECT_BYTES};
 pub use store::Store;
 

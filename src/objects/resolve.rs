@@ -5,6 +5,7 @@
 //! found`, `couldn't find key k in Secret default/x`); values never appear in one.
 
 use super::model::LocalObject;
+use super::Missing;
 use crate::pod::references::ObjectKind;
 use crate::pod::refs::{EnvFromSource, KeySelector, KeyToPath};
 use crate::pod::types::Volume;
@@ -59,7 +60,7 @@ pub fn in_memory(v: &Volume) -> bool {
 
 /// The files of volume `v` of a pod in `namespace`, sorted by path (`None`: not an object
 /// volume). Modes are the API's (`items[].mode`, else `defaultMode`, else 0644).
-pub fn volume_files(namespace: &str, v: &Volume, lookup: &dyn Lookup) -> Option<Result<Vec<File>, String>> {
+pub fn volume_files(namespace: &str, v: &Volume, lookup: &dyn Lookup) -> Option<Result<Vec<File>, Missing>> {
     let mut files = Vec::new();
     let mut add = |kind, name: &str, items: &[KeyToPath], optional: Option<bool>, mode: Option<i64>| {
         project(kind, namespace, name, items, optional.unwrap_or(false), mode_of(mode), lookup, &mut files)
@@ -102,7 +103,7 @@ fn project(
     default_mode: u32,
     lookup: &dyn Lookup,
     out: &mut Vec<File>,
-) -> Result<(), String> {
+) -> Result<(), Missing> {
     let Some(o) = lookup.object(kind, namespace, name) else {
         return if optional { Ok(()) } else { Err(not_found(kind, name)) };
     };
@@ -121,8 +122,7 @@ fn project(
             }),
             None if optional => {}
             None => {
-                let what = if kind == ObjectKind::Secret { "secret" } else { "config" };
-                return Err(format!("{} {name:?} references non-existent {what} key: {}", kind.resource(), item.key));
+                return Err(Missing::VolumeKey { kind, name: name.to_string(), key: item.key.clone() });
             }
         }
     }
@@ -130,14 +130,14 @@ fn project(
 }
 
 /// kubelet's words for an object that is not there.
-pub fn not_found(kind: ObjectKind, name: &str) -> String {
-    format!("{} {name:?} not found", kind.resource())
+pub fn not_found(kind: ObjectKind, name: &str) -> Missing {
+    Missing::Object { kind, name: name.to_string() }
 }
 
 /// The variables of one `envFrom` source, prefixed, in key order (nothing for a missing
 /// optional object). Validated keys and prefixes always make valid names; anything else is
 /// left out rather than passed to the runtime.
-pub fn env_from(namespace: &str, ef: &EnvFromSource, lookup: &dyn Lookup) -> Result<Vec<(String, String)>, String> {
+pub fn env_from(namespace: &str, ef: &EnvFromSource, lookup: &dyn Lookup) -> Result<Vec<(String, String)>, Missing> {
     let (kind, r) = match (&ef.config_map_ref, &ef.secret_ref) {
         (Some(r), _) => (ObjectKind::ConfigMap, r),
         (None, Some(r)) => (ObjectKind::Secret, r),
@@ -161,7 +161,7 @@ pub fn key_ref(
     kind: ObjectKind,
     sel: &KeySelector,
     lookup: &dyn Lookup,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Missing> {
     let optional = sel.optional.unwrap_or(false);
     let Some(o) = lookup.object(kind, namespace, &sel.name) else {
         return if optional { Ok(None) } else { Err(not_found(kind, &sel.name)) };
@@ -169,7 +169,7 @@ pub fn key_ref(
     match o.data.get(&sel.key) {
         Some(v) => Ok(Some(String::from_utf8_lossy(v).into_owned())),
         None if optional => Ok(None),
-        None => Err(format!("couldn't find key {} in {} {}", sel.key, kind.as_str(), o.key())),
+        None => Err(Missing::EnvKey { kind, object: o.key(), key: sel.key.clone() }),
     }
 }
 

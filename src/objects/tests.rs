@@ -103,7 +103,7 @@ fn objects() -> Snapshot {
         .collect()
 }
 
-fn files(v: &str) -> Result<Vec<(String, Vec<u8>, u32)>, String> {
+fn files(v: &str) -> Result<Vec<(String, Vec<u8>, u32)>, Missing> {
     let v: Volume = serde_json::from_str(v).unwrap();
     let mut p = pod(r#"{"metadata":{"name":"p"},"spec":{"containers":[]}}"#);
     p.spec.volumes.push(v);
@@ -122,10 +122,13 @@ fn volume_files_follow_kubelets_payload_rules() {
         files(r#"{"name":"v","secret":{"secretName":"db","defaultMode":256,"items":[{"key":"password","path":"p/pw"},{"key":"user","path":"u","mode":288}]}}"#).unwrap(),
         vec![("p/pw".into(), b"hunter2".to_vec(), 0o400), ("u".into(), b"admin".to_vec(), 0o440)]
     );
-    assert_eq!(files(r#"{"name":"v","configMap":{"name":"nope"}}"#).unwrap_err(), "configmap \"nope\" not found");
+    assert_eq!(
+        files(r#"{"name":"v","configMap":{"name":"nope"}}"#).unwrap_err().to_string(),
+        "configmap \"nope\" not found"
+    );
     assert_eq!(files(r#"{"name":"v","configMap":{"name":"nope","optional":true}}"#).unwrap(), vec![]);
     assert_eq!(
-        files(r#"{"name":"v","secret":{"secretName":"db","items":[{"key":"x","path":"x"}]}}"#).unwrap_err(),
+        files(r#"{"name":"v","secret":{"secretName":"db","items":[{"key":"x","path":"x"}]}}"#).unwrap_err().to_string(),
         "secret \"db\" references non-existent secret key: x"
     );
     let projected = files(
@@ -143,7 +146,7 @@ fn environment_from_objects_follows_kubelet() {
     let vars = resolve::env_from("default", &ef(r#"{"prefix":"APP_","configMapRef":{"name":"app"}}"#), &snap).unwrap();
     assert_eq!(vars, vec![("APP_a.yaml".to_string(), "A".to_string()), ("APP_b.yaml".into(), "B".into())]);
     assert_eq!(
-        resolve::env_from("default", &ef(r#"{"secretRef":{"name":"x"}}"#), &snap).unwrap_err(),
+        resolve::env_from("default", &ef(r#"{"secretRef":{"name":"x"}}"#), &snap).unwrap_err().to_string(),
         "secret \"x\" not found"
     );
     assert!(resolve::env_from("default", &ef(r#"{"secretRef":{"name":"x","optional":true}}"#), &snap)
@@ -155,7 +158,9 @@ fn environment_from_objects_follows_kubelet() {
         Some("hunter2".into())
     );
     assert_eq!(
-        resolve::key_ref("default", ObjectKind::Secret, &sel(r#"{"name":"db","key":"nope"}"#), &snap).unwrap_err(),
+        resolve::key_ref("default", ObjectKind::Secret, &sel(r#"{"name":"db","key":"nope"}"#), &snap)
+            .unwrap_err()
+            .to_string(),
         "couldn't find key nope in Secret default/db"
     );
     assert_eq!(

@@ -2,6 +2,7 @@
 //! name, the QoS class, sidecar init containers, an image reference's default tag. Pure.
 
 use super::types::{Container, IntOrString, Pod, ResourceRequirements};
+use crate::pod::{Invalid, InvalidKind as Kind};
 
 /// `$(VAR)` expansion with kubelet's rules: defined names are replaced, undefined ones kept
 /// as written, `$$` is a literal `$`, anything else is copied unchanged.
@@ -71,9 +72,9 @@ pub fn qos_class(pod: &Pod) -> &'static str {
 }
 
 /// A port by number or by the name of one of the container's ports.
-pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
+pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, Invalid> {
     match port {
-        IntOrString::Int(n) => u16::try_from(*n).map_err(|_| format!("port {n} is out of range")),
+        IntOrString::Int(n) => u16::try_from(*n).map_err(|_| Invalid::from(Kind::PortRange(*n))),
         IntOrString::Str(s) => {
             if let Ok(n) = s.parse::<u16>() {
                 return Ok(n);
@@ -82,7 +83,7 @@ pub fn port_number(port: &IntOrString, c: &Container) -> Result<u16, String> {
                 .iter()
                 .find(|p| p.name.as_deref() == Some(s))
                 .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| format!("no port named {s:?}"))
+                .ok_or_else(|| Invalid::from(Kind::NoPortNamed(s.clone())))
         }
     }
 }

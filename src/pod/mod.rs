@@ -6,7 +6,7 @@
 //! → pods, unknown fields reported by path through `schema`, the Pod's shape; `fields`: the
 //! unimplemented fields that are errors), `defaults` (API-server defaulting), `validate`
 //! (kubelet's checks and the static-pod restrictions), `identity` (static pod name, [`PodUid`] and annotations),
-//! `finding` (what is wrong, by field). `load` runs them in kubelet's order ([`load()`]).
+//! `finding` (what is wrong, by field; `invalid` why a value breaks a rule, in kubelet's words). `load` runs them in kubelet's order ([`load()`]).
 //! `paths` is the one way a name becomes a path; `derived` holds what follows from a spec
 //! (QoS class, `$(VAR)` expansion, named ports); `references` lists every object a pod names;
 //! `order` and `rollback_policy` read atoll's start-ordering and rollback annotations;
@@ -96,6 +96,7 @@ pub mod fieldpath;
 pub mod fields;
 pub mod finding;
 pub mod identity;
+mod invalid;
 pub mod load;
 pub mod order;
 pub mod paths;
@@ -114,6 +115,7 @@ pub mod validate;
 pub use decode::Shape;
 pub use finding::{Finding, ManifestError};
 pub use identity::{Origin, PodKey, PodUid, StaticPod};
+pub use invalid::{Invalid, Kind as InvalidKind};
 pub use load::{load, Loaded, Policy};
 pub use types::Pod;
 

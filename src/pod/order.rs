@@ -6,6 +6,7 @@
 //! Pure: the runtime's worker asks [`gate`], `atoll validate` asks [`problems`].
 
 use super::types::Pod;
+use crate::pod::{Invalid, InvalidKind as Kind};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const DEPENDS_ON: &str = "atoll.io/depends-on";
@@ -24,16 +25,22 @@ pub fn written_key(pod: &Pod) -> String {
 
 /// The pods `pod` waits for, as `namespace/name` keys (written names); an error for a value
 /// that does not parse.
-pub fn depends_on(pod: &Pod) -> Result<Vec<String>, String> {
+pub fn depends_on(pod: &Pod) -> Result<Vec<String>, Invalid> {
     let Some(raw) = pod.metadata.annotations.get(DEPENDS_ON) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (ns, name) = item.split_once('/').unwrap_or((pod.metadata.namespace.as_str(), item));
-        super::validate::names::dns1123_label(ns).map_err(|e| format!("{item:?}: namespace {ns:?} {e}"))?;
-        super::validate::names::dns1123_subdomain(name).map_err(|e| format!("{item:?}: name {name:?} {e}"))?;
+        let bad = |what, value: &str, why| {
+            Invalid::from(Kind::DependsOn {
+                item: item.to_string(),
+                why: Invalid::from(Kind::Part { what, value: value.to_string(), why }),
+            })
+        };
+        super::validate::names::dns1123_label(ns).map_err(|e| bad("namespace", ns, e))?;
+        super::validate::names::dns1123_subdomain(name).map_err(|e| bad("name", name, e))?;
         let key = format!("{ns}/{name}");
         if key == written_key(pod) {
-            return Err(format!("{item:?}: a pod cannot wait for itself"));
+            return Err(Invalid::from(Kind::DependsOn { item: item.to_string(), why: Kind::WaitsForItself.into() }));
         }
         if !out.contains(&key) {
             out.push(key);
@@ -159,8 +166,8 @@ mod tests {
             ["default/db", "kube-system/cache"]
         );
         assert!(depends_on(&pod("web", None)).unwrap().is_empty());
-        assert!(depends_on(&pod("web", Some("Bad_Name"))).unwrap_err().contains("\"Bad_Name\""));
-        assert!(depends_on(&pod("web", Some("web"))).unwrap_err().contains("itself"));
+        assert!(depends_on(&pod("web", Some("Bad_Name"))).unwrap_err().to_string().contains("\"Bad_Name\""));
+        assert!(depends_on(&pod("web", Some("web"))).unwrap_err().to_string().contains("itself"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! holds a `/` or a NUL, or starts with a dot is refused, so no pod can name a directory
 //! outside atoll's own (`uid: ../../etc`, `uid: /`). Pure: nothing here touches the disk.
 
+use crate::pod::{Invalid, InvalidKind as Kind};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
@@ -29,13 +30,10 @@ pub fn is_segment(s: &str) -> bool {
 
 /// The rule for `metadata.uid`: 1 to 128 letters, digits, '-', '_' and '.', not starting with
 /// '.'. Every real UID (a UUID, kubelet's hash) passes.
-pub fn check_uid(uid: &str) -> Result<(), String> {
+pub fn check_uid(uid: &str) -> Result<(), Invalid> {
     let chars_ok = uid.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if uid.is_empty() || uid.len() > MAX_UID_LEN || !chars_ok || uid.starts_with('.') {
-        return Err(format!(
-            "{uid:?} must be 1 to {MAX_UID_LEN} letters, digits, '-', '_' or '.', not starting with '.' \
-             (atoll names the pod's directories after it)"
-        ));
+        return Err(Invalid::from(Kind::Uid(uid.to_string())));
     }
     Ok(())
 }
@@ -91,15 +89,13 @@ pub fn pod_log_dir(logs: &Path, namespace: &str, name: &str, uid: &str) -> Resul
 /// Whether `rel` may be a file inside a ConfigMap or Secret volume (an `items[].path`, or a
 /// key): relative, `/`-separated, no empty, `.` or `..` element, no NUL, and not starting with
 /// `..` (kubelet's atomic writer keeps `..data` and its timestamped directories there).
-pub fn check_descending(rel: &str) -> Result<(), String> {
+pub fn check_descending(rel: &str) -> Result<(), Invalid> {
     let bad = rel.is_empty()
         || rel.starts_with("..")
         || rel.len() > 4096
         || rel.split('/').any(|e| e.is_empty() || e == "." || e == ".." || e.contains('\0'));
     if bad {
-        return Err(format!(
-            "{rel:?} must be a relative path of non-empty elements, none of them '.' or '..', not starting with '..'"
-        ));
+        return Err(Invalid::from(Kind::Descending(rel.to_string())));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! [`Quantity::value`] round up.
 //! It serialises to a canonical string, so `0.5` and `500m` hash and compare the same.
 
+use crate::pod::{Invalid, InvalidKind as Kind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
@@ -39,8 +40,8 @@ const MAX_DIGITS: usize = 38;
 impl Quantity {
     /// Parses the Kubernetes quantity grammar: sign, digits with an optional fraction, then
     /// either a suffix (`n u m k M G T P E`, `Ki Mi Gi Ti Pi Ei`) or an exponent (`e3`, `E-2`).
-    pub fn parse(s: &str) -> Result<Quantity, String> {
-        let bad = |why: &str| format!("quantity {s:?}: {why}");
+    pub fn parse(s: &str) -> Result<Quantity, Invalid> {
+        let bad = |why| Invalid::from(Kind::Quantity { text: s.to_string(), why });
         if s.is_empty() {
             return Err(bad("empty"));
         }
@@ -107,7 +108,9 @@ impl Quantity {
                 exponent += e.parse::<i32>().map_err(|_| bad("bad exponent"))?;
                 Format::DecimalExponent
             }
-            other => return Err(bad(&format!("unknown suffix {other:?}"))),
+            other => {
+                return Err(Invalid::from(Kind::QuantitySuffix { text: s.to_string(), suffix: other.to_string() }))
+            }
         };
         if negative {
             mantissa = -mantissa;
@@ -377,7 +380,7 @@ mod tests {
             assert_eq!(q(&printed), q(text), "{text} printed as {printed}");
         }
         assert_eq!(q("1e335").to_string(), "1e335");
-        assert!(Quantity::parse("10e999").unwrap_err().contains("too large"));
+        assert!(Quantity::parse("10e999").unwrap_err().to_string().contains("too large"));
     }
 
     #[test]
@@ -394,7 +397,7 @@ mod tests {
             assert_eq!(q(&printed).to_string(), printed, "{odd} printed as {printed}");
         }
         let wide = "0100666666660004000000.666666666Gi";
-        assert!(Quantity::parse(wide).unwrap_err().contains("too large"), "{wide}");
+        assert!(Quantity::parse(wide).unwrap_err().to_string().contains("too large"), "{wide}");
         for (text, want) in [
             ("0.0000000001", "1n"),
             ("-0.0000000001", "-1n"),
@@ -422,7 +425,7 @@ mod tests {
             ("99999999999999999999999999999999999999999", "too many digits"),
         ] {
             let err = Quantity::parse(bad).unwrap_err();
-            assert!(err.contains(why), "{bad:?}: {err}");
+            assert!(err.to_string().contains(why), "{bad:?}: {err}");
         }
     }
 

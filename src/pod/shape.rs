@@ -84,7 +84,7 @@ pub fn check(code: &str, v: &Value, path: &str) -> Result<(), (String, String)> 
         (b't', Value::String(s)) if !s.contains(['t', 'z']) && crate::rfc3339::parse_nanos(s).is_some() => {
             return Ok(())
         }
-        (b'q', Value::String(s)) => return Quantity::parse(s).map(drop).map_err(|e| (path.to_string(), e)),
+        (b'q', Value::String(s)) => return Quantity::parse(s).map(drop).map_err(|e| (path.to_string(), e.into())),
         (b'[', Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
                 check(inner('[', ']').unwrap_or("*"), item, &format!("{path}[{i}]"))?;

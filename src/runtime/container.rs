@@ -173,7 +173,6 @@ pub fn container_config(
 /// The container's mounts: its volumes (an image volume as the runtime mounts it, a subPath
 /// as prepared), then `/etc/hosts` and the termination log unless the pod mounts its own.
 fn mounts(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Vec<Mount>, String> {
-    let uid = &pod.metadata.uid;
     let mut mounts = Vec::new();
     for (i, m) in c.volume_mounts.iter().enumerate() {
         let v = pod

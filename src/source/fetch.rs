@@ -3,6 +3,7 @@
 //! (tokens, often) never go to another origin and https never falls back to http, and errors
 //! and URLs scrubbed of credentials and query values before anyone logs them.
 
+use super::Error;
 use crate::pod;
 use crate::trust::{MAX_SIGNATURE_BYTES, SIGNATURE_SUFFIX};
 use serde::{Deserialize, Serialize};
@@ -106,11 +107,11 @@ impl Client {
     /// scheme, host and port: a redirect elsewhere is followed without them.
     /// With `signed`, the signature at `<url>.minisig` (its path with `.minisig` added, the
     /// query kept) is fetched after a 200, in the same way.
-    pub fn fetch(&self, validators: &Validators, signed: bool) -> Result<Fetched, String> {
+    pub fn fetch(&self, validators: &Validators, signed: bool) -> Result<Fetched, Error> {
         let limit = pod::decode::MAX_MANIFEST_BYTES as u64;
         let (bytes, etag, last_modified) = match self.get(&self.url, validators, limit)? {
             Got::NotModified => return Ok(Fetched::NotModified),
-            Got::NotFound => return Err(format!("{}: HTTP 404", redact_url(&self.url))),
+            Got::NotFound => return Err(Error::Status { url: redact_url(&self.url), status: 404 }),
             Got::Body { bytes, etag, last_modified } => (bytes, etag, last_modified),
         };
         let signature = match signed {
@@ -124,7 +125,7 @@ impl Client {
     }
 
     /// One GET of `url` (the configured URL or its signature's) at most `limit` bytes long.
-    fn get(&self, start: &str, validators: &Validators, limit: u64) -> Result<Got, String> {
+    fn get(&self, start: &str, validators: &Validators, limit: u64) -> Result<Got, Error> {
         let shown = redact_url(start);
         let home = origin(&self.url);
         let mut url = start.to_string();
@@ -141,16 +142,15 @@ impl Client {
             if let Some(lm) = &validators.last_modified {
                 req = req.header("If-Modified-Since", lm.as_str());
             }
-            let mut resp = req.call().map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+            let mut resp = req.call().map_err(|e| transport(&shown, &e, &url))?;
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
-                let next = resolve(&url, location)
-                    .ok_or_else(|| format!("{shown}: HTTP {status} without a usable Location"))?;
+                let next = resolve(&url, location).ok_or_else(|| Error::NoLocation { url: shown.clone(), status })?;
                 if url.to_ascii_lowercase().starts_with("https://")
                     && !next.to_ascii_lowercase().starts_with("https://")
                 {
-                    return Err(format!("{shown}: refusing a redirect from https to {}", redact_url(&next)));
+                    return Err(Error::Downgrade { url: shown, to: redact_url(&next) });
                 }
                 url = next;
                 continue;
@@ -162,7 +162,7 @@ impl Client {
                 return Ok(Got::NotFound);
             }
             if status != 200 {
-                return Err(format!("{shown}: HTTP {status}"));
+                return Err(Error::Status { url: shown, status });
             }
             let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
             let (etag, last_modified) = (header("etag"), header("last-modified"));
@@ -171,13 +171,13 @@ impl Client {
                 .with_config()
                 .limit(limit + 1)
                 .read_to_vec()
-                .map_err(|e| format!("{shown}: {}", scrub(&e.to_string(), &url)))?;
+                .map_err(|e| transport(&shown, &e, &url))?;
             if bytes.len() as u64 > limit {
-                return Err(format!("{shown}: body is larger than the {limit} byte limit"));
+                return Err(Error::TooLarge { url: shown, limit });
             }
             return Ok(Got::Body { bytes, etag, last_modified });
         }
-        Err(format!("{shown}: stopped after {MAX_REDIRECTS} redirects"))
+        Err(Error::Redirects { url: shown, max: MAX_REDIRECTS })
     }
 }
 
@@ -220,6 +220,11 @@ fn resolve(from: &str, location: &str) -> Option<String> {
     let dir = path.rfind('/').and_then(|i| path.get(..=i)).unwrap_or("");
     let dir = if dir.is_empty() { "/" } else { dir };
     Some(format!("{scheme}://{authority}{dir}{location}"))
+}
+
+/// A failed request or body read of `url` (shown as `shown`), its message scrubbed.
+fn transport(shown: &str, e: &ureq::Error, url: &str) -> Error {
+    Error::Transport { url: shown.to_string(), why: scrub(&e.to_string(), url) }
 }
 
 /// An error message with the URL's credentials and query taken out, whatever the library put

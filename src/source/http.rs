@@ -48,15 +48,15 @@ pub struct HttpSourceConfig {
 }
 
 /// Parses kubelet's `--manifest-url-header` value: `Name:value,Name:value`.
-pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_header_flag(s: &str) -> Result<Vec<(String, String)>, super::Error> {
     let mut out = Vec::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
         let Some((name, value)) = part.split_once(':') else {
-            return Err(format!("manifest URL header {part:?} is not Name:value"));
+            return Err(super::Error::HeaderForm(part.to_string()));
         };
         let name = name.trim();
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_!#$%&'*+.^`|~".contains(c)) {
-            return Err(format!("manifest URL header name {name:?} is not a valid header name"));
+            return Err(super::Error::HeaderName(name.to_string()));
         }
         out.push((name.to_string(), value.trim().to_string()));
     }
@@ -149,7 +149,7 @@ impl Poller {
     }
 
     /// Handles one poll result; returns the snapshot to send, if any.
-    fn handle(&mut self, result: Result<Fetched, String>) -> Option<Update> {
+    fn handle(&mut self, result: Result<Fetched, super::Error>) -> Option<Update> {
         match result {
             Ok(Fetched::NotModified) => {
                 self.failures = 0;
@@ -358,8 +358,8 @@ mod tests {
             parse_header_flag("Authorization: Bearer x:y").unwrap(),
             vec![("Authorization".into(), "Bearer x:y".into())]
         );
-        assert!(parse_header_flag("novalue").unwrap_err().contains("not Name:value"));
-        assert!(parse_header_flag("bad name:v").unwrap_err().contains("not a valid header name"));
+        assert!(parse_header_flag("novalue").unwrap_err().to_string().contains("not Name:value"));
+        assert!(parse_header_flag("bad name:v").unwrap_err().to_string().contains("not a valid header name"));
     }
 
     #[test]

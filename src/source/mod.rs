@@ -9,6 +9,7 @@
 //! `last_wins` (its notes and kubelet's last-file-wins rule, pure); the URL source's: `fetch`
 //! (the HTTP client, bounded).
 
+mod error;
 pub mod fetch;
 pub mod file;
 pub mod http;
@@ -19,6 +20,7 @@ pub mod payload;
 pub mod scan;
 
 use crate::pod::{ManifestError, StaticPod};
+pub use error::Error;
 use std::fmt;
 
 /// Which source an update came from.

@@ -15,7 +15,7 @@ pub(super) fn problems(
     for (k, v) in selector {
         let check = super::names::qualified_name(k).and_then(|()| super::names::label_value(v));
         if let Err(e) = check {
-            out.push((format!("nodeSelector.{k}"), e));
+            out.push((format!("nodeSelector.{k}"), e.into()));
         }
     }
     if let Some(os) = os {
@@ -50,7 +50,7 @@ fn term_problems(t: &NodeSelectorTerm, path: &str, required: bool, out: &mut Vec
     for (i, r) in t.match_expressions.iter().enumerate() {
         let at = format!("{path}.matchExpressions[{i}]");
         if let Err(e) = super::names::qualified_name(&r.key) {
-            out.push((format!("{at}.key"), e));
+            out.push((format!("{at}.key"), e.into()));
         }
         let n = r.values.len();
         let why = match r.operator.as_str() {
@@ -70,7 +70,7 @@ fn term_problems(t: &NodeSelectorTerm, path: &str, required: bool, out: &mut Vec
         }
         for (j, v) in r.values.iter().enumerate().filter(|_| required) {
             if let Err(e) = super::names::label_value(v) {
-                out.push((format!("{at}.values[{j}]"), e));
+                out.push((format!("{at}.values[{j}]"), e.into()));
             }
         }
     }

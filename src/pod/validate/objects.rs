@@ -8,6 +8,7 @@ use super::names::dns1123_subdomain;
 use super::validator::Validator;
 use crate::pod::paths::check_descending;
 use crate::pod::types::*;
+use crate::pod::{Invalid, InvalidKind as Kind};
 use std::collections::BTreeSet;
 
 /// The largest file mode a volume may ask for.
@@ -15,12 +16,10 @@ pub(super) const MAX_MODE: i64 = 0o777;
 
 /// kubelet's rule for a ConfigMap or Secret key: 1 to 253 of `[-._a-zA-Z0-9]`, not `.` or
 /// `..`, not starting with `..`.
-pub fn config_key(key: &str) -> Result<(), String> {
+pub fn config_key(key: &str) -> Result<(), Invalid> {
     let chars = key.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
     if key.is_empty() || key.len() > 253 || !chars || key == "." || key.starts_with("..") {
-        return Err(format!(
-            "{key:?} must be 1 to 253 letters, digits, '-', '_' or '.', and not '.' or start with '..'"
-        ));
+        return Err(Invalid::from(Kind::ConfigKey(key.to_string())));
     }
     Ok(())
 }
