@@ -11,7 +11,7 @@ pub fn run(flags: &Flags) -> Result<(), String> {
     for flag in flags.given().into_iter().filter(|f| !f.spec().in_use) {
         log::warn!("flag --{} is accepted but not used by this version of atoll yet", flag.name());
     }
-    let settings = Settings::load(flags)?;
+    let settings = Settings::load(flags).map_err(|e| e.to_string())?;
     crate::metrics::config_read(true);
     for note in &settings.config_notes {
         log::warn!("{note}");
