@@ -74,7 +74,7 @@ fn prune(flags: &Flags) -> Result<u8, String> {
 fn import(flags: &Flags, file: &str) -> Result<u8, String> {
     let endpoint = flags.get(Flag::ContainerRuntimeEndpoint).unwrap_or("unix:///run/containerd/containerd.sock");
     let endpoint = crate::cri::Endpoint::parse(endpoint)?;
-    let ctr = crate::images::import::find_ctr(None)?;
+    let ctr = crate::images::import::find_ctr(None).map_err(|e| e.to_string())?;
     let target = crate::images::import::Target { ctr, address: endpoint.path().to_path_buf() };
     let cri = crate::cri::Cri::new(&endpoint);
     let present = smol::block_on(crate::images::dir::names_present(&cri));

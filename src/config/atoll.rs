@@ -123,9 +123,8 @@ impl AtollConfiguration {
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
             let expected = "AtollConfiguration of apiVersion atoll.io/v1alpha1";
-            return Err(
-                Error::Kind { expected, kind: cfg.kind, api_version: cfg.api_version }.within(&shown.to_string())
-            );
+            return Err(Error::from(super::Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+                .within(&shown.to_string()));
         }
         for field in unknown {
             notes.push(format!("config {shown}: {field}: unknown field; ignored"));
@@ -304,7 +303,7 @@ impl AtollConfiguration {
                 identity_token: c.identity_token.clone(),
                 ..Default::default()
             };
-            keyring.add(&format!("config {shown}: {at}"), &c.registry, auth).map_err(Error::Invalid)?;
+            keyring.add(&format!("config {shown}: {at}"), &c.registry, auth).map_err(Error::invalid)?;
         }
         let (files, explicit) = match &self.docker_config_files {
             Some(f) => (f.iter().map(std::path::PathBuf::from).collect(), true),

@@ -4,7 +4,7 @@
 //! know. One small walker for every settings type instead of a typed deserializer per type
 //! (which cost about 40 KB of the binary for two files).
 
-use super::Error;
+use super::error::{Error, Problem};
 use serde_json::{Map, Value};
 
 /// The largest settings file read (they are a few KB).
@@ -19,8 +19,8 @@ pub struct Fields {
 impl Fields {
     /// Reads `path` (YAML or JSON) as an object; the notes are the parser's warnings.
     pub fn read(path: &std::path::Path, notes: &mut Vec<String>) -> Result<Fields, Error> {
-        let bytes = crate::bounded::read_following(path, FILE_LIMIT).map_err(Error::Read)?;
-        let doc = crate::parse::document(&bytes).map_err(Error::Parse)?;
+        let bytes = crate::bounded::read_following(path, FILE_LIMIT).map_err(|e| Error::from(Problem::Read(e)))?;
+        let doc = crate::parse::document(&bytes).map_err(|e| Error::from(Problem::Parse(e)))?;
         if doc.more_documents > 0 {
             notes.push(format!("the file holds {} YAML documents; only the first is used", doc.more_documents + 1));
         }

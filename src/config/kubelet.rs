@@ -145,9 +145,8 @@ impl KubeletConfiguration {
             .map_err(|e| e.within(&shown.to_string()))?;
         if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
             let expected = "KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1";
-            return Err(
-                Error::Kind { expected, kind: cfg.kind, api_version: cfg.api_version }.within(&shown.to_string())
-            );
+            return Err(Error::from(super::Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+                .within(&shown.to_string()));
         }
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         for field in unknown {

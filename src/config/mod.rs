@@ -15,7 +15,7 @@ pub mod parts;
 
 pub use crate::duration::parse_duration;
 pub use atoll::AtollConfiguration;
-pub use error::Error;
+pub use error::{Error, Problem};
 pub use flags::{Flag, Flags};
 pub use kubelet::KubeletConfiguration;
 pub use parts::{

@@ -82,7 +82,7 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, Error> {
     let name = i.flags.get(Flag::HostnameOverride).map_or_else(hostname, String::from);
     let name = crate::pod::identity::node_name(&name);
     if let Err(reason) = crate::pod::validate::dns1123_subdomain(&name) {
-        return Err(Error::NodeName { name, reason });
+        return Err(super::Problem::NodeName { name, reason }.into());
     }
     let root_dir = i
         .flags
@@ -275,7 +275,7 @@ pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings
         .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
     let sync = i.duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?;
     Ok(RuntimeSettings {
-        endpoint: Endpoint::parse(&endpoint).map_err(Error::Invalid)?,
+        endpoint: Endpoint::parse(&endpoint).map_err(Error::invalid)?,
         request_timeout: i.duration(
             Flag::RuntimeRequestTimeout,
             "runtimeRequestTimeout",
@@ -394,7 +394,7 @@ fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<Serve
         (Some(c), Some(k)) if !c.is_empty() && !k.is_empty() => Some((c.into(), k.into())),
         (None, None) => None,
         _ => {
-            return Err(Error::Invalid("config fields tlsCertFile and tlsPrivateKeyFile: give both or neither".into()))
+            return Err(Error::invalid("config fields tlsCertFile and tlsPrivateKeyFile: give both or neither".into()))
         }
     };
     let authn = cfg.authentication.as_ref();
