@@ -258,8 +258,8 @@ pub fn node(f: &crate::node::Facts) -> Check {
 }
 
 /// `atoll doctor`: every check with the agent's settings, printed; whether none failed.
-pub fn run(flags: &super::Flags) -> Result<bool, String> {
-    let s = Settings::load(flags).map_err(|e| e.to_string())?;
+pub fn run(flags: &super::Flags) -> Result<bool, super::Error> {
+    let s = Settings::load(flags)?;
     let checks = all(&s);
     print!("{}", report(&checks));
     Ok(!checks.iter().any(|c| c.level == Level::Fail))

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
 /// Returns whether everything was valid.
-pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
-    let s = Settings::load(flags).map_err(|e| e.to_string())?;
+pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, super::Error> {
+    let s = Settings::load(flags)?;
     let policy = Policy { strict: s.sources.strict };
     let intake =
         Intake { trust: s.sources.trust.clone(), key: s.sources.decryption.clone(), node: s.node.name.clone(), policy };

@@ -30,8 +30,9 @@ pub enum Problem {
     Kind { expected: &'static str, kind: String, api_version: String },
     /// The node's name is not a DNS subdomain.
     NodeName { name: String, reason: String },
-    /// A message that names its own place (two fields at once, the runtime endpoint, a
-    /// registry credential).
+    /// The runtime endpoint (flag or field) is not one atoll can use.
+    Endpoint(crate::cri::BadEndpoint),
+    /// A message that names its own place (two fields at once, a registry credential).
     Invalid(String),
 }
 
@@ -87,6 +88,7 @@ impl fmt::Display for Error {
                 write!(f, "expected kind {expected}, found kind {kind:?} of {api_version:?}")
             }
             Problem::NodeName { name, reason } => write!(f, "node name {name:?} {reason}"),
+            Problem::Endpoint(e) => e.fmt(f),
             Problem::Invalid(s) => f.write_str(s),
         }
     }

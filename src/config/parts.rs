@@ -275,7 +275,7 @@ pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings
         .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
     let sync = i.duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?;
     Ok(RuntimeSettings {
-        endpoint: Endpoint::parse(&endpoint).map_err(Error::invalid)?,
+        endpoint: Endpoint::parse(&endpoint).map_err(|e| Error::from(super::Problem::Endpoint(e)))?,
         request_timeout: i.duration(
             Flag::RuntimeRequestTimeout,
             "runtimeRequestTimeout",
