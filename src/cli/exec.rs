@@ -219,14 +219,9 @@ pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn exit_code(status: &[u8]) -> Result<u8, String> {
-        super::exit_code(status).map_err(|e| e.to_string())
-    }
-
     #[test]
     fn the_exit_status_is_read_as_kubectl_reads_it() {
+        let exit_code = |status: &[u8]| super::exit_code(status).map_err(|e| e.to_string());
         assert_eq!(exit_code(b""), Ok(0));
         assert_eq!(exit_code(br#"{"metadata":{},"status":"Success"}"#), Ok(0));
         let failed = br#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: error executing command [sh -c exit 7], exit code 7","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"7"}]}}"#;
