@@ -4,10 +4,11 @@
 //! carrying the exit status, stdin, stdout, stderr, and with `-t` a raw terminal and a resize
 //! stream fed by SIGWINCH. The exit code is the command's, as kubectl's is.
 
+use super::error::Error;
 use super::local_api::{default_container, escape, get_json, pod_path, upgrade};
 use super::render::str_of;
 use super::spdy::{Collect, Session, Sink, EXEC_PROTOCOL};
-use super::{Error, Flag, Flags};
+use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,10 @@
 //! FILE`: a tarball streamed into containerd by this command, exactly as the images directory
 //! does it (progress on a terminal), for a file that is not to stay on the box.
 
+use super::error::Error;
 use super::local_api::get_json;
 use super::render::table;
-use super::{Error, Flag, Flags};
+use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::IsTerminal;
 

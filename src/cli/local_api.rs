@@ -3,8 +3,9 @@
 //! `-o json|yaml` is stable for scripts.
 
 use super::describe::describe_text;
+use super::error::Error;
 use super::render::{age, status_column, str_of, table, to_yaml};
-use super::{Error, Flag, Flags};
+use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -4,11 +4,12 @@
 //! for its remote port, as kubectl opens them, and the runtime connects inside the pod's
 //! network namespace. Runs until interrupted (exit 0) or the session is lost (exit 1).
 
+use super::error::Error;
 use super::exec::{background, on_signals};
 use super::local_api::{get_json, pod_path, upgrade};
 use super::render::str_of;
 use super::spdy::{Session, Sink, PORT_FORWARD_PROTOCOL};
-use super::{Error, Flag, Flags};
+use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};

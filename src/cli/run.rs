@@ -6,7 +6,7 @@ use super::{Flag, Flags};
 use crate::agent::{self, Command};
 use crate::config::Settings;
 
-pub fn run(flags: &Flags) -> Result<(), super::Error> {
+pub fn run(flags: &Flags) -> Result<(), super::error::Error> {
     init_logging(flags)?;
     for flag in flags.given().into_iter().filter(|f| !f.spec().in_use) {
         log::warn!("flag --{} is accepted but not used by this version of atoll yet", flag.name());
@@ -50,7 +50,7 @@ pub fn run(flags: &Flags) -> Result<(), super::Error> {
 }
 
 /// Logging at `--v`'s level: 0-1 info, 2-3 debug, 4 and up trace.
-fn init_logging(flags: &Flags) -> Result<(), super::Error> {
+fn init_logging(flags: &Flags) -> Result<(), super::error::Error> {
     let level = match flags.get(Flag::Verbosity).unwrap_or("0") {
         "0" | "1" => log::LevelFilter::Info,
         "2" | "3" => log::LevelFilter::Debug,

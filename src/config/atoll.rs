@@ -3,8 +3,8 @@
 //! socket, the state directory, the mirror's kubeconfig and node labels. Kept apart from the
 //! KubeletConfiguration so that file stays kubelet's.
 
+use super::error::{Error, Problem};
 use super::fields::Fields;
-use super::Error;
 use crate::duration::parse_duration;
 use std::time::Duration;
 
@@ -123,7 +123,7 @@ impl AtollConfiguration {
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
             let expected = "AtollConfiguration of apiVersion atoll.io/v1alpha1";
-            return Err(Error::from(super::Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+            return Err(Error::from(Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
                 .within(&shown.to_string()));
         }
         for field in unknown {

@@ -2,8 +2,8 @@
 //! with the upstream agent's option names (`proxy-server-host` → `proxyServerHost`), each
 //! checked here and named in its error.
 
+use super::error::Error;
 use super::fields::Fields;
-use super::Error;
 use crate::duration::parse_duration;
 use crate::tunnel::Settings;
 use std::path::PathBuf;

@@ -2,8 +2,8 @@
 //! `/var/lib/kubelet/config.yaml`): field names are kubelet's; fields atoll does not act on are
 //! named at start, as "not used yet" or "not supported", never silently dropped.
 
+use super::error::{Error, Problem};
 use super::fields::Fields;
-use super::Error;
 
 /// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
 /// on. Field names are kubelet's.
@@ -145,7 +145,7 @@ impl KubeletConfiguration {
             .map_err(|e| e.within(&shown.to_string()))?;
         if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
             let expected = "KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1";
-            return Err(Error::from(super::Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+            return Err(Error::from(Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
                 .within(&shown.to_string()));
         }
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();

@@ -4,9 +4,9 @@
 //! file and field; a part only ever gets valid settings.
 
 use super::atoll::AtollConfiguration;
+use super::error::{Error, Problem};
 use super::flags::{Flag, Flags};
 use super::kubelet::KubeletConfiguration;
-use super::Error;
 use crate::cri::Endpoint;
 use crate::duration::parse_duration;
 use crate::kubelet_server::ServerSettings;
@@ -82,7 +82,7 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, Error> {
     let name = i.flags.get(Flag::HostnameOverride).map_or_else(hostname, String::from);
     let name = crate::pod::identity::node_name(&name);
     if let Err(reason) = crate::pod::validate::dns1123_subdomain(&name) {
-        return Err(super::Problem::NodeName { name, reason }.into());
+        return Err(Problem::NodeName { name, reason }.into());
     }
     let root_dir = i
         .flags
@@ -275,7 +275,7 @@ pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings
         .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
     let sync = i.duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?;
     Ok(RuntimeSettings {
-        endpoint: Endpoint::parse(&endpoint).map_err(|e| Error::from(super::Problem::Endpoint(e)))?,
+        endpoint: Endpoint::parse(&endpoint).map_err(|e| Error::from(Problem::Endpoint(e)))?,
         request_timeout: i.duration(
             Flag::RuntimeRequestTimeout,
             "runtimeRequestTimeout",
