@@ -258,7 +258,7 @@ pub fn node(f: &crate::node::Facts) -> Check {
 }
 
 /// `atoll doctor`: every check with the agent's settings, printed; whether none failed.
-pub fn run(flags: &super::Flags) -> Result<bool, String> {
+pub fn run(flags: &super::Flags) -> Result<bool, super::error::Error> {
     let s = Settings::load(flags)?;
     let checks = all(&s);
     print!("{}", report(&checks));

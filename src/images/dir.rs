@@ -317,7 +317,7 @@ pub(super) async fn target(
             v.runtime_name, v.runtime_version
         )));
     }
-    let ctr = import::find_ctr(ctr).map_err(NoTarget::Unsupported)?;
+    let ctr = import::find_ctr(ctr).map_err(|e| NoTarget::Unsupported(e.to_string()))?;
     Ok(Containerd { ctr, address: address.to_path_buf() })
 }
 

@@ -70,11 +70,13 @@ pub async fn run(
         let Some(target) = &found else { continue };
         match pins.update(&node, &cri, target, full).await {
             Ok(()) => last_error.clear(),
-            Err(e) if e != last_error => {
-                log::warn!("images: pinning the pods' images: {e}");
-                last_error = e;
+            Err(e) => {
+                let e = e.to_string();
+                if e != last_error {
+                    log::warn!("images: pinning the pods' images: {e}");
+                    last_error = e;
+                }
             }
-            Err(_) => {}
         }
     }
 }
@@ -88,7 +90,13 @@ pub struct Pins {
 
 impl Pins {
     /// Pins what the pods need and, when `unpin`, unpins what they no longer do.
-    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Containerd, unpin: bool) -> Result<(), String> {
+    pub async fn update(
+        &mut self,
+        node: &Node,
+        cri: &Cri,
+        target: &Containerd,
+        unpin: bool,
+    ) -> Result<(), super::import::CtrError> {
         let pinned = match &mut self.pinned {
             Some(p) => p,
             None => {
