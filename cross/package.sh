@@ -6,7 +6,7 @@
 #   atoll-VERSION-TARGET.cdx.json   a CycloneDX SBOM: every crate in the binary, its version,
 #                                   licence and checksum (cross/sbom.py)
 #   SHA256SUMS, SHA256SUMS.minisig  checksums of all of the above, signed with minisign
-#                                   (the public key is never put here: the README holds it)
+#                                   (the public key is never put here: docs/src/operations/installing.md says how to get it)
 # The man page and completions come from the command and flag tables (examples/docs.rs); each
 # binary carries its dependency list in cargo-auditable's format (cross/release.sh).
 #
