@@ -7,6 +7,10 @@
 //!   cargo run --example docs -- bash|zsh|fish       a completion script
 
 use atoll::cli::{takes, CommandSpec, COMMANDS};
+
+#[cfg(test)]
+#[path = "docs/links.rs"]
+mod links;
 use atoll::config::flags::{Kind, Spec, TABLE};
 
 fn main() {
