@@ -162,8 +162,8 @@ mod tests {
         let mut out = Vec::new();
         for open in [".get(\"", ">(\"", ".section(\"", ".list(\"", "(&mut k, \"", "(&mut f, \""] {
             for piece in text.split(open).skip(1) {
-                if let Some(end) = piece.find('"') {
-                    out.push(piece[..end].to_string());
+                if let Some((key, _)) = piece.split_once('"') {
+                    out.push(key.to_string());
                 }
             }
         }

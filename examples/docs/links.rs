@@ -59,12 +59,10 @@ fn links(text: &str) -> Vec<String> {
     for line in prose(text) {
         let line: String = line.split('`').step_by(2).collect::<Vec<_>>().join("");
         let mut rest = line.as_str();
-        while let Some(i) = rest.find("](") {
-            rest = &rest[i + 2..];
-            if let Some(end) = rest.find(')') {
-                out.push(rest[..end].to_string());
-                rest = &rest[end..];
-            }
+        while let Some((_, after)) = rest.split_once("](") {
+            let Some((target, tail)) = after.split_once(')') else { break };
+            out.push(target.to_string());
+            rest = tail;
         }
     }
     out
