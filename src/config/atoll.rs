@@ -63,7 +63,7 @@ pub struct AtollConfiguration {
     /// Restarts a changed pod may have within that window (default 3).
     pub rollback_max_restarts: Option<u32>,
     /// Signed manifests: the minisign public keys trusted, and whether every manifest must be
-    /// signed (see the README's "fleet updates").
+    /// signed (see `docs/src/guides/fleet-updates.md`).
     pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
     pub node_labels: std::collections::BTreeMap<String, String>,

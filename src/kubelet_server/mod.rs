@@ -2,7 +2,7 @@
 //! kubectl reach a node: logs, exec, attach, port-forward, stats and resource metrics, each
 //! request authenticated (client certificate, bearer token by TokenReview, anonymous only when
 //! enabled) and authorized (SubjectAccessReview of `nodes/<subresource>`, or AlwaysAllow) with
-//! kubelet's rules and answers. `shared/reference/kubelet-server.md` holds kubelet's behaviour.
+//! kubelet's rules and answers. `docs/src/reference/kubelet-server.md` holds kubelet's behaviour.
 //!
 //! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0;
 //! without one only when configured as a standalone kubelet's ([`standalone`]).

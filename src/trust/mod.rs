@@ -3,7 +3,7 @@
 //! Why minisign: keys and signatures are single lines of text, the stock `minisign` CLI signs,
 //! nothing needs a clock, a network or a certificate chain, and the verifier is a few hundred
 //! lines (cosign needs a transparency log or TUF root for its usual mode; GPG's format is
-//! large). See the README's "fleet updates".
+//! large). See `docs/src/guides/fleet-updates.md`.
 //!
 //! Formats (minisign's): a public key is `Ed` ‖ key id (8) ‖ Ed25519 key (32), base64, after
 //! an untrusted comment line. A signature file is an untrusted comment, base64 of `Ed` or `ED`
