@@ -57,7 +57,7 @@ fn main() {
     let ctr = tb.var("ATOLL_TB_CTR").to_string();
     let root = Path::new(tb.var("ATOLL_TB_DIR")).to_path_buf();
     let archives = Archives::new(tb, "bench");
-    let target = atoll::images::import::Target { ctr: ctr.clone().into(), address: socket.clone().into() };
+    let target = atoll::images::import::Containerd { ctr: ctr.clone().into(), address: socket.clone().into() };
     let work = std::env::temp_dir().join(format!("atoll-bench-images-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let random = |n: usize| {

@@ -26,21 +26,28 @@ if (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then
 fi
 
 dir="" testbed="" atoll=""
+# The teardown's messages: a closed pipe (| tee, then Ctrl-C) or a closed terminal must not
+# stop the teardown, so a failed write is dropped.
+say() { { echo "$@" >&2; } 2>/dev/null || true; }
 cleanup() {
-  trap '' INT TERM # finish the teardown whatever else arrives
+  # Finish the teardown whatever else arrives: Ctrl-C again, a closed terminal, a reader gone.
+  trap '' INT TERM HUP PIPE
+  set +e
   if [ -n "$atoll" ]; then
     kill -TERM "$atoll" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$atoll" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$atoll" 2>/dev/null || true
     wait "$atoll" 2>/dev/null || true
+    atoll=""
   fi
   if [ -n "$testbed" ]; then
-    echo "demo: tearing down the test bed" >&2
+    say "demo: tearing down the test bed"
     # TERM ends it at any stage, a start-up still waiting for another test bed included; its
     # teardown stops every container it ran and unmounts what they used.
     kill -TERM "$testbed" 2>/dev/null || true
     exec 3>&- || true
     wait "$testbed" 2>/dev/null || true
+    testbed=""
   fi
   [ -n "$dir" ] && [ -d "$dir" ] || return 0
   # atoll leaves its pods' volumes mounted when it exits (Secret and ConfigMap tmpfs, subPaths:
@@ -50,9 +57,10 @@ cleanup() {
     umount -l "$m" 2>/dev/null || true
   done
   rm -rf --one-file-system "$dir"
+  dir=""
 }
 trap cleanup EXIT
-trap 'exit 0' INT TERM
+trap 'exit 0' INT TERM HUP PIPE
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/atoll-demo.XXXXXX")
 mkfifo "$dir/testbed.ctl"

@@ -89,7 +89,7 @@ check() {
   grep -q "^ExecStart=/usr/bin/atoll run --config=/etc/atoll/kubelet.yaml" "$root/usr/lib/systemd/system/atoll.service" ||
     die "$arch: the unit does not run the installed binary with the installed configs"
   for f in usr/share/bash-completion/completions/atoll usr/share/zsh/vendor-completions/_atoll \
-    usr/share/fish/vendor_completions.d/atoll.fish usr/share/man/man8/atoll.8.gz; do
+    usr/share/fish/vendor_completions.d/atoll.fish usr/share/man/man8/atoll.8.gz usr/share/man/man5/atoll-config.5.gz; do
     [ -s "$root/$f" ] || die "$arch: no /$f"
   done
   out=$(in_root dpkg-query -W -f='${Conffiles}' atoll)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Release artifacts from the cross-built binaries, into OUT:
 #   atoll-VERSION-TARGET.tar.gz     the binary, the systemd unit, the default configs, the man
-#                                   page and the bash, zsh and fish completions
+#                                   pages (atoll(8), atoll-config(5)) and the bash, zsh and fish completions
 #   atoll_VERSION_ARCH.deb          the same as a Debian package (arm64, armhf, amd64)
 #   atoll-VERSION-TARGET.cdx.json   a CycloneDX SBOM: every crate in the binary, its version,
 #                                   licence and checksum (cross/sbom.py)
 #   SHA256SUMS, SHA256SUMS.minisig  checksums of all of the above, signed with minisign
-#                                   (the public key is never put here: the README holds it)
+#                                   (the public key is never put here: docs/src/operations/installing.md says how to get it)
 # The man page and completions come from the command and flag tables (examples/docs.rs); each
 # binary carries its dependency list in cargo-auditable's format (cross/release.sh).
 #
@@ -66,6 +66,7 @@ cargo build -q --locked --example docs >&2
 docs=$work/docs
 mkdir -p "$docs"
 target/debug/examples/docs man "$version" "$day" | gzip -9n >"$docs/atoll.8.gz"
+target/debug/examples/docs config-man "$version" "$day" | gzip -9n >"$docs/atoll-config.5.gz"
 for shell in bash zsh fish; do target/debug/examples/docs "$shell" >"$docs/atoll.$shell"; done
 sed 's|^ExecStart=.*|ExecStart=/usr/bin/atoll run --config=/etc/atoll/kubelet.yaml --atoll-config=/etc/atoll/atoll.yaml|;
      s|^# atoll as a system service\. Install the binary as /usr/local/bin/atoll, then:|# atoll as a system service (the package installs and enables it).|;
@@ -104,6 +105,7 @@ for t in "${TARGETS[@]}"; do
   install -D -m 0644 "$docs/atoll.yaml" "$root/etc/atoll/atoll.yaml"
   install -d -m 0755 "$root/etc/kubernetes/manifests"
   install -D -m 0644 "$docs/atoll.8.gz" "$root/usr/share/man/man8/atoll.8.gz"
+  install -D -m 0644 "$docs/atoll-config.5.gz" "$root/usr/share/man/man5/atoll-config.5.gz"
   install -D -m 0644 "$docs/atoll.bash" "$root/usr/share/bash-completion/completions/atoll"
   install -D -m 0644 "$docs/atoll.zsh" "$root/usr/share/zsh/vendor-completions/_atoll"
   install -D -m 0644 "$docs/atoll.fish" "$root/usr/share/fish/vendor_completions.d/atoll.fish"
@@ -128,7 +130,7 @@ for t in "${TARGETS[@]}"; do
   name=atoll-$version-$t
   tree=$work/$name
   install -D -m 0755 "$bin" "$tree/atoll"
-  install -m 0644 "$docs/atoll.service" "$docs/kubelet.yaml" "$docs/atoll.yaml" "$docs/atoll.8.gz" "$tree/"
+  install -m 0644 "$docs/atoll.service" "$docs/kubelet.yaml" "$docs/atoll.yaml" "$docs/atoll.8.gz" "$docs/atoll-config.5.gz" "$tree/"
   install -D -m 0644 "$docs/atoll.bash" "$tree/completions/atoll.bash"
   install -m 0644 "$docs/atoll.zsh" "$tree/completions/_atoll"
   install -m 0644 "$docs/atoll.fish" "$tree/completions/atoll.fish"

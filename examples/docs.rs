@@ -4,20 +4,28 @@
 //! at packaging time (`cross/package.sh`); nothing of it is in the binary.
 //!
 //!   cargo run --example docs -- man VERSION DATE    the man page, section 8 (troff)
+//!   cargo run --example docs -- config-man VERSION DATE    atoll-config(5): the settings files' keys
 //!   cargo run --example docs -- bash|zsh|fish       a completion script
 
 use atoll::cli::{takes, CommandSpec, COMMANDS};
+
+#[path = "docs/config.rs"]
+mod config;
+#[cfg(test)]
+#[path = "docs/links.rs"]
+mod links;
 use atoll::config::flags::{Kind, Spec, TABLE};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let text = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["man", version, date] => man(version, date),
+        ["config-man", version, date] => config::man(version, date),
         ["bash"] => bash(),
         ["zsh"] => zsh(),
         ["fish"] => fish(),
         _ => {
-            eprintln!("usage: docs man VERSION DATE | bash | zsh | fish");
+            eprintln!("usage: docs man VERSION DATE | config-man VERSION DATE | bash | zsh | fish");
             std::process::exit(2);
         }
     };

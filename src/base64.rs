@@ -15,9 +15,23 @@ pub fn encode(bytes: &[u8]) -> String {
     out
 }
 
+/// Text that is not base64: the first character outside its alphabet.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Error {
+    pub unexpected: char,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not base64: unexpected {:?}", self.unexpected)
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Standard base64 (with or without padding; whitespace ignored): kubeconfig `*-data` fields,
 /// minisign keys and signatures.
-pub fn decode(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode(text: &str) -> Result<Vec<u8>, Error> {
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
@@ -28,7 +42,7 @@ pub fn decode(text: &str) -> Result<Vec<u8>, String> {
             b'+' => 62,
             b'/' => 63,
             b'=' => break,
-            _ => return Err(format!("not base64: unexpected {:?}", c as char)),
+            _ => return Err(Error { unexpected: c as char }),
         };
         acc = (acc << 6) | u32::from(v);
         bits += 6;

@@ -4,9 +4,57 @@
 
 use smol::io::{AsyncRead, AsyncReadExt};
 
+/// Why no message head was read.
+#[derive(Debug)]
+pub enum Error {
+    /// Over the limit without its end.
+    TooLarge,
+    /// The peer closed the connection first.
+    Closed,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::TooLarge => f.write_str("message head too large"),
+            Error::Closed => f.write_str("connection closed before a complete message head"),
+            Error::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A first line that is not `HTTP/1.x CODE …` (the line as it came).
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadStatusLine(pub String);
+
+impl std::fmt::Display for BadStatusLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed HTTP status line {:?}", self.0)
+    }
+}
+
+impl std::error::Error for BadStatusLine {}
+
+/// For the rooms whose errors are still text.
+impl From<Error> for String {
+    fn from(e: Error) -> String {
+        e.to_string()
+    }
+}
+
+/// For the rooms whose errors are still text.
+impl From<BadStatusLine> for String {
+    fn from(e: BadStatusLine) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads until the end of a message head (`\r\n\r\n`), at most `limit` bytes of it. Returns
 /// the head (without the blank line) and whatever of the body came with it.
-pub async fn read_head<S: AsyncRead + Unpin>(s: &mut S, limit: usize) -> Result<(String, Vec<u8>), String> {
+pub async fn read_head<S: AsyncRead + Unpin>(s: &mut S, limit: usize) -> Result<(String, Vec<u8>), Error> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -15,11 +63,11 @@ pub async fn read_head<S: AsyncRead + Unpin>(s: &mut S, limit: usize) -> Result<
             return Ok((head, buf[end + 4..].to_vec()));
         }
         if buf.len() > limit {
-            return Err("message head too large".into());
+            return Err(Error::TooLarge);
         }
-        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = s.read(&mut chunk).await.map_err(Error::Io)?;
         if n == 0 {
-            return Err("connection closed before a complete message head".into());
+            return Err(Error::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -31,7 +79,7 @@ pub fn head_end(buf: &[u8]) -> Option<usize> {
 }
 
 /// The status code of a response head's first line (`HTTP/1.1 200 OK`).
-pub fn status(head: &str) -> Result<u16, String> {
+pub fn status(head: &str) -> Result<u16, BadStatusLine> {
     let line = head.lines().next().unwrap_or_default();
     let mut parts = line.splitn(3, ' ');
     let version = parts.next().unwrap_or_default();
@@ -39,7 +87,7 @@ pub fn status(head: &str) -> Result<u16, String> {
         .next()
         .and_then(|c| c.parse().ok())
         .filter(|_| version.starts_with("HTTP/1."))
-        .ok_or_else(|| format!("malformed HTTP status line {line:?}"))
+        .ok_or_else(|| BadStatusLine(line.to_string()))
 }
 
 /// The value of header `name` (any case), trimmed.
@@ -63,7 +111,7 @@ mod tests {
         assert_eq!(header(&head, "Content-Length"), Some("2"));
         assert!(status("SPDY/3 200 OK").is_err());
         let long = vec![b'x'; 5000];
-        assert_eq!(smol::block_on(read_head(&mut &long[..], 1024)).unwrap_err(), "message head too large");
+        assert_eq!(smol::block_on(read_head(&mut &long[..], 1024)).unwrap_err().to_string(), "message head too large");
         assert!(smol::block_on(read_head(&mut &b"HTTP/1.1 200 OK\r\n"[..], 1024)).is_err());
         // A blocking reader (the CLI's socket) is read the same way.
         let mut blocking = smol::io::AssertAsync::new(std::io::Cursor::new(raw.to_vec()));

@@ -1,9 +1,11 @@
 //! atoll: a small agent that runs Kubernetes static pods on one machine through CRI.
 //!
-//! Data flows one way: `source` (manifest dir and URL) → desired pods (`pod::Change`) →
-//! `admission` → `runtime` (one worker per pod) → the runtime through `cri`; workers and
-//! `probe`s → `status` → the node's status store → `api` (local API) and `mirror` (API
-//! server).
+//! Data flows one way: `source` (manifest dir and URL: each source's snapshot of pods) →
+//! `rollback` (the health-gated stage: the last good version for a bad one) → the merge
+//! (`source::merge`: desired pods) → `admission` → `runtime` (one worker per pod) → the
+//! runtime through `cri` (over `grpc`); workers and `probe`s → `status` → the node's status
+//! store → `api` (local API), `mirror` (API server) and `kubelet_server` (the API server's way
+//! to logs, exec and stats, reached through `tunnel` from behind NAT). The `agent` wires it.
 //!
 //! The rooms stand on floors. A room imports only rooms on floors below its own, never one
 //! beside it or above it (`tests/architecture.rs` reads this list and checks every import of

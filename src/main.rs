@@ -45,7 +45,7 @@ fn usage_error(message: &str) -> ExitCode {
 }
 
 /// A check's verdict: 0 when all is well, 1 when not, 2 when the settings did not load.
-fn verdict(what: &str, result: Result<bool, String>) -> ExitCode {
+fn verdict(what: &str, result: Result<bool, cli::Error>) -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -57,7 +57,7 @@ fn verdict(what: &str, result: Result<bool, String>) -> ExitCode {
 }
 
 /// A command's exit code, or its error on stderr with exit 1.
-fn failure(what: &str, result: Result<u8, String>) -> ExitCode {
+fn failure(what: &str, result: Result<u8, cli::Error>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

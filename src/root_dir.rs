@@ -6,15 +6,38 @@
 //! images directory. A leaf: the agent calls [`prepare`], `atoll doctor` calls [`problem`].
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The state directory's mode.
 pub const ROOT_MODE: u32 = 0o700;
 /// `<root-dir>/pods`: kubelet's mode for its pods directory.
 pub const PODS_MODE: u32 = 0o750;
 
+/// Why a state directory could not be made private.
+#[derive(Debug)]
+pub enum Error {
+    /// It could not be created.
+    Create { dir: PathBuf, source: std::io::Error },
+    /// It is there, but not a directory.
+    NotDir(PathBuf),
+    /// It could not be opened, looked at or tightened.
+    Io { dir: PathBuf, source: std::io::Error },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Create { dir, source } => write!(f, "creating {}: {source}", dir.display()),
+            Error::NotDir(dir) => write!(f, "{} is not a directory", dir.display()),
+            Error::Io { dir, source } => write!(f, "{}: {source}", dir.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Makes `root` and `root/pods` (private, as above); says what it had to tighten.
-pub fn prepare(root: &Path) -> Result<(), String> {
+pub fn prepare(root: &Path) -> Result<(), Error> {
     make(root, ROOT_MODE)?;
     make(&root.join("pods"), PODS_MODE)
 }
@@ -39,16 +62,16 @@ fn loose(m: &std::fs::Metadata, mode: u32) -> bool {
 }
 
 /// `dir` made with `mode` if missing; else owned by this user and no looser than `mode`.
-fn make(dir: &Path, mode: u32) -> Result<(), String> {
+fn make(dir: &Path, mode: u32) -> Result<(), Error> {
     let shown = dir.display();
-    match std::fs::DirBuilder::new().recursive(true).mode(mode).create(dir) {
-        Ok(()) => {}
-        Err(e) => return Err(format!("creating {shown}: {e}")),
+    if let Err(source) = std::fs::DirBuilder::new().recursive(true).mode(mode).create(dir) {
+        return Err(Error::Create { dir: dir.into(), source });
     }
-    let f = std::fs::File::open(dir).map_err(|e| format!("{shown}: {e}"))?;
-    let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    let io = |source| Error::Io { dir: dir.into(), source };
+    let f = std::fs::File::open(dir).map_err(io)?;
+    let m = f.metadata().map_err(io)?;
     if !m.is_dir() {
-        return Err(format!("{shown} is not a directory"));
+        return Err(Error::NotDir(dir.into()));
     }
     if !loose(&m, mode) {
         return Ok(());
@@ -59,9 +82,9 @@ fn make(dir: &Path, mode: u32) -> Result<(), String> {
         m.mode() & 0o7777
     );
     let (uid, gid) = (rustix::process::geteuid(), rustix::process::getegid());
-    rustix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| format!("{shown}: {e}"))?;
+    rustix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| io(e.into()))?;
     let tightened = (m.mode() & 0o777) & mode;
-    f.set_permissions(std::fs::Permissions::from_mode(tightened)).map_err(|e| format!("{shown}: {e}"))
+    f.set_permissions(std::fs::Permissions::from_mode(tightened)).map_err(io)
 }
 
 #[cfg(test)]
@@ -92,7 +115,7 @@ mod tests {
         // Not a directory: an error naming it.
         let file = d.join("file");
         std::fs::write(&file, b"").unwrap();
-        assert!(prepare(&file).unwrap_err().contains("file"));
+        assert!(prepare(&file).unwrap_err().to_string().contains("file"));
         let _ = std::fs::remove_dir_all(&d);
     }
 }

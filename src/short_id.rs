@@ -1,6 +1,6 @@
-//! IDs that come from outside (a runtime's container ID, a pod's UID): how atoll shows one in
-//! logs and events, its first 13 characters as `crictl` does ([`short`]), and the newtype each
-//! kind of ID gets (`text_id!`). Nothing here assumes an ID's length or that it is ASCII.
+//! IDs that come from outside (a runtime's container ID, a pod's UID and full name): how atoll
+//! shows one in logs and events, its first 13 characters as `crictl` does ([`short`]), and the
+//! newtype each kind of ID gets (`text_id!`). Nothing here assumes an ID's length or that it is ASCII.
 
 /// The first 13 characters of `id`; a multibyte character is never cut.
 pub fn short(id: &str) -> &str {
@@ -11,7 +11,8 @@ pub fn short(id: &str) -> &str {
 }
 
 /// A newtype over `String` for one kind of ID: shown short ([`short`]), read as `&str`
-/// (`Deref`, `as_str`), compared with strings, looked up in maps by `&str`.
+/// (`Deref`, `as_str`), compared with strings, looked up in maps by `&str`, serialised as the
+/// bare string (so a record written with a `String` in its place reads the same).
 #[macro_export]
 macro_rules! text_id {
     ($(#[$m:meta])* $name:ident) => {
@@ -53,6 +54,19 @@ macro_rules! text_id {
         impl std::borrow::Borrow<str> for $name {
             fn borrow(&self) -> &str {
                 &self.0
+            }
+        }
+
+        /// Serialised as the bare string it wraps (records written before it keep reading).
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                <String as serde::Deserialize>::deserialize(d).map($name)
             }
         }
 

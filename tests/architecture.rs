@@ -371,3 +371,143 @@ fn tasks_are_spawned_through_one_task_type() {
     }
     assert!(direct.is_empty(), "smol::spawn outside src/task.rs (use crate::task::spawn): {direct:?}");
 }
+
+/// The modules whose docs say they are pure (decisions with table tests; their callers act).
+const PURE: &[&str] = &[
+    "admission/verdict.rs",
+    "agent/readiness.rs",
+    "objects/resolve.rs",
+    "pod/fieldpath.rs",
+    "probe/progress.rs",
+    "rollback/judge.rs",
+    "rollback/record.rs",
+    "runtime/container.rs",
+    "runtime/lifecycle.rs",
+    "runtime/plan/",
+    "runtime/sandbox.rs",
+    "source/last_wins.rs",
+    "status/mod.rs",
+    "tunnel/policy.rs",
+    "tunnel/pool.rs",
+    // "runtime/ledger.rs", // made pure by the keys lane
+    // "trust/versions.rs", // made pure by the keys lane
+];
+
+/// What a pure module may not name: files, sockets, processes, the environment, threads, the
+/// executor's blocking pool and timers, the records on disk, the log, the metrics, the clock
+/// (time is passed in), spawned tasks.
+const IMPURE: &[&str] = &[
+    "std::fs",
+    "std::net::Tcp",
+    "std::net::Udp",
+    "std::os::unix::net",
+    "std::os::fd",
+    "std::process",
+    "std::env",
+    "std::thread",
+    "std::io::stdout",
+    "std::io::stderr",
+    "smol::fs",
+    "smol::net",
+    "smol::process",
+    "smol::unblock",
+    "smol::Timer",
+    "crate::records",
+    "crate::bounded::read",
+    "crate::metrics::",
+    "crate::task::spawn",
+    "log::",
+    "SystemTime::now",
+    "Instant::now",
+    "libc::",
+];
+
+/// The I/O `text` (a file's code) names, `use std::{fs, ...}` groups spelled out.
+fn io_in(text: &str) -> Vec<&'static str> {
+    let mut code = code_only(text).split_whitespace().collect::<String>();
+    let groups: Vec<String> = code.split("std::{").skip(1).map(String::from).collect();
+    for group in groups {
+        let inner = group.split('}').next().unwrap_or("");
+        for item in inner.split(',') {
+            code.push_str(&format!(" std::{item}"));
+        }
+    }
+    IMPURE.iter().copied().filter(|p| code.contains(&p.split_whitespace().collect::<String>())).collect()
+}
+
+#[test]
+fn modules_labelled_pure_do_no_io() {
+    let mut impure = Vec::new();
+    for file in modules(&src()).values() {
+        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+        if !PURE.iter().any(|p| rel == *p || p.ends_with('/') && rel.starts_with(p)) {
+            continue;
+        }
+        let io = io_in(&std::fs::read_to_string(file).unwrap());
+        if !io.is_empty() {
+            impure.push(format!("{rel}: {io:?}"));
+        }
+    }
+    assert!(impure.is_empty(), "modules labelled pure that do I/O:\n{}", impure.join("\n"));
+    for p in PURE.iter().filter(|p| !p.starts_with("//")) {
+        assert!(src().join(p).exists(), "{p} is listed as pure but does not exist");
+    }
+    // The check itself: a read of the clock, a log line, a grouped import of std::fs.
+    assert_eq!(io_in("fn f() { let t = std::time::Instant::now(); }"), ["Instant::now"]);
+    assert_eq!(io_in("use std::{collections::BTreeMap, fs};\nfn f() { log::info!(\"x\") }"), ["std::fs", "log::"]);
+    assert!(io_in("fn f(now: Instant) -> bool { now > now } // std::fs\n#[cfg(test)]\nmod tests {\nuse std::fs;\n}")
+        .is_empty());
+}
+
+/// Every function of `text` as (its name, its first line, its length in lines), as rustfmt
+/// lays them out: from `fn` to the `}` at the same indentation.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = line.strip_suffix(code).unwrap_or("");
+        let mut rest = code;
+        for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"C\" "] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(name) = rest.strip_prefix("fn ") else { continue };
+        if code.ends_with('}') {
+            continue; // on one line
+        }
+        let name = name.split(['(', '<']).next().unwrap_or("").to_string();
+        let Some(open) = lines[n..].iter().position(|l| l.ends_with('{') || l.ends_with(';')) else { continue };
+        if lines[n + open].ends_with(';') {
+            continue; // a declaration without a body
+        }
+        let end = format!("{indent}}}");
+        if let Some(len) = lines[n..].iter().position(|l| *l == end) {
+            out.push((name, n + 1, len + 1));
+        }
+    }
+    out
+}
+
+/// The files whose functions may be long: the validator's checks and the renderers (one
+/// field after another, read best in one piece).
+const LONG_FUNCTIONS_ALLOWED: &[&str] = &["pod/validate/container.rs"];
+
+#[test]
+fn functions_fit_in_a_screenful() {
+    let mut long = Vec::new();
+    for file in modules(&src()).values() {
+        let rel = file.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+        if LONG_FUNCTIONS_ALLOWED.iter().any(|p| rel == *p || p.ends_with('/') && rel.starts_with(p)) {
+            continue;
+        }
+        for (name, line, len) in functions(&std::fs::read_to_string(file).unwrap()) {
+            if len > 120 {
+                long.push(format!("{rel}:{line}: {name} has {len} lines"));
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over 120 lines (split them into named steps):\n{}", long.join("\n"));
+    let sample =
+        "impl A {\n    pub async fn f(\n        x: u8,\n    ) {\n        g();\n    }\n    fn h();\n}\nfn k() {}\n";
+    assert_eq!(functions(sample), [("f".to_string(), 2, 5)]);
+}

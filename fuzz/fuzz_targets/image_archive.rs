@@ -8,12 +8,13 @@ use atoll::images::archive::{Compression, TarScan};
 use libfuzzer_sys::fuzz_target;
 use std::io::Read;
 
+/// The contents, or the error as it reads (the same words whole and in pieces).
 fn scan(data: &[u8], piece: usize) -> Result<atoll::images::archive::Contents, String> {
     let mut t = TarScan::default();
     for p in data.chunks(piece.max(1)) {
-        t.feed(p)?;
+        t.feed(p).map_err(|e| e.to_string())?;
     }
-    t.finish()
+    t.finish().map_err(|e| e.to_string())
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -7,9 +7,9 @@
 #![no_main]
 
 use atoll::cri::api::ContainerStatus;
+use atoll::node::observed::Observed;
 use atoll::pod::types::Pod;
 use atoll::pod::{self, Origin, Policy, Shape};
-use atoll::node::observed::Observed;
 use atoll::runtime::volumes::poddir;
 use atoll::runtime::{backoff, container, orphan, plan, sandbox, stop};
 use libfuzzer_sys::fuzz_target;
@@ -49,12 +49,12 @@ fn after_intake(pod: &Pod) {
     let uid = &pod.metadata.uid;
     // Every directory built from the pod's names stays below its base.
     let dir = poddir::pod_dir(root, uid).expect("a validated UID is a directory name");
-    assert!(dir.starts_with(root.join("pods")) && dir != root.join("pods"));
+    assert!(dir.path().starts_with(root.join("pods")) && dir.path() != root.join("pods"));
     let logs = sandbox::log_directory(&node, pod).expect("validated names are directory names");
     assert!(logs.starts_with("/var/log/pods") && logs.parent() == Some(Path::new("/var/log/pods")));
     for v in &pod.spec.volumes {
-        if let Some(p) = poddir::volume_path(root, uid, v).expect("volume paths") {
-            assert!(v.host_path.is_some() || p.starts_with(&dir));
+        if let Some(p) = poddir::volume_path(&dir, v).expect("volume paths") {
+            assert!(v.host_path.is_some() || p.starts_with(dir.path()));
         }
     }
     let _ = sandbox::sandbox_config(pod, 0, &node);
@@ -73,17 +73,21 @@ fn after_intake(pod: &Pod) {
             let _ = atoll::handlers::timeout_of(probe);
         }
         let mut ctx = container::InstanceContext {
-            root_dir: root.into(),
+            pod_dir: dir.clone(),
             pod_ip: "10.0.0.2".into(),
             host_ip: "192.0.2.1".into(),
             allocatable: atoll::pod::fieldpath::Allocatable { cpu_millis: 4000, memory_bytes: 8 << 30 },
             node_memory_bytes: 8 << 30,
-            ..Default::default()
+            termination_log: None,
+            hosts_file: None,
+            subpaths: Default::default(),
+            image_volumes: Default::default(),
+            objects: Default::default(),
         };
         for (i, m) in c.volume_mounts.iter().enumerate() {
             if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
-                let target = poddir::subpath_target(root, uid, &m.name, &c.name, i).expect("subPath targets");
-                assert!(target.starts_with(&dir));
+                let target = poddir::subpath_target(&dir, &m.name, &c.name, i).expect("subPath targets");
+                assert!(target.starts_with(dir.path()));
                 ctx.subpaths.insert(i, target);
             }
         }

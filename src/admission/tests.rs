@@ -63,7 +63,7 @@ fn removals_free_room_before_additions_and_updates_are_not_admitted_again() {
 fn a_finished_pod_takes_no_room() {
     let (n, mut a) = (node(1), Admission::default());
     a.apply(vec![Change::Add(sp("job", "j", json!({})))], &n);
-    n.statuses().set("j", PodStatus { phase: "Succeeded".into(), ..Default::default() });
+    n.statuses().set(&"j".into(), PodStatus { phase: "Succeeded".into(), ..Default::default() });
     assert_eq!(a.apply(vec![Change::Add(sp("b", "b", json!({})))], &n).len(), 1);
 }
 

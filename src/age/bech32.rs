@@ -46,14 +46,15 @@ fn regroup(data: &[u8], from: u32, to: u32, pad: bool) -> Option<Vec<u8>> {
 }
 
 /// (human-readable part in lower case, data).
-pub fn decode(text: &str) -> Result<(String, Vec<u8>), String> {
+/// What is wrong is said in bech32's terms, never with the text (it may be a secret key).
+pub fn decode(text: &str) -> Result<(String, Vec<u8>), &'static str> {
     let lower = text.to_ascii_lowercase();
     if text != lower && text != text.to_ascii_uppercase() {
-        return Err("mixed case".into());
+        return Err("mixed case");
     }
     let (hrp, data) = lower.rsplit_once('1').ok_or("no separator")?;
     if hrp.is_empty() || data.len() < 6 {
-        return Err("too short".into());
+        return Err("too short");
     }
     let values: Vec<u8> = data
         .bytes()
@@ -61,7 +62,7 @@ pub fn decode(text: &str) -> Result<(String, Vec<u8>), String> {
         .collect::<Option<_>>()
         .ok_or("a character outside bech32's alphabet")?;
     if polymod(expand(hrp).into_iter().chain(values.iter().copied())) != 1 {
-        return Err("the checksum does not match".into());
+        return Err("the checksum does not match");
     }
     let bytes = regroup(&values[..values.len() - 6], 5, 8, false).ok_or("bad padding")?;
     Ok((hrp.to_string(), bytes))

@@ -12,8 +12,10 @@
 //! plaintext is ever returned.
 
 mod bech32;
+mod error;
 #[doc(hidden)] // for fuzz/fuzz_targets/age.rs
 pub use bech32::{decode as bech32_decode, encode as bech32_encode};
+pub use error::Error;
 mod x25519;
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
@@ -47,32 +49,28 @@ impl Identity {
     /// Reads an identity file as `age-keygen` writes it (comments, then the key); it must be
     /// a regular file only root can read or write (0600 or tighter, owned by root), checked on
     /// the descriptor that is then read (a file swapped in after a check by path is not).
-    pub fn from_file(path: &Path) -> Result<Identity, String> {
+    pub fn from_file(path: &Path) -> Result<Identity, Error> {
         use std::os::unix::fs::MetadataExt;
-        let shown = path.display();
-        let file = crate::bounded::open_regular(path).map_err(|e| format!("{shown}: {e}"))?;
-        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        let read = |source| Error::Read { path: path.into(), source };
+        let file = crate::bounded::open_regular(path).map_err(read)?;
+        let meta = file.metadata().map_err(read)?;
         if meta.uid() != 0 || meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "{shown} is owned by uid {} with mode {:04o}: a key file must be owned by root with mode 0600",
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
+            return Err(Error::NotRoots { path: path.into(), uid: meta.uid(), mode: meta.mode() & 0o7777 });
         }
-        let text = crate::bounded::read_at_most(file, 64 << 10).map_err(|e| format!("{shown}: {e}"))?;
+        let text = crate::bounded::read_at_most(file, 64 << 10).map_err(read)?;
         let text = String::from_utf8_lossy(&text);
         let mut keys = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
-        let key = keys.next().ok_or_else(|| format!("{shown}: no AGE-SECRET-KEY-1… line"))?;
-        Identity::parse(key).map_err(|e| format!("{shown}: {e}"))
+        let key = keys.next().ok_or_else(|| Error::NoKey { path: path.into() })?;
+        Identity::parse(key).map_err(|e| Error::BadKey { path: path.into(), error: Box::new(e) })
     }
 
     /// `AGE-SECRET-KEY-1…` (bech32; the key itself is never in an error).
-    pub fn parse(text: &str) -> Result<Identity, String> {
-        let (hrp, data) = bech32::decode(text).map_err(|e| format!("not an age identity: {e}"))?;
+    pub fn parse(text: &str) -> Result<Identity, Error> {
+        let (hrp, data) = bech32::decode(text).map_err(Error::NotIdentity)?;
         if hrp != "age-secret-key-" {
-            return Err("not an age identity (expected AGE-SECRET-KEY-1…)".into());
+            return Err(Error::NotSecretKey);
         }
-        let secret: [u8; 32] = data.try_into().map_err(|_| "an age identity holds 32 bytes".to_string())?;
+        let secret: [u8; 32] = data.try_into().map_err(|_| Error::KeyLength)?;
         Ok(Identity { public: x25519::public(&secret), secret })
     }
 
@@ -82,7 +80,7 @@ impl Identity {
     }
 
     /// The plaintext of an age file (binary or armored) encrypted to this identity.
-    pub fn decrypt(&self, file: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn decrypt(&self, file: &[u8]) -> Result<Vec<u8>, Error> {
         let binary;
         let file = if file.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----") {
             binary = dearmor(file)?;
@@ -98,7 +96,7 @@ impl Identity {
                 break;
             }
         }
-        let file_key = key.ok_or_else(|| format!("not encrypted to this box's key ({})", self.recipient()))?;
+        let file_key = key.ok_or_else(|| Error::NotForThisKey { recipient: self.recipient() })?;
         let mac = header.get(mac_at + 4..).ok_or("no header MAC")?;
         let mac = crate::base64::decode(std::str::from_utf8(mac).map_err(|_| "a header that is not text")?)?;
         let mac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hkdf(&file_key, b"", b"header")?);
@@ -107,20 +105,20 @@ impl Identity {
     }
 
     /// The file key from one `X25519` stanza, if it was made for this identity.
-    fn unwrap(&self, stanza: &Stanza) -> Result<Option<[u8; 16]>, String> {
+    fn unwrap(&self, stanza: &Stanza) -> Result<Option<[u8; 16]>, Error> {
         if stanza.kind != "X25519" {
             return Ok(None);
         }
         let share: [u8; 32] = match stanza.args.as_slice() {
             [share] => crate::base64::decode(share)?.try_into().map_err(|_| "an X25519 share holds 32 bytes")?,
-            _ => return Err("an X25519 stanza has one argument".into()),
+            _ => return Err(Error::Malformed("an X25519 stanza has one argument")),
         };
         if stanza.body.len() != 32 {
-            return Err("an X25519 stanza wraps 32 bytes".into());
+            return Err(Error::Malformed("an X25519 stanza wraps 32 bytes"));
         }
         let shared = x25519::x25519(&self.secret, &share);
         if shared == [0u8; 32] {
-            return Err("an X25519 share of low order".into());
+            return Err(Error::Malformed("an X25519 share of low order"));
         }
         let mut salt = share.to_vec();
         salt.extend_from_slice(&self.public);
@@ -140,9 +138,9 @@ struct Stanza {
 }
 
 /// (header through the MAC line without its newline, where `---` starts, the rest).
-fn split_header(file: &[u8]) -> Result<(&[u8], usize, &[u8]), String> {
+fn split_header(file: &[u8]) -> Result<(&[u8], usize, &[u8]), Error> {
     if !file.starts_with(INTRO) {
-        return Err("not an age file (no age-encryption.org/v1 header)".into());
+        return Err(Error::Malformed("not an age file (no age-encryption.org/v1 header)"));
     }
     let limit = file.len().min(MAX_HEADER);
     let mut at = 0;
@@ -154,10 +152,10 @@ fn split_header(file: &[u8]) -> Result<(&[u8], usize, &[u8]), String> {
         }
         at = end + 1;
     }
-    Err("the age header does not end".into())
+    Err(Error::Malformed("the age header does not end"))
 }
 
-fn stanzas(header: &[u8]) -> Result<Vec<Stanza>, String> {
+fn stanzas(header: &[u8]) -> Result<Vec<Stanza>, Error> {
     let text = std::str::from_utf8(header).map_err(|_| "an age header that is not text")?;
     let mut out: Vec<Stanza> = Vec::new();
     let mut open_body = false;
@@ -173,19 +171,19 @@ fn stanzas(header: &[u8]) -> Result<Vec<Stanza>, String> {
             continue;
         }
         let (Some(stanza), true) = (out.last_mut(), open_body) else {
-            return Err("a malformed age header".into());
+            return Err(Error::Malformed("a malformed age header"));
         };
         stanza.body.extend(crate::base64::decode(line)?);
         // A body line shorter than 64 columns is its last.
         open_body = line.len() == 64;
         if out.len() > 64 {
-            return Err("too many recipients in the age header".into());
+            return Err(Error::Malformed("too many recipients in the age header"));
         }
     }
     Ok(out)
 }
 
-fn hkdf(ikm: &[u8], salt: &[u8], info: &[u8]) -> Result<[u8; 32], String> {
+fn hkdf(ikm: &[u8], salt: &[u8], info: &[u8]) -> Result<[u8; 32], Error> {
     let mut out = [0u8; 32];
     let info = [info];
     let prk = Salt::new(HKDF_SHA256, salt).extract(ikm);
@@ -201,11 +199,11 @@ fn open(key: &[u8; 32], nonce: [u8; 12], buf: &mut [u8]) -> Result<Vec<u8>, ()> 
 }
 
 /// The STREAM payload: a 16-byte nonce, then 64 KiB chunks, the last one flagged.
-fn payload(file_key: &[u8; 16], rest: &[u8]) -> Result<Vec<u8>, String> {
+fn payload(file_key: &[u8; 16], rest: &[u8]) -> Result<Vec<u8>, Error> {
     let (nonce, body) = rest.split_at_checked(16).ok_or("the age payload is cut short")?;
     let key = hkdf(file_key, nonce, b"payload")?;
     if body.is_empty() {
-        return Err("the age payload has no chunk".into());
+        return Err(Error::Malformed("the age payload has no chunk"));
     }
     let chunks: Vec<&[u8]> = body.chunks(CHUNK + TAG).collect();
     let mut out = Vec::with_capacity(body.len());
@@ -215,23 +213,23 @@ fn payload(file_key: &[u8; 16], rest: &[u8]) -> Result<Vec<u8>, String> {
         n[3..11].copy_from_slice(&(i as u64).to_be_bytes());
         n[11] = u8::from(last);
         let mut buf = chunk.to_vec();
-        let plain = open(&key, n, &mut buf).map_err(|_| format!("chunk {i} of the age payload does not check out"))?;
+        let plain = open(&key, n, &mut buf).map_err(|_| Error::Chunk(i))?;
         if plain.is_empty() && (i > 0 || !last) {
-            return Err("an empty age chunk".into());
+            return Err(Error::Malformed("an empty age chunk"));
         }
         out.extend_from_slice(&plain);
     }
     Ok(out)
 }
 
-fn dearmor(file: &[u8]) -> Result<Vec<u8>, String> {
+fn dearmor(file: &[u8]) -> Result<Vec<u8>, Error> {
     let text = std::str::from_utf8(file).map_err(|_| "an armored age file that is not text")?;
     let inner = text
         .trim()
         .strip_prefix("-----BEGIN AGE ENCRYPTED FILE-----")
         .and_then(|t| t.strip_suffix("-----END AGE ENCRYPTED FILE-----"))
         .ok_or("an armored age file without its END line")?;
-    crate::base64::decode(inner)
+    Ok(crate::base64::decode(inner)?)
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ impl Agent {
     /// Builds every part and adopts what the runtime already runs.
     pub async fn start(s: Settings) -> Result<Agent, String> {
         // Private before anything is written below it (pods' Secret volumes among them).
-        crate::root_dir::prepare(&s.node.root_dir)?;
+        crate::root_dir::prepare(&s.node.root_dir).map_err(|e| e.to_string())?;
         let cri = Cri::new(&s.runtime.endpoint).with_request_timeout(s.runtime.request_timeout);
         let (runtime_name, runtime_version) = match cri.version().await {
             Ok(v) => {

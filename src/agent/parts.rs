@@ -1,6 +1,6 @@
 //! The parts the agent starts, each from its own settings: the node's facts, the manifest
-//! sources, the images directory with the pins and the collector, the mirror, and the
-//! listeners. Each returns what the agent keeps (tasks it must hold, handles it talks to).
+//! sources and the intake that opens their payloads, the images directory with the pins and
+//! the collector, the mirror, the listeners, the kubelet server and the tunnel. Each returns what the agent keeps (tasks it must hold, handles it talks to).
 
 use crate::config::Settings;
 use crate::cri::Cri;

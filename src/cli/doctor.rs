@@ -258,7 +258,7 @@ pub fn node(f: &crate::node::Facts) -> Check {
 }
 
 /// `atoll doctor`: every check with the agent's settings, printed; whether none failed.
-pub fn run(flags: &super::Flags) -> Result<bool, String> {
+pub fn run(flags: &super::Flags) -> Result<bool, super::error::Error> {
     let s = Settings::load(flags)?;
     let checks = all(&s);
     print!("{}", report(&checks));
@@ -311,7 +311,7 @@ pub fn tunnel(s: &Settings) -> Vec<Check> {
         Ok(c) => c,
         Err(e) => {
             let fix = "give readable PEM files (the CA; the certificate with its key) and token";
-            return vec![bad(Level::Fail, name, e, fix)];
+            return vec![bad(Level::Fail, name, e.into_message(), fix)];
         }
     };
     let reached = smol::block_on(crate::deadline::with_deadline(Duration::from_secs(10), link::secure(t, config)));
@@ -496,7 +496,7 @@ mod tests {
             address: "127.0.0.1:10250".parse().unwrap(),
             tls: None,
             client_ca_file: Some(d.join("missing-ca.crt")),
-            auth: crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"),
+            auth: crate::kubelet_server::auth::AuthSettings::kubelet_defaults("edge-1"),
             debugging_handlers: true,
             idle_timeout: Duration::from_secs(60),
         };

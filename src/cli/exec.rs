@@ -4,6 +4,7 @@
 //! carrying the exit status, stdin, stdout, stderr, and with `-t` a raw terminal and a resize
 //! stream fed by SIGWINCH. The exit code is the command's, as kubectl's is.
 
+use super::error::Error;
 use super::local_api::{default_container, escape, get_json, pod_path, upgrade};
 use super::render::str_of;
 use super::spdy::{Collect, Session, Sink, EXEC_PROTOCOL};
@@ -39,21 +40,21 @@ impl Sink for Ignore {
 
 /// The exit code in the error stream's `Status` (v4): 0 for none or Success, the
 /// `ExitCode` cause's for NonZeroExitCode; any other failure is its message.
-fn exit_code(status: &[u8]) -> Result<u8, String> {
+fn exit_code(status: &[u8]) -> Result<u8, Error> {
     if status.is_empty() {
         return Ok(0);
     }
-    let v: Value = serde_json::from_slice(status).map_err(|e| format!("error stream protocol error: {e}"))?;
+    let v: Value = serde_json::from_slice(status).map_err(|e| Error::Protocol(e.to_string()))?;
     match (str_of(&v, &["status"]), str_of(&v, &["reason"])) {
         ("Success", _) => Ok(0),
         ("Failure", "NonZeroExitCode") => {
             let causes = v["details"]["causes"].as_array().into_iter().flatten();
             let code = causes.filter(|c| c["reason"] == "ExitCode").find_map(|c| c["message"].as_str());
-            let code = code.ok_or("error stream protocol error: no ExitCode cause given")?;
-            code.parse().map_err(|_| format!("error stream protocol error: invalid exit code value {code:?}"))
+            let code = code.ok_or_else(|| Error::Protocol("no ExitCode cause given".into()))?;
+            code.parse().map_err(|_| Error::Protocol(format!("invalid exit code value {code:?}")))
         }
-        ("Failure", _) => Err(str_of(&v, &["message"]).to_string()),
-        _ => Err("error stream protocol error: unknown error".into()),
+        ("Failure", _) => Err(Error::Refused(str_of(&v, &["message"]).to_string())),
+        _ => Err(Error::Protocol("unknown error".into())),
     }
 }
 
@@ -141,12 +142,12 @@ fn pump_stdin(session: Arc<Session>, id: u32) {
 }
 
 /// `atoll exec POD -- CMD...` (`args` = the pod, then the command) or `atoll attach POD`.
-pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> {
+pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, Error> {
     let path = pod_path(flags, &args[0]);
     let pod = get_json(flags, "GET", &format!("/pods/{path}"))?;
     let phase = str_of(&pod, &["status", "phase"]);
     if matches!(phase, "Succeeded" | "Failed") {
-        return Err(format!("cannot {command} into a container in a completed pod; current phase is {phase}"));
+        return Err(format!("cannot {command} into a container in a completed pod; current phase is {phase}").into());
     }
     let container = match flags.get(Flag::Container) {
         Some(c) => c.to_string(),
@@ -182,7 +183,7 @@ pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> 
     let (reader, writer) = upgrade(flags, &url, EXEC_PROTOCOL)?;
     let session = Session::new(Box::new(writer));
     let status = Arc::new(Mutex::new((Vec::new(), None)));
-    let open = |kind: &str, sink: Box<dyn Sink>| session.open(&[("streamtype", kind)], sink).map_err(|e| e.to_string());
+    let open = |kind: &str, sink: Box<dyn Sink>| session.open(&[("streamtype", kind)], sink);
     open("error", Box::new(Collect(status.clone())))?;
     let stdin_id = if stdin { Some(open("stdin", Box::new(Ignore))?) } else { None };
     open("stdout", Box::new(Out(true)))?;
@@ -205,9 +206,10 @@ pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> 
     let read = session.run(reader);
     drop(raw);
     let (message, ended) = status.lock().map(|s| s.clone()).unwrap_or_default();
-    read.map_err(|e| format!("the session broke: {e}"))?;
+    read.map_err(|source| Error::Session { what: "the session broke", source })?;
     if ended != Some(true) && message.is_empty() {
-        return Err("the session ended without an exit status (the agent or the runtime went away)".into());
+        let why = "the session ended without an exit status (the agent or the runtime went away)";
+        return Err(Error::Failed(why.into()));
     }
     let code = exit_code(&message)?;
     if code != 0 {
@@ -218,10 +220,9 @@ pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn the_exit_status_is_read_as_kubectl_reads_it() {
+        let exit_code = |status: &[u8]| super::exit_code(status).map_err(|e| e.to_string());
         assert_eq!(exit_code(b""), Ok(0));
         assert_eq!(exit_code(br#"{"metadata":{},"status":"Success"}"#), Ok(0));
         let failed = br#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: error executing command [sh -c exit 7], exit code 7","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"7"}]}}"#;

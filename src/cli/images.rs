@@ -4,22 +4,23 @@
 //! FILE`: a tarball streamed into containerd by this command, exactly as the images directory
 //! does it (progress on a terminal), for a file that is not to stay on the box.
 
+use super::error::Error;
 use super::local_api::get_json;
 use super::render::table;
 use super::{Flag, Flags};
 use serde_json::Value;
 use std::io::IsTerminal;
 
-pub fn run(flags: &Flags, args: &[String]) -> Result<u8, String> {
+pub fn run(flags: &Flags, args: &[String]) -> Result<u8, Error> {
     match args.first().map(String::as_str) {
         None => list(flags),
         Some("prune") => prune(flags),
         Some("import") => import(flags, args.get(1).map(String::as_str).unwrap_or_default()),
-        Some(other) => Err(format!("unknown images command {other:?}")),
+        Some(other) => Err(Error::Failed(format!("unknown images command {other:?}"))),
     }
 }
 
-fn list(flags: &Flags) -> Result<u8, String> {
+fn list(flags: &Flags) -> Result<u8, Error> {
     let v = get_json(flags, "GET", "/images")?;
     if flags.get(Flag::Output) == Some("json") {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -54,7 +55,7 @@ fn list(flags: &Flags) -> Result<u8, String> {
     Ok(0)
 }
 
-fn prune(flags: &Flags) -> Result<u8, String> {
+fn prune(flags: &Flags) -> Result<u8, Error> {
     let dry = flags.get(Flag::DryRun).is_some_and(|v| v != "false");
     let v = get_json(flags, "POST", &format!("/images/prune?dryRun={dry}"))?;
     let removed = v["removed"].as_array().cloned().unwrap_or_default();
@@ -71,11 +72,11 @@ fn prune(flags: &Flags) -> Result<u8, String> {
     Ok(if errors.is_empty() { 0 } else { 1 })
 }
 
-fn import(flags: &Flags, file: &str) -> Result<u8, String> {
+fn import(flags: &Flags, file: &str) -> Result<u8, Error> {
     let endpoint = flags.get(Flag::ContainerRuntimeEndpoint).unwrap_or("unix:///run/containerd/containerd.sock");
-    let endpoint = crate::cri::Endpoint::parse(endpoint)?;
-    let ctr = crate::images::import::find_ctr(None)?;
-    let target = crate::images::import::Target { ctr, address: endpoint.path().to_path_buf() };
+    let endpoint = crate::cri::Endpoint::parse(endpoint).map_err(Error::Endpoint)?;
+    let ctr = crate::images::import::find_ctr(None).map_err(Error::NoCtr)?;
+    let target = crate::images::import::Containerd { ctr, address: endpoint.path().to_path_buf() };
     let cri = crate::cri::Cri::new(&endpoint);
     let present = smol::block_on(crate::images::dir::names_present(&cri));
     // kubelet's default high threshold: an import never fills the image filesystem past it.
@@ -93,7 +94,7 @@ fn import(flags: &Flags, file: &str) -> Result<u8, String> {
     if terminal {
         eprintln!();
     }
-    let done = done.map_err(|e| format!("{file}: {e}"))?;
+    let done = done.map_err(|e| Error::Import { file: file.into(), error: Box::new(e) })?;
     println!("imported {} ({}, {} bytes): {}", file, done.digest, done.bytes, done.images.join(", "));
     Ok(0)
 }

@@ -3,6 +3,7 @@
 //! `-o json|yaml` is stable for scripts.
 
 use super::describe::describe_text;
+use super::error::Error;
 use super::render::{age, status_column, str_of, table, to_yaml};
 use super::{Flag, Flags};
 use serde_json::Value;
@@ -20,7 +21,7 @@ fn socket(flags: &Flags) -> String {
     flags.get(Flag::ApiSocket).unwrap_or(crate::api::DEFAULT_SOCKET).to_string()
 }
 
-fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
+fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, Error> {
     let (status, _, body) = exchange(flags, method, path, "Content-Length: 0\r\nConnection: close")?;
     Ok(Reply { status, body: BufReader::new(body) })
 }
@@ -28,16 +29,18 @@ fn request(flags: &Flags, method: &str, path: &str) -> Result<Reply, String> {
 type Body = std::io::Chain<std::io::Cursor<Vec<u8>>, UnixStream>;
 
 /// Sends a request head with `headers`; the answer's status, head, and a reader at its body.
-fn exchange(flags: &Flags, method: &str, path: &str, headers: &str) -> Result<(u16, String, Body), String> {
-    let sock = socket(flags);
-    let mut s = UnixStream::connect(&sock).map_err(|e| {
-        format!("cannot reach atoll's local API at {sock}: {e} (is `atoll run` running? as root? see --api-socket)")
-    })?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\n{headers}\r\n\r\n").map_err(|e| format!("{sock}: {e}"))?;
+fn exchange(flags: &Flags, method: &str, path: &str, headers: &str) -> Result<(u16, String, Body), Error> {
+    let socket = socket(flags);
+    let mut s = match UnixStream::connect(&socket) {
+        Ok(s) => s,
+        Err(source) => return Err(Error::Unreachable { socket, source }),
+    };
+    let broke = |reason: String| Error::Exchange { socket: socket.clone(), reason };
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: atoll\r\n{headers}\r\n\r\n").map_err(|e| broke(e.to_string()))?;
     // The one reading of a head, on a blocking socket (the CLI has nothing else to do).
     let head = smol::block_on(crate::http1::read_head(&mut smol::io::AssertAsync::new(&mut s), 64 << 10));
-    let (head, rest) = head.map_err(|e| format!("{sock}: {e}"))?;
-    let status = crate::http1::status(&head).map_err(|e| format!("{sock}: {e}"))?;
+    let (head, rest) = head.map_err(|e| broke(e.to_string()))?;
+    let status = crate::http1::status(&head).map_err(|e| broke(e.to_string()))?;
     Ok((status, head, std::io::Cursor::new(rest).chain(s)))
 }
 
@@ -51,29 +54,29 @@ fn message(mut body: impl Read) -> String {
 
 /// Opens a streaming session (`/exec`, `/attach`, `/portForward`) over SPDY/3.1 with
 /// `protocol`: a reader of the peer's frames and the socket to write to.
-pub(super) fn upgrade(flags: &Flags, path: &str, protocol: &str) -> Result<(Body, UnixStream), String> {
+pub(super) fn upgrade(flags: &Flags, path: &str, protocol: &str) -> Result<(Body, UnixStream), Error> {
     let headers = format!(
         "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {protocol}\r\nContent-Length: 0"
     );
     let (status, head, body) = exchange(flags, "POST", path, &headers)?;
     if status != 101 {
-        return Err(message(body));
+        return Err(Error::Refused(message(body)));
     }
     let agreed = crate::http1::header(&head, "x-stream-protocol-version");
     if agreed != Some(protocol) {
-        return Err(format!("the runtime's streaming server agreed to {agreed:?}, not {protocol}"));
+        return Err(Error::Failed(format!("the runtime's streaming server agreed to {agreed:?}, not {protocol}")));
     }
-    let writer = body.get_ref().1.try_clone().map_err(|e| e.to_string())?;
+    let writer = body.get_ref().1.try_clone()?;
     Ok((body, writer))
 }
 
-pub(super) fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, String> {
+pub(super) fn get_json(flags: &Flags, method: &str, path: &str) -> Result<Value, Error> {
     let mut reply = request(flags, method, path)?;
     let mut text = String::new();
-    reply.body.read_to_string(&mut text).map_err(|e| e.to_string())?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| format!("the agent's reply: {e}"))?;
+    reply.body.read_to_string(&mut text)?;
+    let value: Value = serde_json::from_str(&text).map_err(Error::Reply)?;
     if reply.status != 200 {
-        return Err(value["message"].as_str().unwrap_or(&text).to_string());
+        return Err(Error::Refused(value["message"].as_str().unwrap_or(&text).to_string()));
     }
     Ok(value)
 }
@@ -104,14 +107,14 @@ pub(super) fn escape(s: &str) -> String {
 /// The container a command without `-c` means, as kubectl picks it: the pod's
 /// `kubectl.kubernetes.io/default-container`, else its first (saying so when there are more,
 /// unless `--quiet`).
-pub(super) fn default_container(flags: &Flags, pod: &Value) -> Result<String, String> {
+pub(super) fn default_container(flags: &Flags, pod: &Value) -> Result<String, Error> {
     let names: Vec<&str> =
         pod["spec"]["containers"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
     let named = str_of(pod, &["metadata", "annotations", "kubectl.kubernetes.io/default-container"]);
     if !named.is_empty() && names.contains(&named) {
         return Ok(named.to_string());
     }
-    let first = names.first().ok_or("the pod has no containers")?;
+    let first = names.first().ok_or_else(|| Error::Failed("the pod has no containers".into()))?;
     if names.len() > 1 && !flags.is_set(Flag::Quiet) {
         eprintln!("Defaulted container {first:?} out of: {}", names.join(", "));
     }
@@ -119,7 +122,7 @@ pub(super) fn default_container(flags: &Flags, pod: &Value) -> Result<String, St
 }
 
 /// Runs a client command; returns the exit code.
-pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> {
+pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, Error> {
     match command {
         "pods" => pods(flags),
         "describe" => describe(flags, &args[0]),
@@ -134,11 +137,11 @@ pub fn run(command: &str, flags: &Flags, args: &[String]) -> Result<u8, String> 
             }
             Ok(0)
         }
-        other => Err(format!("unknown command {other:?}")),
+        other => Err(Error::Failed(format!("unknown command {other:?}"))),
     }
 }
 
-fn pods(flags: &Flags) -> Result<u8, String> {
+fn pods(flags: &Flags) -> Result<u8, Error> {
     let list = get_json(flags, "GET", "/pods")?;
     let mut items: Vec<Value> = list["items"].as_array().cloned().unwrap_or_default();
     if let Some(ns) = flags.get(Flag::Namespace) {
@@ -210,7 +213,7 @@ fn pods(flags: &Flags) -> Result<u8, String> {
     Ok(0)
 }
 
-fn describe(flags: &Flags, arg: &str) -> Result<u8, String> {
+fn describe(flags: &Flags, arg: &str) -> Result<u8, Error> {
     let pod = get_json(flags, "GET", &format!("/pods/{}", pod_path(flags, arg)))?;
     let ns = str_of(&pod, &["metadata", "namespace"]);
     let name = str_of(&pod, &["metadata", "name"]);
@@ -224,7 +227,7 @@ fn describe(flags: &Flags, arg: &str) -> Result<u8, String> {
     Ok(0)
 }
 
-fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
+fn logs(flags: &Flags, arg: &str) -> Result<u8, Error> {
     let path = pod_path(flags, arg);
     let container = match flags.get(Flag::Container) {
         Some(c) => c.to_string(),
@@ -245,7 +248,7 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
     }
     if let Some(since) = flags.get(Flag::Since) {
         // kubectl's rounding: whole seconds, up.
-        let d = crate::duration::parse_duration(since).map_err(|e| format!("--since: {e}"))?;
+        let d = crate::duration::parse_duration(since).map_err(|e| Error::Failed(format!("--since: {e}")))?;
         query.push(format!("sinceSeconds={}", d.as_secs() + u64::from(d.subsec_nanos() > 0)));
     }
     if let Some(t) = flags.get(Flag::SinceTime) {
@@ -256,7 +259,7 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
     }
     let mut reply = request(flags, "GET", &format!("/logs/{path}/{}?{}", escape(&container), query.join("&")))?;
     if reply.status != 200 {
-        return Err(message(reply.body));
+        return Err(Error::Refused(message(reply.body)));
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -269,7 +272,7 @@ fn logs(flags: &Flags, arg: &str) -> Result<u8, String> {
                     break;
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Error::Io(e)),
         }
     }
     Ok(0)
@@ -286,8 +289,8 @@ mod tests {
             serde_json::json!({"metadata": {"annotations": {"kubectl.kubernetes.io/default-container": annotation}},
                 "spec": {"containers": [{"name": "app"}, {"name": "sidecar"}]}})
         };
-        assert_eq!(default_container(&flags, &pod("sidecar")), Ok("sidecar".into()));
-        assert_eq!(default_container(&flags, &pod("gone")), Ok("app".into()), "one that is not there: the first");
+        assert_eq!(default_container(&flags, &pod("sidecar")).unwrap(), "sidecar");
+        assert_eq!(default_container(&flags, &pod("gone")).unwrap(), "app", "one that is not there: the first");
         assert!(default_container(&flags, &serde_json::json!({"spec": {}})).is_err());
         assert_eq!(pod_path(&flags, "pod/web"), "default/web");
         assert_eq!(pod_path(&flags, "kube-system/web"), "kube-system/web");

@@ -10,6 +10,7 @@
 
 pub mod describe;
 pub mod doctor;
+mod error;
 pub mod exec;
 pub mod images;
 pub mod local_api;
@@ -21,6 +22,7 @@ pub mod validate;
 
 pub use crate::config::flags::{self, Flag, Flags};
 use crate::config::flags::{Group, Kind, TABLE};
+pub use error::Error;
 use std::fmt;
 
 /// What the user asked for.

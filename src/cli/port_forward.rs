@@ -4,6 +4,7 @@
 //! for its remote port, as kubectl opens them, and the runtime connects inside the pod's
 //! network namespace. Runs until interrupted (exit 0) or the session is lost (exit 1).
 
+use super::error::Error;
 use super::exec::{background, on_signals};
 use super::local_api::{get_json, pod_path, upgrade};
 use super::render::str_of;
@@ -17,22 +18,22 @@ use std::sync::Arc;
 
 /// A `[LOCAL:]REMOTE` spec read as kubectl reads it: LOCAL empty or 0 is any free port;
 /// REMOTE may name a container port of the pod.
-fn forward(spec: &str, pod: &Value) -> Result<(u16, u16), String> {
+fn forward(spec: &str, pod: &Value) -> Result<(u16, u16), Error> {
     let (local, remote) = match spec.split_once(':') {
         Some((l, r)) => (Some(l), r),
         None => (None, spec),
     };
     let remote = match remote.parse::<u16>() {
-        Ok(0) => return Err(format!("remote port must be > 0 in {spec:?}")),
+        Ok(0) => return Err(format!("remote port must be > 0 in {spec:?}").into()),
         Ok(n) => n,
         Err(_) => named_port(pod, remote).ok_or_else(|| {
-            format!("pod {} does not have a named port {remote:?}", str_of(pod, &["metadata", "name"]))
+            Error::Failed(format!("pod {} does not have a named port {remote:?}", str_of(pod, &["metadata", "name"])))
         })?,
     };
     let local = match local {
         None => remote,
         Some("") => 0,
-        Some(l) => l.parse().map_err(|_| format!("error parsing local port {l:?} in {spec:?}"))?,
+        Some(l) => l.parse().map_err(|_| Error::Failed(format!("error parsing local port {l:?} in {spec:?}")))?,
     };
     Ok((local, remote))
 }
@@ -45,12 +46,15 @@ fn named_port(pod: &Value, name: &str) -> Option<u16> {
 }
 
 /// The addresses `--address` names: `localhost` is both loopbacks.
-fn addresses(flag: Option<&str>) -> Result<Vec<IpAddr>, String> {
+fn addresses(flag: Option<&str>) -> Result<Vec<IpAddr>, Error> {
     let mut out = vec![];
     for a in flag.unwrap_or("localhost").split(',') {
         match a.trim() {
             "localhost" => out.extend([IpAddr::from([127, 0, 0, 1]), IpAddr::from(std::net::Ipv6Addr::LOCALHOST)]),
-            ip => out.push(ip.parse().map_err(|_| format!("--address: {ip:?} is not an IP address or localhost"))?),
+            ip => out.push(
+                ip.parse()
+                    .map_err(|_| Error::Failed(format!("--address: {ip:?} is not an IP address or localhost")))?,
+            ),
         }
     }
     Ok(out)
@@ -109,12 +113,12 @@ fn handle(session: &Session, request: u32, mut conn: TcpStream, local: u16, remo
 }
 
 /// `atoll port-forward POD [LOCAL:]REMOTE...` (`args` = the pod, then the specs).
-pub fn run(flags: &Flags, args: &[String]) -> Result<u8, String> {
+pub fn run(flags: &Flags, args: &[String]) -> Result<u8, Error> {
     let path = pod_path(flags, &args[0]);
     let pod = get_json(flags, "GET", &format!("/pods/{path}"))?;
     let phase = str_of(&pod, &["status", "phase"]);
     if phase != "Running" {
-        return Err(format!("unable to forward port because pod is not running. Current status={phase}"));
+        return Err(format!("unable to forward port because pod is not running. Current status={phase}").into());
     }
     let forwards = args[1..].iter().map(|s| forward(s, &pod)).collect::<Result<Vec<_>, _>>()?;
     let addresses = addresses(flags.get(Flag::Address))?;
@@ -132,7 +136,7 @@ pub fn run(flags: &Flags, args: &[String]) -> Result<u8, String> {
                 }
             };
             // A free port chosen for the first address is used for the others too.
-            local = listener.local_addr().map_err(|e| e.to_string())?.port();
+            local = listener.local_addr()?.port();
             bound += 1;
             let shown = if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() };
             println!("Forwarding from {shown}:{local} -> {remote}");
@@ -146,14 +150,14 @@ pub fn run(flags: &Flags, args: &[String]) -> Result<u8, String> {
             }));
         }
         if bound == 0 {
-            return Err(format!("unable to listen on any of the requested ports: [{local}:{remote}]"));
+            return Err(format!("unable to listen on any of the requested ports: [{local}:{remote}]").into());
         }
     }
     let _ = io::stdout().flush();
     // Interrupted is done; a lost session is a failure.
     on_signals(&[async_signal::Signal::Int, async_signal::Signal::Term], Box::new(|_| std::process::exit(0)));
-    session.run(reader).map_err(|e| format!("lost connection to pod: {e}"))?;
-    Err("lost connection to pod".into())
+    session.run(reader).map_err(|source| Error::Session { what: "lost connection to pod", source })?;
+    Err(Error::Failed("lost connection to pod".into()))
 }
 
 #[cfg(test)]
@@ -162,6 +166,7 @@ mod tests {
 
     #[test]
     fn port_specs_read_as_kubectl_reads_them() {
+        let forward = |spec: &str, pod: &Value| super::forward(spec, pod).map_err(|e| e.to_string());
         let pod = serde_json::json!({"metadata": {"name": "web"}, "spec": {"containers": [
             {"name": "a", "ports": [{"name": "http", "containerPort": 8080}]}]}});
         assert_eq!(forward("80", &pod), Ok((80, 80)));

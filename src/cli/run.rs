@@ -6,7 +6,7 @@ use super::{Flag, Flags};
 use crate::agent::{self, Command};
 use crate::config::Settings;
 
-pub fn run(flags: &Flags) -> Result<(), String> {
+pub fn run(flags: &Flags) -> Result<(), super::error::Error> {
     init_logging(flags)?;
     for flag in flags.given().into_iter().filter(|f| !f.spec().in_use) {
         log::warn!("flag --{} is accepted but not used by this version of atoll yet", flag.name());
@@ -45,17 +45,17 @@ pub fn run(flags: &Flags) -> Result<(), String> {
                 }
             }
         });
-        agent::run(settings, rx).await
+        agent::run(settings, rx).await.map_err(Into::into)
     })
 }
 
 /// Logging at `--v`'s level: 0-1 info, 2-3 debug, 4 and up trace.
-fn init_logging(flags: &Flags) -> Result<(), String> {
+fn init_logging(flags: &Flags) -> Result<(), super::error::Error> {
     let level = match flags.get(Flag::Verbosity).unwrap_or("0") {
         "0" | "1" => log::LevelFilter::Info,
         "2" | "3" => log::LevelFilter::Debug,
         v if v.parse::<u8>().is_ok() => log::LevelFilter::Trace,
-        v => return Err(format!("flag --v takes a number, got {v:?}")),
+        v => return Err(format!("flag --v takes a number, got {v:?}").into()),
     };
     // Verbosity is atoll's own. The HTTP and TLS libraries' debug and trace lines print
     // request headers (the mirror's bearer token, --manifest-url-header values), so they never
@@ -64,5 +64,5 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
     for module in ["ureq", "ureq_proto", "rustls", "h2", "futures_rustls"] {
         logger = logger.with_module_level(module, log::LevelFilter::Info);
     }
-    logger.init().map_err(|e| format!("cannot start logging: {e}"))
+    logger.init().map_err(|e| format!("cannot start logging: {e}").into())
 }

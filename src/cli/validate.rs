@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// `atoll validate`: the same pipeline as `run`, once, with a line per manifest.
 /// Returns whether everything was valid.
-pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, String> {
+pub fn run(flags: &Flags, targets: &[String]) -> Result<bool, super::error::Error> {
     let s = Settings::load(flags)?;
     let policy = Policy { strict: s.sources.strict };
     let intake =

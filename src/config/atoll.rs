@@ -3,6 +3,7 @@
 //! socket, the state directory, the mirror's kubeconfig and node labels. Kept apart from the
 //! KubeletConfiguration so that file stays kubelet's.
 
+use super::error::{Error, Problem};
 use super::fields::Fields;
 use crate::duration::parse_duration;
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub struct AtollConfiguration {
     /// Restarts a changed pod may have within that window (default 3).
     pub rollback_max_restarts: Option<u32>,
     /// Signed manifests: the minisign public keys trusted, and whether every manifest must be
-    /// signed (see the README's "fleet updates").
+    /// signed (see `docs/src/guides/fleet-updates.md`).
     pub manifest_trust: Option<ManifestTrust>,
     /// Labels for the registered node (`--node-labels` wins).
     pub node_labels: std::collections::BTreeMap<String, String>,
@@ -70,7 +71,7 @@ pub struct AtollConfiguration {
     /// they are, for whoever can read pods on the API server (default false: redacted).
     pub mirror_encrypted_pod_specs: Option<bool>,
     /// The tunnel to a konnectivity server, for a node the API server cannot dial.
-    pub konnectivity: Option<crate::tunnel::Settings>,
+    pub konnectivity: Option<crate::tunnel::TunnelSettings>,
 }
 
 #[derive(Debug, Default)]
@@ -112,19 +113,18 @@ impl std::fmt::Debug for RegistryCredential {
 impl AtollConfiguration {
     /// Reads an AtollConfiguration file. Returns it and a note per field it does not know
     /// (a newer atoll's setting, or a typo), which the agent logs at start.
-    pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), String> {
+    pub fn load(path: &std::path::Path) -> Result<(AtollConfiguration, Vec<String>), Error> {
         let shown = path.display();
         let mut notes = Vec::new();
         let mut unknown = Vec::new();
         let cfg = Fields::read(path, &mut notes)
             .and_then(|f| AtollConfiguration::from_fields(f, &mut unknown))
-            .map_err(|e| format!("config {shown}: {e}"))?;
+            .map_err(|e| e.within(&shown.to_string()))?;
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         if cfg.kind != "AtollConfiguration" || !cfg.api_version.starts_with("atoll.io/") {
-            return Err(format!(
-                "config {shown}: expected kind AtollConfiguration of apiVersion atoll.io/v1alpha1, found kind {:?} of {:?}",
-                cfg.kind, cfg.api_version
-            ));
+            let expected = "AtollConfiguration of apiVersion atoll.io/v1alpha1";
+            return Err(Error::from(Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+                .within(&shown.to_string()));
         }
         for field in unknown {
             notes.push(format!("config {shown}: {field}: unknown field; ignored"));
@@ -132,8 +132,8 @@ impl AtollConfiguration {
         Ok((cfg, notes))
     }
 
-    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<AtollConfiguration, String> {
-        let mut back_off = |f: &mut Fields, key: &str| -> Result<Option<BackOffConfig>, String> {
+    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<AtollConfiguration, Error> {
+        let mut back_off = |f: &mut Fields, key: &str| -> Result<Option<BackOffConfig>, Error> {
             let Some(mut b) = f.section(key)? else { return Ok(None) };
             let read = BackOffConfig { initial_delay: b.get("initialDelay")?, max_delay: b.get("maxDelay")? };
             b.rest(unknown);
@@ -145,7 +145,8 @@ impl AtollConfiguration {
         for mut c in f.list("registryCredentials")? {
             registry_credentials.push(RegistryCredential {
                 registry: c.get("registry")?.ok_or_else(|| {
-                    format!("registryCredentials[{}].registry: missing field", registry_credentials.len())
+                    let at = format!("registryCredentials[{}].registry", registry_credentials.len());
+                    Error::field(&at, "missing field".into())
                 })?,
                 username: c.get("username")?.unwrap_or_default(),
                 password: c.get("password")?.unwrap_or_default(),
@@ -201,59 +202,49 @@ impl AtollConfiguration {
     }
 
     /// `imageGCPeriod`, checked: from 1s to 24h.
-    pub(super) fn image_gc_period(&self, shown: &str) -> Result<Duration, String> {
+    pub(super) fn image_gc_period(&self, shown: &str) -> Result<Duration, Error> {
         let Some(raw) = &self.image_gc_period else { return Ok(crate::images::gc::PERIOD) };
-        let d = parse_duration(raw).map_err(|e| format!("config {shown}: imageGCPeriod: {e}"))?;
-        if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
-            return Err(format!("config {shown}: imageGCPeriod: {d:?} is not between 1s and 24h"));
-        }
-        Ok(d)
+        within(shown, "imageGCPeriod", raw, "24h")
     }
 
     /// `manifestTrust`, its key files read and checked.
-    pub(super) fn manifest_trust(&self, shown: &str) -> Result<Option<crate::trust::Trust>, String> {
+    pub(super) fn manifest_trust(&self, shown: &str) -> Result<Option<crate::trust::Trust>, Error> {
         let Some(t) = &self.manifest_trust else { return Ok(None) };
         if t.public_keys.is_empty() {
-            return Err(format!("config {shown}: manifestTrust.publicKeys: at least one key file is needed"));
+            return Err(Error::in_file(shown, "manifestTrust.publicKeys", "at least one key file is needed".into()));
         }
         let mut keys = Vec::new();
         for (i, file) in t.public_keys.iter().enumerate() {
-            let at = format!("config {shown}: manifestTrust.publicKeys[{i}]: {file}");
+            let bad =
+                |e: String| Error::in_file(shown, &format!("manifestTrust.publicKeys[{i}]"), format!("{file}: {e}"));
             let bytes =
-                crate::bounded::read_following(std::path::Path::new(file), 4096).map_err(|e| format!("{at}: {e}"))?;
-            let text = String::from_utf8(bytes).map_err(|_| format!("{at}: not text"))?;
-            keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| format!("{at}: {e}"))?);
+                crate::bounded::read_following(std::path::Path::new(file), 4096).map_err(|e| bad(e.to_string()))?;
+            let text = String::from_utf8(bytes).map_err(|_| bad("not text".into()))?;
+            keys.push(crate::trust::PublicKey::parse(&text).map_err(|e| bad(e.to_string()))?);
         }
         Ok(Some(crate::trust::Trust { keys, require: t.require }))
     }
 
     /// `decryptionKeyFile`, read and checked (root's alone).
-    pub(super) fn decryption(&self, shown: &str) -> Result<Option<std::sync::Arc<crate::age::Identity>>, String> {
+    pub(super) fn decryption(&self, shown: &str) -> Result<Option<std::sync::Arc<crate::age::Identity>>, Error> {
         let Some(file) = self.decryption_key_file.as_deref().filter(|f| !f.is_empty()) else { return Ok(None) };
         let id = crate::age::Identity::from_file(std::path::Path::new(file))
-            .map_err(|e| format!("config {shown}: decryptionKeyFile: {e}"))?;
+            .map_err(|e| Error::in_file(shown, "decryptionKeyFile", e.to_string()))?;
         Ok(Some(std::sync::Arc::new(id)))
     }
 
     /// `rollbackAfter` and `rollbackMaxRestarts`, checked.
-    pub(super) fn rollback(&self, shown: &str) -> Result<Option<crate::pod::rollback_policy::Policy>, String> {
+    pub(super) fn rollback(&self, shown: &str) -> Result<Option<crate::pod::rollback_policy::Policy>, Error> {
         let Some(raw) = &self.rollback_after else { return Ok(None) };
-        let window = parse_duration(raw).map_err(|e| format!("config {shown}: rollbackAfter: {e}"))?;
-        if window < Duration::from_secs(1) || window > Duration::from_secs(24 * 3600) {
-            return Err(format!("config {shown}: rollbackAfter: {window:?} is not between 1s and 24h"));
-        }
+        let window = within(shown, "rollbackAfter", raw, "24h")?;
         let max_restarts = self.rollback_max_restarts.unwrap_or(crate::pod::rollback_policy::DEFAULT_MAX_RESTARTS);
         Ok(Some(crate::pod::rollback_policy::Policy { window, max_restarts }))
     }
 
     /// `relistPeriod`, checked: from 1s to 1h.
-    pub(super) fn relist_period(&self, shown: &str) -> Result<Duration, String> {
+    pub(super) fn relist_period(&self, shown: &str) -> Result<Duration, Error> {
         let Some(raw) = &self.relist_period else { return Ok(crate::runtime::pleg::RELIST_SAFETY_NET) };
-        let d = parse_duration(raw).map_err(|e| format!("config {shown}: relistPeriod: {e}"))?;
-        if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
-            return Err(format!("config {shown}: relistPeriod: {d:?} is not between 1s and 1h"));
-        }
-        Ok(d)
+        within(shown, "relistPeriod", raw, "1h")
     }
 
     /// The back-off the config names for `field`, over kubelet's default.
@@ -261,13 +252,15 @@ impl AtollConfiguration {
         shown: &str,
         field: &str,
         given: &Option<BackOffConfig>,
-    ) -> Result<(Duration, Duration), String> {
+    ) -> Result<(Duration, Duration), Error> {
         let get = |name: &str, v: &Option<String>, default: Duration| match v {
             None => Ok(default),
             Some(raw) => match parse_duration(raw) {
-                Ok(d) if d.is_zero() => Err(format!("config {shown}: {field}.{name}: must be more than zero")),
+                Ok(d) if d.is_zero() => {
+                    Err(Error::in_file(shown, &format!("{field}.{name}"), "must be more than zero".into()))
+                }
                 Ok(d) => Ok(d),
-                Err(e) => Err(format!("config {shown}: {field}.{name}: {e}")),
+                Err(e) => Err(Error::in_file(shown, &format!("{field}.{name}"), e.to_string())),
             },
         };
         let Some(b) = given else {
@@ -276,7 +269,8 @@ impl AtollConfiguration {
         let initial = get("initialDelay", &b.initial_delay, crate::runtime::backoff::DEFAULT_INITIAL)?;
         let max = get("maxDelay", &b.max_delay, crate::runtime::backoff::DEFAULT_MAX.max(initial))?;
         if max < initial {
-            return Err(format!("config {shown}: {field}.maxDelay: {max:?} is less than initialDelay {initial:?}"));
+            let reason = format!("{max:?} is less than initialDelay {initial:?}");
+            return Err(Error::in_file(shown, &format!("{field}.maxDelay"), reason));
         }
         Ok((initial, max))
     }
@@ -286,19 +280,20 @@ impl AtollConfiguration {
         &self,
         shown: &str,
         root_dir: &std::path::Path,
-    ) -> Result<crate::runtime::credentials::Keyring, String> {
+    ) -> Result<crate::runtime::credentials::Keyring, Error> {
         use crate::cri::api::AuthConfig;
         let mut keyring = crate::runtime::credentials::Keyring::default();
         for (i, c) in self.registry_credentials.iter().enumerate() {
-            let origin = format!("config {shown}: registryCredentials[{i}]");
+            let at = format!("registryCredentials[{i}]");
             let mut password = c.password.clone();
             if let Some(file) = &c.password_file {
                 if !password.is_empty() {
-                    return Err(format!("{origin}: give password or passwordFile, not both"));
+                    return Err(Error::in_file(shown, &at, "give password or passwordFile, not both".into()));
                 }
+                let bad = |e: String| Error::in_file(shown, &format!("{at}.passwordFile"), format!("{file}: {e}"));
                 let bytes = crate::bounded::read_following(std::path::Path::new(file), 64 << 10)
-                    .map_err(|e| format!("{origin}.passwordFile: {file}: {e}"))?;
-                let text = String::from_utf8(bytes).map_err(|_| format!("{origin}.passwordFile: {file}: not text"))?;
+                    .map_err(|e| bad(e.to_string()))?;
+                let text = String::from_utf8(bytes).map_err(|_| bad("not text".into()))?;
                 password = text.trim_end_matches(['\n', '\r']).to_string();
             }
             let auth = AuthConfig {
@@ -308,7 +303,7 @@ impl AtollConfiguration {
                 identity_token: c.identity_token.clone(),
                 ..Default::default()
             };
-            keyring.add(&origin, &c.registry, auth)?;
+            keyring.add(&format!("config {shown}: {at}"), &c.registry, auth).map_err(Error::invalid)?;
         }
         let (files, explicit) = match &self.docker_config_files {
             Some(f) => (f.iter().map(std::path::PathBuf::from).collect(), true),
@@ -317,14 +312,23 @@ impl AtollConfiguration {
         for f in files {
             match crate::bounded::read_following(&f, 4 << 20) {
                 Ok(bytes) => {
-                    keyring
-                        .add_docker_config(&f, &bytes)
-                        .map_err(|e| format!("config {shown}: dockerConfigFiles: {e}"))?;
+                    keyring.add_docker_config(&f, &bytes).map_err(|e| Error::in_file(shown, "dockerConfigFiles", e))?;
                 }
                 Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("config {shown}: dockerConfigFiles: {}: {e}", f.display())),
+                Err(e) => return Err(Error::in_file(shown, "dockerConfigFiles", format!("{}: {e}", f.display()))),
             }
         }
         Ok(keyring)
     }
+}
+
+/// The duration `raw` of the field `field` of the file shown as `shown`, from 1s to `max`.
+fn within(shown: &str, field: &str, raw: &str, max: &'static str) -> Result<Duration, Error> {
+    let bad = |reason: String| Error::in_file(shown, field, reason);
+    let d = parse_duration(raw).map_err(|e| bad(e.to_string()))?;
+    let top = parse_duration(max).unwrap_or(Duration::MAX);
+    if d < Duration::from_secs(1) || d > top {
+        return Err(bad(format!("{d:?} is not between 1s and {max}")));
+    }
+    Ok(d)
 }

@@ -4,6 +4,7 @@
 //! know. One small walker for every settings type instead of a typed deserializer per type
 //! (which cost about 40 KB of the binary for two files).
 
+use super::error::{Error, Problem};
 use serde_json::{Map, Value};
 
 /// The largest settings file read (they are a few KB).
@@ -17,9 +18,9 @@ pub struct Fields {
 
 impl Fields {
     /// Reads `path` (YAML or JSON) as an object; the notes are the parser's warnings.
-    pub fn read(path: &std::path::Path, notes: &mut Vec<String>) -> Result<Fields, String> {
-        let bytes = crate::bounded::read_following(path, FILE_LIMIT).map_err(|e| e.to_string())?;
-        let doc = crate::parse::document(&bytes)?;
+    pub fn read(path: &std::path::Path, notes: &mut Vec<String>) -> Result<Fields, Error> {
+        let bytes = crate::bounded::read_following(path, FILE_LIMIT).map_err(|e| Error::from(Problem::Read(e)))?;
+        let doc = crate::parse::document(&bytes).map_err(|e| Error::from(Problem::Parse(e)))?;
         if doc.more_documents > 0 {
             notes.push(format!("the file holds {} YAML documents; only the first is used", doc.more_documents + 1));
         }
@@ -28,14 +29,14 @@ impl Fields {
 
     /// An already parsed settings object (tests).
     #[cfg(test)]
-    pub fn read_value(value: Value) -> Result<Fields, String> {
+    pub fn read_value(value: Value) -> Result<Fields, Error> {
         Fields::object(value, String::new())
     }
 
-    fn object(value: Value, path: String) -> Result<Fields, String> {
+    fn object(value: Value, path: String) -> Result<Fields, Error> {
         match value {
             Value::Object(map) => Ok(Fields { map, path }),
-            _ => Err(format!("{}: expected an object", if path.is_empty() { "the file" } else { &path })),
+            _ => Err(Error::field(if path.is_empty() { "the file" } else { &path }, "expected an object".into())),
         }
     }
 
@@ -47,15 +48,15 @@ impl Fields {
     }
 
     /// The field `key`, if given (null is not given).
-    pub fn get<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>, String> {
+    pub fn get<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>, Error> {
         match self.map.remove(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| format!("{}: {e}", self.at(key))),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| Error::field(&self.at(key), e.to_string())),
         }
     }
 
     /// The object `key`, to be read field by field.
-    pub fn section(&mut self, key: &str) -> Result<Option<Fields>, String> {
+    pub fn section(&mut self, key: &str) -> Result<Option<Fields>, Error> {
         match self.map.remove(key) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => Fields::object(v, self.at(key)).map(Some),
@@ -63,14 +64,14 @@ impl Fields {
     }
 
     /// The list of objects `key`, each to be read field by field.
-    pub fn list(&mut self, key: &str) -> Result<Vec<Fields>, String> {
+    pub fn list(&mut self, key: &str) -> Result<Vec<Fields>, Error> {
         match self.map.remove(key) {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::Array(items)) => {
                 let base = self.at(key);
                 items.into_iter().enumerate().map(|(i, v)| Fields::object(v, format!("{base}[{i}]"))).collect()
             }
-            Some(_) => Err(format!("{}: expected a list", self.at(key))),
+            Some(_) => Err(Error::field(&self.at(key), "expected a list".into())),
         }
     }
 
@@ -112,11 +113,14 @@ mod tests {
     #[test]
     fn a_wrong_shape_names_the_field() {
         let mut f = fields(serde_json::json!({"port": "x", "auth": [1], "items": {"a": 1}, "s": {"t": {"u": true}}}));
-        assert!(f.get::<i64>("port").unwrap_err().starts_with("port: invalid type"));
-        assert_eq!(f.section("auth").err().unwrap(), "auth: expected an object");
-        assert_eq!(f.list("items").err().unwrap(), "items: expected a list");
+        assert!(f.get::<i64>("port").unwrap_err().to_string().starts_with("port: invalid type"));
+        assert_eq!(f.section("auth").err().unwrap().to_string(), "auth: expected an object");
+        assert_eq!(f.list("items").err().unwrap().to_string(), "items: expected a list");
         let mut t = f.section("s").unwrap().unwrap().section("t").unwrap().unwrap();
-        assert!(t.get::<String>("u").unwrap_err().starts_with("s.t.u: invalid type"));
-        assert_eq!(Fields::object(Value::Bool(true), String::new()).err().unwrap(), "the file: expected an object");
+        assert!(t.get::<String>("u").unwrap_err().to_string().starts_with("s.t.u: invalid type"));
+        assert_eq!(
+            Fields::object(Value::Bool(true), String::new()).err().unwrap().to_string(),
+            "the file: expected an object"
+        );
     }
 }

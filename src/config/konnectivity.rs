@@ -2,9 +2,10 @@
 //! with the upstream agent's option names (`proxy-server-host` → `proxyServerHost`), each
 //! checked here and named in its error.
 
+use super::error::Error;
 use super::fields::Fields;
 use crate::duration::parse_duration;
-use crate::tunnel::Settings;
+use crate::tunnel::TunnelSettings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,32 +13,40 @@ use std::time::Duration;
 const DEFAULT_PORT: u16 = 8132;
 
 /// Reads and checks the section; the fields it does not know go to `unknown`.
-pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String> {
+pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<TunnelSettings, Error> {
     let host: String = k.get("proxyServerHost")?.unwrap_or_default();
     if host.is_empty() {
-        return Err("konnectivity.proxyServerHost: missing field (the konnectivity server's agent address)".into());
+        return Err(Error::field(
+            "konnectivity.proxyServerHost",
+            "missing field (the konnectivity server's agent address)".into(),
+        ));
     }
     let port: i64 = k.get("proxyServerPort")?.unwrap_or(i64::from(DEFAULT_PORT));
     let port = u16::try_from(port)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| format!("konnectivity.proxyServerPort: {port} is not a port"))?;
-    let path = |k: &mut Fields, key: &str| -> Result<Option<PathBuf>, String> {
+        .ok_or_else(|| Error::field("konnectivity.proxyServerPort", format!("{port} is not a port")))?;
+    let path = |k: &mut Fields, key: &str| -> Result<Option<PathBuf>, Error> {
         Ok(k.get::<String>(key)?.filter(|p| !p.is_empty()).map(PathBuf::from))
     };
-    let ca_cert = path(&mut k, "caCert")?
-        .ok_or("konnectivity.caCert: missing field (the CA of the server's certificate; the link is always TLS)")?;
+    let ca_cert = path(&mut k, "caCert")?.ok_or_else(|| {
+        Error::field(
+            "konnectivity.caCert",
+            "missing field (the CA of the server's certificate; the link is always TLS)".into(),
+        )
+    })?;
     let agent_cert = match (path(&mut k, "agentCert")?, path(&mut k, "agentKey")?) {
         (Some(c), Some(key)) => Some((c, key)),
         (None, None) => None,
-        _ => return Err("konnectivity.agentCert and agentKey: give both or neither".into()),
+        _ => return Err(Error::field("konnectivity.agentCert and agentKey", "give both or neither".into())),
     };
     let token_file = path(&mut k, "serviceAccountTokenPath")?;
-    let mut duration = |key: &str, default: Duration, min: Duration, max: Duration| -> Result<Duration, String> {
+    let mut duration = |key: &str, default: Duration, min: Duration, max: Duration| -> Result<Duration, Error> {
         let Some(raw) = k.get::<String>(key)? else { return Ok(default) };
-        let d = parse_duration(&raw).map_err(|e| format!("konnectivity.{key}: {e}"))?;
+        let at = format!("konnectivity.{key}");
+        let d = parse_duration(&raw).map_err(|e| Error::field(&at, e.to_string()))?;
         if d < min || d > max {
-            return Err(format!("konnectivity.{key}: {d:?} is not between {min:?} and {max:?}"));
+            return Err(Error::field(&at, format!("{d:?} is not between {min:?} and {max:?}")));
         }
         Ok(d)
     };
@@ -47,11 +56,12 @@ pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String
     // The server refuses PINGs more often than every 30 s (its keepalive enforcement).
     let keepalive = duration("keepaliveTime", Duration::from_secs(60), Duration::from_secs(30), 24 * hour)?;
     if sync_interval_cap < sync_interval {
-        return Err(format!(
-            "konnectivity.syncIntervalCap: {sync_interval_cap:?} is less than syncInterval {sync_interval:?}"
+        return Err(Error::field(
+            "konnectivity.syncIntervalCap",
+            format!("{sync_interval_cap:?} is less than syncInterval {sync_interval:?}"),
         ));
     }
-    let settings = Settings {
+    let settings = TunnelSettings {
         host,
         port,
         ca_cert,
@@ -71,7 +81,7 @@ pub fn read(mut k: Fields, unknown: &mut Vec<String>) -> Result<Settings, String
 mod tests {
     use super::*;
 
-    fn read_yaml(yaml: &str) -> Result<(Settings, Vec<String>), String> {
+    fn read_yaml(yaml: &str) -> Result<(TunnelSettings, Vec<String>), Error> {
         let value = crate::parse::document(yaml.as_bytes()).unwrap().value;
         let mut f = Fields::read_value(value).unwrap();
         let k = f.section("konnectivity").unwrap().unwrap();
@@ -108,7 +118,7 @@ mod tests {
             ("proxyServerHost: h\n  caCert: /c\n  syncInterval: 1m\n  syncIntervalCap: 10s", "syncIntervalCap"),
             ("proxyServerHost: h\n  caCert: /c\n  syncInterval: soon", "konnectivity.syncInterval:"),
         ] {
-            let e = read_yaml(&format!("konnectivity:\n  {yaml}\n")).err().unwrap();
+            let e = read_yaml(&format!("konnectivity:\n  {yaml}\n")).err().unwrap().to_string();
             assert!(e.contains(field), "{yaml}: {e}");
         }
     }

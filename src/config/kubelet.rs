@@ -2,6 +2,7 @@
 //! `/var/lib/kubelet/config.yaml`): field names are kubelet's; fields atoll does not act on are
 //! named at start, as "not used yet" or "not supported", never silently dropped.
 
+use super::error::{Error, Problem};
 use super::fields::Fields;
 
 /// The part of kubelet's `KubeletConfiguration` (kubelet.config.k8s.io/v1beta1) atoll acts
@@ -100,32 +101,32 @@ impl KubeletConfiguration {
     /// The image garbage collection settings, with kubelet's defaults and checks (percentages
     /// 0 to 100, low below high; 100 turns collection by disk use off; a zero maximum age is
     /// off).
-    pub fn image_gc(&self) -> Result<crate::images::gc::Policy, String> {
+    pub fn image_gc(&self) -> Result<crate::images::gc::Policy, Error> {
         let mut p = crate::images::gc::Policy::default();
         let percent = |name: &str, v: Option<i64>, default: u8| match v {
             None => Ok(default),
             Some(n) if (0..=100).contains(&n) => Ok(n as u8),
-            Some(n) => Err(format!("config field {name}: {n} must be 0 to 100")),
+            Some(n) => Err(Error::kubelet(name, format!("{n} must be 0 to 100"))),
         };
         p.high_percent = percent("imageGCHighThresholdPercent", self.image_gc_high_threshold_percent, p.high_percent)?;
         p.low_percent = percent("imageGCLowThresholdPercent", self.image_gc_low_threshold_percent, p.low_percent)?;
         if p.low_percent >= p.high_percent && p.high_percent < 100 {
-            return Err(format!(
-                "config field imageGCLowThresholdPercent: {} must be less than imageGCHighThresholdPercent ({})",
-                p.low_percent, p.high_percent
+            return Err(Error::kubelet(
+                "imageGCLowThresholdPercent",
+                format!("{} must be less than imageGCHighThresholdPercent ({})", p.low_percent, p.high_percent),
             ));
         }
         if let Some(raw) = &self.image_minimum_gc_age {
             p.min_age =
-                crate::duration::parse_duration(raw).map_err(|e| format!("config field imageMinimumGCAge: {e}"))?;
+                crate::duration::parse_duration(raw).map_err(|e| Error::kubelet("imageMinimumGCAge", e.to_string()))?;
         }
         if let Some(raw) = &self.image_maximum_gc_age {
             let max =
-                crate::duration::parse_duration(raw).map_err(|e| format!("config field imageMaximumGCAge: {e}"))?;
+                crate::duration::parse_duration(raw).map_err(|e| Error::kubelet("imageMaximumGCAge", e.to_string()))?;
             if !max.is_zero() && max <= p.min_age {
-                return Err(format!(
-                    "config field imageMaximumGCAge: {max:?} must be more than imageMinimumGCAge ({:?})",
-                    p.min_age
+                return Err(Error::kubelet(
+                    "imageMaximumGCAge",
+                    format!("{max:?} must be more than imageMinimumGCAge ({:?})", p.min_age),
                 ));
             }
             p.max_age = Some(max).filter(|m| !m.is_zero());
@@ -135,18 +136,17 @@ impl KubeletConfiguration {
 
     /// Reads a KubeletConfiguration file (YAML or JSON). Returns it and a note per field that
     /// this version does not act on.
-    pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), String> {
+    pub fn load(path: &std::path::Path) -> Result<(KubeletConfiguration, Vec<String>), Error> {
         let shown = path.display();
         let mut notes = Vec::new();
         let mut unknown = Vec::new();
         let cfg = Fields::read(path, &mut notes)
             .and_then(|f| KubeletConfiguration::from_fields(f, &mut unknown))
-            .map_err(|e| format!("config {shown}: {e}"))?;
+            .map_err(|e| e.within(&shown.to_string()))?;
         if cfg.kind != "KubeletConfiguration" || !cfg.api_version.starts_with("kubelet.config.k8s.io/") {
-            return Err(format!(
-                "config {shown}: expected kind KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1, found kind {:?} of {:?}",
-                cfg.kind, cfg.api_version
-            ));
+            let expected = "KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1";
+            return Err(Error::from(Problem::Kind { expected, kind: cfg.kind, api_version: cfg.api_version })
+                .within(&shown.to_string()));
         }
         let mut notes: Vec<String> = notes.into_iter().map(|n| format!("config {shown}: {n}")).collect();
         for field in unknown {
@@ -155,7 +155,7 @@ impl KubeletConfiguration {
         Ok((cfg, notes))
     }
 
-    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<KubeletConfiguration, String> {
+    fn from_fields(mut f: Fields, unknown: &mut Vec<String>) -> Result<KubeletConfiguration, Error> {
         let mut cfg = KubeletConfiguration {
             api_version: f.get("apiVersion")?.unwrap_or_default(),
             kind: f.get("kind")?.unwrap_or_default(),
@@ -218,17 +218,15 @@ impl KubeletConfiguration {
             cfg.authentication = Some(Authentication {
                 x509: x509
                     .as_mut()
-                    .map(|x| Ok::<_, String>(X509 { client_ca_file: x.get("clientCAFile")? }))
+                    .map(|x| Ok::<_, Error>(X509 { client_ca_file: x.get("clientCAFile")? }))
                     .transpose()?,
                 webhook: webhook
                     .as_mut()
-                    .map(|w| {
-                        Ok::<_, String>(AuthnWebhook { enabled: w.get("enabled")?, cache_ttl: w.get("cacheTTL")? })
-                    })
+                    .map(|w| Ok::<_, Error>(AuthnWebhook { enabled: w.get("enabled")?, cache_ttl: w.get("cacheTTL")? }))
                     .transpose()?,
                 anonymous: anonymous
                     .as_mut()
-                    .map(|x| Ok::<_, String>(Anonymous { enabled: x.get("enabled")? }))
+                    .map(|x| Ok::<_, Error>(Anonymous { enabled: x.get("enabled")? }))
                     .transpose()?,
             });
             for part in [x509, webhook, anonymous].into_iter().flatten() {
@@ -243,7 +241,7 @@ impl KubeletConfiguration {
                 webhook: webhook
                     .as_mut()
                     .map(|w| {
-                        Ok::<_, String>(AuthzWebhook {
+                        Ok::<_, Error>(AuthzWebhook {
                             cache_authorized_ttl: w.get("cacheAuthorizedTTL")?,
                             cache_unauthorized_ttl: w.get("cacheUnauthorizedTTL")?,
                         })

@@ -6,6 +6,7 @@
 //! [`needs_restart`] says which changes a SIGHUP cannot apply.
 
 pub mod atoll;
+mod error;
 mod fields;
 pub mod flags;
 pub mod konnectivity;
@@ -14,6 +15,7 @@ pub mod parts;
 
 pub use crate::duration::parse_duration;
 pub use atoll::AtollConfiguration;
+pub use error::{Error, Problem};
 pub use flags::{Flag, Flags};
 pub use kubelet::KubeletConfiguration;
 pub use parts::{
@@ -41,7 +43,7 @@ pub struct Settings {
 
 impl Settings {
     /// Flags, over the `--config` file, over defaults.
-    pub fn load(flags: &Flags) -> Result<Settings, String> {
+    pub fn load(flags: &Flags) -> Result<Settings, Error> {
         let (kubelet, mut config_notes) = match flags.get(Flag::Config) {
             Some(path) => KubeletConfiguration::load(std::path::Path::new(path))?,
             None => (KubeletConfiguration::default(), Vec::new()),

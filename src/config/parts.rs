@@ -4,6 +4,7 @@
 //! file and field; a part only ever gets valid settings.
 
 use super::atoll::AtollConfiguration;
+use super::error::{Error, Problem};
 use super::flags::{Flag, Flags};
 use super::kubelet::KubeletConfiguration;
 use crate::cri::Endpoint;
@@ -37,15 +38,16 @@ impl Inputs<'_> {
         field: &str,
         from_config: &Option<String>,
         default: Duration,
-    ) -> Result<Duration, String> {
-        let (raw, whence) = match (self.flags.get(flag), from_config) {
-            (Some(v), _) => (v.to_string(), format!("flag --{}", flag.name())),
-            (None, Some(v)) => (v.clone(), format!("config field {field}")),
+    ) -> Result<Duration, Error> {
+        let (raw, from_flag) = match (self.flags.get(flag), from_config) {
+            (Some(v), _) => (v, true),
+            (None, Some(v)) => (v.as_str(), false),
             (None, None) => return Ok(default),
         };
-        let d = parse_duration(&raw).map_err(|e| format!("{whence}: {e}"))?;
+        let bad = |reason: String| if from_flag { Error::flag(flag, reason) } else { Error::kubelet(field, reason) };
+        let d = parse_duration(raw).map_err(|e| bad(e.to_string()))?;
         if d.is_zero() {
-            return Err(format!("{whence}: must be more than zero"));
+            return Err(bad("must be more than zero".into()));
         }
         Ok(d)
     }
@@ -76,10 +78,12 @@ pub struct NodeSettings {
     pub allowed_unsafe_sysctls: Vec<String>,
 }
 
-pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
+pub fn node(i: &Inputs) -> Result<NodeSettings, Error> {
     let name = i.flags.get(Flag::HostnameOverride).map_or_else(hostname, String::from);
     let name = crate::pod::identity::node_name(&name);
-    crate::pod::validate::dns1123_subdomain(&name).map_err(|e| format!("node name {name:?} {e}"))?;
+    if let Err(reason) = crate::pod::validate::dns1123_subdomain(&name) {
+        return Err(Problem::NodeName { name, reason: reason.to_string() }.into());
+    }
     let root_dir = i
         .flags
         .get(Flag::RootDir)
@@ -100,7 +104,7 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
             Some(list) => {
                 for p in list {
                     crate::admission::sysctls::check_pattern(p)
-                        .map_err(|e| format!("config field allowedUnsafeSysctls: {e}"))?;
+                        .map_err(|e| Error::kubelet("allowedUnsafeSysctls", e.to_string()))?;
                 }
                 list.iter().map(|p| crate::admission::sysctls::dotted(p)).collect()
             }
@@ -111,13 +115,13 @@ pub fn node(i: &Inputs) -> Result<NodeSettings, String> {
 
 /// `kubeReserved` plus `systemReserved`, and `evictionHard` (when given, only its thresholds
 /// count, as kubelet's without `mergeDefaultEvictionSettings`).
-fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate::node::machine::Reserved, String> {
+fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate::node::machine::Reserved, Error> {
     use crate::node::machine::{Reserved, Threshold};
     let mut r = Reserved::default();
     for (field, map) in [("kubeReserved", &cfg.kube_reserved), ("systemReserved", &cfg.system_reserved)] {
         for (name, q) in map.iter().flatten() {
             if q.is_negative() {
-                return Err(format!("config field {field}.{name}: must not be negative"));
+                return Err(Error::kubelet(&format!("{field}.{name}"), "must not be negative".into()));
             }
             let add = |total: &mut i64, v: i64| *total = total.saturating_add(v);
             match name.as_str() {
@@ -126,9 +130,8 @@ fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate:
                 "ephemeral-storage" => add(&mut r.ephemeral_bytes, q.value()),
                 "pid" => {}
                 _ => {
-                    return Err(format!(
-                        "config field {field}.{name}: not a resource (cpu, memory, ephemeral-storage, pid)"
-                    ))
+                    let reason = "not a resource (cpu, memory, ephemeral-storage, pid)";
+                    return Err(Error::kubelet(&format!("{field}.{name}"), reason.into()));
                 }
             }
         }
@@ -136,7 +139,7 @@ fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate:
     if let Some(map) = &cfg.eviction_hard {
         (r.memory_available, r.nodefs_available) = (None, None);
         for (signal, value) in map {
-            let at = || format!("config field evictionHard.{signal}");
+            let bad = |reason: String| Error::kubelet(&format!("evictionHard.{signal}"), reason);
             let slot = match signal.as_str() {
                 "memory.available" => Some(&mut r.memory_available),
                 "nodefs.available" => Some(&mut r.nodefs_available),
@@ -148,7 +151,7 @@ fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate:
                 | "pid.available"
                 | "containerfs.available"
                 | "containerfs.inodesFree" => None,
-                _ => return Err(format!("{}: not an eviction signal", at())),
+                _ => return Err(bad("not an eviction signal".into())),
             };
             // kubelet's parseThresholdStatement: 0% and 100% set no threshold; a percentage is
             // a float32 between them; an amount must be positive.
@@ -156,11 +159,11 @@ fn reserved(cfg: &crate::config::kubelet::KubeletConfiguration) -> Result<crate:
                 Some(_) if value == "0%" || value == "100%" => None,
                 Some(p) => match p.parse::<f32>() {
                     Ok(p) if (0.0..=100.0).contains(&p) => Some(Threshold::Share((p / 100.0).to_bits())),
-                    _ => return Err(format!("{}: {value:?} is not a percentage from 0 to 100", at())),
+                    _ => return Err(bad(format!("{value:?} is not a percentage from 0 to 100"))),
                 },
                 None => match crate::pod::quantity::Quantity::parse(value) {
                     Ok(q) if !q.is_negative() && !q.is_zero() => Some(Threshold::Bytes(q.value())),
-                    _ => return Err(format!("{}: {value:?} is not a positive quantity or a percentage", at())),
+                    _ => return Err(bad(format!("{value:?} is not a positive quantity or a percentage"))),
                 },
             };
             if let Some(slot) = slot {
@@ -199,7 +202,7 @@ pub struct SourceSettings {
     pub strict: bool,
 }
 
-pub fn sources(i: &Inputs) -> Result<SourceSettings, String> {
+pub fn sources(i: &Inputs) -> Result<SourceSettings, Error> {
     let (cfg, own, shown) = (i.kubelet, i.own, i.own_shown);
     let check = |flag, field, value: &Option<String>| i.duration(flag, field, value, DEFAULT_CHECK_FREQUENCY);
     let url = UrlSettings {
@@ -230,21 +233,23 @@ pub fn sources(i: &Inputs) -> Result<SourceSettings, String> {
 }
 
 /// `--manifest-url-header` flags, or when none is given, `staticPodURLHeader`.
-fn url_headers(i: &Inputs) -> Result<Vec<(String, String)>, String> {
+fn url_headers(i: &Inputs) -> Result<Vec<(String, String)>, Error> {
     let mut headers = Vec::new();
     let flags = i.flags.all(Flag::ManifestUrlHeader);
     if flags.is_empty() {
         for (name, values) in i.kubelet.static_pod_url_header.iter().flatten() {
             for v in values {
                 let parsed = crate::source::http::parse_header_flag(&format!("{name}:{v}"))
-                    .map_err(|e| format!("config field staticPodURLHeader: {e}"))?;
+                    .map_err(|e| Error::kubelet("staticPodURLHeader", e.to_string()))?;
                 headers.extend(parsed);
             }
         }
     }
     for v in flags {
-        headers
-            .extend(crate::source::http::parse_header_flag(v).map_err(|e| format!("flag --manifest-url-header: {e}"))?);
+        headers.extend(
+            crate::source::http::parse_header_flag(v)
+                .map_err(|e| Error::flag(Flag::ManifestUrlHeader, e.to_string()))?,
+        );
     }
     Ok(headers)
 }
@@ -260,13 +265,12 @@ pub struct RuntimeSettings {
     pub tuning: TuningConfig,
 }
 
-pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings, String> {
+pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings, Error> {
     let (cfg, own, shown) = (i.kubelet, i.own, i.own_shown);
     for (class, handler) in &own.runtime_classes {
         if crate::pod::validate::dns1123_subdomain(class).is_err() || handler.is_empty() {
-            return Err(format!(
-                "config {shown}: runtimeClasses.{class}: needs a DNS subdomain name and a non-empty handler"
-            ));
+            let reason = "needs a DNS subdomain name and a non-empty handler";
+            return Err(Error::in_file(shown, &format!("runtimeClasses.{class}"), reason.into()));
         }
     }
     let endpoint = i
@@ -274,7 +278,7 @@ pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings
         .unwrap_or_else(|| DEFAULT_RUNTIME_ENDPOINT.into());
     let sync = i.duration(Flag::SyncFrequency, "syncFrequency", &cfg.sync_frequency, Duration::ZERO)?;
     Ok(RuntimeSettings {
-        endpoint: Endpoint::parse(&endpoint)?,
+        endpoint: Endpoint::parse(&endpoint).map_err(|e| Error::from(Problem::Endpoint(e)))?,
         request_timeout: i.duration(
             Flag::RuntimeRequestTimeout,
             "runtimeRequestTimeout",
@@ -299,15 +303,15 @@ pub fn runtime(i: &Inputs, root_dir: &std::path::Path) -> Result<RuntimeSettings
 }
 
 /// containerLogMaxSize, containerLogMaxFiles.
-fn log_rotation(cfg: &KubeletConfiguration) -> Result<Rotation, String> {
+fn log_rotation(cfg: &KubeletConfiguration) -> Result<Rotation, Error> {
     let max_size = match cfg.container_log_max_size {
         Some(q) if q.value() > 0 => q.value() as u64,
-        Some(q) => return Err(format!("config field containerLogMaxSize: {q} must be positive")),
+        Some(q) => return Err(Error::kubelet("containerLogMaxSize", format!("{q} must be positive"))),
         None => crate::runtime::logs::DEFAULT_MAX_SIZE,
     };
     let max_files = match cfg.container_log_max_files {
         Some(n) if n >= 2 => n as usize,
-        Some(n) => return Err(format!("config field containerLogMaxFiles: {n} must be at least 2")),
+        Some(n) => return Err(Error::kubelet("containerLogMaxFiles", format!("{n} must be at least 2"))),
         None => crate::runtime::logs::DEFAULT_MAX_FILES,
     };
     Ok(Rotation { max_size, max_files })
@@ -327,7 +331,7 @@ pub struct ImageSettings {
     pub gc_period: Duration,
 }
 
-pub fn images(i: &Inputs, root_dir: &std::path::Path) -> Result<ImageSettings, String> {
+pub fn images(i: &Inputs, root_dir: &std::path::Path) -> Result<ImageSettings, Error> {
     Ok(ImageSettings {
         dir: i.own.images_dir.as_ref().map_or_else(|| root_dir.join("images"), PathBuf::from),
         ctr_path: i.own.ctr_path.as_ref().map(PathBuf::from),
@@ -350,11 +354,11 @@ pub struct Listeners {
     pub kubelet: Option<crate::kubelet_server::ServerSettings>,
 }
 
-pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, String> {
+pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, Error> {
     let cfg = i.kubelet;
     let port = cfg.healthz_port.unwrap_or(10248);
     if !(0..=65535).contains(&port) {
-        return Err(format!("config field healthzPort: {port} is not a port number"));
+        return Err(Error::kubelet("healthzPort", format!("{port} is not a port number")));
     }
     let addr = cfg.healthz_bind_address.clone().unwrap_or_else(|| "127.0.0.1".into());
     Ok(Listeners {
@@ -373,7 +377,7 @@ pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, String> {
         read_only: match cfg.read_only_port.unwrap_or(0) {
             0 => None,
             p if (1..=65535).contains(&p) => Some(format!("127.0.0.1:{p}")),
-            p => return Err(format!("config field readOnlyPort: {p} is not a port number")),
+            p => return Err(Error::kubelet("readOnlyPort", format!("{p} is not a port number"))),
         },
         kubelet: kubelet_server(cfg, node_name)?,
     })
@@ -381,25 +385,27 @@ pub fn listeners(i: &Inputs, node_name: &str) -> Result<Listeners, String> {
 
 /// kubelet's server settings, with KubeletConfiguration v1beta1's defaults (0.0.0.0:10250,
 /// no anonymous access, token webhook on, Webhook authorization, the debugging handlers on).
-fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<ServerSettings>, String> {
-    use crate::kubelet_server::auth::{Mode, Settings as Auth, ALLOWED_TTL, DENIED_TTL};
+fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<ServerSettings>, Error> {
+    use crate::kubelet_server::auth::{AuthSettings as Auth, Mode, ALLOWED_TTL, DENIED_TTL};
     let port = cfg.port.unwrap_or(10250);
-    let port = u16::try_from(port).map_err(|_| format!("config field port: {port} is not a port number"))?;
+    let port = u16::try_from(port).map_err(|_| Error::kubelet("port", format!("{port} is not a port number")))?;
     let ip: std::net::IpAddr = match cfg.address.as_deref().unwrap_or("0.0.0.0").parse() {
         Ok(ip) => ip,
-        Err(_) => return Err(format!("config field address: {:?} is not an IP address", cfg.address)),
+        Err(_) => return Err(Error::kubelet("address", format!("{:?} is not an IP address", cfg.address))),
     };
     let tls = match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
         (Some(c), Some(k)) if !c.is_empty() && !k.is_empty() => Some((c.into(), k.into())),
         (None, None) => None,
-        _ => return Err("config fields tlsCertFile and tlsPrivateKeyFile: give both or neither".into()),
+        _ => {
+            return Err(Error::invalid("config fields tlsCertFile and tlsPrivateKeyFile: give both or neither".into()))
+        }
     };
     let authn = cfg.authentication.as_ref();
     let authz = cfg.authorization.as_ref();
     let defaults = Auth::kubelet_defaults(node);
     let ttl = |field: &str, raw: Option<&String>, default: Duration| match raw {
         None => Ok(default),
-        Some(raw) => parse_duration(raw).map_err(|e| format!("config field {field}: {e}")),
+        Some(raw) => parse_duration(raw).map_err(|e| Error::kubelet(field, e.to_string())),
     };
     let webhook = authn.and_then(|a| a.webhook.as_ref());
     let token_ttl =
@@ -419,7 +425,10 @@ fn kubelet_server(cfg: &KubeletConfiguration, node: &str) -> Result<Option<Serve
                 DENIED_TTL,
             )?,
         },
-        other => return Err(format!("config field authorization.mode: {other:?} must be AlwaysAllow or Webhook")),
+        other => {
+            let reason = format!("{other:?} must be AlwaysAllow or Webhook");
+            return Err(Error::kubelet("authorization.mode", reason));
+        }
     };
     let settings = ServerSettings {
         address: std::net::SocketAddr::new(ip, port),
@@ -461,29 +470,28 @@ pub struct MirrorSettings {
     pub status_report_frequency: Duration,
     pub lease_duration_seconds: u32,
     /// The tunnel to a konnectivity server (`konnectivity` in the AtollConfiguration).
-    pub tunnel: Option<crate::tunnel::Settings>,
+    pub tunnel: Option<crate::tunnel::TunnelSettings>,
     /// `mirrorEncryptedPodSpecs`: mirror pods from encrypted manifests unredacted.
     pub encrypted_pod_specs: bool,
 }
 
-pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
+pub fn mirror(i: &Inputs) -> Result<MirrorSettings, Error> {
     let cfg = i.kubelet;
     let mut taints = Vec::new();
     for (n, t) in cfg.register_with_taints.iter().flatten().enumerate() {
         if t.key.is_empty() || !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
-            return Err(format!(
-                "config field registerWithTaints[{n}]: needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute"
-            ));
+            let reason = "needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute";
+            return Err(Error::kubelet(&format!("registerWithTaints[{n}]"), reason.into()));
         }
         taints.push(serde_json::to_value(t).unwrap_or_default());
     }
     Ok(MirrorSettings {
         kubeconfig: i.text(Flag::Kubeconfig, &i.own.kubeconfig).filter(|k| !k.is_empty()).map(Into::into),
         node_labels: match i.flags.get(Flag::NodeLabels) {
-            Some(v) => parse_labels(v).map_err(|e| format!("flag --node-labels: {e}"))?,
+            Some(v) => parse_labels(v)?,
             None => {
                 for (k, v) in &i.own.node_labels {
-                    check_label(k, v).map_err(|e| format!("config {}: nodeLabels.{k}: {e}", i.own_shown))?;
+                    check_label(k, v).map_err(|e| Error::in_file(i.own_shown, &format!("nodeLabels.{k}"), e))?;
                 }
                 i.own.node_labels.clone()
             }
@@ -492,7 +500,7 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
         max_pods: match cfg.max_pods {
             None => 110,
             Some(n) if n > 0 => n,
-            Some(n) => return Err(format!("config field maxPods: {n} must be positive")),
+            Some(n) => return Err(Error::kubelet("maxPods", format!("{n} must be positive"))),
         },
         status_update_frequency: i.duration(
             Flag::NodeStatusUpdateFrequency,
@@ -509,7 +517,7 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
         lease_duration_seconds: match cfg.node_lease_duration_seconds {
             None => 40,
             Some(n) if (1..=3600).contains(&n) => n as u32,
-            Some(n) => return Err(format!("config field nodeLeaseDurationSeconds: {n} must be 1 to 3600")),
+            Some(n) => return Err(Error::kubelet("nodeLeaseDurationSeconds", format!("{n} must be 1 to 3600"))),
         },
         tunnel: i.own.konnectivity.clone(),
         encrypted_pod_specs: i.own.mirror_encrypted_pod_specs.unwrap_or(false),
@@ -517,11 +525,12 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, String> {
 }
 
 /// `--node-labels`: `key=value,key=value`.
-fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
+fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, Error> {
     let mut out = BTreeMap::new();
     for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not key=value"))?;
-        check_label(k, v).map_err(|e| format!("{k}: {e}"))?;
+        let bad = |reason: String| Error::flag(Flag::NodeLabels, reason);
+        let (k, v) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} is not key=value")))?;
+        check_label(k, v).map_err(|e| bad(format!("{k}: {e}")))?;
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)

@@ -83,7 +83,7 @@ fn an_existing_kubelet_config_file_drives_the_sources() {
     ] {
         let path =
             config_file("gc.yaml", &format!("{}{bad}\n", KUBELET.replace("imageGCHighThresholdPercent: 90\n", "")));
-        let e = Settings::load(&flags(&[&format!("--config={path}")])).err().unwrap_or_default();
+        let e = Settings::load(&flags(&[&format!("--config={path}")])).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains(field), "{bad}: {e}");
     }
     assert_eq!(s.mirror.status_report_frequency, Duration::from_secs(300));
@@ -94,7 +94,7 @@ fn an_existing_kubelet_config_file_drives_the_sources() {
     assert!(!notes.contains("authentication"), "{notes}");
     let server = s.listeners.kubelet.expect("kubelet's server, with kubelet's defaults");
     assert_eq!(server.address, "0.0.0.0:10250".parse().unwrap());
-    assert_eq!(server.auth, crate::kubelet_server::auth::Settings::kubelet_defaults("edge-1"));
+    assert_eq!(server.auth, crate::kubelet_server::auth::AuthSettings::kubelet_defaults("edge-1"));
     assert!(server.debugging_handlers && server.tls.is_none() && server.client_ca_file.is_none());
     assert_eq!(server.idle_timeout, Duration::from_secs(4 * 3600));
 }
@@ -139,7 +139,7 @@ enableDebuggingHandlers: false\nstreamingConnectionIdleTimeout: 5m\n"
         ("authorization: {mode: RBAC}\n", "authorization.mode: \"RBAC\""),
         ("authorization: {webhook: {cacheAuthorizedTTL: soon}}\n", "authorization.webhook.cacheAuthorizedTTL"),
     ] {
-        let e = load(bad).err().unwrap_or_default();
+        let e = load(bad).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains(field), "{bad}: {e}");
     }
 }
@@ -151,7 +151,7 @@ fn node_labels_are_checked_and_named() {
     assert_eq!(s.mirror.node_labels["example.com/tier"], "edge");
     assert_eq!(s.mirror.node_labels["empty"], "");
     for bad in ["site", "-x=1", "a/b/c=1", "k=-v", "Bad_Prefix./k=v"] {
-        let e = Settings::load(&flags(&[&format!("--node-labels={bad}")])).unwrap_err();
+        let e = Settings::load(&flags(&[&format!("--node-labels={bad}")])).unwrap_err().to_string();
         assert!(e.starts_with("flag --node-labels: "), "{bad}: {e}");
     }
     assert_eq!(Settings::load(&flags(&[])).unwrap().mirror.kubeconfig, None);
@@ -237,39 +237,46 @@ fn the_example_atoll_config_is_valid() {
             "relist.yaml",
             &format!("apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nrelistPeriod: {value}\n"),
         );
-        let e = Settings::load(&flags(&[&format!("--atoll-config={own}"), "--hostname-override=n"])).unwrap_err();
+        let e = Settings::load(&flags(&[&format!("--atoll-config={own}"), "--hostname-override=n"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("relist.yaml: relistPeriod: ") && e.contains(error), "{e}");
     }
     let wrong =
         config_file("wrong-own.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n");
-    let e = Settings::load(&flags(&[&format!("--atoll-config={wrong}"), "--hostname-override=n"])).unwrap_err();
+    let e =
+        Settings::load(&flags(&[&format!("--atoll-config={wrong}"), "--hostname-override=n"])).unwrap_err().to_string();
     assert!(e.contains("wrong-own.yaml") && e.contains("expected kind AtollConfiguration"), "{e}");
 }
 
 #[test]
 fn bad_config_files_are_named_with_the_field() {
     let wrong_kind = config_file("wrong.yaml", "apiVersion: v1\nkind: Pod\n");
-    let e = Settings::load(&flags(&[&format!("--config={wrong_kind}"), "--hostname-override=n"])).unwrap_err();
+    let e =
+        Settings::load(&flags(&[&format!("--config={wrong_kind}"), "--hostname-override=n"])).unwrap_err().to_string();
     assert!(e.contains("wrong.yaml") && e.contains("expected kind KubeletConfiguration"), "{e}");
     let bad_duration = config_file(
         "dur.yaml",
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfileCheckFrequency: soon\n",
     );
-    let e = Settings::load(&flags(&[&format!("--config={bad_duration}"), "--hostname-override=n"])).unwrap_err();
+    let e = Settings::load(&flags(&[&format!("--config={bad_duration}"), "--hostname-override=n"]))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("config field fileCheckFrequency:"), "{e}");
     let bad_type = config_file(
         "type.yaml",
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: [a]\n",
     );
-    let e = Settings::load(&flags(&[&format!("--config={bad_type}"), "--hostname-override=n"])).unwrap_err();
+    let e =
+        Settings::load(&flags(&[&format!("--config={bad_type}"), "--hostname-override=n"])).unwrap_err().to_string();
     assert!(e.contains("type.yaml: staticPodPath: invalid type"), "{e}");
-    let e = Settings::load(&flags(&["--config=/nonexistent/kubelet.yaml"])).unwrap_err();
+    let e = Settings::load(&flags(&["--config=/nonexistent/kubelet.yaml"])).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/kubelet.yaml"), "{e}");
     let nested = config_file(
         "nested.yaml",
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication: {webhook: {cacheTTL: [1]}}\n",
     );
-    let e = Settings::load(&flags(&[&format!("--config={nested}"), "--hostname-override=n"])).unwrap_err();
+    let e = Settings::load(&flags(&[&format!("--config={nested}"), "--hostname-override=n"])).unwrap_err().to_string();
     assert!(e.contains("nested.yaml: authentication.webhook.cacheTTL: invalid type"), "{e}");
 }
 
@@ -370,7 +377,7 @@ fn reservations_eviction_thresholds_and_unsafe_sysctls_are_read_as_kubelet_reads
         ("allowedUnsafeSysctls: [vm.swappiness]\n", "not known to be namespaced"),
     ] {
         let path = config_file("bad-reserved.yaml", &format!("{KUBELET}{bad}"));
-        let e = Settings::load(&flags(&[&format!("--config={path}")])).err().unwrap_or_default();
+        let e = Settings::load(&flags(&[&format!("--config={path}")])).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains(field), "{bad}: {e}");
     }
 }

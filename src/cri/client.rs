@@ -18,24 +18,48 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint(PathBuf);
 
+/// A runtime endpoint atoll cannot use (the text as given).
+#[derive(Debug, PartialEq, Eq)]
+pub enum BadEndpoint {
+    /// A scheme other than `unix://`.
+    Scheme { endpoint: String, scheme: String },
+    /// Neither `unix://` nor a path.
+    NotUnix(String),
+    /// A socket path that is not absolute.
+    Relative(String),
+}
+
+impl std::fmt::Display for BadEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadEndpoint::Scheme { endpoint, scheme } => write!(
+                f,
+                "container runtime endpoint {endpoint:?}: scheme {scheme:?} is not supported; use unix:///path/to/socket"
+            ),
+            BadEndpoint::NotUnix(s) => {
+                write!(f, "container runtime endpoint {s:?}: expected unix:///path/to/socket or an absolute path")
+            }
+            BadEndpoint::Relative(s) => write!(f, "container runtime endpoint {s:?}: the socket path must be absolute"),
+        }
+    }
+}
+
+impl std::error::Error for BadEndpoint {}
+
 impl Endpoint {
-    pub fn parse(s: &str) -> Result<Endpoint, String> {
+    pub fn parse(s: &str) -> Result<Endpoint, BadEndpoint> {
         let s = s.trim();
         let path = if let Some(rest) = s.strip_prefix("unix://") {
             rest
         } else if s.starts_with('/') {
             s
         } else if let Some((scheme, _)) = s.split_once("://") {
-            return Err(format!(
-                "container runtime endpoint {s:?}: scheme {scheme:?} is not supported; use unix:///path/to/socket"
-            ));
+            return Err(BadEndpoint::Scheme { endpoint: s.into(), scheme: scheme.into() });
         } else {
-            return Err(format!(
-                "container runtime endpoint {s:?}: expected unix:///path/to/socket or an absolute path"
-            ));
+            return Err(BadEndpoint::NotUnix(s.into()));
         };
         if !path.starts_with('/') || path.len() < 2 {
-            return Err(format!("container runtime endpoint {s:?}: the socket path must be absolute"));
+            return Err(BadEndpoint::Relative(s.into()));
         }
         Ok(Endpoint(PathBuf::from(path)))
     }
@@ -452,9 +476,9 @@ mod tests {
         assert_eq!(e.path(), std::path::Path::new("/run/containerd/containerd.sock"));
         assert_eq!(e.to_string(), "unix:///run/containerd/containerd.sock");
         assert_eq!(Endpoint::parse("/run/crio/crio.sock").unwrap().path(), std::path::Path::new("/run/crio/crio.sock"));
-        let err = Endpoint::parse("tcp://127.0.0.1:1234").unwrap_err();
+        let err = Endpoint::parse("tcp://127.0.0.1:1234").unwrap_err().to_string();
         assert!(err.contains("scheme \"tcp\" is not supported"), "{err}");
-        assert!(Endpoint::parse("unix://relative.sock").unwrap_err().contains("absolute"));
+        assert!(Endpoint::parse("unix://relative.sock").unwrap_err().to_string().contains("absolute"));
         assert!(Endpoint::parse("containerd.sock").is_err());
         assert!(Endpoint::parse("unix:///").is_err());
     }

@@ -21,7 +21,7 @@ pub mod ids;
 pub mod service;
 
 pub use crate::grpc::status::{Code, Status};
-pub use client::{Cri, Endpoint};
+pub use client::{BadEndpoint, Cri, Endpoint};
 pub use service::{EventStream, RuntimeService};
 
 #[cfg(test)]

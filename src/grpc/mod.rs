@@ -1,6 +1,6 @@
 //! A thin gRPC client over HTTP/2 on a unix socket: unary calls, and server-streaming ones
 //! read message by message ([`Replies`]); `bidi` adds the bidirectional stream the tunnel
-//! uses, and `status` the gRPC status codes and the typed error every call returns. Used by
+//! uses (over any stream: the tunnel's is TLS over TCP), and `status` the gRPC status codes and the typed error every call returns. Used by
 //! `cri` (the runtime), `tunnel` (konnectivity), `handlers` (gRPC probes) and `mirror` (the
 //! HTTP/2 handshake).
 //!

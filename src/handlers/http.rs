@@ -22,7 +22,7 @@ const MAX_REDIRECTS: usize = 10;
 
 /// A probe's request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub struct HttpGet {
     /// `http` or `https`.
     pub scheme: String,
     pub host: String,
@@ -36,7 +36,7 @@ pub struct Target {
 
 /// How an HTTP probe ended (kubelet's success, warning or failure).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum HttpResult {
     Success(u16),
     /// A redirect to another host, not followed: counted as a success, with this warning.
     Warning(String),
@@ -51,7 +51,7 @@ struct Response {
 
 /// One GET within `timeout`, no redirect followed: the status, or the transport error. A
 /// lifecycle hook's httpGet (kubelet does not look at the status of those).
-pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String> {
+pub async fn get_once(target: &HttpGet, timeout: Duration) -> Result<u16, String> {
     match crate::deadline::with_deadline(timeout, get(target)).await {
         None => Err(format!("{}: timed out after {timeout:?}", url(target))),
         Some(Err(e)) => Err(format!("{}: {e}", url(target))),
@@ -60,14 +60,14 @@ pub async fn get_once(target: &Target, timeout: Duration) -> Result<u16, String>
 }
 
 /// Runs the probe's GET within `timeout`, redirects included.
-pub async fn probe(target: &Target, timeout: Duration) -> Verdict {
+pub async fn probe(target: &HttpGet, timeout: Duration) -> HttpResult {
     let started = Instant::now();
     let mut current = target.clone();
     for _ in 0..=MAX_REDIRECTS {
         let left = timeout.saturating_sub(started.elapsed());
         let resp = match crate::deadline::with_deadline(left, get(&current)).await {
-            None => return Verdict::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
-            Some(Err(e)) => return Verdict::Failure(format!("{}: {e}", url(&current))),
+            None => return HttpResult::Failure(format!("{}: timed out after {timeout:?}", url(&current))),
+            Some(Err(e)) => return HttpResult::Failure(format!("{}: {e}", url(&current))),
             Some(Ok(r)) => r,
         };
         let redirect = (300..400).contains(&resp.status) && resp.status != 304;
@@ -75,7 +75,7 @@ pub async fn probe(target: &Target, timeout: Duration) -> Verdict {
             Some(location) => {
                 let next = follow(&current, &location);
                 if next.host != target.host {
-                    return Verdict::Warning(format!(
+                    return HttpResult::Warning(format!(
                         "probe terminated redirects for {}, response: {} to {location:?}",
                         url(target),
                         resp.status
@@ -83,20 +83,20 @@ pub async fn probe(target: &Target, timeout: Duration) -> Verdict {
                 }
                 current = next;
             }
-            None if (200..400).contains(&resp.status) => return Verdict::Success(resp.status),
-            None => return Verdict::Failure(format!("HTTP probe failed with statuscode: {}", resp.status)),
+            None if (200..400).contains(&resp.status) => return HttpResult::Success(resp.status),
+            None => return HttpResult::Failure(format!("HTTP probe failed with statuscode: {}", resp.status)),
         }
     }
-    Verdict::Failure(format!("{}: stopped after {MAX_REDIRECTS} redirects", url(target)))
+    HttpResult::Failure(format!("{}: stopped after {MAX_REDIRECTS} redirects", url(target)))
 }
 
-fn url(t: &Target) -> String {
+fn url(t: &HttpGet) -> String {
     let host = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
     format!("{}://{host}:{}{}", t.scheme, t.port, t.path)
 }
 
 /// The target a `Location` header points to, relative to `from`.
-fn follow(from: &Target, location: &str) -> Target {
+fn follow(from: &HttpGet, location: &str) -> HttpGet {
     let mut next = from.clone();
     let rest = if let Some((scheme, rest)) = location.split_once("://") {
         next.scheme = scheme.to_ascii_lowercase();
@@ -136,7 +136,7 @@ fn split_authority(authority: &str, default_port: u16) -> (String, u16) {
 }
 
 /// The request's bytes, with kubelet's header rules.
-fn request(t: &Target) -> Vec<u8> {
+fn request(t: &HttpGet) -> Vec<u8> {
     let default_port = if t.scheme == "https" { 443 } else { 80 };
     let mut host = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
     if t.port != default_port {
@@ -166,7 +166,7 @@ fn request(t: &Target) -> Vec<u8> {
     out.into_bytes()
 }
 
-async fn get(t: &Target) -> Result<Response, String> {
+async fn get(t: &HttpGet) -> Result<Response, String> {
     let stream = smol::net::TcpStream::connect((t.host.as_str(), t.port)).await.map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
     if t.scheme == "https" {
@@ -185,7 +185,7 @@ async fn get(t: &Target) -> Result<Response, String> {
     }
 }
 
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &Target) -> Result<Response, String> {
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, t: &HttpGet) -> Result<Response, String> {
     s.write_all(&request(t)).await.map_err(|e| e.to_string())?;
     s.flush().await.map_err(|e| e.to_string())?;
     let (head, already) = crate::http1::read_head(&mut s, HEADER_LIMIT).await?;
@@ -208,8 +208,8 @@ mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
 
-    fn target(port: u16, path: &str) -> Target {
-        Target {
+    fn target(port: u16, path: &str) -> HttpGet {
+        HttpGet {
             scheme: "http".into(),
             host: "127.0.0.1".into(),
             port,
@@ -253,11 +253,11 @@ mod tests {
         let port = server(|path, _| status(path.trim_start_matches('/').parse().unwrap()));
         for code in [200, 204, 301, 399] {
             let got = smol::block_on(probe(&target(port, &format!("/{code}")), Duration::from_secs(2)));
-            assert_eq!(got, Verdict::Success(code), "{code}");
+            assert_eq!(got, HttpResult::Success(code), "{code}");
         }
         for code in [199, 400, 404, 500] {
             let got = smol::block_on(probe(&target(port, &format!("/{code}")), Duration::from_secs(2)));
-            assert_eq!(got, Verdict::Failure(format!("HTTP probe failed with statuscode: {code}")), "{code}");
+            assert_eq!(got, HttpResult::Failure(format!("HTTP probe failed with statuscode: {code}")), "{code}");
         }
     }
 
@@ -274,13 +274,13 @@ mod tests {
             _ => status(404),
         });
         let got = smol::block_on(probe(&target(port, "/start"), Duration::from_secs(2)));
-        assert_eq!(got, Verdict::Failure("HTTP probe failed with statuscode: 500".into()), "followed to /bad");
+        assert_eq!(got, HttpResult::Failure("HTTP probe failed with statuscode: 500".into()), "followed to /bad");
         let got = smol::block_on(probe(&target(port, "/moved"), Duration::from_secs(2)));
-        assert_eq!(got, Verdict::Success(200), "a 302 to a 200 on the same host");
+        assert_eq!(got, HttpResult::Success(200), "a 302 to a 200 on the same host");
         let got = smol::block_on(probe(&target(port, "/away"), Duration::from_secs(2)));
-        assert!(matches!(&got, Verdict::Warning(w) if w.contains("301")), "{got:?}");
+        assert!(matches!(&got, HttpResult::Warning(w) if w.contains("301")), "{got:?}");
         let got = smol::block_on(probe(&target(port, "/loop"), Duration::from_secs(2)));
-        assert!(matches!(&got, Verdict::Failure(f) if f.contains("stopped after 10 redirects")), "{got:?}");
+        assert!(matches!(&got, HttpResult::Failure(f) if f.contains("stopped after 10 redirects")), "{got:?}");
     }
 
     #[test]
@@ -292,8 +292,8 @@ mod tests {
         });
         let mut t = target(port, "/");
         t.headers = vec![("X-Custom".into(), "1".into())];
-        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(2))), Verdict::Success(200));
-        let r = String::from_utf8(request(&Target {
+        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(2))), HttpResult::Success(200));
+        let r = String::from_utf8(request(&HttpGet {
             headers: vec![
                 ("Accept".into(), "".into()),
                 ("Host".into(), "svc.local".into()),
@@ -309,12 +309,12 @@ mod tests {
     fn a_closed_port_and_a_silent_server_fail() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let got = smol::block_on(probe(&target(closed, "/"), Duration::from_secs(2)));
-        assert!(matches!(got, Verdict::Failure(_)), "{got:?}");
+        assert!(matches!(got, HttpResult::Failure(_)), "{got:?}");
         let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = silent.local_addr().unwrap().port();
         let started = Instant::now();
         let got = smol::block_on(probe(&target(port, "/"), Duration::from_millis(300)));
-        assert!(matches!(&got, Verdict::Failure(f) if f.contains("timed out")), "{got:?}");
+        assert!(matches!(&got, HttpResult::Failure(f) if f.contains("timed out")), "{got:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         drop(silent);
     }
@@ -351,12 +351,12 @@ mod tests {
         }
         let mut t = target(port, "/ok.html");
         t.scheme = "https".into();
-        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(5))), Verdict::Success(200));
+        assert_eq!(smol::block_on(probe(&t, Duration::from_secs(5))), HttpResult::Success(200));
         // HTTPS to a plain HTTP server: the handshake fails, and so does the probe.
         let plain = server(|_, _| status(200));
         let mut t = target(plain, "/");
         t.scheme = "https".into();
-        assert!(matches!(smol::block_on(probe(&t, Duration::from_secs(5))), Verdict::Failure(_)));
+        assert!(matches!(smol::block_on(probe(&t, Duration::from_secs(5))), HttpResult::Failure(_)));
         let _ = tls_server.kill();
         let _ = tls_server.wait();
         let _ = std::fs::remove_dir_all(&dir);

@@ -66,7 +66,7 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
             Err(e) => return Attempt::Error(e.into()),
         };
         let path = get.path.clone().unwrap_or_default();
-        let target = http::Target {
+        let target = http::HttpGet {
             scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
             host: host_or(&get.host),
             port,
@@ -75,9 +75,9 @@ pub async fn attempt<R: RuntimeService>(cri: &R, c: &Container, probe: &Probe, a
             user_agent: http::USER_AGENT,
         };
         return match http::probe(&target, timeout).await {
-            http::Verdict::Success(_) => Attempt::Success,
-            http::Verdict::Warning(w) => Attempt::Warning(w),
-            http::Verdict::Failure(f) => Attempt::Failure(f),
+            http::HttpResult::Success(_) => Attempt::Success,
+            http::HttpResult::Warning(w) => Attempt::Warning(w),
+            http::HttpResult::Failure(f) => Attempt::Failure(f),
         };
     }
     if let Some(tcp) = &probe.tcp_socket {
@@ -138,7 +138,7 @@ pub async fn lifecycle<R: RuntimeService>(
     let timeout = budget.unwrap_or(Duration::from_secs(30));
     if let Some(get) = &handler.http_get {
         let path = get.path.clone().unwrap_or_else(|| "/".into());
-        let target = http::Target {
+        let target = http::HttpGet {
             scheme: get.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase(),
             host: at.host(&get.host),
             port: port_number(&get.port, c)?,

@@ -145,8 +145,49 @@ enum Kind {
     Pax,
 }
 
+/// Why a stream is not a whole image archive.
+#[derive(Debug)]
+pub enum Error {
+    /// Not a tar archive, or a corrupt one (what gave it away).
+    NotTar(&'static str),
+    /// A header's checksum does not match (after the entry named).
+    BadChecksum { after: String },
+    /// A header's size field is not a number (after the entry named).
+    BadSize { after: String },
+    /// `manifest.json` or `index.json` over [`MAX_INDEX`].
+    TooLarge { name: String },
+    /// Less than one header (0: nothing at all).
+    Short(usize),
+    /// The stream ends inside this entry.
+    Truncated { inside: String },
+    /// `manifest.json` or `index.json` is not JSON.
+    Json { file: &'static str, error: crate::parse::Error },
+    /// Neither `manifest.json` nor `index.json`.
+    NotImage,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NotTar(why) => f.write_str(why),
+            Error::BadChecksum { after } => {
+                write!(f, "not a tar archive, or a corrupt one: bad header checksum after {after:?}")
+            }
+            Error::BadSize { after } => write!(f, "corrupt tar header after {after:?}: bad size"),
+            Error::TooLarge { name } => write!(f, "{name} in the archive is larger than {MAX_INDEX} bytes"),
+            Error::Short(0) => f.write_str("empty: not a tar archive"),
+            Error::Short(n) => write!(f, "not a tar archive: {n} bytes, less than one header"),
+            Error::Truncated { inside } => write!(f, "truncated: the archive ends inside {inside:?}"),
+            Error::Json { file, error } => write!(f, "{file}: {error}"),
+            Error::NotImage => f.write_str("not an image archive: no manifest.json (docker) nor index.json (OCI)"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 impl TarScan {
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<(), Error> {
         while !bytes.is_empty() {
             if self.ended {
                 return Ok(()); // whatever follows the end (zero padding) is not read
@@ -177,26 +218,26 @@ impl TarScan {
         Ok(())
     }
 
-    fn header_done(&mut self, h: &[u8]) -> Result<(), String> {
+    fn header_done(&mut self, h: &[u8]) -> Result<(), Error> {
         if h.iter().all(|&b| b == 0) {
             self.zero_blocks += 1;
             self.ended = self.zero_blocks >= 2;
             return Ok(());
         }
         if self.zero_blocks > 0 {
-            return Err("not a tar archive: a zero block inside it".into());
+            return Err(Error::NotTar("not a tar archive: a zero block inside it"));
         }
-        let stored = octal(&h[148..156]).ok_or("not a tar archive (no header checksum)")?;
+        let stored = octal(&h[148..156]).ok_or(Error::NotTar("not a tar archive (no header checksum)"))?;
         let sum: u64 = h.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { b as u64 }).sum();
         if stored != sum {
-            return Err(format!("not a tar archive, or a corrupt one: bad header checksum after {:?}", self.entry));
+            return Err(Error::BadChecksum { after: self.entry.clone() });
         }
         let size = if h[124] & 0x80 != 0 {
             h[125..136].iter().try_fold(0u64, |a, &b| a.checked_mul(256).and_then(|a| a.checked_add(b as u64)))
         } else {
             octal(&h[124..136])
         }
-        .ok_or_else(|| format!("corrupt tar header after {:?}: bad size", self.entry))?;
+        .ok_or_else(|| Error::BadSize { after: self.entry.clone() })?;
         let mut name = cstr(&h[0..100]);
         if &h[257..262] == b"ustar" && h[345] != 0 {
             name = format!("{}/{name}", cstr(&h[345..500]));
@@ -213,7 +254,7 @@ impl TarScan {
             _ => None,
         };
         if kind.is_some() && size > MAX_INDEX as u64 {
-            return Err(format!("{name} in the archive is larger than {MAX_INDEX} bytes"));
+            return Err(Error::TooLarge { name });
         }
         self.keep = kind.map(|k| (k, Vec::new()));
         self.entry = name;
@@ -225,7 +266,7 @@ impl TarScan {
         Ok(())
     }
 
-    fn entry_done(&mut self) -> Result<(), String> {
+    fn entry_done(&mut self) -> Result<(), Error> {
         match self.keep.take() {
             Some((Kind::Manifest, data)) => self.manifest = Some(data),
             Some((Kind::Index, data)) => self.index = Some(data),
@@ -237,20 +278,18 @@ impl TarScan {
     }
 
     /// The archive is over: what it names, or why it is not a whole image archive.
-    pub fn finish(self) -> Result<Contents, String> {
+    pub fn finish(self) -> Result<Contents, Error> {
         if self.zero_blocks == 0 && self.entry.is_empty() {
-            return Err(match self.header.len() {
-                0 => "empty: not a tar archive".into(),
-                n => format!("not a tar archive: {n} bytes, less than one header"),
-            });
+            return Err(Error::Short(self.header.len()));
         }
         if self.left > 0 || !self.header.is_empty() {
-            return Err(format!("truncated: the archive ends inside {:?}", self.entry));
+            return Err(Error::Truncated { inside: self.entry });
         }
         let mut out = Contents::default();
         if let Some(index) = &self.index {
             out.format = "oci";
-            let v: serde_json::Value = crate::parse::json(index).map_err(|e| format!("index.json: {e}"))?;
+            let v: serde_json::Value =
+                crate::parse::json(index).map_err(|error| Error::Json { file: "index.json", error })?;
             for m in v.get("manifests").and_then(|m| m.as_array()).into_iter().flatten() {
                 let a = m.get("annotations");
                 let get = |k: &str| a.and_then(|a| a.get(k)).and_then(|v| v.as_str());
@@ -265,7 +304,8 @@ impl TarScan {
         }
         if let Some(manifest) = &self.manifest {
             out.format = "docker";
-            let v: serde_json::Value = crate::parse::json(manifest).map_err(|e| format!("manifest.json: {e}"))?;
+            let v: serde_json::Value =
+                crate::parse::json(manifest).map_err(|error| Error::Json { file: "manifest.json", error })?;
             for m in v.as_array().into_iter().flatten() {
                 for tag in m.get("RepoTags").and_then(|t| t.as_array()).into_iter().flatten() {
                     if let Some(tag) = tag.as_str() {
@@ -275,7 +315,7 @@ impl TarScan {
             }
         }
         if self.index.is_none() && self.manifest.is_none() {
-            return Err("not an image archive: no manifest.json (docker) nor index.json (OCI)".into());
+            return Err(Error::NotImage);
         }
         out.images.dedup();
         Ok(out)

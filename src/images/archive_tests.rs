@@ -34,7 +34,7 @@ fn docker(tags: &str) -> Vec<u8> {
     tar(&[("c.json", b'0', b"{}"), ("l.tar", b'0', &[7u8; 1500]), ("manifest.json", b'0', manifest.as_bytes())])
 }
 
-fn scan(bytes: &[u8], piece: usize) -> Result<Contents, String> {
+fn scan(bytes: &[u8], piece: usize) -> Result<Contents, Error> {
     let mut s = TarScan::default();
     for chunk in bytes.chunks(piece) {
         s.feed(chunk)?;
@@ -80,17 +80,18 @@ fn a_long_name_entry_keeps_the_stream_in_step() {
 #[test]
 fn truncated_corrupt_and_foreign_files_are_refused_with_the_reason() {
     let bytes = docker(r#"["app:1"]"#);
-    let cut = scan(&bytes[..1024 + 700], 4096).unwrap_err();
+    let cut = scan(&bytes[..1024 + 700], 4096).unwrap_err().to_string();
     assert!(cut.contains("truncated") && cut.contains("l.tar"), "{cut}");
     let mut corrupt = bytes.clone();
     corrupt[BLOCK * 2 + 20] ^= 0x01; // a byte of the second entry's header
-    let e = scan(&corrupt, 4096).unwrap_err();
+    let e = scan(&corrupt, 4096).unwrap_err().to_string();
     assert!(e.contains("checksum"), "{e}");
-    let e = scan(b"this is not a tarball at all, only some text\n".repeat(20).as_slice(), 4096).unwrap_err();
+    let e =
+        scan(b"this is not a tarball at all, only some text\n".repeat(20).as_slice(), 4096).unwrap_err().to_string();
     assert!(e.contains("not a tar archive"), "{e}");
-    let e = scan(&tar(&[("a.txt", b'0', b"hello")]), 4096).unwrap_err();
+    let e = scan(&tar(&[("a.txt", b'0', b"hello")]), 4096).unwrap_err().to_string();
     assert!(e.contains("no manifest.json"), "{e}");
-    let e = scan(&[], 4096).unwrap_err();
+    let e = scan(&[], 4096).unwrap_err().to_string();
     assert!(e.contains("empty"), "{e}");
 }
 
@@ -98,7 +99,7 @@ fn truncated_corrupt_and_foreign_files_are_refused_with_the_reason() {
 fn an_oversized_index_is_refused_before_it_is_kept() {
     let big = vec![b' '; MAX_INDEX + 1];
     let mut s = TarScan::default();
-    let e = s.feed(&tar(&[("manifest.json", b'0', &big)])).unwrap_err();
+    let e = s.feed(&tar(&[("manifest.json", b'0', &big)])).unwrap_err().to_string();
     assert!(e.contains("larger than"), "{e}");
 }
 

@@ -15,7 +15,7 @@
 //! FIFO or a stuck file system stalls the imports at most. An import that would take the image
 //! filesystem above `imageGCHighThresholdPercent` is refused as it streams (`import`).
 
-use super::import::{self, Target};
+use super::import::{self, Containerd};
 use crate::cri::Cri;
 use crate::node::imports::FileState;
 use crate::node::Node;
@@ -309,7 +309,7 @@ pub(super) async fn target(
     ctr: Option<&std::path::Path>,
     address: &std::path::Path,
     runtime: &Cri,
-) -> Result<Target, NoTarget> {
+) -> Result<Containerd, NoTarget> {
     let v = runtime.version().await.map_err(|e| NoTarget::NotAnswering(e.to_string()))?;
     if v.runtime_name != "containerd" {
         return Err(NoTarget::Unsupported(format!(
@@ -317,8 +317,8 @@ pub(super) async fn target(
             v.runtime_name, v.runtime_version
         )));
     }
-    let ctr = import::find_ctr(ctr).map_err(NoTarget::Unsupported)?;
-    Ok(Target { ctr, address: address.to_path_buf() })
+    let ctr = import::find_ctr(ctr).map_err(|e| NoTarget::Unsupported(e.to_string()))?;
+    Ok(Containerd { ctr, address: address.to_path_buf() })
 }
 
 /// Every image name the runtime has, by tag or by digest (what a failed import must leave

@@ -8,7 +8,7 @@
 //! whether running, waiting or backing off), or by the images directory. The decision is
 //! [`plan`], a pure function; [`Collector`] gathers the facts from the runtime and acts.
 
-use crate::cri::RuntimeService;
+use crate::cri::{RuntimeService, Status};
 use crate::node::Node;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -157,7 +157,7 @@ impl Collector {
     }
 
     /// Every image with what the collector knows of it.
-    pub async fn inventory<R: RuntimeService>(&self, node: &Node, cri: &R) -> Result<Vec<Candidate>, String> {
+    pub async fn inventory<R: RuntimeService>(&self, node: &Node, cri: &R) -> Result<Vec<Candidate>, Status> {
         let mut usage = self.usage.lock().await;
         inventory(node, cri, &mut usage).await
     }
@@ -170,7 +170,7 @@ impl Collector {
         cri: &R,
         force: bool,
         dry_run: bool,
-    ) -> Result<Report, String> {
+    ) -> Result<Report, Status> {
         let mut usage = self.usage.lock().await;
         let candidates = inventory(node, cri, &mut usage).await?;
         let decided = plan(&candidates, disk(cri).await, self.policy, SystemTime::now(), force);
@@ -201,10 +201,10 @@ impl Collector {
 }
 
 /// The runtime's images as candidates: in use, pinned and why, first seen and last used.
-async fn inventory<R: RuntimeService>(node: &Node, cri: &R, usage: &mut Usage) -> Result<Vec<Candidate>, String> {
+async fn inventory<R: RuntimeService>(node: &Node, cri: &R, usage: &mut Usage) -> Result<Vec<Candidate>, Status> {
     let now = SystemTime::now();
-    let images = cri.list_images().await.map_err(|e| e.to_string())?;
-    let containers = cri.list_containers(None).await.map_err(|e| e.to_string())?;
+    let images = cri.list_images().await?;
+    let containers = cri.list_containers(None).await?;
     let in_use: BTreeSet<&str> = containers.iter().map(|c| c.image_ref.as_str()).collect();
     let pinned_names = pinned_names(node, cri).await;
     usage.seen.retain(|id, _| images.iter().any(|i| &i.id == id));

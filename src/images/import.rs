@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Why an import did not happen.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ImportError {
     /// The file would take more than the image filesystem may still take below
     /// imageGCHighThresholdPercent: tried again when the room changes.
@@ -38,6 +38,13 @@ pub enum ImportError {
     },
     /// ctr stopped reading its input: it failed on the stream before atoll did.
     CtrGaveUp,
+    /// The stream is not a whole image archive.
+    Archive(super::archive::Error),
+    /// An imported image could not be labelled.
+    Label {
+        image: String,
+        error: CtrError,
+    },
     Failed(String),
 }
 
@@ -49,10 +56,54 @@ impl std::fmt::Display for ImportError {
                 "too large for the image filesystem: {needed} bytes or more once stored and unpacked, and {room} bytes are left below imageGCHighThresholdPercent"
             ),
             ImportError::CtrGaveUp => f.write_str("ctr stopped reading"),
+            ImportError::Archive(e) => e.fmt(f),
+            ImportError::Label { image, error } => write!(f, "labelling {image}: {error}"),
             ImportError::Failed(e) => f.write_str(e),
         }
     }
 }
+
+impl std::error::Error for ImportError {}
+
+impl From<super::archive::Error> for ImportError {
+    fn from(e: super::archive::Error) -> Self {
+        ImportError::Archive(e)
+    }
+}
+
+/// Why a `ctr` command failed.
+#[derive(Debug)]
+pub enum CtrError {
+    /// `ctr` could not be run.
+    Spawn { ctr: PathBuf, source: std::io::Error },
+    /// It failed: what it wrote to its standard error (printable, at most 4 KiB).
+    Said(String),
+}
+
+impl std::fmt::Display for CtrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CtrError::Spawn { ctr, source } => write!(f, "{}: {source}", ctr.display()),
+            CtrError::Said(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for CtrError {}
+
+/// No `ctr` to import with.
+#[derive(Debug)]
+pub struct NoCtr;
+
+impl std::fmt::Display for NoCtr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "containerd's `ctr` is not on PATH (every containerd package ships it; set ctrPath in atoll's config)",
+        )
+    }
+}
+
+impl std::error::Error for NoCtr {}
 
 impl From<String> for ImportError {
     fn from(e: String) -> Self {
@@ -68,7 +119,7 @@ impl From<&str> for ImportError {
 
 /// Where to import: the `ctr` binary and containerd's socket.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub struct Containerd {
     pub ctr: PathBuf,
     pub address: PathBuf,
 }
@@ -85,14 +136,12 @@ pub struct Imported {
 }
 
 /// The `ctr` to use: the configured one, else the first on PATH.
-pub fn find_ctr(configured: Option<&Path>) -> Result<PathBuf, String> {
+pub fn find_ctr(configured: Option<&Path>) -> Result<PathBuf, NoCtr> {
     if let Some(p) = configured {
         return Ok(p.to_path_buf());
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).map(|d| d.join("ctr")).find(|p| p.is_file()).ok_or_else(|| {
-        "containerd's `ctr` is not on PATH (every containerd package ships it; set ctrPath in atoll's config)".into()
-    })
+    std::env::split_paths(&path).map(|d| d.join("ctr")).find(|p| p.is_file()).ok_or(NoCtr)
 }
 
 /// The file's sha256, read through once (to skip a file already imported under another name
@@ -115,7 +164,7 @@ pub fn digest_of(path: &Path) -> std::io::Result<String> {
 /// `room`: the bytes the image filesystem may still take (`None`: no limit).
 pub fn import_file(
     path: &Path,
-    target: &Target,
+    target: &Containerd,
     present: &BTreeSet<String>,
     room: Option<u64>,
     progress: &mut dyn FnMut(u64, u64),
@@ -172,7 +221,7 @@ pub fn import_file(
         Err(e) => {
             let _ = child.kill();
             let status = child.wait();
-            if e == ImportError::CtrGaveUp {
+            if matches!(e, ImportError::CtrGaveUp) {
                 // ctr refused the stream first: its words say why.
                 let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
                 let status = status.map(|s| s.to_string()).unwrap_or_default();
@@ -205,22 +254,22 @@ pub fn import_file(
 }
 
 /// Pins `image` for containerd's collectors and notes where it came from.
-fn label(target: &Target, image: &str, file: &str) -> Result<(), String> {
+fn label(target: &Containerd, image: &str, file: &str) -> Result<(), ImportError> {
     let file: String = file.chars().filter(|c| c.is_ascii_graphic()).take(200).collect();
     let from = format!("atoll.io/imported={file}");
     ctr(target, &["images", "label", "--", image, "io.cri-containerd.pinned=pinned", &from])
-        .map_err(|e| format!("labelling {image}: {e}"))
+        .map_err(|error| ImportError::Label { image: image.into(), error })
 }
 
 /// One short `ctr` command in the `k8s.io` namespace.
-fn ctr(target: &Target, args: &[&str]) -> Result<(), String> {
+fn ctr(target: &Containerd, args: &[&str]) -> Result<(), CtrError> {
     ctr_output(target, args).map(drop)
 }
 
 /// One short `ctr` command in the `k8s.io` namespace: what it printed (at most 1 MiB). Image
 /// names come from archives and manifests: callers put `--` before them, so a name that
 /// starts with `-` is never read as a flag.
-pub fn ctr_output(target: &Target, args: &[&str]) -> Result<String, String> {
+pub fn ctr_output(target: &Containerd, args: &[&str]) -> Result<String, CtrError> {
     let out = Command::new(&target.ctr)
         .arg("--address")
         .arg(&target.address)
@@ -228,9 +277,9 @@ pub fn ctr_output(target: &Target, args: &[&str]) -> Result<String, String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{}: {e}", target.ctr.display()))?;
+        .map_err(|source| CtrError::Spawn { ctr: target.ctr.clone(), source })?;
     if !out.status.success() {
-        return Err(crate::node::events::printable(&String::from_utf8_lossy(&out.stderr), 4096));
+        return Err(CtrError::Said(crate::node::events::printable(&String::from_utf8_lossy(&out.stderr), 4096)));
     }
     let text = &out.stdout[..out.stdout.len().min(1 << 20)];
     Ok(String::from_utf8_lossy(text).into_owned())
@@ -277,12 +326,12 @@ mod tests {
     use super::*;
 
     /// A stand-in for ctr in `d` that runs `script` (the real one is in the end-to-end tests).
-    fn fake_ctr(d: &Path, script: &str) -> Target {
+    fn fake_ctr(d: &Path, script: &str) -> Containerd {
         use std::os::unix::fs::PermissionsExt;
         let ctr = d.join("ctr");
         std::fs::write(&ctr, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&ctr, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Target { ctr, address: d.join("containerd.sock") }
+        Containerd { ctr, address: d.join("containerd.sock") }
     }
 
     fn fresh(name: &str) -> PathBuf {

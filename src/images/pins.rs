@@ -6,7 +6,7 @@
 //! imported from the images directory keep their own pin. atoll's own collector does not need
 //! these labels (it reads the pods); they are for the others.
 
-use super::import::{ctr_output, Target};
+use super::import::{ctr_output, Containerd};
 use super::names::pod_images;
 use crate::cri::Cri;
 use crate::node::Node;
@@ -34,7 +34,7 @@ pub async fn run(
     let mut pins = Pins::default();
     let mut last_error = String::new();
     // The runtime and its ctr do not change while atoll runs: found once, not every minute.
-    let mut found: Option<Target> = None;
+    let mut found: Option<Containerd> = None;
     let changes = node.statuses().changes();
     let mut next_full = std::time::Instant::now() + every;
     loop {
@@ -70,11 +70,13 @@ pub async fn run(
         let Some(target) = &found else { continue };
         match pins.update(&node, &cri, target, full).await {
             Ok(()) => last_error.clear(),
-            Err(e) if e != last_error => {
-                log::warn!("images: pinning the pods' images: {e}");
-                last_error = e;
+            Err(e) => {
+                let e = e.to_string();
+                if e != last_error {
+                    log::warn!("images: pinning the pods' images: {e}");
+                    last_error = e;
+                }
             }
-            Err(_) => {}
         }
     }
 }
@@ -88,7 +90,13 @@ pub struct Pins {
 
 impl Pins {
     /// Pins what the pods need and, when `unpin`, unpins what they no longer do.
-    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Target, unpin: bool) -> Result<(), String> {
+    pub async fn update(
+        &mut self,
+        node: &Node,
+        cri: &Cri,
+        target: &Containerd,
+        unpin: bool,
+    ) -> Result<(), super::import::CtrError> {
         let pinned = match &mut self.pinned {
             Some(p) => p,
             None => {

@@ -36,7 +36,7 @@ pub enum Mode {
 
 /// kubelet's `authentication` and `authorization` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub struct AuthSettings {
     pub anonymous: bool,
     /// `authentication.webhook.enabled`.
     pub token_webhook: bool,
@@ -47,10 +47,10 @@ pub struct Settings {
     pub node: String,
 }
 
-impl Settings {
+impl AuthSettings {
     /// KubeletConfiguration v1beta1's defaults.
-    pub fn kubelet_defaults(node: &str) -> Settings {
-        Settings {
+    pub fn kubelet_defaults(node: &str) -> AuthSettings {
+        AuthSettings {
             anonymous: false,
             token_webhook: true,
             token_ttl: TOKEN_TTL,
@@ -71,7 +71,7 @@ pub enum Credentials<'a> {
 
 /// The outcome, with kubelet's answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Decision {
     Allowed(User),
     /// 401 `Unauthorized`.
     Unauthorized,
@@ -84,24 +84,24 @@ pub enum Verdict {
 const AUTHENTICATED: &str = "system:authenticated";
 
 pub struct Auth<R> {
-    settings: Settings,
+    settings: AuthSettings,
     reviewer: R,
     tokens: Mutex<Cache<[u8; 32], Option<User>>>,
     decisions: Mutex<Cache<(User, Attributes), bool>>,
 }
 
 impl<R: Reviewer> Auth<R> {
-    pub fn new(settings: Settings, reviewer: R) -> Auth<R> {
+    pub fn new(settings: AuthSettings, reviewer: R) -> Auth<R> {
         Auth { settings, reviewer, tokens: Mutex::default(), decisions: Mutex::default() }
     }
 
     /// Authenticates and authorizes a request with these attributes.
-    pub async fn check(&self, credentials: Credentials<'_>, a: &Attributes) -> Verdict {
-        let Some(user) = self.authenticate(credentials).await else { return Verdict::Unauthorized };
+    pub async fn check(&self, credentials: Credentials<'_>, a: &Attributes) -> Decision {
+        let Some(user) = self.authenticate(credentials).await else { return Decision::Unauthorized };
         match self.authorize(&user, a).await {
-            Ok(true) => Verdict::Allowed(user),
-            Ok(false) => Verdict::Forbidden(authz::forbidden(&user.name, a)),
-            Err(_) => Verdict::Error(authz::authorization_error(&user.name, a)),
+            Ok(true) => Decision::Allowed(user),
+            Ok(false) => Decision::Forbidden(authz::forbidden(&user.name, a)),
+            Err(_) => Decision::Error(authz::authorization_error(&user.name, a)),
         }
     }
 

@@ -142,7 +142,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>, scrape: &Scrape) -> Disk
                 .iter()
                 .filter(|v| v.host_path.is_none())
                 .filter_map(|v| {
-                    let path = crate::runtime::volumes::poddir::volume_path(&root, &m.uid, v).ok()??;
+                    let path = crate::runtime::volumes::poddir::volume_path(pod_dir.as_ref()?, v).ok()??;
                     Some((v.name.clone(), path, ephemeral(v)))
                 })
                 .collect();
@@ -157,7 +157,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>, scrape: &Scrape) -> Disk
                     .chain(&pod.spec.containers)
                     .map(|c| c.name.clone())
                     .collect(),
-                etc_hosts: pod_dir.map(|d| d.join("etc-hosts")),
+                etc_hosts: pod_dir.map(|d| d.path().join("etc-hosts")),
             }
         })
         .collect();

@@ -2,7 +2,7 @@
 //! kubectl reach a node: logs, exec, attach, port-forward, stats and resource metrics, each
 //! request authenticated (client certificate, bearer token by TokenReview, anonymous only when
 //! enabled) and authorized (SubjectAccessReview of `nodes/<subresource>`, or AlwaysAllow) with
-//! kubelet's rules and answers. `shared/reference/kubelet-server.md` holds kubelet's behaviour.
+//! kubelet's rules and answers. `docs/src/reference/kubelet-server.md` holds kubelet's behaviour.
 //!
 //! It runs when atoll mirrors to an API server (a kubeconfig is given) and `port` is not 0;
 //! without one only when configured as a standalone kubelet's ([`standalone`]).
@@ -13,6 +13,8 @@
 //!
 //! - `serve`: the TLS listener and the route of each authorized request;
 //! - `resource`: the node's and containers' CPU and memory, as metrics-server reads them;
+//! - `summary`: `/stats/summary` (kubectl top's and the API server's node stats), with the
+//!   disks `disks` reads (file systems, volumes, logs, writable layers, walked safely);
 //! - `authz`: a request's attributes (verb from the method, subresource from the path; the
 //!   streaming paths always `create`), and kubelet's 403 and 500 answers;
 //! - `reviews`: the TokenReview and SubjectAccessReview bodies and replies;
@@ -45,7 +47,7 @@ pub struct ServerSettings {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// `authentication.x509.clientCAFile`: client certificates signed by it name their user.
     pub client_ca_file: Option<std::path::PathBuf>,
-    pub auth: auth::Settings,
+    pub auth: auth::AuthSettings,
     /// `enableDebuggingHandlers`: logs, exec, attach, port-forward and run (405 when off).
     pub debugging_handlers: bool,
     /// `streamingConnectionIdleTimeout` (default 4h): a stream with no traffic this long is
@@ -118,7 +120,7 @@ mod tests {
             address: "127.0.0.1:10250".parse().unwrap(),
             tls: None,
             client_ca_file: None,
-            auth: auth::Settings::kubelet_defaults("n"),
+            auth: auth::AuthSettings::kubelet_defaults("n"),
             debugging_handlers: true,
             idle_timeout: std::time::Duration::from_secs(60),
         };

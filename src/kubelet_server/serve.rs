@@ -9,7 +9,7 @@
 //! Connections the konnectivity tunnel hands over in-process have a gate of their own, so
 //! nobody on the LAN or the box can crowd out the API server's way in from behind NAT.
 
-use super::auth::{Auth, Credentials, Reviewer, Verdict};
+use super::auth::{Auth, Credentials, Decision, Reviewer};
 use super::error::{Error, Kind};
 use super::{authz, ServerSettings};
 use crate::api::server::{parse_head, respond, Request, Response};
@@ -161,10 +161,10 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
             (None, None) => Credentials::None,
         };
         let user = match self.auth.check(credentials, &attributes).await {
-            Verdict::Allowed(user) => user,
-            Verdict::Unauthorized => return respond(&mut tls, &Response::text(401, "Unauthorized")).await,
-            Verdict::Forbidden(why) => return respond(&mut tls, &Response::text(403, why)).await,
-            Verdict::Error(why) => {
+            Decision::Allowed(user) => user,
+            Decision::Unauthorized => return respond(&mut tls, &Response::text(401, "Unauthorized")).await,
+            Decision::Forbidden(why) => return respond(&mut tls, &Response::text(403, why)).await,
+            Decision::Error(why) => {
                 log::warn!("kubelet server: {why}: the API server could not be asked");
                 return respond(&mut tls, &Response::text(500, why)).await;
             }

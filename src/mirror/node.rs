@@ -142,7 +142,7 @@ fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
 fn current_status(shared: &Env, st: &mut NodeState) -> Value {
     let (ready, why) = match shared.node.heartbeat().ready() {
         Ok(()) => (true, String::new()),
-        Err(why) => (false, why),
+        Err(why) => (false, why.to_string()),
     };
     let now = crate::rfc3339::format_seconds(SystemTime::now());
     let conds: Vec<objects::Condition> = objects::conditions(ready, &why)

@@ -43,12 +43,12 @@ impl Heartbeat {
 
     /// The Node's Ready: by the same measure as `/healthz`, and only once the runtime has
     /// answered; else why not.
-    pub fn ready(&self) -> Result<(), String> {
+    pub fn ready(&self) -> Result<(), NotReady> {
         match self.last() {
             Some((at, true)) if at.elapsed() <= self.limit() => Ok(()),
-            Some((_, false)) => Err("container runtime is down".to_string()),
-            Some((at, true)) => Err(format!("the pod sync loop has not completed for {:?}", at.elapsed())),
-            None => Err("the pod sync loop has not completed yet".to_string()),
+            Some((_, false)) => Err(NotReady::RuntimeDown),
+            Some((at, true)) => Err(NotReady::Stalled(at.elapsed())),
+            None => Err(NotReady::NotYet),
         }
     }
 
@@ -63,6 +63,29 @@ impl Heartbeat {
         }
     }
 }
+
+/// Why the Node is not Ready (its condition's message).
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotReady {
+    /// The runtime did not answer the last relist.
+    RuntimeDown,
+    /// The last relist completed this long ago.
+    Stalled(Duration),
+    /// No relist has completed yet.
+    NotYet,
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotReady::RuntimeDown => f.write_str("container runtime is down"),
+            NotReady::Stalled(d) => write!(f, "the pod sync loop has not completed for {d:?}"),
+            NotReady::NotYet => f.write_str("the pod sync loop has not completed yet"),
+        }
+    }
+}
+
+impl std::error::Error for NotReady {}
 
 #[cfg(test)]
 mod tests {
@@ -82,7 +105,8 @@ mod tests {
         let why = h.stalled(now).expect("stalled");
         assert!(why.starts_with("sync loop stalled: the last relist completed"), "{why}");
         assert!(!h.runtime_up());
-        assert_eq!(h.ready(), Err("container runtime is down".to_string()));
+        assert_eq!(h.ready(), Err(NotReady::RuntimeDown));
+        assert_eq!(NotReady::RuntimeDown.to_string(), "container runtime is down");
         h.beat(Instant::now(), true, s);
         assert_eq!(h.ready(), Ok(()));
         // A relist every minute (relistPeriod) is not stalled after 45 s, only after three.

@@ -3,16 +3,17 @@
 
 use crate::pod::status::PodStatus;
 use crate::pod::types::Pod;
+use crate::pod::PodUid;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// The latest status of every pod, by UID: written by the workers, read by the API and mirror.
 #[derive(Debug)]
 pub struct StatusStore {
-    inner: Mutex<BTreeMap<String, PodStatus>>,
+    inner: Mutex<BTreeMap<PodUid, PodStatus>>,
     /// The pod each worker runs, by UID (for the local API's PodList): shared with the
     /// worker and the sources, not a copy.
-    pods: Mutex<BTreeMap<String, Arc<Pod>>>,
+    pods: Mutex<BTreeMap<PodUid, Arc<Pod>>>,
     /// One pending wake-up whenever the pods change (a worker's pod set or removed): the
     /// images' pins follow the pods at once, not at their next period.
     changed: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
@@ -25,13 +26,13 @@ impl Default for StatusStore {
 }
 
 impl StatusStore {
-    pub fn set(&self, uid: &str, status: PodStatus) {
-        crate::locks::lock(&self.inner).insert(uid.to_string(), status);
+    pub fn set(&self, uid: &PodUid, status: PodStatus) {
+        crate::locks::lock(&self.inner).insert(uid.clone(), status);
     }
 
     /// Records the pod a worker runs (its spec and metadata).
-    pub fn set_pod(&self, uid: &str, pod: &Arc<Pod>) {
-        crate::locks::lock(&self.pods).insert(uid.to_string(), pod.clone());
+    pub fn set_pod(&self, uid: &PodUid, pod: &Arc<Pod>) {
+        crate::locks::lock(&self.pods).insert(uid.clone(), pod.clone());
         let _ = self.changed.0.try_send(());
     }
 
@@ -55,7 +56,7 @@ impl StatusStore {
     }
 
     /// The UIDs of the pods workers run (stopping ones included).
-    pub fn uids(&self) -> Vec<String> {
+    pub fn uids(&self) -> Vec<PodUid> {
         crate::locks::lock(&self.pods).keys().cloned().collect()
     }
 
@@ -63,7 +64,7 @@ impl StatusStore {
         crate::locks::lock(&self.inner).get(uid).cloned()
     }
 
-    pub fn all(&self) -> BTreeMap<String, PodStatus> {
+    pub fn all(&self) -> BTreeMap<PodUid, PodStatus> {
         crate::locks::lock(&self.inner).clone()
     }
 }
@@ -75,9 +76,9 @@ mod tests {
     #[test]
     fn the_store_lists_the_pods_workers_run_until_removed() {
         let store = StatusStore::default();
-        store.set_pod("u1", &Arc::new(Pod::default()));
-        store.set_pod("u2", &Arc::new(Pod::default()));
-        store.set("u2", PodStatus { phase: "Running".into(), ..Default::default() });
+        store.set_pod(&"u1".into(), &Arc::new(Pod::default()));
+        store.set_pod(&"u2".into(), &Arc::new(Pod::default()));
+        store.set(&"u2".into(), PodStatus { phase: "Running".into(), ..Default::default() });
         assert_eq!(store.uids(), ["u1", "u2"]);
         store.remove("u1");
         assert_eq!(store.uids(), ["u2"]);

@@ -30,32 +30,13 @@ pub fn decode(
         _ => ObjectKind::ConfigMap,
     };
     let mut problems = Vec::new();
-    let mut known: Vec<&'static str> = vec!["apiVersion", "kind", "metadata", "data", "immutable"];
-    known.extend(match kind {
-        ObjectKind::ConfigMap => ["binaryData"].as_slice(),
-        ObjectKind::Secret => ["stringData", "type"].as_slice(),
-    });
-    // Every field of a ConfigMap and a Secret is read: any other key is no field of them.
-    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
-        let near = schema::nearest(k, &known, "");
-        warnings.push(Finding::new(&at(k), format!("{}; ignored", schema::unknown_field(near))));
-    }
+    warn_unread(&obj, kind, &at, warnings);
     let empty = Map::new();
     let meta = match obj.get("metadata") {
         Some(Value::Object(m)) => m,
         None => &empty,
         Some(_) => return Err(vec![Finding::new(&at("metadata"), "expected an object")]),
     };
-    for k in meta.keys().filter(|k| !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations")) {
-        // The Pod's metadata reads more (uid, creationTimestamp): Kubernetes fields all the same.
-        let message = match (schema::OBJECT_META.field_names().contains(&k.as_str()), schema::OBJECT_META.unread(k)) {
-            (true, _) | (_, Unread::NotImplemented | Unread::Malformed(_)) => {
-                "not implemented by atoll; ignored".to_string()
-            }
-            (false, Unread::Unknown(near)) => format!("{}; ignored", schema::unknown_field(near)),
-        };
-        warnings.push(Finding::new(&at(&format!("metadata.{k}")), message));
-    }
     // Its fields still have to decode into ObjectMeta, as kubelet decodes them.
     if let Some(Err((path, why))) = obj.get("metadata").map(|m| crate::pod::shape::check("@meta", m, &at("metadata"))) {
         problems.push(Finding::new(&path, why));
@@ -84,6 +65,52 @@ pub fn decode(
         (ObjectKind::Secret, _) => "Opaque".to_string(),
         _ => String::new(),
     };
+    let data = decode_data(&obj, kind, &at, &mut problems);
+    let size: usize = data.values().map(Vec::len).sum();
+    if size > MAX_OBJECT_BYTES {
+        problems.push(Finding::new(
+            &at("data"),
+            format!("{size} bytes of data is over the {MAX_OBJECT_BYTES} byte limit for a {}", kind.as_str()),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(LocalObject { kind, namespace, name, data, immutable, secret_type, origin: origin.to_string() })
+}
+
+/// Warns of the fields atoll does not read, at the top and in the metadata.
+fn warn_unread(obj: &Map<String, Value>, kind: ObjectKind, at: &impl Fn(&str) -> String, warnings: &mut Vec<Finding>) {
+    let mut known: Vec<&'static str> = vec!["apiVersion", "kind", "metadata", "data", "immutable"];
+    known.extend(match kind {
+        ObjectKind::ConfigMap => ["binaryData"].as_slice(),
+        ObjectKind::Secret => ["stringData", "type"].as_slice(),
+    });
+    // Every field of a ConfigMap and a Secret is read: any other key is no field of them.
+    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        let near = schema::nearest(k, &known, "");
+        warnings.push(Finding::new(&at(k), format!("{}; ignored", schema::unknown_field(near))));
+    }
+    let Some(Value::Object(meta)) = obj.get("metadata") else { return };
+    for k in meta.keys().filter(|k| !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations")) {
+        // The Pod's metadata reads more (uid, creationTimestamp): Kubernetes fields all the same.
+        let message = match (schema::OBJECT_META.field_names().contains(&k.as_str()), schema::OBJECT_META.unread(k)) {
+            (true, _) | (_, Unread::NotImplemented | Unread::Malformed(_)) => {
+                "not implemented by atoll; ignored".to_string()
+            }
+            (false, Unread::Unknown(near)) => format!("{}; ignored", schema::unknown_field(near)),
+        };
+        warnings.push(Finding::new(&at(&format!("metadata.{k}")), message));
+    }
+}
+
+/// The object's keys and values: `data` and `binaryData`, or `data` and `stringData`.
+fn decode_data(
+    obj: &Map<String, Value>,
+    kind: ObjectKind,
+    at: &impl Fn(&str) -> String,
+    problems: &mut Vec<Finding>,
+) -> BTreeMap<String, Vec<u8>> {
     let mut data = BTreeMap::new();
     // (field, whether its values are base64): a later field's keys replace an earlier one's
     // only for a Secret's stringData; anywhere else a key given twice is an error.
@@ -128,15 +155,5 @@ pub fn decode(
             }
         }
     }
-    let size: usize = data.values().map(Vec::len).sum();
-    if size > MAX_OBJECT_BYTES {
-        problems.push(Finding::new(
-            &at("data"),
-            format!("{size} bytes of data is over the {MAX_OBJECT_BYTES} byte limit for a {}", kind.as_str()),
-        ));
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(LocalObject { kind, namespace, name, data, immutable, secret_type, origin: origin.to_string() })
+    data
 }

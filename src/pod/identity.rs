@@ -57,6 +57,19 @@ crate::text_id! {
     PodUid
 }
 
+crate::text_id! {
+    /// A pod's full name, `namespace/name` (kubelet's `kubecontainer.GetPodFullName`, with a
+    /// `/`): what the engine allows one worker of, and what rollback records are kept by.
+    PodKey
+}
+
+impl StaticPod {
+    /// The pod's `namespace/name`.
+    pub fn key(&self) -> PodKey {
+        self.pod.key().into()
+    }
+}
+
 /// The node name as kubelet derives it: trimmed and lowercased.
 pub fn node_name(raw: &str) -> String {
     raw.trim().to_lowercase()

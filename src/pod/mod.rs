@@ -114,7 +114,7 @@ pub mod validate;
 
 pub use decode::Shape;
 pub use finding::{Finding, ManifestError};
-pub use identity::{Origin, PodUid, StaticPod};
+pub use identity::{Origin, PodKey, PodUid, StaticPod};
 pub use invalid::Invalid;
 pub use load::{load, Loaded, Policy};
 pub use types::Pod;

@@ -55,9 +55,25 @@ pub fn under(base: &Path, segments: &[&str]) -> Result<PathBuf, UnsafeName> {
     Ok(out)
 }
 
-/// `<root>/pods/<uid>`: a pod's own directory (volumes, hosts file, termination logs).
-pub fn pod_dir(root: &Path, uid: &str) -> Result<PathBuf, UnsafeName> {
-    under(root, &["pods", uid])
+/// `<root>/pods/<uid>`: a pod's own directory (volumes, hosts file, termination logs), made
+/// once per sync and proven (by [`under`]) to lie below the root; what lies inside it is
+/// joined on by [`PodDir::under`], checked the same way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodDir(PathBuf);
+
+impl PodDir {
+    pub fn new(root: &Path, uid: &str) -> Result<PodDir, UnsafeName> {
+        under(root, &["pods", uid]).map(PodDir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `<pod dir>/seg1/seg2/...`, each segment checked ([`under`]).
+    pub fn under(&self, segments: &[&str]) -> Result<PathBuf, UnsafeName> {
+        under(&self.0, segments)
+    }
 }
 
 /// `<podLogsDir>/<namespace>_<name>_<uid>`, kubelet's pod log directory.
@@ -113,10 +129,13 @@ mod tests {
     fn names_that_would_leave_the_base_are_refused() {
         let root = Path::new("/var/lib/atoll");
         for bad in ["", ".", "..", "../x", "/", "/etc", "a/b", "a\0b", ".hidden"] {
-            assert!(pod_dir(root, bad).is_err(), "{bad:?} accepted");
+            assert!(PodDir::new(root, bad).is_err(), "{bad:?} accepted");
             assert!(check_uid(bad).is_err(), "{bad:?} passes validation");
         }
-        assert_eq!(pod_dir(root, "1f0e-ab").unwrap(), Path::new("/var/lib/atoll/pods/1f0e-ab"));
+        let dir = PodDir::new(root, "1f0e-ab").unwrap();
+        assert_eq!(dir.path(), Path::new("/var/lib/atoll/pods/1f0e-ab"));
+        assert_eq!(dir.under(&["volumes", "v"]).unwrap(), Path::new("/var/lib/atoll/pods/1f0e-ab/volumes/v"));
+        assert!(dir.under(&["volumes", ".."]).is_err() && dir.under(&["a/b"]).is_err());
         assert!(pod_log_dir(Path::new("/var/log/pods"), "default", "web-n1", "..").is_err());
         assert!(pod_log_dir(Path::new("/var/log/pods"), "..", "x", "u").is_err());
         assert_eq!(

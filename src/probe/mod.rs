@@ -18,12 +18,12 @@
 //! succeeded only it runs, after that only liveness and readiness. A result is published after
 //! failureThreshold (successThreshold) equal results in a row; an attempt that ends in an
 //! error is not counted. While the agent itself is starting, each probe's first tick is
-//! delayed by a random part of its period, so a box with many pods does not probe them all at
+//! delayed by a part of its period spread by pod, container, kind and process (`jitter`), so a box with many pods does not probe them all at
 //! once after a reboot.
 
 mod progress;
 
-pub use progress::{Kind, ProbeResult, Target, Timing};
+pub use progress::{ContainerView, Kind, ProbeResult, Timing};
 
 use crate::cri::RuntimeService;
 use crate::handlers;
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Default)]
 struct State {
-    targets: HashMap<String, Target>,
+    targets: HashMap<String, ContainerView>,
     pod_ip: String,
     deleting: bool,
     /// Published results by (container, kind): for which container ID, and what.
@@ -158,13 +158,13 @@ impl PodProbes {
         st.deleting = deleting;
         for (name, _) in &self.kinds {
             let target = match obs.newest(name) {
-                Some(o) => Target {
+                Some(o) => ContainerView {
                     container_id: o.id.clone(),
                     running: o.state == ContainerState::Running,
                     finished_for_good: never && o.state == ContainerState::Exited,
                     started_at: o.started_at,
                 },
-                None => Target::default(),
+                None => ContainerView::default(),
             };
             st.targets.insert(name.clone(), target);
         }
@@ -243,7 +243,14 @@ impl<R: RuntimeService> Task<R> {
     async fn run(self) {
         let period = self.timing.period;
         if self.node.started().elapsed() < period {
-            smol::Timer::after(jitter(&self.pod.metadata.uid, &self.container.name, self.kind, period)).await;
+            smol::Timer::after(jitter(
+                &self.pod.metadata.uid,
+                &self.container.name,
+                self.kind,
+                period,
+                std::process::id(),
+            ))
+            .await;
         }
         let mut progress = Progress::new(self.kind, self.timing);
         let mut next = Instant::now();

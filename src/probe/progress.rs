@@ -1,5 +1,5 @@
 //! A probe's decisions, as a pure state machine (kubelet's probe worker, `worker.go`): at each
-//! tick, from what the runtime shows of the container ([`Target`]) and whether the pod is
+//! tick, from what the runtime shows of the container ([`ContainerView`]) and whether the pod is
 //! being deleted and its startup probe has succeeded, [`Progress::before`] says what to
 //! publish and whether to attempt; [`Progress::after`] counts an attempt's outcome against
 //! the thresholds. The task in `probe` does the attempts, the clock and the publishing.
@@ -74,7 +74,7 @@ impl Timing {
 
 /// What the runtime shows of one container, as the probes need it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Target {
+pub struct ContainerView {
     pub container_id: crate::cri::ids::ContainerId,
     pub running: bool,
     /// Exited, and the pod's restartPolicy is Never: it will not come back.
@@ -120,7 +120,7 @@ impl Progress {
     /// `started`: the container has no startup probe, or it has succeeded.
     pub fn before(
         &mut self,
-        target: &Target,
+        target: &ContainerView,
         deleting: bool,
         started: bool,
         now: SystemTime,
@@ -198,10 +198,11 @@ pub fn next_tick(last: Instant, now: Instant, period: Duration) -> Option<Instan
     now.checked_add(period)?.checked_sub(Duration::from_nanos(u64::try_from(behind).unwrap_or(0)))
 }
 
-/// A start delay in [0, period), spread by pod, container and kind (FNV-1a).
-pub fn jitter(pod: &str, container: &str, kind: Kind, period: Duration) -> Duration {
+/// A start delay in [0, period), spread by pod, container, kind and `salt` (the caller's
+/// process ID, so a restart spreads them anew) (FNV-1a).
+pub fn jitter(pod: &str, container: &str, kind: Kind, period: Duration, salt: u32) -> Duration {
     let mut h = crate::fnv::fnv1a_64(pod.as_bytes());
-    for part in [container.as_bytes(), kind.name().as_bytes(), &std::process::id().to_le_bytes()] {
+    for part in [container.as_bytes(), kind.name().as_bytes(), &salt.to_le_bytes()] {
         h = crate::fnv::add_64(h, part);
     }
     // In u128: a period of more than 2^64 ns must not truncate to a zero divisor.

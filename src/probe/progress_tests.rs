@@ -34,7 +34,7 @@ fn timing_has_kubelets_defaults() {
 fn huge_periods_neither_divide_by_zero_nor_overflow() {
     // 2^55 s: as u64 nanoseconds this truncated to a zero divisor.
     let period = Duration::from_secs(1 << 55);
-    assert!(jitter("p", "c", Kind::Liveness, period) < period);
+    assert!(jitter("p", "c", Kind::Liveness, period, 7) < period);
     let p = Probe { period_seconds: Some(i64::MAX), initial_delay_seconds: Some(i64::MAX), ..Default::default() };
     let t = Timing::of(&p);
     assert_eq!(t.period, Duration::from_secs(i64::MAX as u64));
@@ -48,10 +48,12 @@ fn huge_periods_neither_divide_by_zero_nor_overflow() {
 #[test]
 fn jitter_stays_within_the_period_and_spreads() {
     let period = Duration::from_secs(10);
-    let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period)).collect();
+    let all: Vec<Duration> = (0..20).map(|i| jitter(&format!("p{i}"), "c", Kind::Liveness, period, 7)).collect();
     assert!(all.iter().all(|d| *d < period));
     let distinct: std::collections::HashSet<_> = all.iter().map(|d| d.as_secs()).collect();
     assert!(distinct.len() >= 5, "{all:?}");
+    let salted = |salt| jitter("p", "c", Kind::Liveness, period, salt);
+    assert_ne!(salted(7), salted(8), "another process spreads them anew");
 }
 
 fn timing(initial_delay: u64, success: u32, failure: u32) -> Timing {
@@ -63,8 +65,8 @@ fn timing(initial_delay: u64, success: u32, failure: u32) -> Timing {
     }
 }
 
-fn target(id: &str, running: bool, started_at: SystemTime) -> Target {
-    Target { container_id: id.into(), running, finished_for_good: false, started_at: Some(started_at) }
+fn target(id: &str, running: bool, started_at: SystemTime) -> ContainerView {
+    ContainerView { container_id: id.into(), running, finished_for_good: false, started_at: Some(started_at) }
 }
 
 #[test]
@@ -72,7 +74,7 @@ fn a_new_container_resets_and_thresholds_decide_what_is_published() {
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
     let mut p = Progress::new(Kind::Readiness, timing(0, 2, 2));
     // No container yet: nothing.
-    assert_eq!(p.before(&Target::default(), false, true, t0), (vec![], Then::Wait));
+    assert_eq!(p.before(&ContainerView::default(), false, true, t0), (vec![], Then::Wait));
     // A new instance: readiness starts at Failure, then probes.
     assert_eq!(p.before(&target("id1", true, t0), false, true, t0), (vec![ProbeResult::Failure], Then::Attempt));
     assert_eq!(p.after(ProbeResult::Success), None, "one success of two");
@@ -104,7 +106,7 @@ fn not_running_deleting_delay_and_startup_gate_the_attempts() {
     let mut p = Progress::new(Kind::Liveness, timing(0, 1, 3));
     let (published, then) = p.before(&target("id1", false, t0), false, true, t0);
     assert_eq!((published, then), (vec![ProbeResult::Success, ProbeResult::Failure], Then::Wait));
-    let gone = Target { finished_for_good: true, ..target("id1", false, t0) };
+    let gone = ContainerView { finished_for_good: true, ..target("id1", false, t0) };
     assert_eq!(p.before(&gone, false, true, t0), (vec![ProbeResult::Failure], Then::Stop));
     // A deleted pod's liveness and startup read Success and stop; readiness goes on.
     let mut live = Progress::new(Kind::Liveness, timing(0, 1, 3));

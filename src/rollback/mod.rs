@@ -20,7 +20,7 @@ pub mod judge;
 pub mod record;
 
 use crate::node::Node;
-use crate::pod::{Origin, StaticPod};
+use crate::pod::{Origin, PodKey, PodUid, StaticPod};
 use crate::source::payload::{Intake, Payload};
 use crate::source::{SourceId, Update};
 use judge::Policy;
@@ -41,11 +41,11 @@ pub struct Rollback {
     /// How versions are opened again (as the sources open them), and the URL configured.
     intake: Intake,
     url: Option<String>,
-    records: BTreeMap<String, Record>,
+    records: BTreeMap<PodKey, Record>,
     /// The last snapshot of each source as it came, to apply again after a verdict.
     raw: BTreeMap<SourceId, Update>,
     /// Pods under a policy whose good version is not known yet.
-    unknown: std::collections::BTreeSet<String>,
+    unknown: std::collections::BTreeSet<PodKey>,
 }
 
 impl Rollback {
@@ -81,7 +81,7 @@ impl Rollback {
         let payloads = update.payloads.clone();
         let mut out = update;
         for sp in &mut out.pods {
-            let key = sp.pod.key();
+            let key = sp.key();
             let policy = match judge::policy(&sp.pod, self.default) {
                 Ok(p) => p,
                 Err(e) => {
@@ -122,17 +122,17 @@ impl Rollback {
     pub fn check(&mut self, node: &Node, now: SystemTime) -> Vec<Update> {
         let mut again = Vec::new();
         let raw = &self.raw;
-        self.unknown.retain(|k| raw.values().any(|u| u.pods.iter().any(|p| p.pod.key() == *k)));
-        let statuses: BTreeMap<String, (Arc<crate::pod::Pod>, bool, u32)> = node
+        self.unknown.retain(|k| raw.values().any(|u| u.pods.iter().any(|p| p.key() == *k)));
+        let statuses: BTreeMap<PodUid, (Arc<crate::pod::Pod>, bool, u32)> = node
             .statuses()
             .pods()
             .into_iter()
             .map(|(p, st)| {
                 let (ready, restarts) = st.map_or((false, 0), |s| (s.ready(), s.restarts()));
-                (p.metadata.uid.clone(), (p, ready, restarts))
+                (PodUid::from(p.metadata.uid.as_str()), (p, ready, restarts))
             })
             .collect();
-        let keys: Vec<String> = self.records.keys().cloned().collect();
+        let keys: Vec<PodKey> = self.records.keys().cloned().collect();
         for key in keys {
             let mut r = self.record(&key);
             let uid = r.trial.as_ref().map(|t| t.version.uid.clone()).unwrap_or_default();
@@ -150,14 +150,14 @@ impl Rollback {
                         None => log::warn!("pod {key}: {message}"),
                     }
                     crate::metrics::add(&crate::metrics::ROLLBACKS, &[], 1.0);
-                    again.extend(self.raw.values().filter(|u| u.pods.iter().any(|p| p.pod.key() == key)).cloned());
+                    again.extend(self.raw.values().filter(|u| u.pods.iter().any(|p| p.key() == key)).cloned());
                 }
             }
             self.store(r);
         }
         // A pod under a policy with no good version yet: the one that runs and is Ready is it.
         for (uid, (pod, ready, _)) in &statuses {
-            let key = pod.key();
+            let key = PodKey::from(pod.key());
             let known = self.records.get(&key).is_some_and(|r| r.good.is_some() || r.trial.is_some());
             if *ready && !known && matches!(judge::policy(pod, self.default), Ok(Some(_))) {
                 if let Some(payload) = self.payload_of(uid) {
@@ -174,7 +174,7 @@ impl Rollback {
     }
 
     /// The payload the pod `uid` of a source's last snapshot came from.
-    fn payload_of(&self, uid: &str) -> Option<Arc<Payload>> {
+    fn payload_of(&self, uid: &PodUid) -> Option<Arc<Payload>> {
         self.raw.values().find_map(|u| {
             let sp = u.pods.iter().find(|p| p.uid == *uid)?;
             u.payloads.iter().find(|p| p.origin == sp.origin).cloned()
@@ -184,7 +184,7 @@ impl Rollback {
     /// Pod `key` at version `v`, its payload opened again as the sources open it (its
     /// signature checked under the trust of the moment); `None`, and a warning, when it does
     /// not open or no longer gives that pod.
-    fn reopen(&self, v: &Version, key: &str) -> Option<StaticPod> {
+    fn reopen(&self, v: &Version, key: &PodKey) -> Option<StaticPod> {
         let origin = match (&v.file, &self.url) {
             (Some(f), _) => Origin::File(f.clone()),
             (None, Some(url)) => Origin::Url(url.clone()),
@@ -193,7 +193,7 @@ impl Rollback {
         let bytes = crate::base64::decode(&v.body).ok()?;
         let payload = Payload { origin, bytes, signature: v.signature.clone().map(String::into_bytes) };
         match self.intake.open(&payload) {
-            Ok(opened) => opened.manifests.pods.into_iter().find(|sp| sp.uid == v.uid && sp.pod.key() == key),
+            Ok(opened) => opened.manifests.pods.into_iter().find(|sp| sp.uid == v.uid && sp.key() == *key),
             Err(e) => {
                 log::warn!("pod {key}: its last good version ({}) cannot run again: {e}", v.uid);
                 None
@@ -202,7 +202,7 @@ impl Rollback {
     }
 
     /// What is known of pod `key` (nothing yet: an empty record).
-    fn record(&self, key: &str) -> Record {
+    fn record(&self, key: &PodKey) -> Record {
         self.records.get(key).cloned().unwrap_or_else(|| Record::empty(key))
     }
 

@@ -4,7 +4,7 @@
 //! `rollback` reads the pods' statuses, opens versions again, logs and writes records.
 
 use super::judge::{self, Policy, Seen, Verdict};
-use crate::pod::Origin;
+use crate::pod::{Origin, PodKey, PodUid};
 use crate::source::payload::Payload;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,24 +12,24 @@ use std::time::Duration;
 /// One pod's memory, by `namespace/name`.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
-    pub key: String,
+    pub key: PodKey,
     /// The last version that passed (or was running when its pod came under a policy).
     pub good: Option<Version>,
     pub trial: Option<Trial>,
     /// The version rolled back from, and why; forgotten when the source changes again.
-    pub bad: Option<(String, String)>,
+    pub bad: Option<(PodUid, String)>,
 }
 
 impl Record {
-    pub fn empty(key: &str) -> Record {
-        Record { key: key.to_string(), ..Default::default() }
+    pub fn empty(key: &PodKey) -> Record {
+        Record { key: key.clone(), ..Default::default() }
     }
 }
 
 /// A version of a pod: its UID and the payload it came from.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Version {
-    pub uid: String,
+    pub uid: PodUid,
     /// The manifest file; none: the URL configured (a URL may hold credentials: not kept).
     pub file: Option<PathBuf>,
     /// The payload's bytes in base64, as read (an encrypted file's stay encrypted).
@@ -38,9 +38,9 @@ pub struct Version {
 }
 
 impl Version {
-    pub fn new(uid: &str, payload: &Payload) -> Version {
+    pub fn new(uid: &PodUid, payload: &Payload) -> Version {
         Version {
-            uid: uid.to_string(),
+            uid: uid.clone(),
             file: match &payload.origin {
                 Origin::File(p) => Some(p.clone()),
                 Origin::Url(_) => None,
@@ -136,9 +136,9 @@ pub enum TrialStep {
     /// Its worker runs: the window opens now.
     Opened,
     /// It passed: the new version is the one to keep.
-    Kept { uid: String },
+    Kept { uid: PodUid },
     /// It failed: version `uid` is rolled back from.
-    RolledBack { uid: String, why: String },
+    RolledBack { uid: PodUid, why: String },
 }
 
 /// Looks at `r`'s trial: `seen` is what its pod shows (Ready, its restarts in all), `now` in

@@ -19,7 +19,7 @@ fn record(good: Option<&str>, trial_of: Option<&str>, bad: Option<&str>) -> Reco
         key: "default/web".into(),
         good: good.map(version),
         trial: trial_of.map(|u| trial(u, 0)),
-        bad: bad.map(|u| (u.to_string(), "not Ready within 60s".to_string())),
+        bad: bad.map(|u| (u.into(), "not Ready within 60s".to_string())),
     }
 }
 
@@ -59,7 +59,14 @@ fn a_snapshot_rolls_back_keeps_or_puts_a_version_on_trial() {
             Record { trial: Some(trial("v3", 0)), ..record(Some("v1"), None, None) },
         ),
         // No policy: forgotten.
-        (record(Some("v1"), Some("v2"), None), "v2", None, false, Admitted::NoPolicy, Record::empty("default/web")),
+        (
+            record(Some("v1"), Some("v2"), None),
+            "v2",
+            None,
+            false,
+            Admitted::NoPolicy,
+            Record::empty(&"default/web".into()),
+        ),
         // Back to the good version: the trial of another is over.
         (
             record(Some("v1"), Some("v2"), None),
@@ -112,4 +119,13 @@ fn a_trial_opens_when_its_pod_runs_then_is_kept_or_rolled_back() {
     assert!(matches!(advance_trial(&mut crashing, Some((true, 4)), 1010), TrialStep::RolledBack { .. }));
     // No trial: nothing to do.
     assert_eq!(advance_trial(&mut record(Some("v1"), None, None), Some((true, 0)), 1000), TrialStep::Nothing);
+}
+
+#[test]
+fn a_record_reads_and_writes_byte_for_byte_as_before_its_keys_were_typed() {
+    // As an atoll with `String` keys wrote it.
+    let json = r#"{"key":"default/web","good":{"uid":"u1","file":"/m/w.yaml","body":"YQ==","signature":null},"trial":null,"bad":["u2","not Ready within 60s"]}"#;
+    let r: Record = serde_json::from_str(json).unwrap();
+    assert_eq!((r.key.as_str(), r.good.as_ref().map(|g| g.uid.as_str())), ("default/web", Some("u1")));
+    assert_eq!(serde_json::to_string(&r).unwrap(), json);
 }

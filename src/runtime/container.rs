@@ -18,6 +18,7 @@ use crate::cri::api::{
 use crate::pod::apparmor::Profile;
 use crate::pod::derived::{expand, qos_class};
 use crate::pod::fieldpath;
+use crate::pod::paths::PodDir;
 use crate::pod::schema;
 use crate::pod::types::{Container, Pod};
 use std::collections::HashMap;
@@ -30,9 +31,10 @@ pub const ANNOTATION_PRE_STOP: &str = "io.kubernetes.container.preStopHandler";
 pub const ANNOTATION_PORTS: &str = "io.kubernetes.container.ports";
 
 /// What the node and the running sandbox contribute.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct InstanceContext {
-    pub root_dir: PathBuf,
+    /// The pod's directory (made once per sync), where its volumes live.
+    pub pod_dir: PodDir,
     pub pod_ip: String,
     pub host_ip: String,
     /// The node's allocatable CPU and memory: a container without a limit sees them as its
@@ -136,7 +138,41 @@ pub fn container_config(
 ) -> Result<ContainerConfig, String> {
     let env = environment(pod, c, ctx)?;
     let lookup = |n: &str| env.iter().rev().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let mounts = mounts(pod, c, ctx)?;
     let uid = &pod.metadata.uid;
+    let labels = HashMap::from([
+        (LABEL_POD_NAME.to_string(), pod.metadata.name.clone()),
+        (LABEL_POD_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
+        (LABEL_POD_UID.to_string(), uid.clone()),
+        (LABEL_CONTAINER_NAME.to_string(), c.name.clone()),
+    ]);
+    let annotations = annotations(pod, c, restart_count);
+    let security = security_context(pod, c);
+    Ok(ContainerConfig {
+        metadata: Some(ContainerMetadata { name: c.name.clone(), attempt: restart_count }),
+        image: Some(ImageSpec { image: image_ref.into(), user_specified_image: c.image.clone(), ..Default::default() }),
+        command: c.command.iter().map(|s| expand(s, &lookup)).collect(),
+        args: c.args.iter().map(|s| expand(s, &lookup)).collect(),
+        working_dir: c.working_dir.clone().unwrap_or_default(),
+        envs: env.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone().into_bytes() }).collect(),
+        mounts,
+        labels,
+        annotations,
+        log_path: format!("{}/{restart_count}.log", c.name),
+        stdin: c.stdin,
+        stdin_once: c.stdin_once,
+        tty: c.tty,
+        linux: Some(LinuxContainerConfig {
+            resources: Some(linux_resources(pod, c, ctx.node_memory_bytes)),
+            security_context: Some(security),
+        }),
+        ..Default::default()
+    })
+}
+
+/// The container's mounts: its volumes (an image volume as the runtime mounts it, a subPath
+/// as prepared), then `/etc/hosts` and the termination log unless the pod mounts its own.
+fn mounts(pod: &Pod, c: &Container, ctx: &InstanceContext) -> Result<Vec<Mount>, String> {
     let mut mounts = Vec::new();
     for (i, m) in c.volume_mounts.iter().enumerate() {
         let v = pod
@@ -157,8 +193,8 @@ pub fn container_config(
             });
             continue;
         }
-        let mut host = volume_path(&ctx.root_dir, uid, v)?
-            .ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
+        let mut host =
+            volume_path(&ctx.pod_dir, v)?.ok_or_else(|| format!("volume {:?}: its type is not implemented", v.name))?;
         if m.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
             // Never the volume path joined with the subPath: that would follow the pod's links.
             host = ctx.subpaths.get(&i).cloned().ok_or_else(|| format!("volumeMounts[{i}]: subPath not prepared"))?;
@@ -194,12 +230,11 @@ pub fn container_config(
             ..Default::default()
         });
     }
-    let labels = HashMap::from([
-        (LABEL_POD_NAME.to_string(), pod.metadata.name.clone()),
-        (LABEL_POD_NAMESPACE.to_string(), pod.metadata.namespace.clone()),
-        (LABEL_POD_UID.to_string(), uid.clone()),
-        (LABEL_CONTAINER_NAME.to_string(), c.name.clone()),
-    ]);
+    Ok(mounts)
+}
+
+/// The annotations kubelet puts on a container, and atoll's own (grace, preStop, ports).
+fn annotations(pod: &Pod, c: &Container, restart_count: u32) -> HashMap<String, String> {
     let mut annotations = HashMap::from([
         ("io.kubernetes.container.hash".to_string(), container_hash(c)),
         ("io.kubernetes.container.restartCount".to_string(), restart_count.to_string()),
@@ -222,6 +257,11 @@ pub fn container_config(
     if !c.ports.is_empty() {
         annotations.insert(ANNOTATION_PORTS.into(), schema::to_string_ordered(&schema::PORT, &c.ports));
     }
+    annotations
+}
+
+/// The container's Linux security context, the pod's settings under the container's.
+fn security_context(pod: &Pod, c: &Container) -> LinuxContainerSecurityContext {
     let psc = pod.spec.security_context.clone().unwrap_or_default();
     let sc = c.security_context.clone().unwrap_or_default();
     let seccomp = sc.seccomp_profile.or(psc.seccomp_profile).map(|p| SecurityProfile {
@@ -233,7 +273,7 @@ pub fn container_config(
         localhost_ref: p.localhost_profile.unwrap_or_default(),
     });
     let apparmor = crate::pod::apparmor::profile(pod, c);
-    let security = LinuxContainerSecurityContext {
+    LinuxContainerSecurityContext {
         capabilities: sc.capabilities.map(|caps| Capability {
             add_capabilities: caps.add,
             drop_capabilities: caps.drop,
@@ -250,27 +290,7 @@ pub fn container_config(
         apparmor: apparmor.as_ref().map(security_profile),
         apparmor_profile: apparmor.map(|p| p.annotation()).unwrap_or_default(),
         ..Default::default()
-    };
-    Ok(ContainerConfig {
-        metadata: Some(ContainerMetadata { name: c.name.clone(), attempt: restart_count }),
-        image: Some(ImageSpec { image: image_ref.into(), user_specified_image: c.image.clone(), ..Default::default() }),
-        command: c.command.iter().map(|s| expand(s, &lookup)).collect(),
-        args: c.args.iter().map(|s| expand(s, &lookup)).collect(),
-        working_dir: c.working_dir.clone().unwrap_or_default(),
-        envs: env.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone().into_bytes() }).collect(),
-        mounts,
-        labels,
-        annotations,
-        log_path: format!("{}/{restart_count}.log", c.name),
-        stdin: c.stdin,
-        stdin_once: c.stdin_once,
-        tty: c.tty,
-        linux: Some(LinuxContainerConfig {
-            resources: Some(linux_resources(pod, c, ctx.node_memory_bytes)),
-            security_context: Some(security),
-        }),
-        ..Default::default()
-    })
+    }
 }
 
 /// kubelet's CRI form of an AppArmor profile (beside it, the deprecated string, which is the
@@ -301,12 +321,16 @@ mod tests {
 
     fn ctx() -> InstanceContext {
         InstanceContext {
-            root_dir: "/var/lib/atoll".into(),
+            pod_dir: PodDir::new("/var/lib/atoll".as_ref(), "u").unwrap(),
             pod_ip: "10.1.2.3".into(),
             host_ip: "192.0.2.1".into(),
             allocatable: fieldpath::Allocatable { cpu_millis: 4000, memory_bytes: 8 << 30 },
             node_memory_bytes: 8 << 30,
-            ..Default::default()
+            termination_log: None,
+            hosts_file: None,
+            subpaths: Default::default(),
+            image_volumes: Default::default(),
+            objects: Default::default(),
         }
     }
 

@@ -27,7 +27,7 @@ use crate::cri::api::PodSandboxFilter;
 use crate::cri::RuntimeService;
 use crate::node::probing::Prober;
 use crate::node::Node;
-use crate::pod::{Change, PodUid, StaticPod};
+use crate::pod::{Change, PodKey, PodUid, StaticPod};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -37,7 +37,7 @@ pub struct Engine<R: RuntimeService> {
     /// Each live worker's (or orphan removal's) task, by UID.
     tasks: HashMap<PodUid, smol::Task<()>>,
     /// Each replacement's pull, by `namespace/name` (dropping it cancels it).
-    pulls: HashMap<String, smol::Task<()>>,
+    pulls: HashMap<PodKey, smol::Task<()>>,
     _pleg: Vec<smol::Task<()>>,
     done_tx: smol::channel::Sender<PodUid>,
     done_rx: smol::channel::Receiver<PodUid>,
@@ -98,7 +98,7 @@ impl<R: RuntimeService> Engine<R> {
         };
         for s in sandboxes.iter().filter(|s| managed(&s.annotations)) {
             let label = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
-            let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME));
+            let key = format!("{}/{}", label(LABEL_POD_NAMESPACE), label(LABEL_POD_NAME)).into();
             self.ledger.found(label(LABEL_POD_UID).into(), key);
         }
     }
@@ -146,6 +146,9 @@ impl<R: RuntimeService> Engine<R> {
 
     /// Carries the ledger's decisions out.
     fn act(&mut self, acts: Vec<Act>) {
+        for note in self.ledger.take_notes() {
+            log::info!("{note}");
+        }
         for act in acts {
             match act {
                 Act::Start(sp) => self.start(sp),
@@ -186,7 +189,7 @@ impl<R: RuntimeService> Engine<R> {
     /// waiting container does.
     fn prepull(&mut self, old: StaticPod, new: StaticPod) {
         let Some(tx) = self.cx.workers.inbox(&old.uid).map(|i| i.tx) else { return };
-        let key = new.pod.key();
+        let key = new.key();
         let woken = self.cx.workers.watch(&key);
         let cx = self.cx.clone();
         let task = crate::task::spawn(async move {

@@ -5,11 +5,13 @@
 //! the same name in one batch) keeps the old version `retiring` while the new one's images are
 //! pulled, and terminates it only then. Pods the runtime ran when atoll started that no worker
 //! took over are `found`: stopped before a new UID of their name starts, or as orphans once
-//! every source has spoken. Each call returns what the engine must do ([`Act`]); the engine
-//! spawns and sends, the ledger decides.
+//! every source has spoken. Each call returns what the engine must do ([`Act`]) and keeps what
+//! it decided that the engine should tell ([`Note`], taken by [`Ledger::take_notes`]); the
+//! engine spawns, sends and logs, the ledger decides. Nothing here does I/O.
 
-use crate::pod::{Change, PodUid, StaticPod};
+use crate::pod::{Change, PodKey, PodUid, StaticPod};
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::time::Duration;
 
 /// What the engine does for the ledger.
@@ -25,30 +27,70 @@ pub enum Act {
     /// way for the name).
     Prepull { old: StaticPod, new: StaticPod },
     /// Drop the pull for this name (its old version retires no more).
-    DropPrepull { key: String },
+    DropPrepull { key: PodKey },
     /// Stop and remove a pod found in the runtime that nobody wants; it holds its name until
     /// its removal finishes like a worker.
     RemoveFound { uid: PodUid },
 }
 
+/// What the ledger decided that is worth a log line; the engine logs it ([`fmt::Display`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// A new version of `key` arrived in the same batch: the old one (`uid`) keeps running
+    /// until the new one's images are on the node.
+    Retiring { key: PodKey, uid: PodUid },
+    /// `key` (`uid`) was removed from the manifests and is terminated.
+    Terminating { key: PodKey, uid: PodUid },
+    /// An older version (`uid`, found in the runtime) of `key` is stopped before the new one.
+    ReplacedWhileDown { key: PodKey, uid: PodUid },
+    /// `key`'s new version `uid` waits for the previous one to terminate.
+    Waiting { key: PodKey, uid: PodUid },
+    /// A pod found in the runtime that no manifest wants is removed.
+    Orphan { uid: PodUid },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Retiring { key, uid } => write!(
+                f,
+                "pod {key} ({uid}): a new version arrived; it is stopped once the new version's images are on the node"
+            ),
+            Note::Terminating { key, uid } => write!(f, "pod {key} ({uid}): removed from the manifests; terminating"),
+            Note::ReplacedWhileDown { key, uid } => {
+                write!(f, "pod {key} ({uid}): replaced while atoll was down; stopping the old version first")
+            }
+            Note::Waiting { key, uid } => write!(f, "pod {key} ({uid}): waiting for the previous version to terminate"),
+            Note::Orphan { uid } => write!(f, "pod {uid}: no longer in any manifest; stopping and removing it"),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Live workers (and orphans being removed): UID → `namespace/name`.
-    live: HashMap<PodUid, String>,
+    live: HashMap<PodUid, PodKey>,
     /// New UIDs waiting for the old one of their name to finish, in order.
-    pending: HashMap<String, Vec<StaticPod>>,
+    pending: HashMap<PodKey, Vec<StaticPod>>,
     /// Old versions kept running while their replacement's images are pulled.
-    retiring: HashMap<String, StaticPod>,
+    retiring: HashMap<PodKey, StaticPod>,
     /// Pods the runtime runs that no worker owns: UID → `namespace/name`.
-    found: HashMap<PodUid, String>,
+    found: HashMap<PodUid, PodKey>,
+    /// What was decided since the engine last took the notes, in order.
+    notes: Vec<Note>,
 }
 
 impl Ledger {
     /// A pod of atoll's the runtime runs (adoption, at start and before orphans go).
-    pub fn found(&mut self, uid: PodUid, key: String) {
+    pub fn found(&mut self, uid: PodUid, key: PodKey) {
         if !self.live.contains_key(&uid) {
             self.found.entry(uid).or_insert(key);
         }
+    }
+
+    /// What the ledger decided since the last call, for the engine to log.
+    pub fn take_notes(&mut self) -> Vec<Note> {
+        std::mem::take(&mut self.notes)
     }
 
     /// UIDs with a live worker (a pod running or stopping, or an orphan being removed).
@@ -60,23 +102,19 @@ impl Ledger {
     /// under the same name is a replacement: the old version keeps running until the new
     /// one's images are on the node.
     pub fn apply_all(&mut self, changes: Vec<Change>) -> Vec<Act> {
-        let added: HashSet<String> = changes
+        let added: HashSet<PodKey> = changes
             .iter()
             .filter_map(|c| match c {
-                Change::Add(sp) => Some(sp.pod.key()),
+                Change::Add(sp) => Some(sp.key()),
                 _ => None,
             })
             .collect();
         let mut acts = Vec::new();
         for change in changes {
             match change {
-                Change::Remove(sp) if added.contains(&sp.pod.key()) && self.live.contains_key(&sp.uid) => {
-                    log::info!(
-                        "pod {} ({}): a new version arrived; it is stopped once the new version's images are on the node",
-                        sp.pod.key(),
-                        sp.uid
-                    );
-                    self.retiring.insert(sp.pod.key(), sp);
+                Change::Remove(sp) if added.contains(&sp.key()) && self.live.contains_key(&sp.uid) => {
+                    self.notes.push(Note::Retiring { key: sp.key(), uid: sp.uid.clone() });
+                    self.retiring.insert(sp.key(), sp);
                 }
                 other => acts.extend(self.apply(other)),
             }
@@ -91,7 +129,7 @@ impl Ledger {
                 if self.live.contains_key(&sp.uid) {
                     return vec![Act::Update(sp)];
                 }
-                if let Some(q) = self.pending.get_mut(&sp.pod.key()) {
+                if let Some(q) = self.pending.get_mut(&sp.key()) {
                     for p in q.iter_mut().filter(|p| p.uid == sp.uid) {
                         *p = sp.clone();
                     }
@@ -99,13 +137,13 @@ impl Ledger {
                 Vec::new()
             }
             Change::Remove(sp) => {
-                let key = sp.pod.key();
+                let key = sp.key();
                 if let Some(q) = self.pending.get_mut(&key) {
                     q.retain(|p| p.uid != sp.uid);
                 }
                 let mut acts = self.retired(&key, &sp.uid);
                 if self.live.contains_key(&sp.uid) {
-                    log::info!("pod {key} ({}): removed from the manifests; terminating", sp.uid);
+                    self.notes.push(Note::Terminating { key: key.clone(), uid: sp.uid.clone() });
                     acts.push(Act::Terminate { uid: sp.uid.clone(), grace: super::stop::grace_of(&sp.pod) });
                 }
                 acts
@@ -114,18 +152,18 @@ impl Ledger {
     }
 
     fn add(&mut self, sp: StaticPod) -> Vec<Act> {
-        let key = sp.pod.key();
+        let key = sp.key();
         let mut acts = Vec::new();
         self.found.remove(&sp.uid); // adopted by its worker
         let mut older: Vec<PodUid> =
             self.found.iter().filter(|(_, k)| **k == key).map(|(uid, _)| uid.clone()).collect();
         older.sort();
         for uid in older {
-            log::info!("pod {key} ({uid}): replaced while atoll was down; stopping the old version first");
+            self.notes.push(Note::ReplacedWhileDown { key: key.clone(), uid: uid.clone() });
             acts.extend(self.remove_found(uid));
         }
         if self.live.values().any(|k| *k == key) {
-            log::info!("pod {key} ({}): waiting for the previous version to terminate", sp.uid);
+            self.notes.push(Note::Waiting { key: key.clone(), uid: sp.uid.clone() });
             if let Some(old) = self.retiring.get(&key) {
                 acts.push(Act::Prepull { old: old.clone(), new: sp.clone() });
             }
@@ -138,10 +176,10 @@ impl Ledger {
     }
 
     /// The old version `uid` of `key` retires no more (removed, or ended): its pull goes.
-    fn retired(&mut self, key: &str, uid: &PodUid) -> Vec<Act> {
+    fn retired(&mut self, key: &PodKey, uid: &PodUid) -> Vec<Act> {
         if self.retiring.get(key).is_some_and(|old| old.uid == *uid) {
             self.retiring.remove(key);
-            return vec![Act::DropPrepull { key: key.to_string() }];
+            return vec![Act::DropPrepull { key: key.clone() }];
         }
         Vec::new()
     }
@@ -171,7 +209,7 @@ impl Ledger {
         orphans.sort();
         let mut acts = Vec::new();
         for uid in orphans {
-            log::info!("pod {uid}: no longer in any manifest; stopping and removing it");
+            self.notes.push(Note::Orphan { uid: uid.clone() });
             acts.extend(self.remove_found(uid));
         }
         acts

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::pod::types::Pod;
-use crate::pod::{Origin, PodUid};
+use crate::pod::{Origin, PodKey, PodUid};
 use std::collections::HashSet;
 
 /// A pod `name` in the default namespace, with `uid` and a 30 s grace period.
@@ -94,4 +94,61 @@ fn pods_found_in_the_runtime_are_adopted_replaced_or_removed_as_orphans() {
     // A found UID that already has a worker is not found again.
     l.found("u1".into(), "default/web".into());
     assert_eq!(l.orphans(&HashSet::new()), []);
+}
+
+#[test]
+fn what_the_ledger_decided_is_returned_as_notes_for_the_engine_to_log() {
+    let key = || PodKey::from("default/web");
+    let mut l = Ledger::default();
+    let (v1, v2, v3) = (pod("web", "u1"), pod("web", "u2"), pod("web", "u3"));
+    l.found("o1".into(), "default/old".into());
+    l.found("r1".into(), key());
+    // (what, the call, the notes it leaves)
+    type Call = Box<dyn Fn(&mut Ledger) -> Vec<Act>>;
+    let (a1, a2, a3) = (v1.clone(), v2.clone(), v3.clone());
+    let cases: Vec<(&str, Call, Vec<Note>)> = vec![
+        (
+            "an older version found in the runtime goes first, the new one waits",
+            Box::new(move |l| l.apply(Change::Add(a1.clone()))),
+            vec![
+                Note::ReplacedWhileDown { key: key(), uid: "r1".into() },
+                Note::Waiting { key: key(), uid: "u1".into() },
+            ],
+        ),
+        ("a worker that ends says nothing", Box::new(|l| l.worker_done(&"r1".into())), vec![]),
+        (
+            "a new UID of a running name waits (the removed one never ran: no retiring)",
+            Box::new(move |l| l.apply_all(vec![Change::Remove(a2.clone()), Change::Add(a3.clone())])),
+            vec![Note::Waiting { key: key(), uid: "u3".into() }],
+        ),
+        (
+            "a removal terminates",
+            Box::new(move |l| l.apply(Change::Remove(v1.clone()))),
+            vec![Note::Terminating { key: key(), uid: "u1".into() }],
+        ),
+        ("orphans are removed", Box::new(|l| l.orphans(&HashSet::new())), vec![Note::Orphan { uid: "o1".into() }]),
+        ("taken once", Box::new(|_| Vec::new()), vec![]),
+    ];
+    for (what, call, want) in cases {
+        call(&mut l);
+        assert_eq!(l.take_notes(), want, "{what}");
+    }
+    // A replacement of a running pod in one batch: the old one retires.
+    let mut l = Ledger::default();
+    l.apply(Change::Add(v2.clone()));
+    l.take_notes();
+    l.apply_all(vec![Change::Remove(v2), Change::Add(v3)]);
+    let notes = l.take_notes();
+    assert_eq!(
+        notes,
+        [Note::Retiring { key: key(), uid: "u2".into() }, Note::Waiting { key: key(), uid: "u3".into() }]
+    );
+    assert_eq!(
+        notes[0].to_string(),
+        "pod default/web (u2): a new version arrived; it is stopped once the new version's images are on the node"
+    );
+    assert_eq!(
+        Note::Orphan { uid: "o1".into() }.to_string(),
+        "pod o1: no longer in any manifest; stopping and removing it"
+    );
 }

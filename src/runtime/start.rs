@@ -18,6 +18,7 @@ use crate::cri::ids::short;
 use crate::cri::RuntimeService;
 use crate::handlers::{self, Target};
 use crate::node::observed::{Wait, WaitReason, Waits};
+use crate::pod::paths::PodDir;
 use crate::pod::types::{Container, Pod};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -52,8 +53,10 @@ pub async fn start_containers<R: RuntimeService>(
     sb: &Sandbox<'_>,
     waits: &mut Waits,
     mut images: Images,
+    dir: Result<&PodDir, &String>,
 ) -> Result<Started, SyncError> {
-    let Some(files) = pod_files(cx, pod, starts, sb, waits)? else { return Ok(Started::default()) };
+    let dir = dir.map_err(|e| SyncError::Host(e.clone()))?;
+    let Some(files) = pod_files(cx, pod, starts, sb, waits, dir)? else { return Ok(Started::default()) };
     let mut started = Started::default();
     for start in starts {
         match start_one(cx, pod, start, sb, waits, &mut images, &files).await? {
@@ -82,7 +85,7 @@ enum Outcome {
 
 /// What the pod's containers share on the host.
 struct PodFiles {
-    pod_dir: PathBuf,
+    pod_dir: PodDir,
     /// The objects the environment reads, as they are now.
     objects: crate::objects::resolve::Snapshot,
     hosts_file: Option<PathBuf>,
@@ -97,22 +100,21 @@ fn pod_files<R: RuntimeService>(
     starts: &[Start],
     sb: &Sandbox<'_>,
     waits: &mut Waits,
+    pod_dir: &PodDir,
 ) -> Result<Option<PodFiles>, SyncError> {
-    let root = &cx.node.facts().root_dir;
-    let pod_dir = poddir::pod_dir(root, &pod.metadata.uid).map_err(SyncError::Host)?;
-    poddir::prepare_volumes(pod, root).map_err(SyncError::Host)?;
-    if let Some(message) = object_volumes_failed(cx, pod) {
+    poddir::prepare_volumes(pod, pod_dir).map_err(SyncError::Host)?;
+    if let Some(message) = object_volumes_failed(cx, pod, pod_dir) {
         let names = starts.iter().map(|s| s.container(pod).name.as_str());
         wait_all(cx, pod, waits, names, ("FailedMount", true), WaitReason::ContainerCreating, &message);
         return Ok(None);
     }
     let objects = crate::objects::resolve::snapshot(pod, cx.node.objects());
     let hosts_file = if pod.spec.host_network || !sb.ip.is_empty() {
-        Some(poddir::write_hosts(pod, &pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?)
+        Some(poddir::write_hosts(pod, pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?)
     } else {
         None
     };
-    Ok(Some(PodFiles { pod_dir, objects, hosts_file }))
+    Ok(Some(PodFiles { pod_dir: pod_dir.clone(), objects, hosts_file }))
 }
 
 /// One container: its image (and its image volumes'), the config checks, the config,
@@ -146,7 +148,7 @@ async fn start_one<R: RuntimeService>(
             return Ok(Outcome::Blocked(Some(w.retry_in)));
         }
     };
-    let subpaths = match configurable(cx, pod, c, &image_ref).await {
+    let subpaths = match configurable(cx, pod, c, &image_ref, &files.pod_dir).await {
         Ok(m) => m,
         Err(e) => {
             wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
@@ -163,7 +165,7 @@ async fn start_one<R: RuntimeService>(
     };
     let facts = cx.node.facts();
     let ctx = InstanceContext {
-        root_dir: facts.root_dir.clone(),
+        pod_dir: files.pod_dir.clone(),
         pod_ip: sb.ip.to_string(),
         host_ip: facts.host_ip.clone(),
         allocatable: facts.allocatable(),
@@ -249,14 +251,14 @@ pub fn wait_all<'a, R>(
 }
 
 /// kubelet's message for the first object volume of `pod` that cannot be set up, if any.
-fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Option<String> {
+fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod, dir: &PodDir) -> Option<String> {
     use super::volumes::object_volumes::{set_up, Outcome};
-    set_up(&cx.node.facts().root_dir, pod, cx.node.objects(), cx.node.facts().allocatable()).into_iter().find_map(
-        |(volume, outcome)| match outcome {
+    set_up(dir, pod, cx.node.objects(), cx.node.facts().allocatable()).into_iter().find_map(|(volume, outcome)| {
+        match outcome {
             Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
             Outcome::Current(_) => None,
-        },
-    )
+        }
+    })
 }
 
 /// kubelet's CreateContainerConfigError checks before a config is built: runAsNonRoot against
@@ -267,15 +269,15 @@ async fn configurable<R: RuntimeService>(
     pod: &Pod,
     c: &Container,
     image_ref: &str,
+    dir: &PodDir,
 ) -> Result<std::collections::BTreeMap<usize, PathBuf>, String> {
     images::verify_run_as_non_root(cx, pod, c, image_ref).await?;
-    let (root, uid) = (&cx.node.facts().root_dir, &pod.metadata.uid);
     let mut out = std::collections::BTreeMap::new();
     for (i, m) in c.volume_mounts.iter().enumerate() {
         let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else { continue };
         let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else { continue };
-        let Some(volume) = poddir::volume_path(root, uid, v)? else { continue };
-        let target = poddir::subpath_target(root, uid, &v.name, &c.name, i)?;
+        let Some(volume) = poddir::volume_path(dir, v)? else { continue };
+        let target = poddir::subpath_target(dir, &v.name, &c.name, i)?;
         let mounted = super::volumes::subpath::mount(&volume, sub, &target)
             .map_err(|e| format!("volumeMounts[{i}] ({}): {e}", m.mount_path))?;
         out.insert(i, mounted);

@@ -122,7 +122,7 @@ pub async fn remove_pod<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Obs
     let root = std::path::Path::new(super::pod_cgroup::ROOT);
     super::pod_cgroup::remove(root, &pod.metadata.uid).map_err(SyncError::Host)?;
     let dir = poddir::pod_dir(&cx.node.facts().root_dir, &pod.metadata.uid).map_err(SyncError::Host)?;
-    poddir::remove(&dir).map_err(SyncError::Host)
+    poddir::remove(dir.path()).map_err(SyncError::Host)
 }
 
 /// Awaits all futures, polling them concurrently.

@@ -15,6 +15,7 @@ use super::{sandbox, stop};
 use crate::cri::ids::short;
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, WaitReason, Waits};
+use crate::pod::paths::PodDir;
 use crate::pod::types::Pod;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -65,8 +66,11 @@ pub async fn sync<R: RuntimeService>(
         }
         Mode::Run => {}
     }
-    let synced = act(cx, pod, &obs, decided, waits).await;
-    refresh_object_volumes(cx, pod, &obs);
+    // The pod's directory, made once for the whole sync (its UID was checked at load: an
+    // error here is reported where the directory is first needed, as before).
+    let dir = super::volumes::poddir::pod_dir(&cx.node.facts().root_dir, &pod.metadata.uid);
+    let synced = act(cx, pod, &obs, decided, waits, dir.as_ref()).await;
+    refresh_object_volumes(cx, pod, &obs, dir.as_ref());
     collect_garbage(cx, pod, &obs).await;
     let rotation = cx.config.log_rotation;
     for c in obs.containers.iter().filter(|c| c.state == ContainerState::Running && !c.log_path.is_empty()) {
@@ -86,6 +90,7 @@ async fn act<R: RuntimeService>(
     obs: &Observed,
     p: Plan,
     waits: &mut Waits,
+    dir: Result<&PodDir, &String>,
 ) -> Result<Synced, SyncError> {
     stop::stop_containers(cx, pod, obs, &p.kill, stop::grace_of(pod)).await;
     if p.kill_pod {
@@ -156,7 +161,7 @@ async fn act<R: RuntimeService>(
         return Ok(Synced::Again(retry));
     }
     let sb = Sandbox { id: &sandbox_id, ip: &pod_ip, config: &sandbox_config };
-    let started = start_containers(cx, pod, &p.start, &sb, waits, images).await?;
+    let started = start_containers(cx, pod, &p.start, &sb, waits, images, dir).await?;
     // Look again at once at what was started: its status, and its process to watch.
     let soonest = if started.any { Some(Duration::ZERO) } else { started.retry };
     if let Some(r) = soonest {
@@ -167,12 +172,21 @@ async fn act<R: RuntimeService>(
 
 /// A running pod's ConfigMap and Secret volumes follow their objects (kubelet updates
 /// mounts without a subPath in place); an object that went leaves the last files.
-fn refresh_object_volumes<R: RuntimeService>(cx: &Context<R>, pod: &Pod, obs: &Observed) {
+fn refresh_object_volumes<R: RuntimeService>(
+    cx: &Context<R>,
+    pod: &Pod,
+    obs: &Observed,
+    dir: Result<&PodDir, &String>,
+) {
     use super::volumes::object_volumes::{any, set_up, Outcome};
     if !any(pod) || !obs.sandboxes.iter().any(|s| s.ready) {
         return;
     }
-    for (volume, outcome) in set_up(&cx.node.facts().root_dir, pod, cx.node.objects(), cx.node.facts().allocatable()) {
+    let dir = match dir {
+        Ok(dir) => dir,
+        Err(e) => return log::debug!("pod {}: its volumes keep their last files: {e}", pod.key()),
+    };
+    for (volume, outcome) in set_up(dir, pod, cx.node.objects(), cx.node.facts().allocatable()) {
         match outcome {
             Outcome::Current(true) => log::info!("pod {}: volume {volume} updated from its objects", pod.key()),
             Outcome::Current(false) => {}

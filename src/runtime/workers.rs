@@ -5,15 +5,16 @@
 //! can drift from it.
 
 use super::inbox::{Inbox, Msg};
+use crate::pod::{PodKey, PodUid};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 pub struct Workers {
-    inboxes: Mutex<HashMap<String, Inbox>>,
+    inboxes: Mutex<HashMap<PodUid, Inbox>>,
     /// Others that wait as a worker does (a replacement's pull, by pod name): woken with
     /// every worker.
-    watchers: Mutex<HashMap<String, smol::channel::Sender<()>>>,
+    watchers: Mutex<HashMap<PodKey, smol::channel::Sender<()>>>,
 }
 
 impl Workers {
@@ -21,8 +22,8 @@ impl Workers {
         Arc::new(Workers::default())
     }
 
-    pub(super) fn register(&self, uid: &str, inbox: Inbox) {
-        crate::locks::lock(&self.inboxes).insert(uid.to_string(), inbox);
+    pub(super) fn register(&self, uid: &PodUid, inbox: Inbox) {
+        crate::locks::lock(&self.inboxes).insert(uid.clone(), inbox);
     }
 
     pub(super) fn unregister(&self, uid: &str) {
@@ -30,7 +31,7 @@ impl Workers {
     }
 
     /// The pod UIDs with a live worker.
-    pub fn uids(&self) -> Vec<String> {
+    pub fn uids(&self) -> Vec<PodUid> {
         crate::locks::lock(&self.inboxes).keys().cloned().collect()
     }
 
@@ -62,16 +63,16 @@ impl Workers {
         }
     }
 
-    /// A wake-up for `id` that comes with every [`Workers::wake_all`] (coalescing), replacing
-    /// any earlier watcher of `id`.
-    pub(super) fn watch(&self, id: &str) -> smol::channel::Receiver<()> {
+    /// A wake-up for the pod named `key` that comes with every [`Workers::wake_all`] (coalescing), replacing
+    /// any earlier watcher of `key`.
+    pub(super) fn watch(&self, key: &PodKey) -> smol::channel::Receiver<()> {
         let (tx, rx) = smol::channel::bounded(1);
-        crate::locks::lock(&self.watchers).insert(id.to_string(), tx);
+        crate::locks::lock(&self.watchers).insert(key.clone(), tx);
         rx
     }
 
-    pub(super) fn unwatch(&self, id: &str) {
-        crate::locks::lock(&self.watchers).remove(id);
+    pub(super) fn unwatch(&self, key: &PodKey) {
+        crate::locks::lock(&self.watchers).remove(key);
     }
 }
 
@@ -84,7 +85,7 @@ mod tests {
         let workers = Workers::new();
         let (tx, rx) = smol::channel::bounded(8);
         let (wake, woken) = smol::channel::bounded(1);
-        workers.register("u1", Inbox { tx, wake });
+        workers.register(&"u1".into(), Inbox { tx, wake });
         workers.wake("u1");
         workers.wake("u1");
         workers.wake("nobody");
@@ -96,12 +97,12 @@ mod tests {
         workers.unregister("u1");
         assert!(workers.inbox("u1").is_none() && workers.uids().is_empty());
         // A watcher is woken with everyone, once however often, and no more once unwatched.
-        let watcher = workers.watch("default/web");
+        let watcher = workers.watch(&"default/web".into());
         workers.wake_all();
         workers.wake_all();
         assert_eq!(watcher.len(), 1);
         let _ = watcher.try_recv();
-        workers.unwatch("default/web");
+        workers.unwatch(&"default/web".into());
         workers.wake_all();
         assert!(watcher.try_recv().is_err());
     }

@@ -3,8 +3,9 @@
 //! Each source owns its pods; a snapshot replaces that source's set. New UIDs are added (and
 //! stamped with `kubernetes.io/config.seen`), vanished UIDs removed, and a known UID whose pod
 //! changed (possible only with an explicit `metadata.uid`) is updated. Changes come out in
-//! kubelet's order: removes, then adds, then updates. The pod engine consumes them; it also
-//! asks [`Merger::all_sources_seen`] before removing pods nobody asked for.
+//! kubelet's order: removes, then adds, then updates. Admission and the pod engine consume them;
+//! the agent asks [`Merger::all_sources_seen`] before its first full sync, when the engine
+//! removes the pods nobody asked for.
 
 use super::{SourceId, Update};
 use crate::pod::identity::ANNOTATION_SEEN;

@@ -134,7 +134,7 @@ pub(super) fn scan_with(path: &Path, intake: &Intake, memo: &mut Memo) -> Scan {
         let signature = match intake.trust.as_ref().map(|_| crate::trust::signature_beside(&file)).transpose() {
             Ok(s) => s.flatten(),
             Err(e) => {
-                out.errors.insert(file.clone(), fail(e, "signature"));
+                out.errors.insert(file.clone(), fail(e.to_string(), "signature"));
                 continue;
             }
         };

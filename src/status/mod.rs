@@ -135,102 +135,9 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
         })
         .collect();
     let ever_ran = pod.spec.containers.iter().any(|c| by_name.contains_key(c.name.as_str()));
-    let policy = pod.spec.restart_policy.as_deref().unwrap_or("Always");
-
-    // Phase.
-    let (mut pending_init, mut failed_init) = (0, 0);
-    for (spec, s) in pod.spec.init_containers.iter().zip(&init_statuses) {
-        if is_sidecar(spec) {
-            if s.started != Some(true) {
-                pending_init += 1;
-            }
-            continue;
-        }
-        let term = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref());
-        match term {
-            Some(t) if t.exit_code != 0 => failed_init += 1,
-            Some(_) if s.state.terminated.is_some() => {}
-            _ => pending_init += 1,
-        }
-    }
-    let (mut running, mut stopped, mut succeeded, mut waiting, mut unknown) = (0, 0, 0, 0, 0);
-    for s in &statuses {
-        if s.state.running.is_some() {
-            running += 1;
-        } else if let Some(t) = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref()) {
-            stopped += 1;
-            if t.exit_code == 0 {
-                succeeded += 1;
-            }
-        } else if s.state.waiting.is_some() && s.container_id.is_empty() && !ctx.waiting.is_empty() {
-            waiting += 1;
-        } else if s.container_id.is_empty() {
-            unknown += 1;
-        } else {
-            waiting += 1;
-        }
-    }
-    let sidecars_running = pod
-        .spec
-        .init_containers
-        .iter()
-        .zip(&init_statuses)
-        .filter(|(c, s)| is_sidecar(c) && s.state.running.is_some())
-        .count();
-    running += sidecars_running;
-    let phase = if failed_init > 0 && policy == "Never" {
-        "Failed"
-    } else if (pending_init > 0 && !ever_ran) || waiting > 0 {
-        "Pending"
-    } else if running > 0 && unknown == 0 {
-        "Running"
-    } else if running == 0 && stopped > 0 && unknown == 0 {
-        match policy {
-            "Always" => "Running",
-            _ if stopped == succeeded => "Succeeded",
-            "Never" => "Failed",
-            _ => "Running",
-        }
-    } else {
-        "Pending"
-    };
-
-    // Conditions.
+    let phase = phase(pod, &init_statuses, &statuses, ever_ran, ctx);
+    let conditions = conditions(pod, obs, phase, (&init_statuses, &statuses), ever_ran);
     let newest = obs.sandboxes.first();
-    let sandbox_ok = newest.is_some_and(|s| s.ready && (pod.spec.host_network || !s.ip.is_empty()));
-    let not_done: Vec<&str> = pod
-        .spec
-        .init_containers
-        .iter()
-        .zip(&init_statuses)
-        .filter(|(c, s)| if is_sidecar(c) { s.started != Some(true) } else { !s.ready })
-        .map(|(c, _)| c.name.as_str())
-        .collect();
-    let initialised = not_done.is_empty() || ever_ran || phase == "Succeeded";
-    let unready: Vec<&str> = statuses.iter().filter(|s| !s.ready).map(|s| s.name.as_str()).collect();
-    let containers_ready = match phase {
-        "Succeeded" => condition("ContainersReady", false, Some("PodCompleted"), None),
-        "Failed" => condition("ContainersReady", false, Some("PodFailed"), None),
-        _ => condition(
-            "ContainersReady",
-            unready.is_empty(),
-            Some("ContainersNotReady"),
-            Some(format!("containers with unready status: [{}]", unready.join(" "))),
-        ),
-    };
-    let ready = PodCondition { type_: "Ready".into(), ..containers_ready.clone() };
-    let conditions = vec![
-        condition("PodReadyToStartContainers", sandbox_ok, None, None),
-        condition(
-            "Initialized",
-            initialised,
-            Some("ContainersNotInitialized"),
-            Some(format!("containers with incomplete status: [{}]", not_done.join(" "))),
-        ),
-        ready,
-        containers_ready,
-        condition("PodScheduled", true, None, None),
-    ];
     let pod_ip = match newest {
         Some(s) if s.ready && !pod.spec.host_network => s.ip.clone(),
         Some(s) if s.ready => ctx.host_ip.clone(),
@@ -252,6 +159,119 @@ pub fn compute(pod: &Pod, obs: &Observed, ctx: &Context) -> PodStatus {
         container_statuses: statuses,
         qos_class: qos_class(pod).into(),
     }
+}
+
+/// The pod's phase (kubelet's getPhase), from its containers' statuses.
+fn phase(
+    pod: &Pod,
+    init_statuses: &[ContainerStatus],
+    statuses: &[ContainerStatus],
+    ever_ran: bool,
+    ctx: &Context,
+) -> &'static str {
+    let policy = pod.spec.restart_policy.as_deref().unwrap_or("Always");
+
+    let (mut pending_init, mut failed_init) = (0, 0);
+    for (spec, s) in pod.spec.init_containers.iter().zip(init_statuses) {
+        if is_sidecar(spec) {
+            if s.started != Some(true) {
+                pending_init += 1;
+            }
+            continue;
+        }
+        let term = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref());
+        match term {
+            Some(t) if t.exit_code != 0 => failed_init += 1,
+            Some(_) if s.state.terminated.is_some() => {}
+            _ => pending_init += 1,
+        }
+    }
+    let (mut running, mut stopped, mut succeeded, mut waiting, mut unknown) = (0, 0, 0, 0, 0);
+    for s in statuses {
+        if s.state.running.is_some() {
+            running += 1;
+        } else if let Some(t) = s.state.terminated.as_ref().or(s.last_state.terminated.as_ref()) {
+            stopped += 1;
+            if t.exit_code == 0 {
+                succeeded += 1;
+            }
+        } else if s.state.waiting.is_some() && s.container_id.is_empty() && !ctx.waiting.is_empty() {
+            waiting += 1;
+        } else if s.container_id.is_empty() {
+            unknown += 1;
+        } else {
+            waiting += 1;
+        }
+    }
+    let sidecars_running = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(init_statuses)
+        .filter(|(c, s)| is_sidecar(c) && s.state.running.is_some())
+        .count();
+    running += sidecars_running;
+    if failed_init > 0 && policy == "Never" {
+        "Failed"
+    } else if (pending_init > 0 && !ever_ran) || waiting > 0 {
+        "Pending"
+    } else if running > 0 && unknown == 0 {
+        "Running"
+    } else if running == 0 && stopped > 0 && unknown == 0 {
+        match policy {
+            "Always" => "Running",
+            _ if stopped == succeeded => "Succeeded",
+            "Never" => "Failed",
+            _ => "Running",
+        }
+    } else {
+        "Pending"
+    }
+}
+
+/// The pod's conditions (kubelet's generate.go): sandbox, init containers, readiness.
+fn conditions(
+    pod: &Pod,
+    obs: &Observed,
+    phase: &str,
+    (init_statuses, statuses): (&[ContainerStatus], &[ContainerStatus]),
+    ever_ran: bool,
+) -> Vec<PodCondition> {
+    let newest = obs.sandboxes.first();
+    let sandbox_ok = newest.is_some_and(|s| s.ready && (pod.spec.host_network || !s.ip.is_empty()));
+    let not_done: Vec<&str> = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(init_statuses)
+        .filter(|(c, s)| if is_sidecar(c) { s.started != Some(true) } else { !s.ready })
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    let initialised = not_done.is_empty() || ever_ran || phase == "Succeeded";
+    let unready: Vec<&str> = statuses.iter().filter(|s| !s.ready).map(|s| s.name.as_str()).collect();
+    let containers_ready = match phase {
+        "Succeeded" => condition("ContainersReady", false, Some("PodCompleted"), None),
+        "Failed" => condition("ContainersReady", false, Some("PodFailed"), None),
+        _ => condition(
+            "ContainersReady",
+            unready.is_empty(),
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{}]", unready.join(" "))),
+        ),
+    };
+    let ready = PodCondition { type_: "Ready".into(), ..containers_ready.clone() };
+    vec![
+        condition("PodReadyToStartContainers", sandbox_ok, None, None),
+        condition(
+            "Initialized",
+            initialised,
+            Some("ContainersNotInitialized"),
+            Some(format!("containers with incomplete status: [{}]", not_done.join(" "))),
+        ),
+        ready,
+        containers_ready,
+        condition("PodScheduled", true, None, None),
+    ]
 }
 
 /// Each condition's lastTransitionTime, as kubelet's status manager sets it: the time of the

@@ -3,7 +3,7 @@
 //! Why minisign: keys and signatures are single lines of text, the stock `minisign` CLI signs,
 //! nothing needs a clock, a network or a certificate chain, and the verifier is a few hundred
 //! lines (cosign needs a transparency log or TUF root for its usual mode; GPG's format is
-//! large). See the README's "fleet updates".
+//! large). See `docs/src/guides/fleet-updates.md`.
 //!
 //! Formats (minisign's): a public key is `Ed` ‖ key id (8) ‖ Ed25519 key (32), base64, after
 //! an untrusted comment line. A signature file is an untrusted comment, base64 of `Ed` or `ED`
@@ -20,6 +20,41 @@ pub use versions::{Claim, Scheme, Version, Versions};
 
 use ring::signature::{UnparsedPublicKey, ED25519};
 use std::path::Path;
+
+/// Why a key or a signature was refused.
+#[derive(Debug)]
+pub enum Error {
+    /// The signature file beside a manifest could not be read.
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    /// The signature file is over [`MAX_SIGNATURE_BYTES`].
+    TooLarge,
+    /// A base64 line (`part`: which one) that is not base64.
+    Base64 { part: &'static str, error: crate::base64::Error },
+    /// Signed by a key that is not trusted (its id).
+    Untrusted { key: String },
+    /// The signature by this key does not match the content.
+    Mismatch { key: String },
+    /// The trusted comment signed by this key was altered.
+    Altered { key: String },
+    /// Not minisign's format: what is wrong.
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::TooLarge => write!(f, "the signature file is larger than {MAX_SIGNATURE_BYTES} bytes"),
+            Error::Base64 { part, error } => write!(f, "{part}: {error}"),
+            Error::Untrusted { key } => write!(f, "signed by key {key}, which is not trusted"),
+            Error::Mismatch { key } => write!(f, "the signature by key {key} does not match the content"),
+            Error::Altered { key } => write!(f, "the trusted comment signed by key {key} was altered"),
+            Error::Malformed(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// What atoll's config says about signed manifests (`manifestTrust`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,13 +99,13 @@ impl Trust {
 }
 
 /// The signature file beside `manifest`, if there is one (read through the bounded reader).
-pub fn signature_beside(manifest: &Path) -> Result<Option<Vec<u8>>, String> {
+pub fn signature_beside(manifest: &Path) -> Result<Option<Vec<u8>>, Error> {
     let mut name = manifest.as_os_str().to_owned();
     name.push(SIGNATURE_SUFFIX);
     match crate::bounded::read_file(Path::new(&name), MAX_SIGNATURE_BYTES) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", Path::new(&name).display())),
+        Err(source) => Err(Error::Read { path: name.into(), source }),
     }
 }
 
@@ -86,15 +121,15 @@ pub struct PublicKey {
 
 impl PublicKey {
     /// A key from a minisign public key file's text (or its base64 line alone).
-    pub fn parse(text: &str) -> Result<PublicKey, String> {
+    pub fn parse(text: &str) -> Result<PublicKey, Error> {
         let line = text
             .lines()
             .map(|l| l.trim())
             .find(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
-            .ok_or("no key in it")?;
-        let raw = crate::base64::decode(line).map_err(|e| format!("the key line: {e}"))?;
+            .ok_or(Error::Malformed("no key in it"))?;
+        let raw = crate::base64::decode(line).map_err(|error| Error::Base64 { part: "the key line", error })?;
         if raw.len() != 42 || &raw[..2] != b"Ed" {
-            return Err("not a minisign Ed25519 public key".into());
+            return Err(Error::Malformed("not a minisign Ed25519 public key"));
         }
         let (mut id, mut key) = ([0u8; 8], [0u8; 32]);
         id.copy_from_slice(&raw[2..10]);
@@ -126,40 +161,48 @@ pub struct Verified {
 
 /// Checks `signature` (a minisign signature file's text) over `message` against `keys`.
 /// The error says what is wrong, naming the key id where there is one.
-pub fn verify(keys: &[PublicKey], message: &[u8], signature: &[u8]) -> Result<Verified, String> {
+pub fn verify(keys: &[PublicKey], message: &[u8], signature: &[u8]) -> Result<Verified, Error> {
     if signature.len() > MAX_SIGNATURE_BYTES {
-        return Err(format!("the signature file is larger than {MAX_SIGNATURE_BYTES} bytes"));
+        return Err(Error::TooLarge);
     }
-    let text = std::str::from_utf8(signature).map_err(|_| "the signature file is not text")?;
+    let text = std::str::from_utf8(signature).map_err(|_| Error::Malformed("the signature file is not text"))?;
     let mut lines = text.lines().map(|l| l.strip_suffix('\r').unwrap_or(l));
     let (Some(untrusted), Some(sig_line), Some(trusted), Some(global_line)) =
         (lines.next(), lines.next(), lines.next(), lines.next())
     else {
-        return Err("not a minisign signature (four lines expected)".into());
+        return Err(Error::Malformed("not a minisign signature (four lines expected)"));
     };
     if !untrusted.starts_with("untrusted comment:") {
-        return Err("not a minisign signature (no untrusted comment line)".into());
+        return Err(Error::Malformed("not a minisign signature (no untrusted comment line)"));
     }
-    let comment = trusted.strip_prefix("trusted comment: ").ok_or("not a minisign signature (no trusted comment)")?;
-    let sig = crate::base64::decode(sig_line.trim()).map_err(|e| format!("the signature line: {e}"))?;
+    let comment = trusted
+        .strip_prefix("trusted comment: ")
+        .ok_or(Error::Malformed("not a minisign signature (no trusted comment)"))?;
+    let sig =
+        crate::base64::decode(sig_line.trim()).map_err(|error| Error::Base64 { part: "the signature line", error })?;
     if sig.len() != 74 {
-        return Err("not a minisign signature (the signature line has the wrong length)".into());
+        return Err(Error::Malformed("not a minisign signature (the signature line has the wrong length)"));
     }
     let mut id = [0u8; 8];
     id.copy_from_slice(&sig[2..10]);
     let shown = key_id(&id);
-    let key = keys.iter().find(|k| k.id == id).ok_or_else(|| format!("signed by key {shown}, which is not trusted"))?;
+    let Some(key) = keys.iter().find(|k| k.id == id) else { return Err(Error::Untrusted { key: shown }) };
     let pk = UnparsedPublicKey::new(&ED25519, &key.key);
     let signed = match &sig[..2] {
         b"ED" => pk.verify(&blake2b::blake2b_512(message), &sig[10..]),
         b"Ed" => pk.verify(message, &sig[10..]),
-        _ => return Err("unknown minisign signature algorithm".into()),
+        _ => return Err(Error::Malformed("unknown minisign signature algorithm")),
     };
-    signed.map_err(|_| format!("the signature by key {shown} does not match the content"))?;
-    let global = crate::base64::decode(global_line.trim()).map_err(|e| format!("the global signature: {e}"))?;
+    if signed.is_err() {
+        return Err(Error::Mismatch { key: shown });
+    }
+    let global = crate::base64::decode(global_line.trim())
+        .map_err(|error| Error::Base64 { part: "the global signature", error })?;
     let mut covered = sig[10..].to_vec();
     covered.extend_from_slice(comment.as_bytes());
-    pk.verify(&covered, &global).map_err(|_| format!("the trusted comment signed by key {shown} was altered"))?;
+    if pk.verify(&covered, &global).is_err() {
+        return Err(Error::Altered { key: shown });
+    }
     let nodes = words(comment, "node=").flat_map(|w| w.split(',')).filter(|n| !n.is_empty());
     let nodes = nodes.map(|n| n.to_ascii_lowercase()).collect();
     Ok(Verified { key: shown, trusted_comment: comment.to_string(), version: version_of(comment), nodes })

@@ -7,9 +7,9 @@
 //! within a scheme. Serials win over timestamps: an item may move from timestamps to serials
 //! (an explicit version is a fleet's deliberate choice), never back, so an old default-signed
 //! file cannot be replayed over serials, nor freeze them. An unsigned payload is older than any
-//! signed version: an item once signed stays signed. [`Versions::decide`] is the whole
-//! decision for one scan or one poll (pure); a record that cannot be written refuses what would
-//! have raised it (fail closed).
+//! signed version: an item once signed stays signed. [`decide`] is the whole decision for one
+//! scan or one poll (pure: the refusals and the record to write); [`Versions::decide`] commits
+//! it, and a record that cannot be written refuses what would have raised it (fail closed).
 //!
 //! Records written before versions had schemes (`{"pods":{"ns/name":N}}`, or an item whose
 //! scheme is `unknown`) are migrated when loaded by [`legacy_version`]: a number that can only
@@ -136,8 +136,7 @@ impl Versions {
     pub fn open(path: Option<PathBuf>) -> Versions {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let record = path.as_deref().and_then(crate::records::read::<Record>).unwrap_or_default();
-        let legacy = !record.pods.is_empty() || record.items.values().any(|v| v.scheme == Scheme::Unknown);
-        let newest = migrate(record, now);
+        let (newest, legacy) = migrate(record, now);
         let versions = Versions { path, newest };
         if legacy {
             if let Err(e) = versions.write(&versions.newest) {
@@ -151,40 +150,30 @@ impl Versions {
     /// Why the payload `claim` may not be used now (`None`: it may). Checks a copy that was
     /// accepted before (kept on disk, the last valid one, the URL's cache) as well as a new one.
     pub fn check(&self, claim: &Claim) -> Option<String> {
-        claim.items.iter().find_map(|i| refusal(i, claim.version, *self.newest.get(i)?))
+        check(&self.newest, claim)
     }
 
-    /// The trust decision for every payload of one scan (or poll) at once: each is refused when
-    /// it is older than what is recorded for any of its items, or than another payload of the
-    /// same scan that defines one of them; the others' versions are recorded (on disk before
-    /// they are used). Returns, per claim, why it is refused. When the record cannot be
-    /// written, every payload that would have raised it is refused too.
+    /// The trust decision for every payload of one scan (or poll) at once ([`decide`]), then
+    /// its commit: the raised record is written before any payload is used. Returns, per
+    /// claim, why it is refused. When the record cannot be written, every payload that would
+    /// have raised it is refused too (fail closed).
     pub fn decide(&mut self, claims: &[Claim]) -> Vec<Option<String>> {
-        let mut refused: Vec<Option<String>> = claims.iter().map(|c| self.check(c)).collect();
-        let mut raised = self.newest.clone();
-        for (c, _) in claims.iter().zip(&refused).filter(|(_, r)| r.is_none()) {
-            let Some(v) = c.version else { continue };
-            for item in &c.items {
-                if raised.get(item).is_none_or(|r| v.supersedes(*r) && v != *r) {
-                    raised.insert(item.clone(), v);
-                }
+        let decision = decide(&self.newest, claims);
+        self.commit(decision)
+    }
+
+    /// Writes `decision`'s record (if it changed) and returns its refusals; when the write
+    /// fails, nothing that needed the record is taken and the record in memory stays.
+    fn commit(&mut self, decision: Decision) -> Vec<Option<String>> {
+        let Decision { mut refused, record, needs_record } = decision;
+        let Some(record) = record else { return refused };
+        if let Err(e) = self.write(&record) {
+            for (r, _) in refused.iter_mut().zip(&needs_record).filter(|(_, needs)| **needs) {
+                *r = Some(format!("cannot record its signed version ({e}); refused until it can be"));
             }
+            return refused;
         }
-        if raised != self.newest {
-            if let Err(e) = self.write(&raised) {
-                // Fail closed: nothing that needed the record is taken.
-                for (c, r) in claims.iter().zip(refused.iter_mut()).filter(|(_, r)| r.is_none()) {
-                    if c.items.iter().any(|i| raised.get(i) != self.newest.get(i)) {
-                        *r = Some(format!("cannot record its signed version ({e}); refused until it can be"));
-                    }
-                }
-                return refused;
-            }
-            self.newest = raised;
-        }
-        for (c, r) in claims.iter().zip(refused.iter_mut()).filter(|(_, r)| r.is_none()) {
-            *r = self.check(c);
-        }
+        self.newest = record;
         refused
     }
 
@@ -196,8 +185,10 @@ impl Versions {
     }
 }
 
-/// The items of `record` with every number recorded without a scheme migrated, read at `now`.
-fn migrate(record: Record, now: u64) -> BTreeMap<String, Version> {
+/// The items of `record` with every number recorded without a scheme migrated, read at `now`,
+/// and whether any was (the record is then written back). Pure.
+fn migrate(record: Record, now: u64) -> (BTreeMap<String, Version>, bool) {
+    let legacy = !record.pods.is_empty() || record.items.values().any(|v| v.scheme == Scheme::Unknown);
     let mut newest: BTreeMap<String, Version> = record
         .items
         .into_iter()
@@ -206,7 +197,47 @@ fn migrate(record: Record, now: u64) -> BTreeMap<String, Version> {
     for (pod, number) in record.pods {
         newest.entry(format!("pod {pod}")).or_insert(legacy_version(number, now));
     }
-    newest
+    (newest, legacy)
+}
+
+/// Why `claim` may not replace what `record` holds for its items (`None`: it may).
+fn check(record: &BTreeMap<String, Version>, claim: &Claim) -> Option<String> {
+    claim.items.iter().find_map(|i| refusal(i, claim.version, *record.get(i)?))
+}
+
+/// What one scan's (or poll's) claims come to against the record `newest`: pure.
+#[derive(Debug, PartialEq)]
+pub struct Decision {
+    /// Per claim, why it is refused once `record` is written.
+    pub refused: Vec<Option<String>>,
+    /// The record to write before any payload is used (`None`: it stays as it is).
+    pub record: Option<BTreeMap<String, Version>>,
+    /// Per claim, whether it raises the record (refused, fail closed, if it cannot be written).
+    pub needs_record: Vec<bool>,
+}
+
+/// Each claim is refused when it is older than what `newest` records for any of its items, or
+/// than another claim of the same scan that defines one of them; the others' versions raise
+/// the record.
+pub fn decide(newest: &BTreeMap<String, Version>, claims: &[Claim]) -> Decision {
+    let first: Vec<Option<String>> = claims.iter().map(|c| check(newest, c)).collect();
+    let mut raised = newest.clone();
+    for (c, _) in claims.iter().zip(&first).filter(|(_, r)| r.is_none()) {
+        let Some(v) = c.version else { continue };
+        for item in &c.items {
+            if raised.get(item).is_none_or(|r| v.supersedes(*r) && v != *r) {
+                raised.insert(item.clone(), v);
+            }
+        }
+    }
+    let needs_record: Vec<bool> = claims
+        .iter()
+        .zip(&first)
+        .map(|(c, r)| r.is_none() && c.items.iter().any(|i| raised.get(i) != newest.get(i)))
+        .collect();
+    let refused = claims.iter().zip(first).map(|(c, r)| r.or_else(|| check(&raised, c))).collect();
+    let record = (raised != *newest).then_some(raised);
+    Decision { refused, record, needs_record }
 }
 
 #[cfg(test)]
@@ -284,6 +315,126 @@ mod tests {
         assert_eq!(got[1], None, "an unsigned pod needs no record");
         assert!(v.check(&claim(&["pod default/web"], Some(Version::serial(1)))).is_none(), "nothing recorded");
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_pure_decision_returns_the_refusals_and_the_record_to_write() {
+        let s = Version::serial;
+        let rec = |items: &[(&str, Version)]| -> BTreeMap<String, Version> {
+            items.iter().map(|(i, v)| (i.to_string(), *v)).collect()
+        };
+        let web = "pod default/web";
+        let db = "pod default/db";
+        // (what, recorded, claims, refused (substring or ""), record to write, needs_record)
+        type Case<'a> = (
+            &'a str,
+            BTreeMap<String, Version>,
+            Vec<Claim>,
+            Vec<&'a str>,
+            Option<BTreeMap<String, Version>>,
+            Vec<bool>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            ("nothing claimed", rec(&[(web, s(2))]), vec![], vec![], None, vec![]),
+            (
+                "a new item is recorded",
+                rec(&[]),
+                vec![claim(&[web], Some(s(1)))],
+                vec![""],
+                Some(rec(&[(web, s(1))])),
+                vec![true],
+            ),
+            (
+                "the same version: no write",
+                rec(&[(web, s(2))]),
+                vec![claim(&[web], Some(s(2)))],
+                vec![""],
+                None,
+                vec![false],
+            ),
+            (
+                "a newer one raises",
+                rec(&[(web, s(2))]),
+                vec![claim(&[web], Some(s(3)))],
+                vec![""],
+                Some(rec(&[(web, s(3))])),
+                vec![true],
+            ),
+            (
+                "an older one is refused",
+                rec(&[(web, s(2))]),
+                vec![claim(&[web], Some(s(1)))],
+                vec!["serial=1 of pod default/web is older than serial=2"],
+                None,
+                vec![false],
+            ),
+            ("unsigned, never signed", rec(&[]), vec![claim(&[web], None)], vec![""], None, vec![false]),
+            (
+                "unsigned, once signed",
+                rec(&[(web, s(2))]),
+                vec![claim(&[web], None)],
+                vec!["was signed before"],
+                None,
+                vec![false],
+            ),
+            (
+                "the older copy in one scan",
+                rec(&[(web, s(5))]),
+                vec![claim(&[web], Some(s(6))), claim(&[web], Some(s(7)))],
+                vec!["serial=6 of pod default/web is older than serial=7", ""],
+                Some(rec(&[(web, s(7))])),
+                vec![true, true],
+            ),
+            (
+                "one refused item refuses the payload, which raises nothing",
+                rec(&[(web, s(5))]),
+                vec![claim(&[db, web], Some(s(4))), claim(&[db], Some(s(1)))],
+                vec!["pod default/web is older", ""],
+                Some(rec(&[(web, s(5)), (db, s(1))])),
+                vec![false, true],
+            ),
+        ];
+        for (what, recorded, claims, want_refused, want_record, want_needs) in cases {
+            let d = decide(&recorded, &claims);
+            assert_eq!(d.refused.len(), want_refused.len(), "{what}");
+            for (got, want) in d.refused.iter().zip(&want_refused) {
+                match (got, want.is_empty()) {
+                    (None, true) => {}
+                    (Some(g), false) => assert!(g.contains(want), "{what}: {g}"),
+                    _ => panic!("{what}: got {got:?}, want {want:?}"),
+                }
+            }
+            assert_eq!(d.record, want_record, "{what}");
+            assert_eq!(d.needs_record, want_needs, "{what}");
+        }
+    }
+
+    #[test]
+    fn migration_is_pure_and_says_whether_the_record_must_be_written_back() {
+        let now = 1_800_000_000;
+        // (what, the record as read, its items migrated, whether it is written back)
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, Version)], bool);
+        let cases: &[Case<'_>] = &[
+            ("empty", "{}", &[], false),
+            (
+                "current",
+                r#"{"items":{"pod a/b":{"scheme":"serial","number":3}}}"#,
+                &[("pod a/b", Version::serial(3))],
+                false,
+            ),
+            (
+                "unknown scheme",
+                r#"{"items":{"pod a/b":{"scheme":"unknown","number":3}}}"#,
+                &[("pod a/b", Version::serial(3))],
+                true,
+            ),
+            ("pods by name", r#"{"pods":{"a/b":1795000000}}"#, &[("pod a/b", Version::timestamp(1_795_000_000))], true),
+        ];
+        for &(what, json, want, legacy) in cases {
+            let record: Record = serde_json::from_str(json).unwrap();
+            let want: BTreeMap<String, Version> = want.iter().map(|(i, v)| (i.to_string(), *v)).collect();
+            assert_eq!(migrate(record, now), (want, legacy), "{what}");
+        }
     }
 
     #[test]

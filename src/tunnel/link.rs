@@ -14,10 +14,11 @@
 //! otherwise wait on it), and so is every tunnelled connection.
 
 use super::conns::{Budget, Conns, Delivered, MAX_QUEUED};
+use super::error::Error;
 use super::outbox::{self, Outbox};
 use super::packet::{Packet, Payload};
 use super::policy::{check_dial, Destination};
-use super::settings::{Kubelet, Settings};
+use super::settings::{Kubelet, TunnelSettings};
 use crate::grpc::bidi::{open_bidi, Outbound};
 use crate::grpc::Replies;
 use std::sync::Arc;
@@ -49,36 +50,37 @@ pub struct Link {
 
 /// The TLS client for the agent port: the configured CA, the agent's certificate if given,
 /// ALPN h2 (gRPC servers require it). Reads files: call it off the executor.
-pub fn tls_config(s: &Settings) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn tls_config(s: &TunnelSettings) -> Result<Arc<rustls::ClientConfig>, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::PrivateKeyDer;
     let read = |field: &str, path: &std::path::Path| {
         crate::bounded::read_following(path, 4 << 20)
-            .map_err(|e| format!("konnectivity.{field}: {}: {e}", path.display()))
+            .map_err(|e| Error::Config(format!("konnectivity.{field}: {}: {e}", path.display())))
     };
-    let roots = crate::tls::pem_roots(&read("caCert", &s.ca_cert)?)
-        .ok_or_else(|| format!("konnectivity.caCert: {}: no usable PEM certificate", s.ca_cert.display()))?;
+    let roots = crate::tls::pem_roots(&read("caCert", &s.ca_cert)?).ok_or_else(|| {
+        Error::Config(format!("konnectivity.caCert: {}: no usable PEM certificate", s.ca_cert.display()))
+    })?;
     let identity = match &s.agent_cert {
         None => None,
         Some((cert, key)) => {
             let certs = crate::tls::pem_chain(&read("agentCert", cert)?);
             let key = PrivateKeyDer::from_pem_slice(&read("agentKey", key)?)
-                .map_err(|e| format!("konnectivity.agentKey: {}: {e}", key.display()))?;
+                .map_err(|e| Error::Config(format!("konnectivity.agentKey: {}: {e}", key.display())))?;
             Some((certs, key))
         }
     };
     crate::tls::client_config(Some(roots), identity, &[b"h2"])
-        .map_err(|e| format!("konnectivity.agentCert and agentKey cannot be used together: {e}"))
+        .map_err(|e| Error::Config(format!("konnectivity.agentCert and agentKey cannot be used together: {e}")))
 }
 
 /// The service-account token, if one is configured (read at each connect: it rotates).
-pub fn token(s: &Settings) -> Result<Option<String>, String> {
+pub fn token(s: &TunnelSettings) -> Result<Option<String>, Error> {
     let Some(path) = &s.token_file else { return Ok(None) };
     let raw = crate::bounded::read_following(path, 64 << 10)
-        .map_err(|e| format!("konnectivity.serviceAccountTokenPath: {}: {e}", path.display()))?;
+        .map_err(|e| Error::Config(format!("konnectivity.serviceAccountTokenPath: {}: {e}", path.display())))?;
     let token = String::from_utf8_lossy(&raw).trim().to_string();
     if token.is_empty() {
-        return Err(format!("konnectivity.serviceAccountTokenPath: {}: empty", path.display()));
+        return Err(Error::Config(format!("konnectivity.serviceAccountTokenPath: {}: empty", path.display())));
     }
     Ok(Some(token))
 }
@@ -86,28 +88,28 @@ pub fn token(s: &Settings) -> Result<Option<String>, String> {
 /// TCP and TLS (`tls_config`'s) to the server's agent port (one instance, as the address
 /// resolves).
 pub async fn secure(
-    s: &Settings,
+    s: &TunnelSettings,
     tls: Arc<rustls::ClientConfig>,
-) -> Result<futures_rustls::client::TlsStream<smol::net::TcpStream>, String> {
+) -> Result<futures_rustls::client::TlsStream<smol::net::TcpStream>, Error> {
     let name = rustls::pki_types::ServerName::try_from(s.host.clone())
-        .map_err(|e| format!("konnectivity.proxyServerHost {:?}: {e}", s.host))?;
-    let tcp = smol::net::TcpStream::connect(s.authority()).await.map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Config(format!("konnectivity.proxyServerHost {:?}: {e}", s.host)))?;
+    let tcp = smol::net::TcpStream::connect(s.authority()).await.map_err(|e| Error::Reach(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
-    futures_rustls::TlsConnector::from(tls).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))
+    futures_rustls::TlsConnector::from(tls).connect(name, tcp).await.map_err(|e| Error::Reach(format!("TLS: {e}")))
 }
 
 /// Connects to the server and opens the call, saying who the node is.
 pub async fn connect(
-    s: &Settings,
+    s: &TunnelSettings,
     tls: Arc<rustls::ClientConfig>,
     agent_id: &str,
     identifiers: &str,
-) -> Result<Link, String> {
+) -> Result<Link, Error> {
     let s2 = s.clone();
     let token = smol::unblock(move || token(&s2)).await?;
     let authority = s.authority();
     let open = async {
-        let tls = secure(s, tls).await?;
+        let tls = secure(s, tls).await.map_err(|e| e.to_string())?;
         let tcp = tls.get_ref().0.clone();
         let bearer = token.map(|t| format!("Bearer {t}"));
         let mut metadata = vec![("agentid", agent_id), ("agentidentifiers", identifiers)];
@@ -117,8 +119,8 @@ pub async fn connect(
     };
     let (bidi, tcp) = crate::deadline::with_deadline(CONNECT_TIMEOUT, open)
         .await
-        .ok_or_else(|| format!("{authority}: no answer within {CONNECT_TIMEOUT:?}"))?
-        .map_err(|e| format!("{authority}: {e}"))?;
+        .ok_or_else(|| Error::Reach(format!("{authority}: no answer within {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| Error::Reach(format!("{authority}: {e}")))?;
     // As the upstream agent: exactly one of each, the count a number (0 counts as 1).
     let single = |k: &str| {
         let mut all = bidi.headers.get_all(k).iter();
@@ -129,7 +131,7 @@ pub async fn connect(
     };
     let count = single("servercount").and_then(|c| c.trim().parse::<usize>().ok());
     let (Some(server_id), Some(count)) = (single("serverid"), count) else {
-        return Err(format!("{authority}: the server sent no single serverID and serverCount"));
+        return Err(Error::Reach(format!("{authority}: the server sent no single serverID and serverCount")));
     };
     let (server_id, server_count) = (server_id.to_string(), count.clamp(1, MAX_SERVERS));
     Ok(Link { server_id, server_count, send: bidi.send, recv: bidi.recv, ping: bidi.ping, tcp })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// The `konnectivity` section of atoll's settings file, with the upstream agent's names.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub struct TunnelSettings {
     /// `proxyServerHost` and `proxyServerPort`: the servers' agent port (one address; a
     /// load balancer in front of several instances is usual).
     pub host: String,
@@ -31,7 +31,7 @@ pub struct Settings {
     pub keepalive: Duration,
 }
 
-impl Settings {
+impl TunnelSettings {
     /// `host:port` (an IPv6 host in brackets).
     pub fn authority(&self) -> String {
         match self.host.contains(':') {

@@ -12,7 +12,7 @@
 # $CACHE/gosrc/root, and built in GOPATH mode (GO111MODULE=off, GOPROXY=off), as Debian's own
 # dh-golang builds do. Nothing is patched. Later runs need no network: the tree and the
 # binaries stay in the cache; a checker is built again when its source changes.
-# $CACHE/gosrc/VERSIONS says which versions were built (the README's "Nodes behind NAT" cites it).
+# $CACHE/gosrc/VERSIONS says which versions were built (docs/src/guides/konnectivity.md cites it).
 
 GOSRC_SUITE=sid
 GOSRC_PACKAGES=(golang-k8s-sigs-apiserver-network-proxy-dev golang-k8s-api-dev golang-k8s-apimachinery-dev

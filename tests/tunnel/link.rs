@@ -71,7 +71,7 @@ fn kubelet() -> Kubelet {
 /// atoll's agent, in this process, linked to `server` (one address) as node `tb`.
 fn agent(server: SocketAddr, pki: &Pki, token: Option<&Path>, kubelet: &Kubelet) -> smol::Task<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let settings = atoll::tunnel::Settings {
+    let settings = atoll::tunnel::TunnelSettings {
         host: server.ip().to_string(),
         port: server.port(),
         ca_cert: pki.ca.clone(),

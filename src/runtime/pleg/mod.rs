@@ -100,7 +100,7 @@ impl Pleg {
     }
 
     /// The pods with a live worker, which a relist looks at.
-    pub(super) fn watched(&self) -> Vec<String> {
+    pub(super) fn watched(&self) -> Vec<crate::pod::PodUid> {
         self.workers.uids()
     }
 
@@ -147,12 +147,12 @@ impl Pleg {
 
     /// The first of `changed` (pods a relist found changed, all of it while events were open)
     /// that no event announced since `since`, unless process exits are watched already.
-    pub(super) fn missed(&self, changed: &[String], since: Instant) -> Option<String> {
+    pub(super) fn missed(&self, changed: &[crate::pod::PodUid], since: Instant) -> Option<crate::pod::PodUid> {
         if self.watch_exits() || !exits::supported() {
             return None;
         }
         let evented = crate::locks::lock(&self.evented);
-        changed.iter().find(|uid| evented.get(*uid).is_none_or(|t| *t < since)).cloned()
+        changed.iter().find(|uid| evented.get(uid.as_str()).is_none_or(|t| *t < since)).cloned()
     }
 
     /// Starts watching process exits (for good); workers are woken to hand over what runs.

@@ -29,7 +29,7 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
     let mut last: Option<HashMap<String, u64>> = None;
     let mut last_listed = Instant::now();
     // Pods the previous relist found changed while events were open throughout, and since when.
-    let mut to_check: (Vec<String>, Instant) = (Vec::new(), Instant::now());
+    let mut to_check: (Vec<crate::pod::PodUid>, Instant) = (Vec::new(), Instant::now());
     let mut housekept = Instant::now();
     loop {
         let period = match pleg.signal() {
@@ -58,9 +58,9 @@ async fn relist<R: RuntimeService>(cx: Arc<Context<R>>) {
         };
         running_metrics(&sandboxes, &containers);
         let now = fingerprints(&sandboxes, &containers);
-        let uids: Vec<String> = pleg.watched();
-        let changed: Vec<String> = match &last {
-            Some(last) => uids.into_iter().filter(|uid| now.get(uid) != last.get(uid)).collect(),
+        let uids = pleg.watched();
+        let changed: Vec<crate::pod::PodUid> = match &last {
+            Some(last) => uids.into_iter().filter(|uid| now.get(uid.as_str()) != last.get(uid.as_str())).collect(),
             None => uids,
         };
         for uid in &changed {

@@ -13,9 +13,9 @@ use super::atomic_writer;
 use super::poddir;
 use crate::objects::resolve::{self, File, Lookup};
 use crate::pod::fieldpath::{self, Allocatable};
+use crate::pod::paths::PodDir;
 use crate::pod::types::{DownwardAPIVolumeFile, Pod, Volume};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// What setting up one volume came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,13 +27,13 @@ pub enum Outcome {
 }
 
 /// Sets up (or refreshes) each volume of `pod` whose files atoll writes, by volume name.
-pub fn set_up(root: &Path, pod: &Pod, lookup: &dyn Lookup, node: Allocatable) -> Vec<(String, Outcome)> {
+pub fn set_up(dir: &PodDir, pod: &Pod, lookup: &dyn Lookup, node: Allocatable) -> Vec<(String, Outcome)> {
     pod.spec
         .volumes
         .iter()
         .filter(|v| written(v))
         .map(|v| {
-            let outcome = match one(root, pod, v, lookup, node) {
+            let outcome = match one(dir, pod, v, lookup, node) {
                 Ok(written) => Outcome::Current(written),
                 Err(e) => Outcome::Failed(e),
             };
@@ -42,7 +42,7 @@ pub fn set_up(root: &Path, pod: &Pod, lookup: &dyn Lookup, node: Allocatable) ->
         .collect()
 }
 
-fn one(root: &Path, pod: &Pod, v: &Volume, lookup: &dyn Lookup, node: Allocatable) -> Result<bool, String> {
+fn one(pod_dir: &PodDir, pod: &Pod, v: &Volume, lookup: &dyn Lookup, node: Allocatable) -> Result<bool, String> {
     let files = match (resolve::volume_files(&pod.metadata.namespace, v, lookup), &v.downward_api) {
         (Some(files), _) => {
             let mut files = files?;
@@ -66,7 +66,7 @@ fn one(root: &Path, pod: &Pod, v: &Volume, lookup: &dyn Lookup, node: Allocatabl
         }
         (None, None) => return Ok(false),
     };
-    let dir = poddir::volume_path(root, &pod.metadata.uid, v)?.ok_or("not an object volume")?;
+    let dir = poddir::volume_path(pod_dir, v)?.ok_or("not an object volume")?;
     let gid = pod.spec.security_context.as_ref().and_then(|s| s.fs_group).and_then(|g| u32::try_from(g).ok());
     // The common case at a sync: nothing changed, nothing to mount or write.
     if atomic_writer::is_current(&dir, &files, gid) {

@@ -8,17 +8,17 @@
 //! mounted there the directory is left in place (and reported) rather than followed into a
 //! volume's contents. `std::fs::remove_dir_all` does not follow symlinks a container made.
 
-use crate::pod::paths;
+use crate::pod::paths::PodDir;
 use crate::pod::types::{Pod, Volume};
 use std::path::{Path, PathBuf};
 
-/// `<root>/pods/<uid>`.
-pub fn pod_dir(root: &Path, uid: &str) -> Result<PathBuf, String> {
-    paths::pod_dir(root, uid).map_err(|e| format!("pod directory: {e}"))
+/// `<root>/pods/<uid>`, made once per sync and handed to what works inside it.
+pub fn pod_dir(root: &Path, uid: &str) -> Result<PodDir, String> {
+    PodDir::new(root, uid).map_err(|e| format!("pod directory: {e}"))
 }
 
 /// Where a volume lives on the host (`None` for a type atoll does not mount).
-pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Result<Option<PathBuf>, String> {
+pub fn volume_path(dir: &PodDir, v: &Volume) -> Result<Option<PathBuf>, String> {
     if let Some(hp) = &v.host_path {
         return Ok(Some(PathBuf::from(&hp.path)));
     }
@@ -36,8 +36,7 @@ pub fn volume_path(root: &Path, uid: &str, v: &Volume) -> Result<Option<PathBuf>
     } else {
         return Ok(None);
     };
-    let dir = pod_dir(root, uid)?;
-    let path = paths::under(&dir, &["volumes", plugin, &v.name]).map_err(|e| format!("volume {:?}: {e}", v.name))?;
+    let path = dir.under(&["volumes", plugin, &v.name]).map_err(|e| format!("volume {:?}: {e}", v.name))?;
     Ok(Some(path))
 }
 
@@ -67,15 +66,14 @@ pub fn make_volume_dir(dir: &Path, secret: bool) -> Result<(), String> {
 
 /// `<pod dir>/volume-subpaths/<volume>/<container>/<index>`: where a subPath is bind-mounted
 /// before the runtime mounts it into the container (kubelet's layout).
-pub fn subpath_target(root: &Path, uid: &str, volume: &str, container: &str, index: usize) -> Result<PathBuf, String> {
-    let dir = pod_dir(root, uid)?;
-    paths::under(&dir, &["volume-subpaths", volume, container, &index.to_string()]).map_err(|e| e.to_string())
+pub fn subpath_target(dir: &PodDir, volume: &str, container: &str, index: usize) -> Result<PathBuf, String> {
+    dir.under(&["volume-subpaths", volume, container, &index.to_string()]).map_err(|e| e.to_string())
 }
 
 /// Creates emptyDir directories and checks or creates hostPath paths by their `type`.
-pub fn prepare_volumes(pod: &Pod, root: &Path) -> Result<(), String> {
+pub fn prepare_volumes(pod: &Pod, dir: &PodDir) -> Result<(), String> {
     for v in &pod.spec.volumes {
-        let Some(path) = volume_path(root, &pod.metadata.uid, v)? else { continue };
+        let Some(path) = volume_path(dir, v)? else { continue };
         if let Some(ed) = &v.empty_dir {
             std::fs::create_dir_all(&path).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
             if ed.medium.as_deref() == Some("Memory") {
@@ -133,7 +131,8 @@ fn check_host_path(name: &str, path: &Path, kind: &str) -> Result<(), String> {
 }
 
 /// Writes the managed /etc/hosts (kubelet's layout), rewritten on every container start.
-pub fn write_hosts(pod: &Pod, pod_dir: &Path, pod_ip: &str, hostname: &str) -> Result<PathBuf, String> {
+pub fn write_hosts(pod: &Pod, dir: &PodDir, pod_ip: &str, hostname: &str) -> Result<PathBuf, String> {
+    let pod_dir = dir.path();
     let mut text = String::new();
     if pod.spec.host_network {
         text.push_str("# Kubernetes-managed hosts file (host network).\n");
@@ -162,10 +161,10 @@ pub fn write_hosts(pod: &Pod, pod_dir: &Path, pod_ip: &str, hostname: &str) -> R
 
 /// A fresh, world-writable termination-log file for one container instance:
 /// `<pod dir>/containers/<name>/<restart, 8 hex digits>`.
-pub fn termination_log_file(pod_dir: &Path, name: &str, restart: u32) -> Result<PathBuf, String> {
+pub fn termination_log_file(pod_dir: &PodDir, name: &str, restart: u32) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
-    let path = paths::under(pod_dir, &["containers", name, &format!("{restart:08x}")]).map_err(|e| e.to_string())?;
-    let dir = path.parent().unwrap_or(pod_dir);
+    let path = pod_dir.under(&["containers", name, &format!("{restart:08x}")]).map_err(|e| e.to_string())?;
+    let dir = path.parent().unwrap_or(pod_dir.path());
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     std::fs::write(&path, b"").map_err(|e| format!("writing {}: {e}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(|e| e.to_string())?;
