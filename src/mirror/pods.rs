@@ -197,7 +197,7 @@ impl Pods<'_> {
         }
     }
 
-    fn report(&self, uid: &crate::pod::PodUid, text: String) {
+    fn report(&self, uid: &str, text: String) {
         self.shared.state.set_report(uid, text);
     }
 
@@ -243,7 +243,7 @@ impl Pods<'_> {
         self.sent.retain(|uid, _| mirrors.contains(uid));
         self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
         crate::locks::lock(&self.shared.state.reports)
-            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
+            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.iter().any(|r| r == uid));
         Ok(())
     }
 
