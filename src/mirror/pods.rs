@@ -7,7 +7,7 @@ use super::objects;
 use super::patch;
 use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, SMP};
 use super::state::{Env, Options};
-use crate::pod::{PodKey, StaticPod};
+use crate::pod::StaticPod;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
@@ -122,7 +122,7 @@ struct Pods<'a> {
     opts: &'a Options,
     shared: &'a Env,
     /// The node's pods as the server shows them, by namespace/name (None before the first list).
-    cache: Option<BTreeMap<PodKey, Value>>,
+    cache: Option<BTreeMap<String, Value>>,
     /// By mirror UID: the status last written.
     sent: HashMap<String, Value>,
     /// By static pod UID.
@@ -134,12 +134,12 @@ pub(super) fn uid_of(pod: &Value) -> String {
     pod["metadata"]["uid"].as_str().unwrap_or_default().to_string()
 }
 
-fn key_of(pod: &Value) -> PodKey {
-    PodKey::from(format!(
+fn key_of(pod: &Value) -> String {
+    format!(
         "{}/{}",
         pod["metadata"]["namespace"].as_str().unwrap_or_default(),
         pod["metadata"]["name"].as_str().unwrap_or_default()
-    ))
+    )
 }
 
 pub(super) fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc::Receiver<Seen>) {
@@ -197,7 +197,7 @@ impl Pods<'_> {
         }
     }
 
-    fn report(&self, uid: &crate::pod::PodUid, text: String) {
+    fn report(&self, uid: &str, text: String) {
         self.shared.state.set_report(uid, text);
     }
 
@@ -230,7 +230,7 @@ impl Pods<'_> {
             .flatten()
             .filter(|(key, pod)| {
                 objects::mirror_hash(pod).is_some_and(|h| !running.iter().any(|u| u == h))
-                    && !desired.iter().any(|sp| sp.key() == **key)
+                    && !desired.iter().any(|sp| sp.pod.key() == **key)
             })
             .map(|(_, pod)| pod.clone())
             .collect();
@@ -243,12 +243,12 @@ impl Pods<'_> {
         self.sent.retain(|uid, _| mirrors.contains(uid));
         self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
         crate::locks::lock(&self.shared.state.reports)
-            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.contains(uid));
+            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.iter().any(|r| r == uid));
         Ok(())
     }
 
     fn one(&mut self, sp: &StaticPod, node_uid: &str) -> Result<(), Failure> {
-        let key = sp.key();
+        let key = sp.pod.key();
         let existing = self.cache.as_ref().and_then(|c| c.get(&key)).cloned();
         if let Some(m) = &existing {
             match objects::mirror_hash(m) {
@@ -387,7 +387,7 @@ impl Pods<'_> {
         match r.status {
             200 => {
                 if let Some(c) = &mut self.cache {
-                    c.insert(sp.key(), r.body);
+                    c.insert(sp.pod.key(), r.body);
                 }
                 self.report(&sp.uid, format!("mirrored (uid {muid})"));
                 self.sent.insert(muid, want);

@@ -35,7 +35,7 @@ pub struct Options {
 pub struct MirrorState {
     pub(super) desired: Mutex<(u64, Arc<Vec<StaticPod>>)>,
     /// By static pod UID: where its mirror stands, in words.
-    pub(super) reports: Mutex<BTreeMap<crate::pod::PodUid, String>>,
+    pub(super) reports: Mutex<BTreeMap<String, String>>,
     pub(super) node_uid: Mutex<Option<String>>,
 }
 
@@ -58,8 +58,8 @@ impl MirrorState {
         crate::locks::lock(&self.reports).get(uid).cloned()
     }
 
-    pub(super) fn set_report(&self, uid: &crate::pod::PodUid, text: String) {
-        crate::locks::lock(&self.reports).insert(uid.clone(), text);
+    pub(super) fn set_report(&self, uid: &str, text: String) {
+        crate::locks::lock(&self.reports).insert(uid.to_string(), text);
     }
 
     pub(super) fn desired(&self) -> (u64, Arc<Vec<StaticPod>>) {

@@ -45,7 +45,7 @@ pub struct Rollback {
     /// The last snapshot of each source as it came, to apply again after a verdict.
     raw: BTreeMap<SourceId, Update>,
     /// Pods under a policy whose good version is not known yet.
-    unknown: std::collections::BTreeSet<PodKey>,
+    unknown: std::collections::BTreeSet<String>,
 }
 
 impl Rollback {
@@ -108,7 +108,7 @@ impl Rollback {
                 }
                 // The first version: the good one once it is Ready (`check`).
                 (Admitted::First, _) => {
-                    self.unknown.insert(key.clone());
+                    self.unknown.insert(key.to_string());
                 }
                 _ => {}
             }
@@ -167,7 +167,7 @@ impl Rollback {
                 }
             }
             if self.records.get(&key).is_some_and(|r| r.good.is_some()) {
-                self.unknown.remove(&key);
+                self.unknown.remove(key.as_str());
             }
         }
         again.into_iter().map(|u| self.filter(u, node)).collect()

@@ -102,17 +102,17 @@ impl Ledger {
     /// under the same name is a replacement: the old version keeps running until the new
     /// one's images are on the node.
     pub fn apply_all(&mut self, changes: Vec<Change>) -> Vec<Act> {
-        let added: HashSet<PodKey> = changes
+        let added: HashSet<String> = changes
             .iter()
             .filter_map(|c| match c {
-                Change::Add(sp) => Some(sp.key()),
+                Change::Add(sp) => Some(sp.pod.key()),
                 _ => None,
             })
             .collect();
         let mut acts = Vec::new();
         for change in changes {
             match change {
-                Change::Remove(sp) if added.contains(&sp.key()) && self.live.contains_key(&sp.uid) => {
+                Change::Remove(sp) if added.contains(sp.key().as_str()) && self.live.contains_key(&sp.uid) => {
                     self.notes.push(Note::Retiring { key: sp.key(), uid: sp.uid.clone() });
                     self.retiring.insert(sp.key(), sp);
                 }
