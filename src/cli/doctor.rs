@@ -320,7 +320,7 @@ pub fn tunnel(s: &Settings) -> Vec<Check> {
         Some(Err(e)) => bad(
             Level::Warn,
             name,
-            format!("{} cannot be reached: {e}", t.authority()),
+            format!("{} cannot be reached: {}", t.authority(), e.into_message()),
             "kubectl logs and exec need it; check the address, the CA and the agent certificate",
         ),
         None => bad(Level::Warn, name, format!("{}: no answer within 10s", t.authority()), "check the network path"),

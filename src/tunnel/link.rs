@@ -109,7 +109,7 @@ pub async fn connect(
     let token = smol::unblock(move || token(&s2)).await?;
     let authority = s.authority();
     let open = async {
-        let tls = secure(s, tls).await.map_err(|e| e.to_string())?;
+        let tls = secure(s, tls).await.map_err(Error::into_message)?;
         let tcp = tls.get_ref().0.clone();
         let bearer = token.map(|t| format!("Bearer {t}"));
         let mut metadata = vec![("agentid", agent_id), ("agentidentifiers", identifiers)];
