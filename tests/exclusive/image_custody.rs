@@ -104,8 +104,14 @@ fn pod_if_not_present(name: &str, image: &str) -> atoll::pod::StaticPod {
 }
 
 /// An engine on the test bed with the images directory `root/images` imported by `ctr`: the
-/// engine, its world, the directory, and the importer's task.
-fn side_loading(tb: &Testbed, name: &str, ctr: PathBuf) -> (Engine<Cri>, common::EngineEnv, PathBuf, smol::Task<()>) {
+/// scratch dir, the engine's world, the engine, the directory and the importer's task. Bound
+/// in this order, the importer and the engine go before their world and the scratch dir.
+#[allow(clippy::type_complexity)]
+fn side_loading(
+    tb: &Testbed,
+    name: &str,
+    ctr: PathBuf,
+) -> (common::Scratch, common::EngineEnv, Engine<Cri>, PathBuf, smol::Task<()>) {
     let env = common::engine_env(tb, name, Duration::from_secs(30), Default::default());
     let root = crate::common::Scratch::new(name);
     let images = root.join("images");
@@ -121,7 +127,7 @@ fn side_loading(tb: &Testbed, name: &str, ctr: PathBuf) -> (Engine<Cri>, common:
     };
     let wake = std::sync::Arc::new(move || control.wake_all());
     let task = smol::block_on(atoll::images::dir::start(cfg, env.node.clone(), tb.cri(), wake));
-    (engine, env, images, task)
+    (root, env, engine, images, task)
 }
 
 fn waiting_reason(sh: &common::EngineEnv, uid: &str) -> Option<String> {
@@ -137,7 +143,7 @@ fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them(
     let root = crate::common::Scratch::new("sideload-ctr");
     std::fs::create_dir_all(&root).unwrap();
     let (slow, calls) = slow_ctr(tb, &root, "1");
-    let (mut engine, env, images, _task) = side_loading(tb, "sideload", slow);
+    let (_root, env, mut engine, images, _task) = side_loading(tb, "sideload", slow);
     let archives = Archives::new(tb, "forms");
     let forms: Vec<(String, String, Vec<u8>)> =
         [("tar", "", false), ("tar.gz", "gzip", false), ("tar.zst", "zstd", false), ("oci.tar.zst", "zstd", true)]
@@ -224,7 +230,7 @@ fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     let _room = common::room(module_path!());
     let tb = testbed();
     let run = std::process::id();
-    let (_engine, env, images, _task) = side_loading(tb, "sideload-bad", PathBuf::from(tb.var("ATOLL_TB_CTR")));
+    let (_root, env, _engine, images, _task) = side_loading(tb, "sideload-bad", PathBuf::from(tb.var("ATOLL_TB_CTR")));
     let archives = Archives::new(tb, "bad");
     let (cut_image, bad_image, broken_image) =
         (format!("atoll.test/cut:{run}"), format!("atoll.test/bad:{run}"), format!("atoll.test/broken:{run}"));
