@@ -16,8 +16,10 @@ before=$(mktemp)
 trap 'rm -f "$before"' EXIT
 bash tests/leftovers.sh snapshot "$before"
 
-# The integration tests are four binaries (tests/host, tests/runtime, tests/exclusive,
-# tests/binary_smoke; tests/architecture). Most tests wait on containerd, timeouts and agents
+# The integration tests are a handful of binaries grouped by what they need: tests/host (no
+# runtime), tests/runtime (one shared test bed), tests/exclusive (the runtime-disturbing tests,
+# one at a time, on a test bed of their own), tests/image_gc and tests/binary_smoke (a test bed
+# each), tests/architecture (the source). Most tests wait on containerd, timeouts and agents
 # rather than burn CPU, so each binary runs more of them at once than there are cores.
 export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 

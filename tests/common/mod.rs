@@ -510,6 +510,21 @@ pub fn room(key: &'static str) -> Room {
     Room
 }
 
+/// One agent at a time within a file: an agent owns every pod atoll made on its runtime (its
+/// first full sync removes the ones it was not given, another test's among them), so the
+/// tests that start one take turns.
+pub fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One test at a time: for the tests that disturb the runtime (`tests/exclusive`), whose
+/// imports, removals and restarts would time each other out.
+pub fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A place in the room, given up when dropped (also when the test fails).
 pub struct Room;
 

@@ -62,6 +62,7 @@ async fn state_of(cri: &Cri, id: &str) -> ContainerState {
 #[test]
 fn version_and_status_report_a_ready_containerd() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -79,6 +80,7 @@ fn version_and_status_report_a_ready_containerd() {
 #[test]
 fn host_network_sandbox_runs_lists_stops_and_is_removed() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     let name = unique("hostnet");
@@ -117,6 +119,7 @@ fn host_network_sandbox_runs_lists_stops_and_is_removed() {
 #[test]
 fn bridge_sandbox_gets_an_ip_on_the_test_bed_network() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     let name = unique("bridge");
@@ -132,6 +135,7 @@ fn bridge_sandbox_gets_an_ip_on_the_test_bed_network() {
 #[test]
 fn container_is_created_started_stopped_and_removed_with_state_transitions() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -170,6 +174,7 @@ fn container_is_created_started_stopped_and_removed_with_state_transitions() {
 #[test]
 fn container_that_exits_reports_its_exit_code_and_reason() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -188,6 +193,7 @@ fn container_that_exits_reports_its_exit_code_and_reason() {
 #[test]
 fn exec_sync_returns_exit_code_stdout_and_stderr() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -208,6 +214,7 @@ fn exec_sync_returns_exit_code_stdout_and_stderr() {
 #[test]
 fn local_deadline_ends_a_call_the_runtime_has_not_answered() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -228,6 +235,7 @@ fn local_deadline_ends_a_call_the_runtime_has_not_answered() {
 #[test]
 fn container_output_lands_in_a_cri_format_log_under_the_sandbox_log_directory() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -266,6 +274,7 @@ fn container_output_lands_in_a_cri_format_log_under_the_sandbox_log_directory() 
 #[test]
 fn pull_of_a_registry_image_makes_it_present_and_remove_makes_it_absent() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -295,6 +304,7 @@ fn pull_of_a_registry_image_makes_it_present_and_remove_makes_it_absent() {
 #[test]
 fn missing_images_and_containers_come_back_as_typed_errors() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {
@@ -332,6 +342,7 @@ fn missing_images_and_containers_come_back_as_typed_errors() {
 #[test]
 fn stats_and_resource_updates_reach_the_runtime() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     smol::block_on(async {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn client_survives_containerd_restarts_and_reports_unavailable_while_it_is_down() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let cri = tb.cri();
     let name = unique("restart");

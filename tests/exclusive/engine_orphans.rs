@@ -18,6 +18,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 #[test]
 fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tb = testbed();
     let sh = common::engine_env(tb, "orphans", Duration::from_millis(300), Default::default());
@@ -85,6 +86,7 @@ fn orphans_are_removed_and_foreign_sandboxes_left_alone() {
 #[test]
 fn a_pod_replaced_while_atoll_was_down_stops_with_its_hook_before_the_new_one_starts() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tb = testbed();
     let sh = common::engine_env(tb, "replaced", Duration::from_millis(300), Default::default());

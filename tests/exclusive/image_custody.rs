@@ -37,6 +37,7 @@ fn running(tb: &Testbed, uid: &str) -> bool {
 #[test]
 fn offline_a_pull_policy_always_pod_starts_from_the_image_on_disk_unless_strict() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     // The test bed's busybox under the name of a registry nobody answers for (port 1).
     let image = format!("127.0.0.1:1/atoll/offline:{}", std::process::id());
@@ -138,6 +139,7 @@ fn waiting_reason(sh: &common::EngineEnv, uid: &str) -> Option<String> {
 #[test]
 fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let run = std::process::id();
     let root = crate::common::Scratch::new("sideload-ctr");
@@ -228,6 +230,7 @@ fn tarballs_of_every_form_are_imported_once_and_start_the_pods_waiting_for_them(
 #[test]
 fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let run = std::process::id();
     let (_root, env, _engine, images, _task) = side_loading(tb, "sideload-bad", PathBuf::from(tb.var("ATOLL_TB_CTR")));
@@ -274,6 +277,7 @@ fn a_truncated_or_corrupt_tarball_is_refused_names_why_and_leaves_no_image() {
 #[test]
 fn an_app_tarball_and_its_manifest_are_all_a_box_without_a_registry_needs() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let run = std::process::id();
     let dir = crate::common::Scratch::new("sideload-agent");
@@ -315,6 +319,7 @@ fn an_app_tarball_and_its_manifest_are_all_a_box_without_a_registry_needs() {
 #[test]
 fn atoll_images_import_streams_a_tarball_into_the_runtime_by_the_same_code() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
     let run = std::process::id();
     let archives = Archives::new(tb, "cli");

@@ -21,14 +21,6 @@ fn running(tb: &Testbed, name: &str) -> Vec<(String, String)> {
     tb.running_in(name).into_iter().map(|c| (c.id, c.image.map(|i| i.image).unwrap_or_default())).collect()
 }
 
-/// An agent owns every pod atoll made on its runtime (it removes the ones it does not want
-/// once its sources have spoken), so the tests here, each with an agent of its own on the one
-/// test bed, take turns.
-fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn pod(image: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: upd}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n"
@@ -38,8 +30,9 @@ fn pod(image: &str) -> String {
 #[test]
 fn an_update_whose_image_cannot_be_pulled_leaves_the_old_version_running_until_it_can() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let (dir, manifests) = fresh_dir("updates");
     std::fs::write(manifests.join("upd.yaml"), pod(&tb.busybox)).unwrap();
     // Short back-offs so the retries come within the test.
@@ -85,8 +78,9 @@ fn sandbox_created(tb: &Testbed, name: &str) -> Option<i64> {
 #[test]
 fn at_boot_pods_start_in_their_dependency_order() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let (dir, manifests) = fresh_dir("order");
     // db is Ready 2 s after it starts (its readiness probe); api waits for db, web for api.
     let pod = |name: &str, deps: &str, command: &str, probe: &str| {
@@ -127,8 +121,9 @@ fn at_boot_pods_start_in_their_dependency_order() {
 #[test]
 fn an_update_never_ready_in_its_window_is_rolled_back_across_a_kill_of_atoll_and_stays_so() {
     let _room = common::room(module_path!());
+    let _alone = common::alone();
     let tb = testbed();
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let (dir, manifests) = fresh_dir("rollback");
     let pod = |probe: &str| {
         format!(

@@ -19,11 +19,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// What the URL answers: the body and the signature, or nothing (503).
 type Served = Arc<Mutex<Option<(Vec<u8>, Option<Vec<u8>>)>>>;
 
@@ -238,7 +233,7 @@ fn get(port: u16, path: &str) -> (u16, String) {
 #[test]
 fn a_directory_writer_a_url_server_and_a_local_user_cannot_get_around_trust_or_secrets() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let b = Box::new("three");
     let password = format!("s3aled-{}-Qx", std::process::id());
@@ -356,7 +351,7 @@ fn a_directory_writer_a_url_server_and_a_local_user_cannot_get_around_trust_or_s
 #[test]
 fn a_rollback_of_an_encrypted_pod_writes_no_plain_text() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let b = Box::new("rollback");
     let token = format!("t0ken-{}-Wv", std::process::id());
@@ -407,7 +402,7 @@ fn healthz(port: u16, limit: Duration) -> Result<Duration, String> {
 #[test]
 fn a_fifo_swapped_into_the_manifest_or_images_directory_never_stalls_the_agent() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let dir = crate::common::Scratch::new("adversary-fifo");
     let manifests = dir.join("manifests");

@@ -30,13 +30,6 @@ struct Node {
     dir: common::Scratch,
 }
 
-/// The agents of this file take turns: each one's first sync removes the pods of the test bed
-/// it does not know (they all are node `tb`), another test's among them.
-fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn node(tag: &str, pods: &[(&str, &str)]) -> Node {
     let tb = testbed();
     let dir = crate::common::Scratch::new(tag);
@@ -208,7 +201,7 @@ fn kubelets_other_metrics_paths(metrics: Get, proxy: Get) {
 #[test]
 fn kubectl_s_way_in_is_authenticated_and_authorized_as_kubelet_s() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     // web with a readiness probe, for /metrics/probes.
     let probed = format!("{WEB}    readinessProbe:\n      exec: {{command: ['true']}}\n      periodSeconds: 1\n");
     let disk = summary::disk_pod(testbed().var("ATOLL_TB_GATEWAY"));
@@ -436,7 +429,7 @@ const COUNTER: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: counter}\nspe
 #[test]
 fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let pods = [
         ("web.yaml", WEB),
         ("files.yaml", FILES),
@@ -549,7 +542,7 @@ fn kubectl_logs_exec_and_port_forward_reach_pods_through_the_api_server() {
 #[test]
 fn a_standalone_server_takes_only_its_ca_s_certificates() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let dir = crate::common::Scratch::new("kubelet-standalone");
     let pki = Pki::new(&dir.join("pki"), "tb");

@@ -12,12 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// The agents of this file take turns: each removes the pods it does not know.
-fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn fresh_dir(name: &str) -> (crate::common::Scratch, PathBuf) {
     let dir = crate::common::Scratch::new(name);
     let manifests = dir.join("manifests");
@@ -92,7 +86,7 @@ fn files_holding(dir: &Path, needle: &[u8], mounts: &str) -> Vec<PathBuf> {
 #[test]
 fn a_pod_reads_its_config_and_password_from_local_objects_and_sees_config_changes_without_a_restart() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let (dir, manifests) = fresh_dir("objects");
     let password = format!("pw-{}-Zq9x", std::process::id());
@@ -187,7 +181,7 @@ fn waiting(agent: &Agent, name: &str) -> Option<(String, String)> {
 #[test]
 fn a_missing_object_keeps_the_container_waiting_with_kubelets_reason_until_it_appears() {
     let _room = common::room(module_path!());
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let (dir, manifests) = fresh_dir("objects-late");
     put(&manifests, "late.yaml", LATE);
@@ -241,7 +235,7 @@ fn a_missing_object_keeps_the_container_waiting_with_kubelets_reason_until_it_ap
 fn a_secrets_dir_is_read_only_while_it_is_roots_alone_and_holds_no_pods() {
     let _room = common::room(module_path!());
     use std::os::unix::fs::PermissionsExt;
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let (dir, manifests) = fresh_dir("objects-private");
     let secrets = dir.join("secrets");
@@ -305,7 +299,7 @@ fn stock(cmd: &str, args: &[&str]) -> String {
 fn an_encrypted_secret_is_decrypted_in_memory_only() {
     let _room = common::room(module_path!());
     use std::os::unix::fs::PermissionsExt;
-    let _turn = one_agent_at_a_time();
+    let _turn = common::one_agent_at_a_time();
     let tb = testbed();
     let (dir, manifests) = fresh_dir("objects-age");
     let key = dir.join("age.key");
