@@ -79,6 +79,43 @@ fn http_get(port: u16) -> Option<String> {
     Some(body)
 }
 
+/// The five pods of the test, by manifest file: the private image, a known and an unknown
+/// runtime class, a crasher, and a bridge pod with a hostPort.
+fn pods(id: &str, private_image: &str, host_port: u16) -> [(&'static str, String); 5] {
+    [
+    (
+        "private",
+        format!(
+            "metadata: {{name: private{id}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {private_image}\n    imagePullPolicy: Always\n"
+        ),
+    ),
+    (
+        "classy",
+        format!(
+            "metadata: {{name: classy{id}}}\nspec:\n  hostNetwork: true\n  runtimeClassName: fast\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
+        ),
+    ),
+    (
+        "unknown",
+        format!(
+            "metadata: {{name: unknown{id}}}\nspec:\n  hostNetwork: true\n  runtimeClassName: gvisor\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
+        ),
+    ),
+    (
+        "crasher",
+        format!(
+            "metadata: {{name: crasher{id}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, \"exit 1\"]\n"
+        ),
+    ),
+    (
+        "ports",
+        format!(
+            "metadata: {{name: ports{id}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: web\n    image: docker.io/library/busybox:1.36\n    command: [httpd, -f, -p, \"8080\", -h, /var/www]\n    ports:\n    - containerPort: 8080\n      hostPort: {host_port}\n"
+        ),
+    ),
+]
+}
+
 #[test]
 fn the_atoll_config_drives_credentials_runtime_classes_back_off_and_host_ports() {
     let _room = common::room(module_path!());
@@ -117,38 +154,7 @@ registryCredentials:
     let agent = Agent::start(tb, &dir, &config);
     let id = unique("cfg").replace('-', "x");
     let host_port = free_port();
-    let pods = [
-        (
-            "private",
-            format!(
-                "metadata: {{name: private{id}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {private_image}\n    imagePullPolicy: Always\n"
-            ),
-        ),
-        (
-            "classy",
-            format!(
-                "metadata: {{name: classy{id}}}\nspec:\n  hostNetwork: true\n  runtimeClassName: fast\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
-            ),
-        ),
-        (
-            "unknown",
-            format!(
-                "metadata: {{name: unknown{id}}}\nspec:\n  hostNetwork: true\n  runtimeClassName: gvisor\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, \"3600\"]\n"
-            ),
-        ),
-        (
-            "crasher",
-            format!(
-                "metadata: {{name: crasher{id}}}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, \"exit 1\"]\n"
-            ),
-        ),
-        (
-            "ports",
-            format!(
-                "metadata: {{name: ports{id}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: web\n    image: docker.io/library/busybox:1.36\n    command: [httpd, -f, -p, \"8080\", -h, /var/www]\n    ports:\n    - containerPort: 8080\n      hostPort: {host_port}\n"
-            ),
-        ),
-    ];
+    let pods = pods(&id, &private_image, host_port);
     for (file, yaml) in &pods {
         std::fs::write(
             dir.join("manifests").join(format!("{file}.yaml")),
@@ -200,7 +206,6 @@ registryCredentials:
     });
     eventually(Duration::from_secs(10), "the hostPort closed", || http_get(host_port).is_none().then_some(()));
     drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -183,7 +183,67 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nthree\n", "followed to the end");
     assert!(started.elapsed() < Duration::from_secs(30));
 
-    // pods: a kubectl-like table that fits 80 columns.
+    the_cli_lists_pods(&agent);
+
+    logs_whole_tail_flagged_and_followed(&agent);
+
+    restart_then_describe(&agent);
+
+    the_read_only_api_and_its_metrics(&agent);
+
+    exec_through_the_socket(&agent);
+
+    doctor_fails_clearly_and_passes_on_the_test_bed(tb, &dir);
+
+    sighup_reloads_the_config(&agent, &dir);
+
+    // SIGTERM: STOPPING, exit 0, and the pods keep running.
+    let id = talker["metadata"]["uid"].as_str().unwrap().to_string();
+    let mut agent = agent;
+    agent.signal("TERM");
+    let status = eventually(Duration::from_secs(20), "atoll to exit", || agent.child.try_wait().unwrap());
+    assert!(status.success(), "{}", agent.log());
+    eventually(Duration::from_secs(5), "STOPPING=1", || {
+        agent.notes.lock().unwrap().iter().any(|n| n == "STOPPING=1").then_some(())
+    });
+    assert!(!agent.socket.exists(), "the socket is removed on exit");
+    let cri = tb.cri();
+    let sel = std::collections::HashMap::from([("io.kubernetes.pod.uid".to_string(), id.clone())]);
+    let running = smol::block_on(
+        cri.list_containers(Some(atoll::cri::api::ContainerFilter { label_selector: sel, ..Default::default() })),
+    )
+    .unwrap()
+    .into_iter()
+    .filter(|c| c.state == atoll::cri::api::ContainerState::ContainerRunning as i32)
+    .count();
+    assert_eq!(running, 1, "the pod survives the agent");
+    drop(agent);
+
+    // Started again with --drain-on-exit (and a valid config): the pod is adopted, and SIGTERM
+    // stops it first.
+    std::fs::write(dir.join("atoll.yaml"), "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n").unwrap();
+    let agent = Agent::start(tb, &dir, &["--drain-on-exit"]);
+    assert!(agent.notified().starts_with("READY=1"));
+    let adopted = eventually(Duration::from_secs(30), "talker adopted", || {
+        pod_json(&agent, "talker-tb").filter(running_and_ready)
+    });
+    assert_eq!(adopted["status"]["containerStatuses"][0]["restartCount"], 1, "adopted, not restarted");
+    let mut agent = agent;
+    agent.signal("TERM");
+    let status = eventually(Duration::from_secs(60), "atoll to drain and exit", || agent.child.try_wait().unwrap());
+    assert!(status.success());
+    let sel = std::collections::HashMap::from([("io.kubernetes.pod.uid".to_string(), id)]);
+    let left = smol::block_on(
+        cri.list_pod_sandbox(Some(atoll::cri::api::PodSandboxFilter { label_selector: sel, ..Default::default() })),
+    )
+    .unwrap();
+    assert!(left.is_empty(), "drained: {left:?}");
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// pods: a kubectl-like table that fits 80 columns, wide, and YAML.
+fn the_cli_lists_pods(agent: &Agent) {
     let (code, table, _) = agent.cli(&["pods"]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = table.lines().collect();
@@ -198,8 +258,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     let (_, yaml, _) = agent.cli(&["pods", "-o", "yaml"]);
     let from_yaml: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(from_yaml["items"].as_array().unwrap().len(), 2);
+}
 
-    // logs: whole, tail, previous (none yet).
+/// logs: whole, tail, previous (none yet), kubectl's flags, and `-f` following a running
+/// container.
+fn logs_whole_tail_flagged_and_followed(agent: &Agent) {
     let (code, logs, _) = agent.cli(&["logs", "talker"]);
     assert_eq!(code, 0);
     assert!(logs.starts_with("line 0\nline 1\n"), "{logs}");
@@ -242,13 +305,16 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     let _ = follow.kill();
     let _ = follow.wait();
     assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "consecutive lines: {numbers:?}");
+}
 
-    // restart: the container comes back, restartCount 1, the previous logs are readable.
+/// restart: the container comes back, restartCount 1, the previous logs are readable; then
+/// describe: spec summary, states, last state, events.
+fn restart_then_describe(agent: &Agent) {
     let (code, out, _) = agent.cli(&["restart", "talker"]);
     assert_eq!(code, 0);
     assert!(out.contains("stopped talk"), "{out}");
     eventually(Duration::from_secs(60), "talker restarted", || {
-        pod_json(&agent, "talker-tb")
+        pod_json(agent, "talker-tb")
             .filter(|p| p["status"]["containerStatuses"][0]["restartCount"] == 1 && running_and_ready(p))
     });
     let (code, prev, _) = agent.cli(&["logs", "talker", "--previous"]);
@@ -271,8 +337,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
         assert!(text.contains(want), "describe lacks {want:?}:\n{text}");
     }
     assert!(text.lines().all(|l| l.len() <= 160), "{text}");
+}
 
-    // The API directly: /events, a missing pod, an unknown path.
+/// The API directly: healthz on its own listener, the read-only API (GETs only), /events and
+/// /metrics, read by a Prometheus parser, with the right figures.
+fn the_read_only_api_and_its_metrics(agent: &Agent) {
     let events = agent.cli(&["describe", "short"]).1;
     assert!(events.contains("Completed") || events.contains("Terminated"), "{events}");
 
@@ -318,9 +387,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     assert!(value("atoll_manifest_source_last_success_timestamp_seconds", &[("source", "file")]).unwrap_or(0.0) > 1e9);
     assert_eq!(value("atoll_runtime_up", &[]), Some(1.0));
     assert_eq!(agent.cli(&["pods", "-o", "json"]).0, 0);
+}
 
-    // exec and attach for root on the box: the same splice as kubelet's server, through the
-    // socket (what `atoll exec` speaks).
+/// exec and attach for root on the box: the same splice as kubelet's server, through the
+/// socket (what `atoll exec` speaks); the read-only port never streams.
+fn exec_through_the_socket(agent: &Agent) {
     let exec = |path: &str| {
         let mut unix = std::os::unix::net::UnixStream::connect(&agent.socket).unwrap();
         unix.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -337,8 +408,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     // The read-only port never streams.
     let (code, _) = http(agent.read_only, "GET", "/exec/default/talker-tb/talk?command=true&output=1");
     assert!(code == 403 || code == 404, "{code}");
+}
 
-    // doctor: clear failure on a missing runtime socket.
+/// doctor: a clear failure on a missing runtime socket, and the runtime and node checks passed
+/// against the test bed's.
+fn doctor_fails_clearly_and_passes_on_the_test_bed(tb: &Testbed, dir: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_atoll"))
         .args(["doctor", "--container-runtime-endpoint=unix:///nonexistent/containerd.sock"])
         .arg(format!("--root-dir={}", dir.join("state").display()))
@@ -372,8 +446,11 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
         "{text}"
     );
     assert!(text.lines().all(|l| l.len() <= 80), "an 80-column console: {text}");
+}
 
-    // SIGHUP reloads atoll's config; a bad one is refused and the old settings stay.
+/// SIGHUP reloads atoll's config; a bad one is refused and the old settings stay; each
+/// /healthz counts its checks for /metrics/slis.
+fn sighup_reloads_the_config(agent: &Agent, dir: &Path) {
     std::fs::write(
         dir.join("atoll.yaml"),
         "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\ncrashLoopBackOff: {initialDelay: 1s, maxDelay: 2s}\n",
@@ -406,48 +483,4 @@ fn the_local_api_and_cli_serve_an_operator_on_site() {
     assert!(slis.contains("\nkubernetes_healthcheck{name=\"syncloop\",type=\"healthz\"} 1\n"), "{slis}");
     let (code, probes) = http(agent.read_only, "GET", "/metrics/probes");
     assert!(code == 200 && probes.contains("# TYPE process_start_time_seconds gauge\n"), "{probes}");
-
-    // SIGTERM: STOPPING, exit 0, and the pods keep running.
-    let id = talker["metadata"]["uid"].as_str().unwrap().to_string();
-    let mut agent = agent;
-    agent.signal("TERM");
-    let status = eventually(Duration::from_secs(20), "atoll to exit", || agent.child.try_wait().unwrap());
-    assert!(status.success(), "{}", agent.log());
-    eventually(Duration::from_secs(5), "STOPPING=1", || {
-        agent.notes.lock().unwrap().iter().any(|n| n == "STOPPING=1").then_some(())
-    });
-    assert!(!agent.socket.exists(), "the socket is removed on exit");
-    let cri = tb.cri();
-    let sel = std::collections::HashMap::from([("io.kubernetes.pod.uid".to_string(), id.clone())]);
-    let running = smol::block_on(
-        cri.list_containers(Some(atoll::cri::api::ContainerFilter { label_selector: sel, ..Default::default() })),
-    )
-    .unwrap()
-    .into_iter()
-    .filter(|c| c.state == atoll::cri::api::ContainerState::ContainerRunning as i32)
-    .count();
-    assert_eq!(running, 1, "the pod survives the agent");
-    drop(agent);
-
-    // Started again with --drain-on-exit (and a valid config): the pod is adopted, and SIGTERM
-    // stops it first.
-    std::fs::write(dir.join("atoll.yaml"), "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\n").unwrap();
-    let agent = Agent::start(tb, &dir, &["--drain-on-exit"]);
-    assert!(agent.notified().starts_with("READY=1"));
-    let adopted = eventually(Duration::from_secs(30), "talker adopted", || {
-        pod_json(&agent, "talker-tb").filter(running_and_ready)
-    });
-    assert_eq!(adopted["status"]["containerStatuses"][0]["restartCount"], 1, "adopted, not restarted");
-    let mut agent = agent;
-    agent.signal("TERM");
-    let status = eventually(Duration::from_secs(60), "atoll to drain and exit", || agent.child.try_wait().unwrap());
-    assert!(status.success());
-    let sel = std::collections::HashMap::from([("io.kubernetes.pod.uid".to_string(), id)]);
-    let left = smol::block_on(
-        cri.list_pod_sandbox(Some(atoll::cri::api::PodSandboxFilter { label_selector: sel, ..Default::default() })),
-    )
-    .unwrap();
-    assert!(left.is_empty(), "drained: {left:?}");
-    drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,7 @@ mod apparmor;
 mod downward_api;
 mod encrypted_pods;
 mod engine;
+mod engine_containers;
 mod exec_cli;
 mod hostile;
 mod image_volumes;
