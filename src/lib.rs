@@ -76,6 +76,9 @@ pub mod tls;
 pub mod trust;
 pub mod tunnel;
 
+#[cfg(test)]
+pub(crate) mod testdir;
+
 /// What `atoll version` prints: version, target triple and git commit, one per line.
 pub fn version_text() -> String {
     format!(

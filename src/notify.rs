@@ -59,8 +59,7 @@ mod tests {
 
     #[test]
     fn messages_reach_a_path_socket() {
-        let dir = std::env::temp_dir().join(format!("atoll-notify-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testdir::TestDir::new("notify");
         let path = dir.join("notify.sock");
         let _ = std::fs::remove_file(&path);
         let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();

@@ -43,8 +43,7 @@ fn the_binary_runs_restarts_adopts_and_validates_like_this_build() {
         let target = version.lines().find_map(|l| l.strip_prefix("target: ")).unwrap_or("?");
         assert!(bin.ends_with(target), "{bin} reports target {target}");
     }
-    let dir = std::env::temp_dir().join(format!("atoll-smoke-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::Scratch::new("smoke");
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     std::fs::write(dir.join("manifests").join("smoke.yaml"), POD).unwrap();
     let mut agent = Agent::start(tb, &dir, "", &[], &[]);

@@ -1,6 +1,6 @@
-//! Image garbage collection against the real private containerd (a test bed of its own: the
-//! collector here is set to take every image it may): with kubelet's thresholds set so that the
-//! disk is always "full", the agent removes the image nobody uses, and keeps the one a running
+//! Image garbage collection against the real private containerd (a test binary and test bed of
+//! its own: the collector here is set to take every image it may, which the images other tests
+//! need would not survive): with kubelet's thresholds set so that the disk is always "full", the agent removes the image nobody uses, and keeps the one a running
 //! container uses, the ones pods that cannot start need (by tag, and by digest), the one
 //! side-loaded from the images directory and the runtime's sandbox image; a tarball dropped in
 //! then is refused rather than take the disk further. `atoll images` says why each stays;
@@ -53,13 +53,29 @@ fn pinned_for_pods(line: &str) -> bool {
     line.contains("io.cri-containerd.pinned=pinned") && line.contains("atoll.io/pinned-for-pods=true")
 }
 
+/// The pods of the collection test in `dir/manifests` (one running, one side-loaded, two that
+/// cannot start, by tag and by digest) and an atoll config collecting every 2 s: its path.
+fn manifests(tb: &Testbed, dir: &Path, side: &str, looping: &str, by_digest: &str) -> PathBuf {
+    std::fs::write(dir.join("manifests/web.yaml"), pod("web", &tb.busybox, "")).unwrap();
+    std::fs::write(dir.join("manifests/sider.yaml"), pod("sider", side, "")).unwrap();
+    // The images run as root: the containers are never created (CreateContainerConfigError),
+    // so no container uses the images and only the pods keep them.
+    let blocked = |name: &str, image: &str| pod(name, image, "    securityContext: {runAsNonRoot: true}\n");
+    std::fs::write(dir.join("manifests/blocked.yaml"), blocked("blocked", looping)).unwrap();
+    std::fs::write(dir.join("manifests/pinned.yaml"), blocked("pinned", by_digest)).unwrap();
+    let atoll_config = dir.join("atoll.yaml");
+    std::fs::write(&atoll_config, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nimageGCPeriod: 2s\n")
+        .unwrap();
+    atoll_config
+}
+
 #[test]
 fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
+    let _room = common::room(module_path!());
     let _turn = turn();
     let tb = testbed();
     let run = std::process::id();
-    let dir = std::env::temp_dir().join(format!("atoll-image-gc-{run}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::Scratch::new("image-gc");
     let images = dir.join("state/images");
     std::fs::create_dir_all(&images).unwrap();
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
@@ -78,16 +94,7 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
     let by_digest = smol::block_on(tb.cri().image_status(&tb.pullable)).unwrap().unwrap().repo_digests[0].clone();
     assert!(present(tb, &by_digest) && present(tb, &looping) && present(tb, &unused));
 
-    std::fs::write(dir.join("manifests/web.yaml"), pod("web", &tb.busybox, "")).unwrap();
-    std::fs::write(dir.join("manifests/sider.yaml"), pod("sider", &side, "")).unwrap();
-    // The images run as root: the containers are never created (CreateContainerConfigError),
-    // so no container uses the images and only the pods keep them.
-    let blocked = |name: &str, image: &str| pod(name, image, "    securityContext: {runAsNonRoot: true}\n");
-    std::fs::write(dir.join("manifests/blocked.yaml"), blocked("blocked", &looping)).unwrap();
-    std::fs::write(dir.join("manifests/pinned.yaml"), blocked("pinned", &by_digest)).unwrap();
-    let atoll_config = dir.join("atoll.yaml");
-    std::fs::write(&atoll_config, "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nimageGCPeriod: 2s\n")
-        .unwrap();
+    let atoll_config = manifests(tb, &dir, &side, &looping, &by_digest);
     let bin = Path::new(ctr).parent().unwrap().to_path_buf();
     let path = PathBuf::from(format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()));
     let config = format!("--atoll-config={}", atoll_config.display());
@@ -187,11 +194,11 @@ fn collection_takes_only_images_that_are_neither_used_nor_pinned() {
 /// runtime's, a cron `crictl rmi --prune`) has no minute to take an image a pod has yet to use.
 #[test]
 fn the_pods_images_are_pinned_as_they_start_not_a_minute_later() {
+    let _room = common::room(module_path!());
     let _turn = turn();
     let tb = testbed();
     let run = std::process::id();
-    let dir = std::env::temp_dir().join(format!("atoll-image-pins-{run}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::Scratch::new("image-pins");
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     let archives = Archives::new(tb, "pins");
     let at_start = format!("atoll.test/pinned-at-start:{run}");

@@ -517,11 +517,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("atoll-doctor-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir(name: &str) -> crate::testdir::TestDir {
+        crate::testdir::TestDir::new(&format!("doctor-{name}"))
     }
 
     #[test]

@@ -13,12 +13,8 @@ fn flags(args: &[&str]) -> Flags {
     }
 }
 
-fn config_file(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("atoll-config-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
+fn config_file(name: &str, text: &str) -> crate::testdir::TestFile {
+    crate::testdir::TestFile::new("config-test", name, text)
 }
 
 const KUBELET: &str = "apiVersion: kubelet.config.k8s.io/v1beta1
@@ -177,8 +173,7 @@ fn flags_win_over_the_config_file() {
 
 #[test]
 fn the_atoll_config_sets_back_off_classes_strictness_and_credentials() {
-    let dir = std::env::temp_dir().join(format!("atoll-own-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::testdir::TestDir::new("own-config");
     std::fs::write(dir.join("config.json"), r#"{"auths":{"r.example.com":{"auth":"dTpw"}}}"#).unwrap();
     std::fs::write(dir.join("pw"), "s3cret\n").unwrap();
     let path = config_file(
@@ -202,7 +197,7 @@ fn the_atoll_config_sets_back_off_classes_strictness_and_credentials() {
         "<root-dir>/config.json is read"
     );
     assert!(s.config_notes.iter().any(|n| n.contains("future: unknown field; ignored")), "{:?}", s.config_notes);
-    assert_eq!(s.node.root_dir, dir, "--root-dir wins over stateDir");
+    assert_eq!(s.node.root_dir, dir.to_path_buf(), "--root-dir wins over stateDir");
     // The flag wins over the file.
     let s =
         Settings::load(&flags(&[&format!("--atoll-config={path}"), "--strict=false", "--hostname-override=n", &root]))
@@ -284,20 +279,21 @@ fn bad_config_files_are_named_with_the_field() {
 fn settings_files_the_operator_links_are_followed() {
     // kubeadm's and config managers' files are often symlinks; none is container-writable.
     let path = config_file("linked-target.yaml", KUBELET);
-    let link = std::path::Path::new(&path).with_file_name("linked.yaml");
+    let link = path.with_file_name("linked.yaml");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&path, &link).unwrap();
     let s = Settings::load(&flags(&[&format!("--config={}", link.display()), "--hostname-override=n"])).unwrap();
     assert_eq!(s.mirror.max_pods, 20);
     let secret = config_file("password-target", "hunter2\n");
-    let secret_link = std::path::Path::new(&secret).with_file_name("password-link");
+    let secret_link = secret.with_file_name("password-link");
     let _ = std::fs::remove_file(&secret_link);
     std::os::unix::fs::symlink(&secret, &secret_link).unwrap();
     let own = format!(
         "apiVersion: atoll.io/v1alpha1\nkind: AtollConfiguration\nregistryCredentials:\n- {{registry: q.example.com, username: u, passwordFile: {}}}\n",
         secret_link.display()
     );
-    let own_link = std::path::Path::new(&config_file("own-target.yaml", &own)).with_file_name("own-link.yaml");
+    let own_target = config_file("own-target.yaml", &own);
+    let own_link = own_target.with_file_name("own-link.yaml");
     let _ = std::fs::remove_file(&own_link);
     std::os::unix::fs::symlink(own_link.with_file_name("own-target.yaml"), &own_link).unwrap();
     let s = Settings::load(&flags(&[&format!("--atoll-config={}", own_link.display()), "--hostname-override=n"]));
@@ -316,8 +312,7 @@ fn with_own(atoll_yaml: &str, more: &[&str]) -> Settings {
 
 #[test]
 fn a_reload_names_a_change_of_manifest_trust_as_needing_a_restart() {
-    let dir = std::env::temp_dir().join(format!("atoll-config-reload-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::testdir::TestDir::new("config-reload-keys");
     let key = dir.join("fleet.pub");
     std::fs::write(&key, "untrusted comment: k\nRWSZQ6c1ilZml5y6wD4PC2h11yUzhxyBXiiDjnUr2taaDCOxlw8edujl\n").unwrap();
     let trust = |require| format!("manifestTrust: {{publicKeys: [{}], require: {require}}}\n", key.display());

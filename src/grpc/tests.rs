@@ -61,10 +61,8 @@ fn status_comes_from_grpc_status_and_message() {
 }
 
 /// A unix socket whose server accepts connections and does `then` with each.
-fn server(name: &str, then: fn(std::os::unix::net::UnixStream)) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("atoll-grpc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn server(name: &str, then: fn(std::os::unix::net::UnixStream)) -> (crate::testdir::TestDir, PathBuf) {
+    let dir = crate::testdir::TestDir::new(&format!("grpc-{name}"));
     let path = dir.join("s.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     std::thread::spawn(move || {
@@ -72,12 +70,12 @@ fn server(name: &str, then: fn(std::os::unix::net::UnixStream)) -> PathBuf {
             then(conn);
         }
     });
-    path
+    (dir, path)
 }
 
 #[test]
 fn a_server_that_never_answers_hits_the_local_deadline() {
-    let path = server("silent", |conn| {
+    let (_dir, path) = server("silent", |conn| {
         // Hold the connection open, say nothing.
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_secs(30));
@@ -93,7 +91,7 @@ fn a_server_that_never_answers_hits_the_local_deadline() {
 
 #[test]
 fn a_server_that_hangs_up_is_unavailable_not_a_hang() {
-    let path = server("hangup", drop);
+    let (_dir, path) = server("hangup", drop);
     let channel = Channel::new(path);
     let req = VersionRequest { version: "v1".into() };
     let result: Result<VersionRequest, Status> =
@@ -112,10 +110,8 @@ fn a_missing_socket_is_unavailable_and_named() {
 
 /// A unix socket whose HTTP/2 server answers every call with `head_status` and, when it
 /// is OK, the bytes of `chunks` as separate DATA frames, then `grpc-status: trailer`.
-fn streaming_server(name: &str, chunks: Vec<Vec<u8>>, trailer: &'static str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("atoll-grpc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn streaming_server(name: &str, chunks: Vec<Vec<u8>>, trailer: &'static str) -> (crate::testdir::TestDir, PathBuf) {
+    let dir = crate::testdir::TestDir::new(&format!("grpc-{name}"));
     let path = dir.join("s.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     std::thread::spawn(move || {
@@ -141,7 +137,7 @@ fn streaming_server(name: &str, chunks: Vec<Vec<u8>>, trailer: &'static str) -> 
             }
         })
     });
-    path
+    (dir, path)
 }
 
 #[test]
@@ -160,7 +156,7 @@ fn streamed_messages_are_reassembled_across_frames() {
         chunks.push(wire[at..c].to_vec());
         at = c;
     }
-    let path = streaming_server("stream", chunks, "0");
+    let (_dir, path) = streaming_server("stream", chunks, "0");
     let channel = Channel::new(path);
     smol::block_on(async {
         let mut replies = channel.server_streaming("/x/Events", &VersionRequest::default()).await.unwrap();
@@ -173,7 +169,7 @@ fn streamed_messages_are_reassembled_across_frames() {
 
 #[test]
 fn a_refused_stream_fails_when_opened() {
-    let path = streaming_server("refused", Vec::new(), "12");
+    let (_dir, path) = streaming_server("refused", Vec::new(), "12");
     let channel = Channel::new(path);
     let err = smol::block_on(async {
         let mut replies = channel.server_streaming("/x/Events", &VersionRequest::default()).await.unwrap();

@@ -184,12 +184,8 @@ pub fn load(path: &Path, context: Option<&str>) -> Result<Connection, Error> {
 mod tests {
     use super::*;
 
-    fn write(name: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("atoll-kubeconfig-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
+    fn write(name: &str, text: &str) -> crate::testdir::TestFile {
+        crate::testdir::TestFile::new("kubeconfig", name, text)
     }
 
     const CONFIG: &str = "apiVersion: v1
@@ -263,7 +259,7 @@ contexts:
         let e = load(&write("deep", &deep), None).unwrap_err().to_string();
         assert!(e.contains("deep") && e.contains("recursion limit"), "{e}");
         let token = write("token", &"t".repeat(MAX_BYTES + 1));
-        assert!(Source::File(token.clone()).read().unwrap_err().to_string().contains("limit"));
+        assert!(Source::File(token.to_path_buf()).read().unwrap_err().to_string().contains("limit"));
         for big in [p, token] {
             let _ = std::fs::remove_file(big); // 4 MiB each: not left behind in /tmp
         }

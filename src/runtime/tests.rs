@@ -12,22 +12,13 @@ use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
 use crate::node::probing::NoProbes;
 use crate::node::{Facts, Node};
 use crate::pod::{self, Change, Origin, Policy, Shape, StaticPod};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
 
-pub(super) fn dir(name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "atoll-engine-unit-{name}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+pub(super) fn dir(name: &str) -> crate::testdir::TestDir {
+    crate::testdir::TestDir::new(&format!("engine-unit-{name}"))
 }
 
 fn node(root: &std::path::Path) -> Arc<Node> {
@@ -510,7 +501,7 @@ fn replaced_with_an_unpullable_image(
     name: &str,
     rt: &FakeRuntime,
     back_off: Duration,
-) -> (Engine<FakeRuntime>, Arc<Node>, StaticPod) {
+) -> (Engine<FakeRuntime>, Arc<Node>, StaticPod, crate::testdir::TestDir) {
     let root = dir(name);
     let cx = context(&root, rt);
     let node = cx.node.clone();
@@ -525,7 +516,7 @@ fn replaced_with_an_unpullable_image(
     ));
     rt.forget_calls();
     e.apply_all(vec![Change::Remove(old), Change::Add(new.clone())]);
-    (e, node, new)
+    (e, node, new, root)
 }
 
 const NEW_IMAGE: &str = "registry.example/app:2";
@@ -533,7 +524,7 @@ const NEW_IMAGE: &str = "registry.example/app:2";
 #[test]
 fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
     let rt = FakeRuntime::default().with_image(IMAGE);
-    let (mut e, node, new) = replaced_with_an_unpullable_image("prepull", &rt, Duration::from_millis(100));
+    let (mut e, node, new, _root) = replaced_with_an_unpullable_image("prepull", &rt, Duration::from_millis(100));
     // The pull keeps failing: the old version runs on, and says why.
     std::thread::sleep(Duration::from_millis(800));
     let calls = rt.calls();
@@ -565,7 +556,7 @@ fn a_new_version_is_pulled_while_the_old_one_runs_and_only_then_swapped() {
 fn a_replacement_waiting_out_its_pull_back_off_swaps_as_soon_as_an_import_brings_its_image() {
     let rt = FakeRuntime::default().with_image(IMAGE);
     // A back-off far longer than the test: only the wake-up can end the wait.
-    let (mut e, _, _) = replaced_with_an_unpullable_image("prepull-import", &rt, Duration::from_secs(3600));
+    let (mut e, _, _, _root) = replaced_with_an_unpullable_image("prepull-import", &rt, Duration::from_secs(3600));
     run_until(&mut e, "the pull failed once", || rt.count("PullImage") == 1);
     // The image is imported from the images directory, which wakes every worker.
     rt.import(NEW_IMAGE);

@@ -1,7 +1,7 @@
 //! Pod-level resources against the in-memory runtime: the sandbox of such a pod names its
 //! own cgroup and carries its resources, a pod without them is as before, and a runtime that
 //! drives cgroups through systemd fails the pod before anything runs (the real cgroup is
-//! `tests/pod_resources.rs`'s).
+//! `tests/runtime/pod_resources.rs`'s).
 
 use super::sync::{sync, Mode};
 use super::tests::{context, dir, static_pod};

@@ -3,11 +3,11 @@
 //! into an images directory.
 
 use super::Testbed;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Image tarballs made from the test bed's busybox archive under a name of their own.
 pub struct Archives {
-    work: PathBuf,
+    work: super::Scratch,
     /// The busybox archive unpacked: manifest.json, the config and layer.tar.
     pub config: String,
 }
@@ -24,8 +24,7 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 impl Archives {
     pub fn new(tb: &Testbed, name: &str) -> Archives {
-        let work = std::env::temp_dir().join(format!("atoll-archives-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&work);
+        let work = super::Scratch::new(&format!("archives-{name}"));
         std::fs::create_dir_all(work.join("docker")).unwrap();
         let busybox = Path::new(tb.var("ATOLL_TB_DIR")).join("images/busybox.tar");
         sh(&format!("tar -C {} -xf {}", work.join("docker").display(), busybox.display()));

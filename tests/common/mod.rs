@@ -1,4 +1,5 @@
-//! Shared by the end-to-end tests: one private containerd test bed per test binary.
+//! Shared by the end-to-end tests: one private containerd test bed per test binary, and the
+//! rooms that keep the test files of one binary from running their pods at the same time.
 //!
 //! The first test that asks for [`testbed()`] starts `tests/testbed/testbed.sh run DIR` and
 //! waits for it to print READY. The script holds our end of a pipe as its standard input; when
@@ -14,12 +15,15 @@ pub mod kubectl;
 pub mod kubelet_client;
 pub mod pods;
 pub mod prometheus;
+pub mod scratch;
+pub mod signing;
 
 use atoll::cri::api::{
     Container, ContainerFilter, ContainerState, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
     NamespaceOption, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxMetadata,
 };
 use atoll::cri::{Cri, Endpoint};
+pub use scratch::Scratch;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -260,6 +264,8 @@ pub struct EngineEnv {
     pub cri: Cri,
     pub tuning: std::sync::Arc<atoll::runtime::Tuning>,
     pub config: atoll::runtime::EngineConfig,
+    /// The node's root dir, removed (its mounts first) when the test is done with the engine.
+    pub root: Scratch,
 }
 
 impl EngineEnv {
@@ -286,11 +292,10 @@ pub fn engine_env(
     resync: Duration,
     log_rotation: atoll::runtime::logs::Rotation,
 ) -> EngineEnv {
-    let root_dir = std::env::temp_dir().join(format!("atoll-engine-{root}-{}", std::process::id()));
-    std::fs::create_dir_all(&root_dir).expect("engine root dir");
+    let root_dir = Scratch::new(&format!("engine-{root}"));
     let facts = atoll::node::Facts {
         name: "tb".into(),
-        root_dir,
+        root_dir: root_dir.to_path_buf(),
         pod_logs_dir: tb.logs.clone(),
         host_ip: "127.0.0.1".into(),
         cpu_millis: 2000,
@@ -305,6 +310,7 @@ pub fn engine_env(
         cri: tb.cri(),
         tuning: std::sync::Arc::new(atoll::runtime::Tuning::new(&atoll::runtime::TuningConfig::back_off((s, s * 4)))),
         config: atoll::runtime::EngineConfig { resync: Some(resync), log_rotation, ..Default::default() },
+        root: root_dir,
     }
 }
 
@@ -476,4 +482,59 @@ pub fn in_terminal(command: &str, typed: &[u8]) -> (Option<i32>, String) {
     script.stdin.take().unwrap().write_all(typed).unwrap();
     let out = script.wait_with_output().unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Who is in the room: the key (a test file's module path) and how many of its tests.
+static ROOM: Mutex<(Option<&'static str>, usize)> = Mutex::new((None, 0));
+static ROOM_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// The tests of one file run together, those of another file wait until the room is empty: every
+/// `atoll run` removes, at its first full sync, every atoll-made sandbox it was not given (other
+/// files' pods too), and files reuse pod names (`web-tb`), so two files' pods must not meet on
+/// one test bed. Call as `let _room = common::room(module_path!());` first in each test.
+pub fn room(key: &'static str) -> Room {
+    let mut held = ROOM.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        match held.0 {
+            None => {
+                *held = (Some(key), 1);
+                break;
+            }
+            Some(k) if k == key => {
+                held.1 += 1;
+                break;
+            }
+            Some(_) => held = ROOM_FREED.wait(held).unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+    Room
+}
+
+/// One agent at a time within a file: an agent owns every pod atoll made on its runtime (its
+/// first full sync removes the ones it was not given, another test's among them), so the
+/// tests that start one take turns.
+pub fn one_agent_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One test at a time: for the tests that disturb the runtime (`tests/exclusive`), whose
+/// imports, removals and restarts would time each other out.
+pub fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A place in the room, given up when dropped (also when the test fails).
+pub struct Room;
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        let mut held = ROOM.lock().unwrap_or_else(|p| p.into_inner());
+        held.1 -= 1;
+        if held.1 == 0 {
+            held.0 = None;
+            ROOM_FREED.notify_all();
+        }
+    }
 }

@@ -8,12 +8,12 @@
 //! for flow-control credit, a server that stops reading the link, a server restarted.
 
 use super::apiserver::Pki;
-use super::common::{eventually, unique};
+use super::common::{eventually, Scratch};
 use super::konnectivity::{AgentAuth, ProxyServer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The test's stand-in for the kubelet server: the address dials name, and where the tunnel
@@ -104,8 +104,8 @@ fn metrics_turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn setup(name: &str) -> (PathBuf, Pki) {
-    let dir = std::env::temp_dir().join(unique(name));
+fn setup(name: &str) -> (Scratch, Pki) {
+    let dir = Scratch::new(name);
     let pki = Pki::new(&dir.join("pki"), "tb");
     (dir, pki)
 }
@@ -122,7 +122,7 @@ fn mtls_server(dir: &Path, pki: &Pki) -> ProxyServer {
 /// same link: nothing atoll sends is left half-written.
 #[test]
 fn the_link_outlives_fifty_streams_the_server_side_ends() {
-    let (dir, pki) = setup("atoll-link-streams");
+    let (dir, pki) = setup("link-streams");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
     let _agent = agent(server.agent_addr, &pki, None, &kubelet);
@@ -185,7 +185,7 @@ fn the_link_outlives_fifty_streams_the_server_side_ends() {
 /// service account, never links, and the node keeps trying at its capped pace.
 #[test]
 fn tokens_are_reviewed_and_only_the_agents_links() {
-    let (dir, pki) = setup("atoll-link-tokens");
+    let (dir, pki) = setup("link-tokens");
     let api = super::apiserver::ApiServer::start(&pki, "tb");
     let good = "the-agents-token";
     api.add_reviewed_token(good, "system:serviceaccount:kube-system:konnectivity-agent", &["system:serviceaccounts"]);
@@ -227,7 +227,7 @@ fn tokens_are_reviewed_and_only_the_agents_links() {
 /// to an instance again when it restarts, while the other link carries on.
 #[test]
 fn both_instances_behind_one_address_are_linked_and_relinked() {
-    let (dir, pki) = setup("atoll-link-two");
+    let (dir, pki) = setup("link-two");
     let (cert, key) = (pki.dir.join("server.crt"), pki.dir.join("server.key"));
     let auth = AgentAuth::Mtls(pki.ca.clone());
     let mut a = ProxyServer::start(&dir, "konn-a", 2, &cert, &key, &auth);
@@ -262,7 +262,7 @@ fn both_instances_behind_one_address_are_linked_and_relinked() {
 /// wins) until that client goes; then the new link carries every session.
 #[test]
 fn a_link_the_server_stops_reading_is_replaced() {
-    let (dir, pki) = setup("atoll-link-stall");
+    let (dir, pki) = setup("link-stall");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
     let _agent = agent(server.agent_addr, &pki, None, &kubelet);
@@ -295,7 +295,7 @@ fn a_link_the_server_stops_reading_is_replaced() {
 #[test]
 fn a_connection_that_takes_nothing_is_closed_alone() {
     let _turn = metrics_turn();
-    let (dir, pki) = setup("atoll-link-sink");
+    let (dir, pki) = setup("link-sink");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
     let _agent = agent(server.agent_addr, &pki, None, &kubelet);
@@ -342,7 +342,7 @@ fn a_connection_that_takes_nothing_is_closed_alone() {
 #[test]
 fn a_thousand_dials_get_the_links_budget_and_no_more() {
     let _turn = metrics_turn();
-    let (dir, pki) = setup("atoll-link-thousand");
+    let (dir, pki) = setup("link-thousand");
     let server = mtls_server(&dir, &pki);
     let kubelet = kubelet();
     let _agent = agent(server.agent_addr, &pki, None, &kubelet);

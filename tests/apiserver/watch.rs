@@ -1,0 +1,116 @@
+//! Watches: the events a watch from a resourceVersion sends, over HTTP/1.1 chunks here or
+//! HTTP/2 DATA frames (`h2`), with 410 Gone for a compacted resourceVersion.
+
+use super::*;
+
+/// Where a watch's events go: HTTP/1.1 chunks, or HTTP/2 DATA (`h2`).
+pub(super) trait Events {
+    /// Sends one event; the bytes its encoding took.
+    fn event(&mut self, event: Value) -> std::io::Result<usize>;
+    /// The end of the answer (the watch ran its course, or ended in an ERROR event).
+    fn end(&mut self) -> std::io::Result<()>;
+}
+
+/// A watch's answer over HTTP/1.1: one chunk per event.
+pub(super) struct Chunked<'a, W: Write>(&'a mut W);
+
+impl<'a, W: Write> Chunked<'a, W> {
+    pub(super) fn start(w: &'a mut W) -> std::io::Result<Self> {
+        let mut head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n".to_string();
+        for (k, v) in answer_headers("application/json", None, None) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        w.write_all(head.as_bytes())?;
+        Ok(Chunked(w))
+    }
+}
+
+impl<W: Write> Events for Chunked<'_, W> {
+    fn event(&mut self, event: Value) -> std::io::Result<usize> {
+        let mut line = serde_json::to_vec(&event).unwrap();
+        line.push(b'\n');
+        write!(self.0, "{:x}\r\n", line.len())?;
+        self.0.write_all(&line)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush().map(|_| line.len())
+    }
+
+    fn end(&mut self) -> std::io::Result<()> {
+        self.0.write_all(b"0\r\n\r\n")?;
+        self.0.flush()
+    }
+}
+
+/// Streams a watch into `w` until it times out; false when the server went down.
+pub(super) fn stream_watch(
+    state: &State,
+    w: &mut dyn Events,
+    resource: &'static str,
+    selector: &[(String, String)],
+    from: Option<u64>,
+    timeout: Duration,
+) -> std::io::Result<bool> {
+    let mut store = state.store.lock().unwrap();
+    let mut seen = match from {
+        Some(rv) if rv < store.compacted => {
+            let gone = status_obj(410, "Expired", &format!("too old resource version: {rv} ({})", store.compacted));
+            drop(store);
+            w.event(json!({"type": "ERROR", "object": gone}))?;
+            return w.end().map(|_| true);
+        }
+        Some(rv) => rv,
+        None => {
+            // No resourceVersion: the current state as ADDED events first.
+            let current: Vec<Value> = store
+                .objects
+                .iter()
+                .filter(|(k, v)| k.0 == resource && matches(v, selector))
+                .map(|(_, v)| v.clone())
+                .collect();
+            let rv = store.rv;
+            drop(store);
+            for obj in current {
+                let n = w.event(json!({"type": "ADDED", "object": obj}))?;
+                state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            store = state.store.lock().unwrap();
+            rv
+        }
+    };
+    let end = Instant::now() + timeout;
+    loop {
+        if !state.up.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if Instant::now() >= end {
+            drop(store);
+            return w.end().map(|_| true);
+        }
+        if state.faults.lock().unwrap().watches_held {
+            store = state.changed(resource).wait_timeout(store, Duration::from_millis(200)).unwrap().0;
+            continue;
+        }
+        // From the newest back to the last seen: a wake costs what is new, not the history.
+        let mut batch: Vec<Value> = store
+            .events
+            .iter()
+            .rev()
+            .take_while(|e| e.rv > seen)
+            .filter(|e| e.resource == resource && matches(&e.object, selector))
+            .map(|e| json!({"type": e.kind, "object": e.object}))
+            .collect();
+        batch.reverse();
+        seen = store.rv;
+        if batch.is_empty() {
+            store = state.changed(resource).wait_timeout(store, Duration::from_millis(200)).unwrap().0;
+            continue;
+        }
+        drop(store);
+        for e in batch {
+            let n = w.event(e)?;
+            state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        store = state.store.lock().unwrap();
+    }
+}

@@ -1,0 +1,159 @@
+//! Nobody who can merely reach a listener locks anyone out of it: the attackers of the
+//! pre-authentication budgets (`src/gate.rs`) played against the real agent. Someone on the
+//! LAN (here: 127.0.0.1) holds hundreds of idle connections to the kubelet port, or floods it
+//! with new ones, while a client with a valid certificate gets every request answered; an
+//! unprivileged local user (uid 65534) does the same to `/healthz` and the read-only port
+//! while monitors keep their answers. (Through the tunnel: `tests/runtime/tunnel.rs`.)
+
+use crate::apiserver;
+use crate::common;
+
+use apiserver::{ApiServer, Pki};
+use common::kubelet_client::{client_config, As};
+use common::{eventually, free_port, testbed, Agent};
+use rustls::pki_types::ServerName;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A TCP connection to 127.0.0.1:`port` from the source address `from`.
+fn connect_from(from: [u8; 4], port: u16) -> std::io::Result<TcpStream> {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None)?;
+    bind(&fd, &SocketAddr::from((from, 0)))?;
+    connect(&fd, &SocketAddr::from(([127, 0, 0, 1], port)))?;
+    Ok(TcpStream::from(fd))
+}
+
+/// One HTTPS request as the cluster's client certificate, from `from`: the status.
+fn get_pods(from: [u8; 4], port: u16, ca: &std::path::Path, pki: &Pki) -> Result<u16, String> {
+    let tcp = connect_from(from, port).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let who = As::Certificate(&pki.client_cert, &pki.client_key);
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(client_config(ca, &who).unwrap(), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(tls, "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no answer: {text:?}"))
+}
+
+/// A plain HTTP GET to a loopback port: the status, or why there was none.
+fn get(port: u16, path: &str) -> Result<u16, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no answer: {text:?}"))
+}
+
+/// The value of one series (`name{labels}` as rendered) in the read-only port's `/metrics`.
+fn series(port: u16, name_and_labels: &str) -> f64 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines().find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+#[test]
+fn idle_connections_and_a_flood_lock_nobody_out_of_the_kubelet_port() {
+    let _room = common::room(module_path!());
+    let dir = crate::common::Scratch::new("lockout-kubelet");
+    let pki = Pki::new(&dir.join("pki"), "tb");
+    let server = ApiServer::start(&pki, "tb");
+    let (port, read_only) = (free_port(), free_port());
+    let agent = Agent::start(
+        testbed(),
+        &dir,
+        &format!(
+            "address: 127.0.0.1\nport: {port}\nreadOnlyPort: {read_only}\nauthentication:\n  x509: {{clientCAFile: {}}}\n",
+            pki.ca.display()
+        ),
+        &[&format!("--kubeconfig={}", pki.kubeconfig(server.addr, None).display()), "--node-ip=127.0.0.1"],
+        &[],
+    );
+    server.grant("system:nodes", "get", "proxy"); // the client certificate's group
+    let ca = dir.join("state/pki/kubelet.crt");
+    eventually(Duration::from_secs(60), "the kubelet server answers", || {
+        (get_pods([127, 0, 0, 1], port, &ca, &pki) == Ok(200)).then_some(())
+    });
+
+    // 200 idle connections from the client's own address: no TLS byte, ever.
+    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    for i in 0..20 {
+        assert_eq!(get_pods([127, 0, 0, 1], port, &ca, &pki), Ok(200), "request {i} with 200 idle connections held");
+    }
+    let evicted = r#"atoll_listener_closed_connections_total{listener="kubelet",reason="evicted"}"#;
+    assert!(series(read_only, evicted) >= 100.0, "the idle ones made room, oldest first");
+    drop(idle);
+
+    // A flood: new idle connections from 240 addresses (a local user has all of 127/8; a LAN
+    // has many hosts), each held, while a client at another address asks. Idle ones, with no
+    // finished handshake, are closed before the client's.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for t in 0..2u8 {
+            let stop = &stop;
+            scope.spawn(move || {
+                let mut held = std::collections::VecDeque::new();
+                let mut n = 0u8;
+                while !stop.load(Ordering::SeqCst) {
+                    n = n.wrapping_add(1);
+                    if let Ok(c) = connect_from([127, 0, t + 1, 10 + n % 120], port) {
+                        held.push_back(c);
+                    }
+                    if held.len() > 300 {
+                        held.pop_front();
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        for i in 0..20 {
+            assert_eq!(get_pods([127, 0, 0, 2], port, &ca, &pki), Ok(200), "request {i} during the flood");
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    assert!(series(read_only, evicted) >= 300.0, "the flood's idle connections made room");
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_local_user_cannot_lock_monitors_out_of_healthz_or_the_read_only_port() {
+    let _room = common::room(module_path!());
+    let dir = crate::common::Scratch::new("lockout-local");
+    let (healthz, read_only) = (free_port(), free_port());
+    let agent =
+        Agent::start(testbed(), &dir, &format!("healthzPort: {healthz}\nreadOnlyPort: {read_only}\n"), &[], &[]);
+    eventually(Duration::from_secs(30), "healthz answers", || (get(healthz, "/healthz") == Ok(200)).then_some(()));
+    // uid 65534 holds 200 idle connections to each port, and keeps opening more.
+    let hold = format!(
+        "import socket, time\nheld = []\nfor i in range(2000):\n    for p in ({healthz}, {read_only}):\n        held.append(socket.create_connection(('127.0.0.1', p)))\n        held = held[-400:]\n    if i == 200: print('holding', flush=True)\ntime.sleep(120)\n"
+    );
+    let mut nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", &hold])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("setpriv python3");
+    let mut said = [0u8; 7];
+    nobody.stdout.as_mut().unwrap().read_exact(&mut said).expect("the local user holds its connections");
+    assert_eq!(&said, b"holding");
+    for i in 0..20 {
+        assert_eq!(get(healthz, "/healthz"), Ok(200), "healthz, request {i}");
+        assert_eq!(get(read_only, "/pods"), Ok(200), "the read-only port, request {i}");
+    }
+    let evicted = r#"atoll_listener_closed_connections_total{listener="healthz",reason="evicted"}"#;
+    assert!(series(read_only, evicted) >= 100.0, "the held connections made room");
+    let _ = nobody.kill();
+    let _ = nobody.wait();
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
