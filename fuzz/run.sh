@@ -26,10 +26,11 @@ failed=()
 for t in "${targets[@]}"; do
   corpus=$(mktemp -d)
   log=$(mktemp)
+  scratch=$(mktemp -d) # the target's TMPDIR: whatever it writes there goes with it
   [ ! -d "fuzz/seeds/$t" ] || cp -r "fuzz/seeds/$t/." "$corpus/"
   status=0
   start=$(date +%s)
-  cargo fuzz run --sanitizer none "$t" "$corpus" -- \
+  TMPDIR=$scratch cargo fuzz run --sanitizer none "$t" "$corpus" -- \
     -runs="$runs" -max_len=16384 -timeout=10 -print_final_stats=1 >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   findings=0 # the directory is made by a run that got as far as starting
@@ -40,7 +41,7 @@ for t in "${targets[@]}"; do
     echo "fuzz $t: FAILED (inputs in fuzz/artifacts/$t)"
     failed+=("$t")
   fi
-  rm -rf "$corpus" "$log"
+  rm -rf "$corpus" "$log" "$scratch"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in ${failed[*]}"

@@ -31,5 +31,5 @@ bash fuzz/run.sh 20000
 
 # Every test removes what it made and unmounts what it mounted, also when it fails. Listed
 # always; fatal with ATOLL_LEFTOVERS_FATAL=1 (not yet the default: a few engine roots are written
-# again by the engine's tasks after their test, and fuzz/run.sh leaves /tmp/atoll-fuzz-*).
+# again by the engine's tasks after their test).
 bash tests/leftovers.sh check "$before" || [ "${ATOLL_LEFTOVERS_FATAL:-0}" != 1 ]
