@@ -6,7 +6,7 @@
 //! imported from the images directory keep their own pin. atoll's own collector does not need
 //! these labels (it reads the pods); they are for the others.
 
-use super::import::{ctr_output, Containerd};
+use super::import::{ctr_output, Containerd, CtrError};
 use super::names::pod_images;
 use crate::cri::Cri;
 use crate::node::Node;
@@ -90,19 +90,12 @@ pub struct Pins {
 
 impl Pins {
     /// Pins what the pods need and, when `unpin`, unpins what they no longer do.
-    pub async fn update(
-        &mut self,
-        node: &Node,
-        cri: &Cri,
-        target: &Containerd,
-        unpin: bool,
-    ) -> Result<(), super::import::CtrError> {
+    pub async fn update(&mut self, node: &Node, cri: &Cri, target: &Containerd, unpin: bool) -> Result<(), CtrError> {
         let pinned = match &mut self.pinned {
             Some(p) => p,
             None => {
                 let filter = format!("labels.\"{OURS}\"==true");
-                let t = target.clone();
-                let listed = smol::unblock(move || ctr_output(&t, &["images", "ls", "-q", &filter])).await?;
+                let listed = ctr(target, &["images", "ls", "-q", &filter]).await?;
                 self.pinned.insert(listed.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
             }
         };
@@ -112,12 +105,8 @@ impl Pins {
         let keep: BTreeSet<String> =
             present.iter().filter(|n| wanted.contains(&crate::pod::derived::normalized_image(n))).cloned().collect();
         for name in keep.difference(pinned).cloned().collect::<Vec<_>>() {
-            let (t, n) = (target.clone(), name.clone());
             let label = format!("{OURS}=true");
-            smol::unblock(move || {
-                ctr_output(&t, &["images", "label", "--", &n, "io.cri-containerd.pinned=pinned", &label])
-            })
-            .await?;
+            ctr(target, &["images", "label", "--", &name, "io.cri-containerd.pinned=pinned", &label]).await?;
             log::debug!("images: pinned {name} for the pods that need it");
             pinned.insert(name);
         }
@@ -131,12 +120,17 @@ impl Pins {
                 } else {
                     "io.cri-containerd.pinned="
                 };
-                let (t, n, ours) = (target.clone(), name.clone(), format!("{OURS}="));
-                smol::unblock(move || ctr_output(&t, &["images", "label", "--", &n, pin, &ours])).await?;
+                ctr(target, &["images", "label", "--", &name, pin, &format!("{OURS}=")]).await?;
                 log::debug!("images: unpinned {name}: no pod needs it");
             }
             pinned.remove(&name);
         }
         Ok(())
     }
+}
+
+/// `ctr` with `args`, off the executor (one blocking task type for every call here).
+async fn ctr(target: &Containerd, args: &[&str]) -> Result<String, CtrError> {
+    let (t, args): (Containerd, Vec<String>) = (target.clone(), args.iter().map(|a| a.to_string()).collect());
+    smol::unblock(move || ctr_output(&t, &args.iter().map(String::as_str).collect::<Vec<_>>())).await
 }
