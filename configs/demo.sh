@@ -28,7 +28,7 @@ fi
 dir="" testbed="" atoll=""
 # The teardown's messages: a closed pipe (| tee, then Ctrl-C) or a closed terminal must not
 # stop the teardown, so a failed write is dropped.
-say() { { echo "$@" >&2; } 2>/dev/null || true; }
+say() { echo "$@" >&2 2>/dev/null || true; } # the message to stderr; echo's own complaint nowhere
 cleanup() {
   # Finish the teardown whatever else arrives: Ctrl-C again, a closed terminal, a reader gone.
   trap '' INT TERM HUP PIPE
