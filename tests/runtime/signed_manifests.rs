@@ -52,19 +52,19 @@ fn only_what_the_fleet_key_signed_runs_and_a_refused_update_leaves_the_running_p
         ),
     )
     .unwrap();
-    let v1 = pod("web", "v1");
-    put_signed(&keys, &manifests, "web", &v1, &signing::sign(&keys, &v1, "fleet", 1));
+    let v1 = pod("signed", "v1");
+    put_signed(&keys, &manifests, "signed", &v1, &signing::sign(&keys, &v1, "fleet", 1));
     let agent = common::Agent::start(tb, &dir, "", &[&format!("--atoll-config={}", own.display())], &[]);
-    let first = eventually(Duration::from_secs(60), "the signed pod running", || running(tb, "web-tb").pop());
+    let first = eventually(Duration::from_secs(60), "the signed pod running", || running(tb, "signed-tb").pop());
 
     // Changed after signing; a pod signed by a key nobody trusts; a pod nobody signed.
-    std::fs::write(manifests.join("web.yaml"), pod("web", "tampered")).unwrap();
+    std::fs::write(manifests.join("signed.yaml"), pod("signed", "tampered")).unwrap();
     let other = pod("other", "x");
     put_signed(&keys, &manifests, "other", &other, &signing::sign(&keys, &other, "stranger", 1));
     std::fs::write(manifests.join("plain.yaml"), pod("plain", "x")).unwrap();
     eventually(Duration::from_secs(30), "the three refusals logged", || {
         let log = agent.log();
-        (log.contains("web.yaml: signature: web.yaml.minisig: the signature by key")
+        (log.contains("signed.yaml: signature: signed.yaml.minisig: the signature by key")
             && log.contains("does not match the content (keeping the last valid version of its pod running)")
             && log.contains(&format!(
                 "other.yaml: signature: other.yaml.minisig: signed by key {}, which is not trusted",
@@ -74,43 +74,43 @@ fn only_what_the_fleet_key_signed_runs_and_a_refused_update_leaves_the_running_p
         .then_some(())
     });
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(running(tb, "web-tb"), vec![first.clone()], "the running pod was touched");
+    assert_eq!(running(tb, "signed-tb"), vec![first.clone()], "the running pod was touched");
     assert_eq!(sandboxes(tb, "other-tb") + sandboxes(tb, "plain-tb"), 0, "a refused pod was started");
 
     // Version 2, signed: it replaces version 1. Version 1 put back with its own good signature
     // (a replay) is refused and version 2 keeps running.
-    let v2 = pod("web", "v2");
-    put_signed(&keys, &manifests, "web", &v2, &signing::sign(&keys, &v2, "fleet", 2));
+    let v2 = pod("signed", "v2");
+    put_signed(&keys, &manifests, "signed", &v2, &signing::sign(&keys, &v2, "fleet", 2));
     let second = eventually(Duration::from_secs(60), "version 2 running", || {
-        running(tb, "web-tb").pop().filter(|c| *c != first)
+        running(tb, "signed-tb").pop().filter(|c| *c != first)
     });
-    put_signed(&keys, &manifests, "web", &v1, &signing::sign(&keys, &v1, "fleet", 1));
+    put_signed(&keys, &manifests, "signed", &v1, &signing::sign(&keys, &v1, "fleet", 1));
     eventually(Duration::from_secs(30), "the replay refused", || {
-        agent.log().contains("version serial=1 of pod default/web-tb is older than serial=2").then_some(())
+        agent.log().contains("version serial=1 of pod default/signed-tb is older than serial=2").then_some(())
     });
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(running(tb, "web-tb"), vec![second], "the replayed version replaced the newer one");
+    assert_eq!(running(tb, "signed-tb"), vec![second], "the replayed version replaced the newer one");
 
     // `atoll validate` with the same config checks the signatures too.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_atoll"))
         .args(["validate", &format!("--atoll-config={}", own.display()), "--hostname-override=tb"])
-        .arg(manifests.join("web.yaml"))
+        .arg(manifests.join("signed.yaml"))
         .arg(manifests.join("plain.yaml"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("web.yaml: ok: pod default/web-tb uid")
+        text.contains("signed.yaml: ok: pod default/signed-tb uid")
             && text.contains(&format!("signed by key {}", fleet.id())),
         "{text}"
     );
     assert!(text.contains("plain.yaml: error: signature: unsigned"), "{text}");
     assert_eq!(out.status.code(), Some(1), "{text}");
-    for name in ["web", "other"] {
+    for name in ["signed", "other"] {
         let _ = std::fs::remove_file(manifests.join(format!("{name}.yaml")));
     }
     let _ = std::fs::remove_file(manifests.join("plain.yaml"));
-    eventually(Duration::from_secs(60), "the pods gone", || (sandboxes(tb, "web-tb") == 0).then_some(()));
+    eventually(Duration::from_secs(60), "the pods gone", || (sandboxes(tb, "signed-tb") == 0).then_some(()));
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
