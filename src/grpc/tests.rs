@@ -2,7 +2,24 @@
 //! hang-ups, streaming.
 
 use super::*;
-use crate::cri::api::{ExecSyncResponse, VersionRequest};
+
+// Two messages of the tests' own, shaped as CRI's (the transport knows nothing of CRI, and
+// importing `cri` here would point an arrow back up).
+#[derive(Clone, PartialEq, ::prost::Message)]
+struct VersionRequest {
+    #[prost(string, tag = "1")]
+    version: String,
+}
+
+#[derive(Clone, PartialEq, ::prost::Message)]
+struct ExecSyncResponse {
+    #[prost(bytes = "vec", tag = "1")]
+    stdout: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    stderr: Vec<u8>,
+    #[prost(int32, tag = "3")]
+    exit_code: i32,
+}
 
 #[test]
 fn timeout_header_uses_at_most_eight_digits() {
