@@ -165,6 +165,13 @@ impl Pending {
         }
     }
 
+    /// `stream`, telling the gate when its first bytes come in: a client that has begun to
+    /// send is closed after those that have sent nothing (on listeners whose progress is
+    /// the first bytes, not a handshake).
+    pub fn marking<'a, S>(&'a self, stream: &'a mut S) -> Marking<'a, S> {
+        Marking { pending: self, stream, marked: false }
+    }
+
     /// Runs one step of the pending phase (a handshake, reading the head, a review), unless
     /// the connection is evicted or the phase's deadline passes first.
     pub async fn step<F: Future>(&self, f: F) -> Result<F::Output, Cut> {
@@ -207,6 +214,28 @@ impl Pending {
             return None;
         }
         Some(Session { gate })
+    }
+}
+
+/// A pending connection's stream that marks it progressed on its first bytes.
+pub struct Marking<'a, S> {
+    pending: &'a Pending,
+    stream: &'a mut S,
+    marked: bool,
+}
+
+impl<S: smol::io::AsyncRead + Unpin> smol::io::AsyncRead for Marking<'_, S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let read = std::pin::Pin::new(&mut *self.stream).poll_read(cx, buf);
+        if !self.marked && matches!(read, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.marked = true;
+            self.pending.progressed();
+        }
+        read
     }
 }
 

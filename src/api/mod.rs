@@ -101,6 +101,8 @@ pub async fn serve_unix<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::n
             Ok((stream, _)) => {
                 let (api, pending) = (api.clone(), gate.arrive(None, false));
                 crate::task::spawn(async move { handle(&api, pending, Box::new(stream), Scope::Full).await }).detach();
+                // Its reader runs before the next accept (a backlog of floods would not wait).
+                smol::future::yield_now().await;
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -120,6 +122,7 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
                 let sent = crate::gate::sent_already(&stream);
                 let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip()), sent));
                 crate::task::spawn(async move { handle(&api, pending, Box::new(stream), scope).await }).detach();
+                smol::future::yield_now().await;
             }
             Err(e) => {
                 log::warn!("local API: accept: {e}");
@@ -136,7 +139,7 @@ async fn handle<RT: RuntimeService>(
     mut stream: Box<dyn stream::Client>,
     scope: Scope,
 ) {
-    let req = match pending.step(server::read_request(&mut stream)).await {
+    let req = match pending.step(server::read_request(&mut pending.marking(&mut stream))).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             respond(&mut stream, &Response::error(400, "BadRequest", e)).await;

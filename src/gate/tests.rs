@@ -85,6 +85,21 @@ fn a_new_connection_evicts_the_oldest_pending_and_the_evicted_step_ends() {
 }
 
 #[test]
+fn a_connection_whose_first_bytes_came_in_outlasts_older_silent_ones() {
+    use smol::io::AsyncReadExt;
+    let gate = Gate::new("test", LIMITS);
+    let (silent, talker) = (gate.arrive(ip(1), false), gate.arrive(ip(2), false));
+    let mut nothing: &[u8] = b"";
+    let mut head: &[u8] = b"GET ";
+    let mut buf = [0u8; 8];
+    assert_eq!(smol::block_on(silent.marking(&mut nothing).read(&mut buf)).ok(), Some(0));
+    assert_eq!(smol::block_on(talker.marking(&mut head).read(&mut buf)).ok(), Some(4));
+    let _newer: Vec<Pending> = (3..=6).map(|n| gate.arrive(ip(n), false)).collect();
+    assert_eq!(cut_soon(&silent), Some(Cut::Evicted), "an end of stream is not progress");
+    assert_eq!(cut_soon(&talker), None, "the older one, having sent, stayed");
+}
+
+#[test]
 fn the_pending_phase_has_one_deadline_across_its_steps() {
     smol::block_on(async {
         let gate = Gate::new("test", Limits { deadline: Duration::from_millis(300), ..LIMITS });

@@ -116,6 +116,8 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                     let _ = stream.set_nodelay(true);
                     let pending = self.direct.arrive(Some(peer.ip()), crate::gate::sent_already(&stream));
                     self.spawn(Box::new(stream), pending);
+                    // Its handshake starts before the next accept (a backlog of floods would not wait).
+                    smol::future::yield_now().await;
                 }
                 Err(e) => {
                     log::warn!("kubelet server: accept: {e}");
