@@ -1,7 +1,8 @@
 //! Fuzzes PEM bundles (`tls`), read from CA files, kubeconfigs and client certificates:
 //! the three readers agree on how many certificates a bundle holds, and nothing panics; a
 //! certificate's notAfter (`/metrics`' TTLs) reads from any bytes, the input itself taken as
-//! DER too, without a panic, and is RFC 3339 text when it reads.
+//! DER too, without a panic, and is RFC 3339 text when it reads; `x509`'s validity agrees
+//! with it and its subjectAltName reader does not panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,8 +15,14 @@ fuzz_target!(|data: &[u8]| {
         assert!(roots.len() <= chain.len());
     }
     for der in chain.iter().map(|c| c.as_ref()).chain([data]) {
-        if let Some(t) = atoll::tls::not_after(der) {
+        let end = atoll::tls::not_after(der);
+        if let Some(t) = &end {
             assert!(t.len() == 20 && t.ends_with('Z'), "{t}");
         }
+        // The certificate manager's reader (validity, subjectAltNames) agrees on the end.
+        if let Some((_, until)) = atoll::x509::validity(der) {
+            assert_eq!(end.as_deref().and_then(atoll::rfc3339::parse_seconds), Some(until));
+        }
+        let _ = atoll::x509::alt_names(der);
     }
 });

@@ -8,12 +8,13 @@
 //!
 //! ECDSA P-256 with SHA-256 (ring), one year of validity from an hour ago (clock skew), the
 //! SANs each an IP address or a DNS name, `serverAuth` only. The DER is written here by hand
-//! (a few fixed structures), and the tests check it with rustls and webpki, as clients will.
+//! (`x509::der`), and the tests check it with rustls and webpki, as clients will.
 
 use super::error::{Error, Kind};
+use crate::x509::der::{bits, der, extension, pem, time, OID_BASIC, OID_CN, OID_ECDSA_SHA256, OID_EC_KEY};
+use crate::x509::der::{OID_EXT_KEY_USAGE, OID_KEY_USAGE, OID_P256, OID_SAN, OID_SERVER_AUTH, SEQ, SET, UTF8};
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
-use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -93,7 +94,11 @@ pub fn make(names: &[String], now: SystemTime) -> Result<Serving, Error> {
                 extension(OID_BASIC, true, &der(SEQ, &[])),
                 extension(OID_KEY_USAGE, true, &[0x03, 0x02, 0x07, 0x80]),
                 extension(OID_EXT_KEY_USAGE, false, &der(SEQ, OID_SERVER_AUTH)),
-                extension(OID_SAN, false, &der(SEQ, &alt_names(names)?)),
+                extension(
+                    OID_SAN,
+                    false,
+                    &der(SEQ, &crate::x509::der::san_entries(names).map_err(|n| Error::from(Kind::BadName(n)))?),
+                ),
             ]
             .concat(),
         ),
@@ -115,77 +120,6 @@ pub fn make(names: &[String], now: SystemTime) -> Result<Serving, Error> {
     let signature = pair.sign(&rng, &tbs).map_err(|_| Error::from(Kind::Make("signing the certificate failed")))?;
     let cert = der(SEQ, &[&tbs[..], &der(SEQ, OID_ECDSA_SHA256), &bits(signature.as_ref())].concat());
     Ok(Serving { cert, key: key.as_ref().to_vec() })
-}
-
-const SEQ: u8 = 0x30;
-const SET: u8 = 0x31;
-const UTF8: u8 = 0x0c;
-const OID_CN: &[u8] = &[0x06, 0x03, 0x55, 0x04, 0x03];
-const OID_ECDSA_SHA256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
-const OID_EC_KEY: &[u8] = &[0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-const OID_P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-const OID_BASIC: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x13];
-const OID_KEY_USAGE: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x0f];
-const OID_EXT_KEY_USAGE: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x25];
-const OID_SAN: &[u8] = &[0x06, 0x03, 0x55, 0x1d, 0x11];
-const OID_SERVER_AUTH: &[u8] = &[0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
-
-/// One DER element: tag, definite length, content.
-fn der(tag: u8, content: &[u8]) -> Vec<u8> {
-    let len = content.len();
-    let mut out = vec![tag];
-    if len < 0x80 {
-        out.push(len as u8);
-    } else {
-        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
-        out.push(0x80 | bytes.len() as u8);
-        out.extend(bytes);
-    }
-    out.extend_from_slice(content);
-    out
-}
-
-/// A BIT STRING of whole bytes.
-fn bits(bytes: &[u8]) -> Vec<u8> {
-    der(0x03, &[&[0u8][..], bytes].concat())
-}
-
-fn extension(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
-    let critical: &[u8] = if critical { &[0x01, 0x01, 0xff] } else { &[] };
-    der(SEQ, &[oid, critical, &der(0x04, value)].concat())
-}
-
-/// The SAN entries: `iPAddress` for an address, `dNSName` otherwise.
-fn alt_names(names: &[String]) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
-    for n in names {
-        match n.parse::<IpAddr>() {
-            Ok(IpAddr::V4(ip)) => out.extend(der(0x87, &ip.octets())),
-            Ok(IpAddr::V6(ip)) => out.extend(der(0x87, &ip.octets())),
-            Err(_) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)) => {
-                out.extend(der(0x82, n.as_bytes()))
-            }
-            Err(_) => return Err(Error::from(Kind::BadName(n.clone()))),
-        }
-    }
-    Ok(out)
-}
-
-/// UTCTime through 2049, GeneralizedTime after (RFC 5280).
-fn time(t: SystemTime) -> Vec<u8> {
-    let text = crate::rfc3339::format_seconds(t); // 2026-11-26T08:00:00Z
-    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
-    if digits.as_str() < "2050" {
-        der(0x17, format!("{}Z", digits.get(2..).unwrap_or_default()).as_bytes())
-    } else {
-        der(0x18, format!("{digits}Z").as_bytes())
-    }
-}
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = crate::base64::encode(der);
-    let lines: Vec<&str> = b64.as_bytes().chunks(64).filter_map(|c| std::str::from_utf8(c).ok()).collect();
-    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
 }
 
 #[cfg(test)]
