@@ -80,6 +80,11 @@ fn main() {
             runtime_version: "containerd://2.1.0".into(),
             endpoint_port: 10250,
             encrypted_pod_specs: false,
+            bootstrap_kubeconfig: None,
+            cert_dir: std::path::PathBuf::from("/nonexistent"),
+            rotate_certificates: false,
+            server_tls_bootstrap: false,
+            serving: None,
         };
         atoll::mirror::start(opts, node, state);
     }

@@ -232,12 +232,12 @@ pub const SERVER_TTL: Family = kubelet(
 pub const CLIENT_RENEW_ERRORS: Family = kubelet(
     "kubelet_certificate_manager_client_expiration_renew_errors",
     "counter",
-    "Failed renewals of the client certificate (atoll does not renew certificates yet).",
+    "Failed renewals of the client certificate (rotateCertificates).",
 );
 pub const SERVER_RENEW_ERRORS: Family = kubelet(
     "kubelet_server_expiration_renew_errors",
     "counter",
-    "Failed renewals of the serving certificate (atoll does not renew certificates yet).",
+    "Failed renewals of the serving certificate (serverTLSBootstrap).",
 );
 pub const NODE_CONFIG_ERROR: Family = kubelet(
     "kubelet_node_config_error",
@@ -491,8 +491,7 @@ pub enum Certificate {
 }
 
 /// Records the certificate in use: when it ends (`None`: the kubeconfig uses no client
-/// certificate, which kubelet reports as +Inf). Its renewal errors are shown from then on, at
-/// 0: atoll does not renew certificates yet.
+/// certificate, which kubelet reports as +Inf). Its renewal errors are shown from then on.
 pub fn certificate(which: Certificate, not_after: Option<SystemTime>) {
     let (ends, errors) = match which {
         Certificate::Client => (&CLIENT_TTL, &CLIENT_RENEW_ERRORS),
@@ -500,6 +499,11 @@ pub fn certificate(which: Certificate, not_after: Option<SystemTime>) {
     };
     set(ends, &[], not_after.map_or(f64::INFINITY, seconds));
     add(errors, &[], 0.0);
+}
+
+/// A renewal of the certificate failed.
+pub fn renewal_failed(which: Certificate) {
+    add(if which == Certificate::Client { &CLIENT_RENEW_ERRORS } else { &SERVER_RENEW_ERRORS }, &[], 1.0);
 }
 
 /// kubelet's TTL of a certificate that ends at `end`: the whole seconds left at `now`, cut

@@ -3,6 +3,7 @@
 //! server, the tunnel), and the certificate-ignoring client kubelet's probes and hooks use
 //! (through futures-rustls). One rustls with the ring provider serves all. A certificate's
 //! DER is read here too, every length checked: its elements, and when it ends (`not_after`).
+//! A server's certificate that can be swapped while it serves ([`Serving`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -171,6 +172,37 @@ pub fn not_after(cert: &[u8]) -> Option<String> {
     };
     let f = |r: std::ops::Range<usize>| full.get(r);
     Some(format!("{}-{}-{}T{}:{}:{}Z", f(0..4)?, f(4..6)?, f(6..8)?, f(8..10)?, f(10..12)?, f(12..14)?))
+}
+
+/// A server's certificate, swapped whole when a new one is issued: each handshake presents
+/// the one set at its start, so sessions in progress keep theirs.
+#[derive(Debug, Default)]
+pub struct Serving(std::sync::RwLock<Option<Arc<rustls::sign::CertifiedKey>>>);
+
+impl Serving {
+    /// Presents `chain` and `key` from the next handshake on; the TLS library's word when the
+    /// key cannot sign or does not match the certificate.
+    pub fn set(
+        &self,
+        chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+        key: rustls::pki_types::PrivateKeyDer<'static>,
+    ) -> Result<(), String> {
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider).map_err(|e| e.to_string())?;
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(certified));
+        Ok(())
+    }
+
+    /// Whether a certificate is set.
+    pub fn is_set(&self) -> bool {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Serving {
+    fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
 }
 
 #[cfg(test)]

@@ -118,14 +118,17 @@ impl Agent {
         let control = engine.control();
         let (collector, image_tasks) = parts::images(&s, &node, &cri, Arc::new(move || control.wake_all())).await;
         tasks.extend(image_tasks);
-        let mirror = parts::mirror(&s, &node, runtime_version);
+        // The kubelet server's certificate: its own at start, an issued one when the mirror
+        // gets one (serverTLSBootstrap).
+        let serving = Arc::new(crate::tls::Serving::default());
+        let mirror = parts::mirror(&s, &node, runtime_version, &serving);
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);
         // The tunnel hands its connections to the kubelet server in-process (as many as the
         // tunnel's limits let through).
         let (handoff, handed) = smol::channel::unbounded();
-        let kubelet_server = parts::kubelet_server(&s, &node, &api, handed).await;
+        let kubelet_server = parts::kubelet_server(&s, &node, &api, handed, &serving).await;
         tasks.extend(parts::tunnel(&s, &node, kubelet_server.is_some(), handoff));
         tasks.extend(kubelet_server.into_iter().flatten());
         let rollback_dir = Some(s.node.root_dir.join("rollback"));

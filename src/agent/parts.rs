@@ -129,7 +129,12 @@ pub async fn images(
 }
 
 /// The mirror, when a kubeconfig is given.
-pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option<Arc<crate::mirror::MirrorState>> {
+pub fn mirror(
+    s: &Settings,
+    node: &Arc<Node>,
+    runtime_version: String,
+    serving: &Arc<crate::tls::Serving>,
+) -> Option<Arc<crate::mirror::MirrorState>> {
     let m = &s.mirror;
     let kubeconfig = m.kubeconfig.clone()?;
     let state = Arc::new(crate::mirror::MirrorState::default());
@@ -145,6 +150,11 @@ pub fn mirror(s: &Settings, node: &Arc<Node>, runtime_version: String) -> Option
         // --kubelet-port); never the plain-HTTP read-only port, which it would speak TLS to.
         endpoint_port: s.listeners.kubelet.as_ref().map_or(0, |k| k.address.port()),
         encrypted_pod_specs: m.encrypted_pod_specs,
+        bootstrap_kubeconfig: m.bootstrap_kubeconfig.clone(),
+        cert_dir: m.cert_dir.clone(),
+        rotate_certificates: m.rotate_certificates,
+        server_tls_bootstrap: m.server_tls_bootstrap,
+        serving: s.listeners.kubelet.is_some().then(|| serving.clone()),
     };
     crate::mirror::start(opts, node.clone(), state.clone());
     Some(state)
@@ -183,6 +193,7 @@ pub async fn kubelet_server(
     node: &Node,
     api: &Arc<crate::api::Api>,
     handoff: crate::kubelet_server::serve::Handoff,
+    serving: &Arc<crate::tls::Serving>,
 ) -> Option<Vec<smol::Task<()>>> {
     use crate::kubelet_server::{auth::Auth, cert, serve, ApiServer};
     let kubeconfig = s.mirror.kubeconfig.as_deref();
@@ -214,7 +225,7 @@ pub async fn kubelet_server(
             }
         }
     };
-    let tls = match serve::tls_config(ks, made) {
+    let tls = match serve::tls_config(ks, made, serving) {
         Ok(t) => t,
         Err(e) => {
             log::error!("kubelet server: {e}; not serving");

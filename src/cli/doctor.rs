@@ -341,7 +341,7 @@ pub fn kubelet_server(s: &Settings) -> Vec<Check> {
         Some(_) => None,
         None => crate::kubelet_server::cert::make(std::slice::from_ref(&s.node.name), SystemTime::now()).ok(),
     };
-    out.push(match crate::kubelet_server::serve::tls_config(ks, stand_in) {
+    out.push(match crate::kubelet_server::serve::tls_config(ks, stand_in, &Default::default()) {
         Ok(_) => ok(
             name,
             format!(

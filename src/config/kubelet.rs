@@ -48,6 +48,8 @@ pub struct KubeletConfiguration {
     pub authentication: Option<Authentication>,
     pub authorization: Option<Authorization>,
     pub enable_debugging_handlers: Option<bool>,
+    pub rotate_certificates: Option<bool>,
+    pub server_tls_bootstrap: Option<bool>,
     pub streaming_connection_idle_timeout: Option<String>,
 }
 
@@ -196,6 +198,8 @@ impl KubeletConfiguration {
             authentication: None,
             authorization: None,
             enable_debugging_handlers: f.get("enableDebuggingHandlers")?,
+            rotate_certificates: f.get("rotateCertificates")?,
+            server_tls_bootstrap: f.get("serverTLSBootstrap")?,
             streaming_connection_idle_timeout: f.get("streamingConnectionIdleTimeout")?,
         };
         let taints = f.list("registerWithTaints")?;

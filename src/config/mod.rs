@@ -62,7 +62,7 @@ impl Settings {
             images: parts::images(&i, &node.root_dir)?,
             rollback: own.rollback(own_shown)?,
             listeners: parts::listeners(&i, &node.name)?,
-            mirror: parts::mirror(&i)?,
+            mirror: parts::mirror(&i, &node.root_dir)?,
             drain_on_exit: flags.is_set(Flag::DrainOnExit),
             config_notes,
             node,

@@ -473,10 +473,26 @@ pub struct MirrorSettings {
     pub tunnel: Option<crate::tunnel::TunnelSettings>,
     /// `mirrorEncryptedPodSpecs`: mirror pods from encrypted manifests unredacted.
     pub encrypted_pod_specs: bool,
+    /// `--bootstrap-kubeconfig`: TLS bootstrap when the kubeconfig has no valid certificate.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// `--cert-dir` (`<root-dir>/pki`): the issued certificates.
+    pub cert_dir: PathBuf,
+    /// `rotateCertificates` (`--rotate-certificates`).
+    pub rotate_certificates: bool,
+    /// `serverTLSBootstrap` (`--rotate-server-certificates`).
+    pub server_tls_bootstrap: bool,
 }
 
-pub fn mirror(i: &Inputs) -> Result<MirrorSettings, Error> {
+pub fn mirror(i: &Inputs, root_dir: &std::path::Path) -> Result<MirrorSettings, Error> {
     let cfg = i.kubelet;
+    let kubeconfig: Option<PathBuf> =
+        i.text(Flag::Kubeconfig, &i.own.kubeconfig).filter(|k| !k.is_empty()).map(Into::into);
+    let bootstrap_kubeconfig: Option<PathBuf> =
+        i.flags.get(Flag::BootstrapKubeconfig).filter(|k| !k.is_empty()).map(Into::into);
+    if bootstrap_kubeconfig.is_some() && kubeconfig.is_none() {
+        let why = "needs --kubeconfig, where the kubeconfig of the issued certificate is written";
+        return Err(Error::flag(Flag::BootstrapKubeconfig, why.into()));
+    }
     let mut taints = Vec::new();
     for (n, t) in cfg.register_with_taints.iter().flatten().enumerate() {
         if t.key.is_empty() || !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
@@ -486,7 +502,7 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, Error> {
         taints.push(serde_json::to_value(t).unwrap_or_default());
     }
     Ok(MirrorSettings {
-        kubeconfig: i.text(Flag::Kubeconfig, &i.own.kubeconfig).filter(|k| !k.is_empty()).map(Into::into),
+        kubeconfig,
         node_labels: match i.flags.get(Flag::NodeLabels) {
             Some(v) => parse_labels(v)?,
             None => {
@@ -521,6 +537,11 @@ pub fn mirror(i: &Inputs) -> Result<MirrorSettings, Error> {
         },
         tunnel: i.own.konnectivity.clone(),
         encrypted_pod_specs: i.own.mirror_encrypted_pod_specs.unwrap_or(false),
+        bootstrap_kubeconfig,
+        cert_dir: i.flags.get(Flag::CertDir).filter(|d| !d.is_empty()).map_or_else(|| root_dir.join("pki"), Into::into),
+        rotate_certificates: i.flags.is_set(Flag::RotateCertificates) || cfg.rotate_certificates.unwrap_or(false),
+        server_tls_bootstrap: i.flags.is_set(Flag::RotateServerCertificates)
+            || cfg.server_tls_bootstrap.unwrap_or(false),
     })
 }
 

@@ -37,10 +37,15 @@ pub const TUNNELLED: Limits = Limits { pending: 64, per_source: 64, deadline: Du
 /// A connection the konnectivity tunnel hands to the server: one end of a socket pair.
 pub type Handoff = smol::channel::Receiver<smol::net::unix::UnixStream>;
 
-/// The TLS settings: the serving certificate (the configured files, else `made`), and the
-/// client CA when there is one. The certificate's end is recorded for `/metrics`
-/// (`kubelet_certificate_manager_server_ttl_seconds`).
-pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Result<Arc<rustls::ServerConfig>, Error> {
+/// The TLS settings: the serving certificate (the configured files, else `made`) in `slot`
+/// unless one is there already (an issued one: `serverTLSBootstrap`), where a renewed one
+/// replaces it without a restart; the client CA when there is one. The certificate's end is
+/// recorded for `/metrics` (`kubelet_certificate_manager_server_ttl_seconds`).
+pub fn tls_config(
+    s: &ServerSettings,
+    made: Option<super::cert::Serving>,
+    slot: &Arc<crate::tls::Serving>,
+) -> Result<Arc<rustls::ServerConfig>, Error> {
     let (chain, key) = match (&s.tls, made) {
         (Some((cert, key)), _) => {
             let read =
@@ -73,11 +78,12 @@ pub fn tls_config(s: &ServerSettings, made: Option<super::cert::Serving>) -> Res
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| Error::from(Kind::Tls(format!("the serving certificate: {e}"))))?;
-    crate::metrics::certificate(crate::metrics::Certificate::Server, end);
+    if !slot.is_set() {
+        let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
+        slot.set(chain, key).map_err(|e| Error::from(Kind::Tls(format!("the serving certificate: {e}"))))?;
+        crate::metrics::certificate(crate::metrics::Certificate::Server, end);
+    }
+    let mut config = builder.with_cert_resolver(slot.clone());
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

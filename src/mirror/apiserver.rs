@@ -14,7 +14,7 @@ use super::http1::{proxy_in_env, Http1};
 use super::kubeconfig::{Connection, Source};
 use super::wire::Ask;
 pub use super::wire::{Answer, Reply, REQUEST_TIMEOUT};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Sets `value` at `path` in a JSON object from a server, creating objects where nothing is,
@@ -43,20 +43,26 @@ pub fn set_path(v: &mut serde_json::Value, path: &[&str], value: serde_json::Val
 }
 
 pub struct Client {
-    /// None for an `http://` server, or when a proxy is set in the environment.
-    h2: Option<H2>,
-    http1: Http1,
+    /// Made again, whole, when the client certificate is renewed.
+    transport: RwLock<Arc<Transport>>,
+    conn: Connection,
     server: String,
     token: Option<Token>,
     /// Where the kubeconfig came from, for log lines.
     pub context: String,
-    /// When the client certificate ends; none when it presents none or its end cannot be read
-    /// (kubelet shows either as a TTL of +Inf).
-    pub certificate_end: Option<std::time::SystemTime>,
     /// Until when the server asked this node to wait (a 429's or 503's Retry-After), when
     /// every request waits for it (`holding`): the mirror's loops then send nothing while the
     /// node is told to wait, whichever of them was told.
     hold: Option<Mutex<Option<Instant>>>,
+}
+
+/// The connections, made for one client identity.
+struct Transport {
+    /// None for an `http://` server, or when a proxy is set in the environment.
+    h2: Option<H2>,
+    http1: Http1,
+    /// When the client certificate ends.
+    certificate_end: Option<SystemTime>,
 }
 
 struct Token {
@@ -94,59 +100,43 @@ impl Client {
     }
 
     pub fn new(conn: &Connection) -> Result<Client, Error> {
-        let setting = |what, why: &str| Error::from(Kind::Setting { what, why: why.to_string() });
-        use rustls::pki_types::pem::PemObject;
         let lower = conn.server.to_ascii_lowercase();
-        let https = lower.starts_with("https://");
-        if !(https || lower.starts_with("http://")) {
+        if !(lower.starts_with("https://") || lower.starts_with("http://")) {
             return Err(Error::from(Kind::Server { server: conn.server.clone(), why: "not an http(s) URL".into() }));
-        }
-        let roots = match &conn.ca {
-            Some(ca) => ca.read()?,
-            None => crate::tls::system_bundle(),
-        };
-        let store = crate::tls::pem_roots(&roots);
-        if store.is_none() && conn.ca.is_some() {
-            return Err(setting("certificate-authority", "no PEM certificates in it"));
         }
         let identity = match (&conn.client_certificate, &conn.client_key) {
             (Some(cert), Some(key)) => Some((cert.read()?, key.read()?)),
             (None, None) => None,
             _ => return Err(setting("client-certificate and client-key", "go together")),
         };
-        // The TLS library's checks of the pair, whichever transport is used (ureq would
-        // panic on a key it cannot sign with).
-        let mut certificate_end = None;
-        let rustls_identity = match &identity {
-            Some((cert, key)) => {
-                let chain = crate::tls::pem_chain(cert);
-                if chain.is_empty() {
-                    return Err(setting("client-certificate", "no PEM certificate in it"));
-                }
-                let end = chain.first().and_then(|c| crate::tls::not_after(c));
-                certificate_end = end.and_then(|t| crate::rfc3339::parse_seconds(&t));
-                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
-                    .map_err(|e| setting("client-key", &format!("not a PEM private key: {e}")))?;
-                Some((chain, key))
-            }
-            None => None,
-        };
-        let verify =
-            if conn.insecure_skip_tls_verify { None } else { Some(store.unwrap_or_else(rustls::RootCertStore::empty)) };
-        let tls = crate::tls::client_config(verify, rustls_identity, &[b"h2", b"http/1.1"])
-            .map_err(|e| setting("client-certificate and client-key", &format!("cannot be used together: {e}")))?;
-        let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
-        let http1 = Http1::new(conn, &roots, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
+        let transport = Transport::new(conn, identity)?;
         let token = conn.token.clone().map(|source| Token { source, cached: Mutex::new(None) });
         Ok(Client {
-            h2,
-            http1,
+            transport: RwLock::new(Arc::new(transport)),
+            conn: conn.clone(),
             server: conn.server.trim_end_matches('/').to_string(),
             token,
             context: conn.context.clone(),
-            certificate_end,
             hold: None,
         })
+    }
+
+    /// From now on, new connections present `cert` (a PEM chain) and `key` (PEM): a renewed
+    /// client certificate. Requests and watches in progress finish on their own connection.
+    pub fn use_identity(&self, cert: &[u8], key: &[u8]) -> Result<(), Error> {
+        let transport = Arc::new(Transport::new(&self.conn, Some((cert.to_vec(), key.to_vec())))?);
+        *self.transport.write().unwrap_or_else(PoisonError::into_inner) = transport;
+        Ok(())
+    }
+
+    /// When the client certificate in use ends (None: it presents none, or its end cannot be
+    /// read; kubelet shows either as a TTL of +Inf).
+    pub fn certificate_end(&self) -> Option<SystemTime> {
+        self.transport().certificate_end
+    }
+
+    fn transport(&self) -> Arc<Transport> {
+        self.transport.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// A client whose every request waits out a Retry-After the server gave any of them (the
@@ -196,20 +186,16 @@ impl Client {
         Ok(Ask { method, path, content_type, accept, bearer, body })
     }
 
-    /// The HTTP/2 transport while the server offers it.
-    fn h2(&self) -> Option<&H2> {
-        self.h2.as_ref().filter(|h| h.offered())
-    }
-
     fn exchange(&self, ask: &Ask<'_>) -> Result<Answer, Error> {
-        if let Some(h2) = self.h2() {
+        let transport = self.transport();
+        if let Some(h2) = transport.h2() {
             match h2.call(ask, REQUEST_TIMEOUT) {
                 // The server turned out to speak HTTP/1.1 only: this request goes that way.
                 Err(_) if !h2.offered() => {}
                 r => return r,
             }
         }
-        self.http1.call(ask)
+        transport.http1.call(ask)
     }
 
     /// One request with a body of `content_type` (or none), asking for `accept`; the answer
@@ -291,7 +277,8 @@ impl Client {
             }
         };
         let mut result = None;
-        if let Some(h2) = self.h2() {
+        let transport = self.transport();
+        if let Some(h2) = transport.h2() {
             match h2.watch(&ask, limit, &mut on_line) {
                 Err(_) if !h2.offered() => {}
                 r => result = Some(r),
@@ -299,7 +286,7 @@ impl Client {
         }
         let result = match result {
             Some(r) => r,
-            None => self.http1.watch(&ask, limit, &mut on_line),
+            None => transport.http1.watch(&ask, limit, &mut on_line),
         };
         let answer = result.map_err(|e| Error::from(Kind::Watch { path: Some(path.to_string()), why: e }))?;
         if let Some(why) = bad {
@@ -312,6 +299,56 @@ impl Client {
         }
         Ok(answer.map(|a| a.reply()))
     }
+}
+
+impl Transport {
+    /// The connections for `conn`'s server and CA, presenting `identity` (PEM certificate
+    /// chain and key) when given.
+    fn new(conn: &Connection, identity: Option<(Vec<u8>, Vec<u8>)>) -> Result<Transport, Error> {
+        use rustls::pki_types::pem::PemObject;
+        let roots = match &conn.ca {
+            Some(ca) => ca.read()?,
+            None => crate::tls::system_bundle(),
+        };
+        let store = crate::tls::pem_roots(&roots);
+        if store.is_none() && conn.ca.is_some() {
+            return Err(setting("certificate-authority", "no PEM certificates in it"));
+        }
+        // The TLS library's checks of the pair, whichever transport is used (ureq would
+        // panic on a key it cannot sign with).
+        let mut certificate_end = None;
+        let rustls_identity = match &identity {
+            Some((cert, key)) => {
+                let chain = crate::tls::pem_chain(cert);
+                if chain.is_empty() {
+                    return Err(setting("client-certificate", "no PEM certificate in it"));
+                }
+                let end = chain.first().and_then(|c| crate::tls::not_after(c));
+                certificate_end = end.and_then(|t| crate::rfc3339::parse_seconds(&t));
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| setting("client-key", &format!("not a PEM private key: {e}")))?;
+                Some((chain, key))
+            }
+            None => None,
+        };
+        let verify =
+            if conn.insecure_skip_tls_verify { None } else { Some(store.unwrap_or_else(rustls::RootCertStore::empty)) };
+        let tls = crate::tls::client_config(verify, rustls_identity, &[b"h2", b"http/1.1"])
+            .map_err(|e| setting("client-certificate and client-key", &format!("cannot be used together: {e}")))?;
+        let https = conn.server.to_ascii_lowercase().starts_with("https://");
+        let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
+        let http1 = Http1::new(conn, &roots, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
+        Ok(Transport { h2, http1, certificate_end })
+    }
+
+    /// The HTTP/2 transport while the server offers it.
+    fn h2(&self) -> Option<&H2> {
+        self.h2.as_ref().filter(|h| h.offered())
+    }
+}
+
+fn setting(what: &'static str, why: &str) -> Error {
+    Error::from(Kind::Setting { what, why: why.to_string() })
 }
 
 #[cfg(test)]

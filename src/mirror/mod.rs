@@ -18,6 +18,7 @@
 //! and retried with its own back-off.
 
 pub mod apiserver;
+pub mod certs;
 pub mod error;
 mod h2;
 mod http1;
@@ -49,6 +50,21 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
     let spawned = std::thread::Builder::new().name("atoll-mirror".into()).spawn(move || {
         let client = Arc::new(connect(&opts).holding());
         log::info!("mirroring node {} to {} (context {})", opts.node, client.server(), client.context);
+        if opts.rotate_certificates {
+            let store = certs::store::Store::new(&opts.cert_dir, "kubelet-client");
+            let in_use = certs::bootstrap::leaf_validity(&opts.kubeconfig);
+            let validity = certs::rotate::start_with(&client, &store, in_use);
+            let (client, opts) = (client.clone(), opts.clone());
+            let _ = std::thread::Builder::new()
+                .name("atoll-cert-client".into())
+                .spawn(move || certs::rotate::run(client, opts, validity));
+        }
+        if let (true, Some(slot)) = (opts.server_tls_bootstrap, opts.serving.clone()) {
+            let (client, dir, node) = (client.clone(), opts.cert_dir.clone(), shared.node.clone());
+            let _ = std::thread::Builder::new()
+                .name("atoll-cert-serving".into())
+                .spawn(move || certs::serving::run(client, &dir, node, slot));
+        }
         let (tx, rx) = mpsc::sync_channel(256);
         {
             let (client, opts) = (client.clone(), opts.clone());
@@ -69,25 +85,38 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
     }
 }
 
-/// The client from the kubeconfig; a missing or broken file is reported and read again every
-/// minute (a fixed file is picked up without a restart; pods run meanwhile).
+/// The client from the kubeconfig, bootstrapped first when a bootstrap kubeconfig is given and
+/// the kubeconfig holds no valid client certificate. A missing or broken file is reported and
+/// read again every minute (a fixed file is picked up without a restart); a bootstrap that
+/// fails (the API server away, the CSR denied or never approved) is tried again with the
+/// mirror's back-off. Pods run meanwhile.
 fn connect(opts: &Options) -> Client {
     let mut last = String::new();
+    let mut retry = retry::Retry::default();
     loop {
-        match Client::from_kubeconfig(&opts.kubeconfig) {
-            Ok(c) => {
+        let bootstrapped = match &opts.bootstrap_kubeconfig {
+            Some(boot) => certs::bootstrap::ensure(&opts.kubeconfig, boot, &opts.cert_dir, &opts.node),
+            None => Ok(()),
+        };
+        let wait = match bootstrapped.map(|()| Client::from_kubeconfig(&opts.kubeconfig)) {
+            Ok(Ok(c)) => {
                 // kubelet's client certificate lifetime: +Inf when the kubeconfig uses none.
-                crate::metrics::certificate(crate::metrics::Certificate::Client, c.certificate_end);
+                crate::metrics::certificate(crate::metrics::Certificate::Client, c.certificate_end());
                 return c;
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 let e = e.to_string();
                 if e != last {
                     log::error!("not mirroring to an API server: {e} (read again every minute)");
                     last = e;
                 }
-                std::thread::sleep(Duration::from_secs(60));
+                Duration::from_secs(60)
             }
-        }
+            Err(e) => {
+                log::error!("TLS bootstrap: {e}");
+                retry.fail(None)
+            }
+        };
+        std::thread::sleep(wait);
     }
 }

@@ -27,6 +27,16 @@ pub struct Options {
     /// Mirror pods from encrypted manifests as they are (`mirrorEncryptedPodSpecs`); by
     /// default their values are redacted (`pod::redact`).
     pub encrypted_pod_specs: bool,
+    /// TLS bootstrap's credentials (`--bootstrap-kubeconfig`).
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Where issued certificates are kept (`--cert-dir`).
+    pub cert_dir: PathBuf,
+    /// `rotateCertificates`: the client certificate is renewed before it expires.
+    pub rotate_certificates: bool,
+    /// `serverTLSBootstrap`: the kubelet server's certificate is issued by the cluster.
+    pub server_tls_bootstrap: bool,
+    /// The kubelet server's certificate, which an issued one replaces (none: no server).
+    pub serving: Option<Arc<crate::tls::Serving>>,
 }
 
 /// Between the agent and the mirror: the static pods to mirror (set by the agent's main loop),

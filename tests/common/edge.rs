@@ -28,7 +28,7 @@ pub fn node() -> Arc<atoll::node::Node> {
 
 /// The mirror's options for `edge-1` through `kubeconfig`: status compared every `update`,
 /// reported every 5 minutes, a 40 s lease, its state under `dir`.
-pub fn mirror_options(kubeconfig: PathBuf, _dir: &Path, update: Duration) -> atoll::mirror::Options {
+pub fn mirror_options(kubeconfig: PathBuf, dir: &Path, update: Duration) -> atoll::mirror::Options {
     atoll::mirror::Options {
         kubeconfig,
         node: "edge-1".into(),
@@ -39,5 +39,10 @@ pub fn mirror_options(kubeconfig: PathBuf, _dir: &Path, update: Duration) -> ato
         runtime_version: "containerd://1.6.20".into(),
         endpoint_port: 0,
         encrypted_pod_specs: false,
+        bootstrap_kubeconfig: None,
+        cert_dir: dir.join("pki"),
+        rotate_certificates: false,
+        server_tls_bootstrap: false,
+        serving: None,
     }
 }
