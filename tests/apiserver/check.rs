@@ -57,7 +57,7 @@ pub fn ready() {
 }
 
 /// One question: the answer's object (Null when there is none), or (HTTP code, message).
-fn ask(question: &Value) -> Result<Value, (u16, String)> {
+pub(super) fn ask(question: &Value) -> Result<Value, (u16, String)> {
     let mut c = checker().lock().unwrap_or_else(|e| e.into_inner());
     let mut line = serde_json::to_vec(question).unwrap();
     line.push(b'\n');

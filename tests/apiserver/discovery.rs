@@ -1,6 +1,6 @@
 //! Discovery as kube-apiserver serves it to clients that do not ask for the aggregated form
 //! (kubectl falls back to these): `/api`, `/apis`, and the resource lists of `v1` and
-//! `coordination.k8s.io/v1`, naming only what this server serves.
+//! `coordination.k8s.io/v1` and `certificates.k8s.io/v1`, naming only what this server serves.
 
 use serde_json::{json, Value};
 
@@ -12,6 +12,7 @@ fn resource(name: &str, kind: &str, namespaced: bool, verbs: &[&str]) -> Value {
 pub(super) fn document(path: &str, addr: std::net::SocketAddr) -> Option<Value> {
     let all = ["create", "delete", "get", "list", "patch", "update", "watch"];
     let group = json!({"groupVersion": "coordination.k8s.io/v1", "version": "v1"});
+    let certs = json!({"groupVersion": "certificates.k8s.io/v1", "version": "v1"});
     Some(match path.trim_end_matches('/') {
         "/api" => json!({
             "kind": "APIVersions", "versions": ["v1"],
@@ -19,7 +20,10 @@ pub(super) fn document(path: &str, addr: std::net::SocketAddr) -> Option<Value> 
         }),
         "/apis" => json!({
             "kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [{"name": "coordination.k8s.io", "versions": [group], "preferredVersion": group}]
+            "groups": [
+                {"name": "coordination.k8s.io", "versions": [group], "preferredVersion": group},
+                {"name": "certificates.k8s.io", "versions": [certs], "preferredVersion": certs},
+            ]
         }),
         "/api/v1" => json!({
             "kind": "APIResourceList", "groupVersion": "v1",
@@ -38,6 +42,15 @@ pub(super) fn document(path: &str, addr: std::net::SocketAddr) -> Option<Value> 
         "/apis/coordination.k8s.io/v1" => json!({
             "kind": "APIResourceList", "groupVersion": "coordination.k8s.io/v1",
             "resources": [resource("leases", "Lease", true, &all)]
+        }),
+        "/apis/certificates.k8s.io/v1" => json!({
+            "kind": "APIResourceList", "groupVersion": "certificates.k8s.io/v1",
+            "resources": [
+                {"name": "certificatesigningrequests", "singularName": "certificatesigningrequest", "namespaced": false,
+                 "kind": "CertificateSigningRequest", "verbs": all, "shortNames": ["csr"]},
+                resource("certificatesigningrequests/approval", "CertificateSigningRequest", false, &["get", "patch", "update"]),
+                resource("certificatesigningrequests/status", "CertificateSigningRequest", false, &["get", "patch", "update"]),
+            ]
         }),
         _ => return None,
     })

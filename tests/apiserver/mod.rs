@@ -24,6 +24,8 @@
 //!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds.
 //!
 //! - Discovery (`/api`, `/apis`, the resource lists), for kubectl (`discovery`).
+//! - certificates.k8s.io/v1 CSRs with kube-controller-manager's kubelet approver and signer,
+//!   and kubeadm's bootstrap tokens (`certificates`).
 //! - `pods/log`, `pods/exec`, `pods/attach`, `pods/portforward` and `nodes/proxy` sent on to
 //!   the node's kubelet endpoint with the API server's kubelet client certificate
 //!   (`node_proxy`).
@@ -36,6 +38,7 @@
 
 #![allow(dead_code)]
 
+mod certificates;
 mod check;
 mod discovery;
 mod h2;
@@ -157,7 +160,9 @@ struct State {
     reviewed: Mutex<HashMap<String, (String, Vec<String>)>>,
     /// What SubjectAccessReview allows: (user or group, verb, subresource) of `nodes`.
     grants: Mutex<Vec<(String, String, String)>>,
-    certs: HashMap<Vec<u8>, String>,
+    /// Client certificates and their users: the node's, and those the signer issued.
+    certs: Mutex<Vec<(Vec<u8>, String)>>,
+    signing: Mutex<certificates::Signing>,
     up: AtomicBool,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
@@ -215,7 +220,15 @@ impl ApiServer {
             tokens: Mutex::new(HashMap::new()),
             reviewed: Mutex::new(HashMap::new()),
             grants: Mutex::new(Vec::new()),
-            certs: HashMap::from([(client, format!("system:node:{node}"))]),
+            certs: Mutex::new(vec![(client, format!("system:node:{node}"))]),
+            signing: Mutex::new(certificates::Signing {
+                ca_cert: pki.ca.clone(),
+                ca_key: pki.dir.join("ca.key"),
+                seconds: 365 * 86400,
+                backdate: 300,
+                deny: None,
+                no_approver: false,
+            }),
             up: AtomicBool::new(true),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
@@ -413,6 +426,41 @@ impl ApiServer {
 
     pub fn allow_pod(&self, name: &str) {
         self.state.faults.lock().unwrap().reject_pods.remove(name);
+    }
+
+    /// A kubeadm bootstrap token (`<id>.<secret>`): user `system:bootstrap:<id>`, kubeadm's
+    /// bootstrap groups.
+    pub fn add_bootstrap_token(&self, id: &str, secret: &str) {
+        self.state.tokens.lock().unwrap().insert(format!("{id}.{secret}"), format!("system:bootstrap:{id}"));
+    }
+
+    /// The token `<id>.<secret>` no longer authenticates (it expired or was deleted).
+    pub fn remove_token(&self, token: &str) {
+        self.state.tokens.lock().unwrap().remove(token);
+    }
+
+    /// Certificates are issued for `seconds` (the signer's duration), their notBefore
+    /// backdated `backdate` seconds (the signer's 5 minutes unless a test makes lifetimes exact).
+    pub fn issue_for(&self, seconds: i64, backdate: i64) {
+        let mut s = self.state.signing.lock().unwrap();
+        (s.seconds, s.backdate) = (seconds, backdate);
+    }
+
+    /// The next kubelet client CSRs are denied with `reason` and `message` (None: approved).
+    pub fn deny_csrs(&self, denial: Option<(&str, &str)>) {
+        self.state.signing.lock().unwrap().deny = denial.map(|(r, m)| (r.to_string(), m.to_string()));
+    }
+
+    /// Whether client CSRs are approved automatically (kube-controller-manager's csrapproving).
+    pub fn approver(&self, on: bool) {
+        self.state.signing.lock().unwrap().no_approver = !on;
+    }
+
+    /// The CSRs, oldest first.
+    pub fn csrs(&self) -> Vec<Value> {
+        let mut all = self.list(certificates::RESOURCE);
+        all.sort_by_key(|c| c["metadata"]["uid"].as_str().unwrap_or("").to_string());
+        all
     }
 
     pub fn log(&self) -> Vec<Logged> {

@@ -28,6 +28,7 @@ pub(super) fn parse_target(path: &str) -> Option<Target> {
     let rest: &[&str] = match segs.as_slice() {
         ["api", "v1", rest @ ..] => rest,
         ["apis", "coordination.k8s.io", "v1", rest @ ..] => rest,
+        ["apis", "certificates.k8s.io", "v1", rest @ ..] => rest,
         _ => return None,
     };
     let core = segs[0] == "api";
@@ -39,6 +40,7 @@ pub(super) fn parse_target(path: &str) -> Option<Target> {
         (true, &"pods") => "pods",
         (true, &"nodes") => "nodes",
         (false, &"leases") => "leases",
+        (false, &"certificatesigningrequests") if segs[1] == "certificates.k8s.io" => certificates::RESOURCE,
         _ => return None,
     };
     Some(Target {
@@ -104,6 +106,7 @@ pub(super) fn kind_of(resource: &str) -> (&'static str, &'static str) {
     match resource {
         "pods" => ("Pod", "v1"),
         "nodes" => ("Node", "v1"),
+        certificates::RESOURCE => ("CertificateSigningRequest", "certificates.k8s.io/v1"),
         _ => ("Lease", "coordination.k8s.io/v1"),
     }
 }
@@ -112,6 +115,7 @@ pub(super) fn qualified(resource: &str) -> &'static str {
     match resource {
         "pods" => "pods",
         "nodes" => "nodes",
+        certificates::RESOURCE => "certificatesigningrequests.certificates.k8s.io",
         _ => "leases.coordination.k8s.io",
     }
 }
@@ -130,14 +134,21 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     }
     if req.method == "GET" {
         let path = req.path.split_once('?').map_or(req.path.as_str(), |(p, _)| p);
+        if path == "/healthz" {
+            return Reply::Json(200, json!("ok")); // kube-apiserver's is text/plain `ok`
+        }
         if let Some(doc) = discovery::document(path, state.addr) {
             return Reply::Json(200, doc);
         }
     }
-    let Some(t) = parse_target(&req.path) else {
+    let target = parse_target(&req.path);
+    if let Some(denied) = certificates::bootstrap_rbac(user, req, target.as_ref()) {
+        return denied;
+    }
+    let Some(t) = target else {
         return fail(404, "NotFound", "the server could not find the requested resource");
     };
-    let namespaced = t.resource != "nodes";
+    let namespaced = !["nodes", certificates::RESOURCE].contains(&t.resource);
     if namespaced && !t.namespace.is_empty() && !NAMESPACES.contains(&t.namespace.as_str()) {
         return fail(404, "NotFound", format!("namespaces \"{}\" not found", t.namespace));
     }
@@ -213,6 +224,12 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
                 200,
                 json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": {"resourceVersion": store.rv.to_string()}, "items": items}),
             )
+        }
+        ("POST", true, "") if t.resource == certificates::RESOURCE => {
+            certificates::create(state, &mut store, user, body)
+        }
+        ("PUT", false, "approval") if t.resource == certificates::RESOURCE => {
+            certificates::approval(state, &mut store, user, &t.name, body)
         }
         ("POST", true, "") => create(state, &mut store, &t, body),
         ("GET", false, "") => match store.objects.get(&(t.resource, t.namespace.clone(), t.name.clone())) {

@@ -66,8 +66,9 @@ pub(super) fn connection(state: &Arc<State>, stream: TcpStream, id: u64) {
             return;
         }
     }
-    let cert_user =
-        tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| state.certs.get(c.as_ref()).cloned());
+    let cert_user = tls.conn.peer_certificates().and_then(|c| c.first()).and_then(|c| {
+        state.certs.lock().unwrap().iter().find(|(der, _)| der == c.as_ref()).map(|(_, user)| user.clone())
+    });
     if tls.conn.alpn_protocol() == Some(b"h2".as_slice()) {
         return h2::serve(state, tls, cert_user, id);
     }

@@ -7,6 +7,7 @@ mod apiserver;
 #[path = "../common/mod.rs"]
 mod common;
 
+mod certificates;
 mod cli;
 mod demo;
 mod file_source;

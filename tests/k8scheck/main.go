@@ -30,6 +30,10 @@
 //
 //	{"op": "body"|"patch", "kind": "Pod", "contentType": "...", "body": "<base64>", "before": {...}}
 //	{"ok": true, "object": {...}} or {"ok": false, "code": 400|415|422, "error": "..."}
+//
+// and, for the certificates API (certificates.go): "csr" (a CSR's PEM parsed and its signature
+// checked with crypto/x509, as kube-apiserver's validation and the signer do) and "sign" (an
+// approved CSR signed with the test CA as kube-controller-manager's signer signs it).
 package main
 
 import (
@@ -42,6 +46,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,6 +94,7 @@ var kinds = map[string]schema.GroupVersionKind{
 	"Lease":               coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	"TokenReview":         authenticationv1.SchemeGroupVersion.WithKind("TokenReview"),
 	"SubjectAccessReview": authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview"),
+	"CertificateSigningRequest": certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
 }
 
 var (
@@ -99,7 +105,7 @@ var (
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme,
-		authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme, certificatesv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
@@ -128,6 +134,12 @@ func main() {
 }
 
 func check(req *request) answer {
+	switch req.Op {
+	case "csr":
+		return result(csrInfo(req.Body))
+	case "sign":
+		return result(sign(req.Body))
+	}
 	gvk, ok := kinds[req.Kind]
 	if !ok {
 		return answer{Code: 500, Error: "k8scheck: no kind " + req.Kind}

@@ -34,5 +34,6 @@ mod pod_resources;
 mod probes;
 mod restart_safety;
 mod runtime_signals;
+mod serving_certificate;
 mod signed_manifests;
 mod tunnel;
