@@ -2,7 +2,7 @@
 //! manifest URL and the mirror, through ureq; chains and CA files for rustls: the kubelet
 //! server, the tunnel), and the certificate-ignoring client kubelet's probes and hooks use
 //! (through futures-rustls). One rustls with the ring provider serves all. A certificate's
-//! DER is read here too, every length checked: its elements, and when it ends (`not_after`).
+//! DER elements are read here, every length checked (`der_element`, which `x509` builds on).
 //! A server's certificate that can be swapped while it serves ([`Serving`]).
 
 use std::path::PathBuf;
@@ -147,33 +147,6 @@ pub fn der_element(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     Some((tag, rest.get(..len)?, rest.get(len..)?))
 }
 
-/// When a DER certificate stops being valid (its notAfter), as RFC 3339 text
-/// (`2027-11-28T07:00:00Z`); `None` when it cannot be read. UTCTime's two-digit years are
-/// 1950 to 2049, as RFC 5280 has them.
-pub fn not_after(cert: &[u8]) -> Option<String> {
-    let (0x30, certificate, _) = der_element(cert)? else { return None };
-    let (0x30, tbs, _) = der_element(certificate)? else { return None };
-    // version [0] (optional), serialNumber, signature, issuer, then validity.
-    let (first, _, after) = der_element(tbs)?;
-    let mut rest = if first == 0xa0 { after } else { tbs };
-    for _ in 0..3 {
-        rest = der_element(rest)?.2;
-    }
-    let (0x30, validity, _) = der_element(rest)? else { return None };
-    let (tag, until, _) = der_element(der_element(validity)?.2)?;
-    let digits = std::str::from_utf8(until.strip_suffix(b"Z")?).ok()?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let full = match (tag, digits.len()) {
-        (0x17, 12) => format!("{}{digits}", if digits < "50" { "20" } else { "19" }),
-        (0x18, 14) => digits.to_string(),
-        _ => return None,
-    };
-    let f = |r: std::ops::Range<usize>| full.get(r);
-    Some(format!("{}-{}-{}T{}:{}:{}Z", f(0..4)?, f(4..6)?, f(6..8)?, f(8..10)?, f(10..12)?, f(12..14)?))
-}
-
 /// A server's certificate, swapped whole when a new one is issued: each handshake presents
 /// the one set at its start, so sessions in progress keep theirs.
 #[derive(Debug, Default)]
@@ -209,50 +182,8 @@ impl rustls::server::ResolvesServerCert for Serving {
 mod tests {
     use super::*;
 
-    /// A DER element as the tests write one (short lengths only).
-    fn el(tag: u8, content: &[u8]) -> Vec<u8> {
-        [&[tag, content.len() as u8][..], content].concat()
-    }
-
-    /// A certificate's bones: the fields before validity, then validity's two times.
-    fn cert(versioned: bool, until: (u8, &str)) -> Vec<u8> {
-        let version = if versioned { el(0xa0, &el(0x02, &[2])) } else { vec![] };
-        let validity = el(0x30, &[el(0x17, b"260101000000Z"), el(until.0, until.1.as_bytes())].concat());
-        let tbs = [version, el(0x02, &[7]), el(0x30, &[]), el(0x30, &[]), validity, el(0x30, &[])].concat();
-        el(0x30, &[el(0x30, &tbs), el(0x30, &[])].concat())
-    }
-
     #[test]
-    fn a_certificates_end_reads_from_either_time_form() {
-        for (versioned, until, want) in [
-            (true, (0x17, "271128070000Z"), Some("2027-11-28T07:00:00Z")),
-            (false, (0x17, "271128070000Z"), Some("2027-11-28T07:00:00Z")),
-            (true, (0x17, "491231235959Z"), Some("2049-12-31T23:59:59Z")),
-            (true, (0x17, "500101000000Z"), Some("1950-01-01T00:00:00Z")),
-            (true, (0x18, "20510101000000Z"), Some("2051-01-01T00:00:00Z")),
-            (true, (0x18, "99991231235959Z"), Some("9999-12-31T23:59:59Z")),
-            (true, (0x17, "2711280700Z"), None),
-            (true, (0x17, "271128070000"), None),
-            (true, (0x17, "27112807000aZ"), None),
-            (true, (0x18, "271128070000Z"), None),
-            (true, (0x04, "271128070000Z"), None),
-        ] {
-            assert_eq!(not_after(&cert(versioned, until)).as_deref(), want, "{until:?}");
-        }
-    }
-
-    /// Any cut, any flipped byte: an answer or none, never a panic.
-    #[test]
-    fn damaged_certificates_have_no_end_or_a_wrong_one_never_a_panic() {
-        let der = cert(true, (0x17, "271128070000Z"));
-        for end in 0..der.len() {
-            assert_eq!(not_after(&der[..end]), None);
-        }
-        for i in 0..der.len() {
-            let mut bad = der.clone();
-            bad[i] ^= 0xff;
-            let _ = not_after(&bad);
-        }
+    fn der_elements_read_only_what_their_lengths_allow() {
         assert_eq!(der_element(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
         assert_eq!(der_element(&[0x30, 0x80]), None);
         assert_eq!(der_element(&[0x30, 0x81, 0x01, 0x05]), Some((0x30, &[0x05][..], &[][..])));

@@ -79,7 +79,7 @@ pub fn tls_config(
         }
     };
     if !slot.is_set() {
-        let end = chain.first().and_then(|c| crate::tls::not_after(c)).and_then(|t| crate::rfc3339::parse_seconds(&t));
+        let end = chain.first().and_then(|c| crate::x509::validity(c)).map(|(_, until)| until);
         slot.set(chain, key).map_err(|e| Error::from(Kind::Tls(format!("the serving certificate: {e}"))))?;
         crate::metrics::certificate(crate::metrics::Certificate::Server, end);
     }

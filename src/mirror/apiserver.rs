@@ -246,14 +246,15 @@ impl Client {
         Ok(reply)
     }
 
-    /// A watch: calls `each` with every event object (`{"type": ..., "object": ...}`) until
+    /// A watch (one copy of the transports' code for every caller: `each` is dynamic): calls
+    /// `each` with every event object (`{"type": ..., "object": ...}`) until
     /// the server ends the stream (after `timeout`) or `each` returns false. Returns the
     /// status of a refused watch (410 when the resourceVersion is too old) as a Reply.
     pub fn watch(
         &self,
         path: &str,
         timeout: Duration,
-        mut each: impl FnMut(serde_json::Value) -> bool,
+        each: &mut dyn FnMut(serde_json::Value) -> bool,
     ) -> Result<Option<Reply>, Error> {
         let ask = self.ask("GET", path, "", "application/json", &[])?;
         self.wait_as_told();
@@ -323,8 +324,7 @@ impl Transport {
                 if chain.is_empty() {
                     return Err(setting("client-certificate", "no PEM certificate in it"));
                 }
-                let end = chain.first().and_then(|c| crate::tls::not_after(c));
-                certificate_end = end.and_then(|t| crate::rfc3339::parse_seconds(&t));
+                certificate_end = chain.first().and_then(|c| crate::x509::validity(c)).map(|(_, until)| until);
                 let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
                     .map_err(|e| setting("client-key", &format!("not a PEM private key: {e}")))?;
                 Some((chain, key))

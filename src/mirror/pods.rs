@@ -65,7 +65,7 @@ pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
         let mut closed = false;
         let mut events = 0usize;
         let began = Instant::now();
-        let result = client.watch(&path, timeout, |event| {
+        let result = client.watch(&path, timeout, &mut |event| {
             events += 1;
             let kind = event["type"].as_str().unwrap_or_default().to_string();
             let obj = event["object"].clone();

@@ -36,6 +36,9 @@ fn time(tag: u8, bytes: &[u8]) -> Option<SystemTime> {
         (0x18, 14) => digits.to_string(),
         _ => return None,
     };
+    if full.as_str() < "1970" {
+        return Some(SystemTime::UNIX_EPOCH); // long past: as good as the epoch for any check here
+    }
     let f = |r: std::ops::Range<usize>| full.get(r);
     let text = format!("{}-{}-{}T{}:{}:{}Z", f(0..4)?, f(4..6)?, f(6..8)?, f(8..10)?, f(10..12)?, f(12..14)?);
     crate::rfc3339::parse_seconds(&text)

@@ -83,3 +83,54 @@ fn validity_and_names_read_back_from_a_certificate_openssl_made() {
     assert_eq!(validity(&cert[..cert.len() - 1]), None, "a cut certificate does not read");
     assert_eq!(alt_names(b"\x30\x05junk"), None);
 }
+
+/// A DER element as the tests write one (short lengths only).
+fn el(tag: u8, content: &[u8]) -> Vec<u8> {
+    [&[tag, content.len() as u8][..], content].concat()
+}
+
+/// A certificate's bones: the fields before validity, then validity's two times.
+fn cert(versioned: bool, until: (u8, &str)) -> Vec<u8> {
+    let version = if versioned { el(0xa0, &el(0x02, &[2])) } else { vec![] };
+    let validity = el(0x30, &[el(0x17, b"260101000000Z"), el(until.0, until.1.as_bytes())].concat());
+    let tbs = [version, el(0x02, &[7]), el(0x30, &[]), el(0x30, &[]), validity, el(0x30, &[])].concat();
+    el(0x30, &[el(0x30, &tbs), el(0x30, &[])].concat())
+}
+
+fn not_after(der: &[u8]) -> Option<String> {
+    validity(der).map(|(_, until)| crate::rfc3339::format_seconds(until))
+}
+
+#[test]
+fn a_certificates_end_reads_from_either_time_form() {
+    for (versioned, until, want) in [
+        (true, (0x17, "271128070000Z"), Some("2027-11-28T07:00:00Z")),
+        (false, (0x17, "271128070000Z"), Some("2027-11-28T07:00:00Z")),
+        (true, (0x17, "491231235959Z"), Some("2049-12-31T23:59:59Z")),
+        (true, (0x17, "500101000000Z"), Some("1970-01-01T00:00:00Z")), // 1950: before the epoch, taken as it
+        (true, (0x18, "20510101000000Z"), Some("2051-01-01T00:00:00Z")),
+        (true, (0x18, "99991231235959Z"), Some("9999-12-31T23:59:59Z")),
+        (true, (0x17, "2711280700Z"), None),
+        (true, (0x17, "271128070000"), None),
+        (true, (0x17, "27112807000aZ"), None),
+        (true, (0x18, "271128070000Z"), None),
+        (true, (0x04, "271128070000Z"), None),
+    ] {
+        assert_eq!(not_after(&cert(versioned, until)).as_deref(), want, "{until:?}");
+    }
+}
+
+/// Any cut, any flipped byte: an answer or none, never a panic.
+#[test]
+fn damaged_certificates_have_no_validity_or_a_wrong_one_never_a_panic() {
+    let der = cert(true, (0x17, "271128070000Z"));
+    for end in 0..der.len() {
+        assert_eq!(validity(&der[..end]), None);
+        let _ = alt_names(&der[..end]);
+    }
+    for i in 0..der.len() {
+        let mut bad = der.clone();
+        bad[i] ^= 0xff;
+        let _ = (validity(&bad), alt_names(&bad));
+    }
+}

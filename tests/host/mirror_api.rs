@@ -216,7 +216,7 @@ fn lists_watches_auth_and_faults() {
         let path = format!(
             "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&watch=true&resourceVersion={rv}&timeoutSeconds=2"
         );
-        let end = c.watch(&path, Duration::from_secs(2), |e| {
+        let end = c.watch(&path, Duration::from_secs(2), &mut |e| {
             events.push((
                 e["type"].as_str().unwrap().to_string(),
                 e["object"]["metadata"]["name"].as_str().unwrap().to_string(),
@@ -237,7 +237,7 @@ fn lists_watches_auth_and_faults() {
     }
     let mut code = Value::Null;
     let path = format!("/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=2");
-    c.watch(&path, Duration::from_secs(2), |e| {
+    c.watch(&path, Duration::from_secs(2), &mut |e| {
         assert_eq!(e["type"], "ERROR");
         code = e["object"]["code"].clone();
         false
@@ -325,7 +325,7 @@ fn http2_on_one_connection_and_http1_where_that_is_all_there_is() {
     std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let mut added = 0;
-            let end = c.watch(watch, Duration::from_secs(2), |e| {
+            let end = c.watch(watch, Duration::from_secs(2), &mut |e| {
                 added += usize::from(e["type"] == "ADDED");
                 true
             });
@@ -357,7 +357,7 @@ fn http2_on_one_connection_and_http1_where_that_is_all_there_is() {
     let before = server.log().len();
     assert_eq!(c1.call("GET", "/api/v1/nodes/edge-1", "", None).unwrap().status, 200);
     let mut added = 0;
-    c1.watch(&watch.replace("timeoutSeconds=2", "timeoutSeconds=1"), Duration::from_secs(1), |_| {
+    c1.watch(&watch.replace("timeoutSeconds=2", "timeoutSeconds=1"), Duration::from_secs(1), &mut |_| {
         added += 1;
         true
     })

@@ -253,7 +253,7 @@ pub fn wait(client: &Client, name: &str, uid: &str, wait: Duration) -> Result<Ve
             "{PATH}?{selector}&watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={seconds}"
         );
         let mut done = None;
-        let watched = client.watch(&path, Duration::from_secs(seconds), |event| {
+        let watched = client.watch(&path, Duration::from_secs(seconds), &mut |event| {
             let kind = event["type"].as_str().unwrap_or_default().to_string();
             done = verdict(&kind, &event["object"], name, uid);
             done.is_none()

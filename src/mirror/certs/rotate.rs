@@ -107,13 +107,6 @@ fn renew(
     store: &Store,
     validity: Option<(SystemTime, SystemTime)>,
 ) -> Result<Pair, String> {
-    let key = crate::x509::new_key().map_err(|e| format!("Unable to generate a certificate signing request: {e}"))?;
-    let cn = super::bootstrap::common_name(&opts.node);
-    let subject = crate::x509::Subject { common_name: &cn, organizations: &["system:nodes"] };
-    let der = crate::x509::csr(&key, &subject, &[])
-        .map_err(|e| format!("Unable to generate a certificate signing request: {e}"))?;
-    let pem = crate::x509::pem("CERTIFICATE REQUEST", &der);
-    let ask = Ask { name: None, signer: CLIENT_SIGNER, usages: &USAGES, request_pem: &pem, expiration_seconds: None };
     // An expired certificate authenticates nothing: the bootstrap credentials ask instead.
     let expired = validity.is_none_or(|(_, until)| schedule::expired(until, SystemTime::now()));
     let bootstrap_client = match (&opts.bootstrap_kubeconfig, expired) {
@@ -125,15 +118,34 @@ fn renew(
         _ => None,
     };
     let asker = bootstrap_client.as_ref().unwrap_or(client);
-    let (name, uid) = request::create(asker, &ask, &[])
-        .map_err(|e| format!("Failed while requesting a signed certificate from the control plane: {e}"))?;
-    let cert =
-        request::wait(asker, &name, &uid, WAIT).map_err(|e| format!("Certificate request was not signed: {e}"))?;
-    let pair = store
-        .update(&cert, &key, SystemTime::now())
-        .map_err(|e| format!("Unable to store the new cert/key pair: {e}"))?;
+    let pair = issue(asker, store, (CLIENT_SIGNER, &USAGES), &opts.node, &[])?;
     take(client, &pair).map_err(|e| format!("the new certificate cannot be used: {e}"))?;
     Ok(pair)
+}
+
+/// A new key, a CSR for the node (`sans` as subjectAltNames) to `signer` with `usages`, sent
+/// by `client` and waited on, and the certificate stored: client-go's `rotateCerts`, with
+/// its words for each failure.
+pub fn issue(
+    client: &Client,
+    store: &Store,
+    (signer, usages): (&str, &[&str]),
+    node: &str,
+    sans: &[String],
+) -> Result<Pair, String> {
+    let csr_failed = |e: crate::x509::Error| format!("Unable to generate a certificate signing request: {e}");
+    let key = crate::x509::new_key().map_err(csr_failed)?;
+    let cn = super::bootstrap::common_name(node);
+    let subject = crate::x509::Subject { common_name: &cn, organizations: &["system:nodes"] };
+    let pem = crate::x509::pem("CERTIFICATE REQUEST", &crate::x509::csr(&key, &subject, sans).map_err(csr_failed)?);
+    let ask = Ask { name: None, signer, usages, request_pem: &pem, expiration_seconds: None };
+    let sent = request::create(client, &ask, &[]);
+    let (name, uid) =
+        sent.map_err(|e| format!("Failed while requesting a signed certificate from the control plane: {e}"))?;
+    log::info!("certificate rotation: csr {name} sent to {signer}");
+    let cert =
+        request::wait(client, &name, &uid, WAIT).map_err(|e| format!("Certificate request was not signed: {e}"))?;
+    store.update(&cert, &key, SystemTime::now()).map_err(|e| format!("Unable to store the new cert/key pair: {e}"))
 }
 
 /// Sleeps until `t` by the wall clock, in steps, so a clock that jumps (an edge box setting

@@ -7,8 +7,8 @@
 //! files or the self-signed one). Once signed it is stored (`kubelet-server-current.pem`) and
 //! presented from the next handshake on; then it is renewed as the client certificate is.
 
-use super::request::{self, Ask, SERVING_SIGNER};
-use super::rotate::{keep_renewed, WAIT};
+use super::request::SERVING_SIGNER;
+use super::rotate::{issue, keep_renewed};
 use super::store::{Pair, Store};
 use crate::mirror::apiserver::Client;
 use crate::node::Node;
@@ -61,7 +61,8 @@ pub fn run(client: Arc<Client>, cert_dir: &std::path::Path, node: Arc<Node>, slo
         }
     };
     keep_renewed(crate::metrics::Certificate::Server, validity, |_| {
-        let pair = renew(&client, &store, &name, &sans)?;
+        log::info!("serverTLSBootstrap: the server keeps its certificate until the CSR is approved and signed");
+        let pair = issue(&client, &store, (SERVING_SIGNER, &USAGES), &name, &sans)?;
         take(&slot, &pair)?;
         Ok(pair)
     });
@@ -84,22 +85,6 @@ fn take(slot: &crate::tls::Serving, pair: &Pair) -> Result<(), String> {
     slot.set(pair.chain.clone(), key).map_err(|e| format!("the issued serving certificate cannot be used: {e}"))?;
     crate::metrics::certificate(crate::metrics::Certificate::Server, Some(pair.not_after));
     Ok(())
-}
-
-fn renew(client: &Client, store: &Store, node: &str, sans: &[String]) -> Result<Pair, String> {
-    let key = crate::x509::new_key().map_err(|e| format!("Unable to generate a certificate signing request: {e}"))?;
-    let cn = super::bootstrap::common_name(node);
-    let subject = crate::x509::Subject { common_name: &cn, organizations: &["system:nodes"] };
-    let der = crate::x509::csr(&key, &subject, sans)
-        .map_err(|e| format!("Unable to generate a certificate signing request: {e}"))?;
-    let pem = crate::x509::pem("CERTIFICATE REQUEST", &der);
-    let ask = Ask { name: None, signer: SERVING_SIGNER, usages: &USAGES, request_pem: &pem, expiration_seconds: None };
-    let (name, uid) = request::create(client, &ask, &[])
-        .map_err(|e| format!("Failed while requesting a signed certificate from the control plane: {e}"))?;
-    log::info!("serverTLSBootstrap: csr {name} sent; the server keeps its certificate until it is approved and signed");
-    let cert =
-        request::wait(client, &name, &uid, WAIT).map_err(|e| format!("Certificate request was not signed: {e}"))?;
-    store.update(&cert, &key, SystemTime::now()).map_err(|e| format!("Unable to store the new cert/key pair: {e}"))
 }
 
 #[cfg(test)]
