@@ -36,8 +36,20 @@ pub fn write<T: serde::Serialize>(path: &Path, record: &T) -> std::io::Result<()
 
 /// Writes `bytes` the same way: whole or not at all, readable by root only.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    private_dir(dir)?;
+    private_dir(parent(path))?;
+    replace(path, bytes)
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+fn parent(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// `bytes` to `path` whole or not at all: a temporary file beside it (0600), fsync, rename,
+/// fsync of the directory. The directory must exist; its mode is left as it is (a kubeconfig's
+/// directory is the operator's).
+pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = parent(path);
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("record")));
     {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;

@@ -53,6 +53,12 @@ pub fn spki(pkcs8: &[u8]) -> Result<Vec<u8>, Error> {
     pair(pkcs8).map(|p| spki_of(&p))
 }
 
+/// Whether the certificate or request `der` is for the key whose SubjectPublicKeyInfo is
+/// `spki` (it holds that SubjectPublicKeyInfo whole).
+pub fn for_key(der: &[u8], spki: &[u8]) -> bool {
+    !spki.is_empty() && der.windows(spki.len()).any(|w| w == spki)
+}
+
 /// A certificate's or request's subject.
 pub struct Subject<'a> {
     pub common_name: &'a str,

@@ -45,21 +45,24 @@ pub fn common_name(node: &str) -> String {
     format!("system:node:{node}")
 }
 
+/// The client certificate chain the kubeconfig at `path` presents, when it can be read.
+fn client_chain(path: &Path) -> Option<Vec<rustls::pki_types::CertificateDer<'static>>> {
+    let conn = kubeconfig::load(path, None).ok()?;
+    let pem = conn.client_certificate.as_ref()?.read().ok()?;
+    Some(crate::tls::pem_chain(&pem)).filter(|chain| !chain.is_empty())
+}
+
 /// When the kubeconfig at `path` holds a client certificate none of whose certificates has
 /// expired at `now` (kubelet's `isClientConfigStillValid`); an unreadable one is not valid.
 pub fn still_valid(path: &Path, now: SystemTime) -> bool {
-    let Ok(conn) = kubeconfig::load(path, None) else { return false };
-    let Some(Ok(pem)) = conn.client_certificate.as_ref().map(Source::read) else { return false };
-    let chain = crate::tls::pem_chain(&pem);
-    !chain.is_empty() && chain.iter().all(|c| crate::x509::validity(c).is_some_and(|(_, end)| now <= end))
+    client_chain(path)
+        .is_some_and(|chain| chain.iter().all(|c| crate::x509::validity(c).is_some_and(|(_, end)| now <= end)))
 }
 
 /// The validity (notBefore, notAfter) of the client certificate the kubeconfig at `path`
 /// presents, when it presents one that can be read.
 pub fn leaf_validity(path: &Path) -> Option<(SystemTime, SystemTime)> {
-    let conn = kubeconfig::load(path, None).ok()?;
-    let pem = conn.client_certificate.as_ref()?.read().ok()?;
-    crate::x509::validity(crate::tls::pem_chain(&pem).first()?)
+    crate::x509::validity(client_chain(path)?.first()?)
 }
 
 /// Makes sure `kubeconfig` holds a valid client certificate, bootstrapping one through the
@@ -198,22 +201,13 @@ pub fn write_kubeconfig(boot: &Connection, path: &Path, pem: &Path) -> Result<()
     write_whole(path, text.as_bytes()).map_err(|e| format!("writing kubeconfig {}: {e}", path.display()))
 }
 
-/// `bytes` to `path` through a temporary file beside it (0600) and a rename; the directory is
-/// made if missing but its mode is left alone (it is the operator's, as /etc/kubernetes).
+/// `bytes` to `path` whole (`records::replace`, 0600); the directory is made if missing but
+/// its mode is left alone (it is the operator's, as /etc/kubernetes).
 fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("kubeconfig");
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::records::replace(path, bytes)
 }
 
 #[cfg(test)]

@@ -157,9 +157,10 @@ pub fn create(client: &Client, ask: &Ask, spki: &[u8]) -> Result<(String, String
 /// issued certificate that has expired.
 fn compatible(existing: &Value, ask: &Ask, spki: &[u8]) -> Result<(), String> {
     let spec = &existing["spec"];
+    use rustls::pki_types::{pem::PemObject, CertificateSigningRequestDer};
     let pem = spec["request"].as_str().and_then(|r| crate::base64::decode(r).ok()).unwrap_or_default();
-    let der = pem_body(&pem).unwrap_or_default();
-    if spki.is_empty() || !der.windows(spki.len()).any(|w| w == spki) {
+    let der = CertificateSigningRequestDer::from_pem_slice(&pem).map(|d| d.as_ref().to_vec()).unwrap_or_default();
+    if !crate::x509::for_key(&der, spki) {
         return Err("the existing request is for another key".into());
     }
     if spec["signerName"].as_str() != Some(ask.signer) {
@@ -174,13 +175,6 @@ fn compatible(existing: &Value, ask: &Ask, spki: &[u8]) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The DER inside a PEM block.
-fn pem_body(pem: &[u8]) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(pem).ok()?;
-    let b64: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
-    crate::base64::decode(&b64).ok()
 }
 
 /// Where one state of the CSR leaves the wait: `None` to go on waiting, else the certificate

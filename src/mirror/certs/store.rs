@@ -92,15 +92,10 @@ fn pair(pem: &[u8]) -> Result<Pair, String> {
         rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(pem).map_err(|e| format!("no PKCS#8 key in it: {e}"))?;
     let key_pkcs8 = key.secret_pkcs8_der().to_vec();
     let spki = crate::x509::spki(&key_pkcs8).map_err(|e| e.to_string())?;
-    if !contains(leaf, &spki) {
+    if !crate::x509::for_key(leaf, &spki) {
         return Err("the certificate is not for the key".into());
     }
     Ok(Pair { chain, key_pkcs8, not_before, not_after })
-}
-
-/// Whether `der` holds `part` (a certificate holds its subject's SubjectPublicKeyInfo whole).
-fn contains(der: &[u8], part: &[u8]) -> bool {
-    !part.is_empty() && der.windows(part.len()).any(|w| w == part)
 }
 
 #[cfg(test)]
