@@ -235,10 +235,19 @@ fn shape(f: &Value, spec: &Value, signer: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn set_conditions(store: &mut Store, key: &(&'static str, String, String), conditions: Vec<Value>) {
+/// Changes the CSR at `key` as a write does: a new resourceVersion, a MODIFIED event.
+fn modify(store: &mut Store, key: &(&'static str, String, String), change: impl FnOnce(&mut Value)) {
     store.rv += 1;
     let rv = store.rv.to_string();
     let Some(obj) = store.objects.get_mut(key) else { return };
+    change(obj);
+    obj["metadata"]["resourceVersion"] = rv.into();
+    let copy = obj.clone();
+    emit(store, RESOURCE, "MODIFIED", copy);
+}
+
+/// The conditions replaced, each stamped with now where it has no times.
+fn set_conditions(store: &mut Store, key: &(&'static str, String, String), conditions: Vec<Value>) {
     let now = now_rfc3339();
     let stamped: Vec<Value> = conditions
         .into_iter()
@@ -251,10 +260,7 @@ fn set_conditions(store: &mut Store, key: &(&'static str, String, String), condi
             c
         })
         .collect();
-    obj["status"]["conditions"] = json!(stamped);
-    obj["metadata"]["resourceVersion"] = rv.into();
-    let copy = obj.clone();
-    emit(store, RESOURCE, "MODIFIED", copy);
+    modify(store, key, |obj| obj["status"]["conditions"] = json!(stamped));
 }
 
 /// The signer, for an approved CSR of a kubelet signer.
@@ -289,14 +295,7 @@ fn sign(state: &Arc<State>, store: &mut Store, name: &str) {
             state.certs.lock().unwrap().push((der.to_vec(), f["cn"].as_str().unwrap_or("").to_string()));
         }
     }
-    store.rv += 1;
-    let rv = store.rv.to_string();
-    if let Some(obj) = store.objects.get_mut(&key) {
-        obj["status"]["certificate"] = atoll::base64::encode(cert.as_bytes()).into();
-        obj["metadata"]["resourceVersion"] = rv.into();
-        let copy = obj.clone();
-        emit(store, RESOURCE, "MODIFIED", copy);
-    }
+    modify(store, &key, |obj| obj["status"]["certificate"] = atoll::base64::encode(cert.as_bytes()).into());
 }
 
 /// PUT of `/approval` (an admin's): the conditions taken, the rest kept; then the signer.
