@@ -6,8 +6,9 @@
 //! to make room, never the newest, and one that has made no progress (sent nothing; on the
 //! kubelet server, not finished its TLS handshake) before one that has: a client that sends its request at once
 //! always gets in, however many idle sockets someone holds open, from however many
-//! addresses. Where the source address is known, one source holds at most
-//! [`Limits::per_source`] pending connections and makes room among its own first.
+//! addresses. Where the source is known (a peer on this host: its local user, [`peer`]; else
+//! its address), one source holds at most [`Limits::per_source`] pending connections and makes
+//! room among its own first.
 //!
 //! Connections past that phase are *sessions*, counted against a separate budget that
 //! pending ones never touch; a session over it gets an answer saying so.
@@ -18,9 +19,11 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub mod peer;
+pub use peer::Source;
 
 /// A listener's numbers.
 #[derive(Clone, Copy, Debug)]
@@ -60,7 +63,7 @@ struct Waiting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
     pub id: u64,
-    pub source: Option<IpAddr>,
+    pub source: Option<Source>,
     /// It has got somewhere (a finished TLS handshake).
     pub progressed: bool,
 }
@@ -68,7 +71,7 @@ pub struct Seen {
 /// Which pending connection gives way to one arriving from `source`, if any: one from that
 /// source when it holds its share, else, when the budget is full, any. Of those, the oldest
 /// that has made no progress, else the oldest. `pending` is oldest first.
-pub fn victim(pending: &[Seen], source: Option<IpAddr>, limits: &Limits) -> Option<u64> {
+pub fn victim(pending: &[Seen], source: Option<Source>, limits: &Limits) -> Option<u64> {
     // `min_by_key` keeps the first of equals: the oldest.
     let pick = |of: &dyn Fn(&Seen) -> bool| pending.iter().filter(|s| of(s)).min_by_key(|s| s.progressed);
     let own = |s: &Seen| s.source == source;
@@ -85,6 +88,11 @@ pub fn victim(pending: &[Seen], source: Option<IpAddr>, limits: &Limits) -> Opti
 /// talks at once, not an idle socket), without waiting for them or taking them (FIONREAD).
 pub fn sent_already(stream: &smol::net::TcpStream) -> bool {
     rustix::io::ioctl_fionread(stream).is_ok_and(|n| n > 0)
+}
+
+/// Where an accepted TCP connection from `peer` comes from ([`peer::source`]).
+pub fn source_of(stream: &smol::net::TcpStream, peer: std::net::SocketAddr) -> Source {
+    peer::source(stream.local_addr().ok(), peer)
 }
 
 /// A connection in its pending phase. Dropping it leaves the budget.
@@ -117,7 +125,7 @@ impl Gate {
 
     /// A connection was accepted (`progressed`: its first bytes are already there): it enters
     /// the pending budget, maybe closing an older one.
-    pub fn arrive(self: &Arc<Self>, source: Option<IpAddr>, progressed: bool) -> Pending {
+    pub fn arrive(self: &Arc<Self>, source: Option<Source>, progressed: bool) -> Pending {
         let (tx, evicted) = smol::channel::bounded(1);
         let mut s = crate::locks::lock(&self.state);
         let view: Vec<Seen> = s.pending.iter().map(|w| w.seen).collect();

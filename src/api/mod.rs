@@ -27,10 +27,10 @@
 //!
 //! Each listener has a [`crate::gate::Gate`] ([`LIMITS`]): a connection's request head must
 //! arrive within 10 s, the oldest of those still waiting for theirs is closed when a new one
-//! needs the room, and the connections being served have a budget of their own; every write
-//! must be taken within [`server::WRITE_DEADLINE`]. A client (any local user, on the TCP
-//! ports) that floods, stalls or goes away costs the agent nothing lasting and locks nobody
-//! out.
+//! needs the room (first among the same local user's), and the connections being served have
+//! a budget of their own; every write must be taken within [`server::WRITE_DEADLINE`]. A
+//! client (any local user, on the TCP ports) that floods, stalls or goes away costs the agent
+//! nothing lasting and locks nobody out.
 
 pub mod cadvisor;
 pub mod cgroups;
@@ -57,9 +57,10 @@ use std::time::Duration;
 
 pub const DEFAULT_SOCKET: &str = "/run/atoll/atoll.sock";
 /// Each listener's budgets: clients still sending their request head, and requests being
-/// served. All come from the box itself (loopback or the socket), so no source has a share
-/// of its own.
-pub const LIMITS: Limits = Limits { pending: 32, per_source: 32, deadline: Duration::from_secs(10), sessions: 64 };
+/// served. All come from the box itself (loopback or the socket): on the TCP ports a source
+/// is a local user ([`crate::gate::peer`]), who may hold a quarter of the pending budget, so
+/// one user's idle sockets never close another's (root's health checks) waiting requests.
+pub const LIMITS: Limits = Limits { pending: 64, per_source: 16, deadline: Duration::from_secs(10), sessions: 64 };
 
 /// What a listener may serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +121,7 @@ pub async fn serve_tcp<RT: RuntimeService>(api: Arc<Api<RT>>, listener: smol::ne
             Ok((stream, peer)) => {
                 // A client whose request is there is not closed for idle ones.
                 let sent = crate::gate::sent_already(&stream);
-                let (api, pending) = (api.clone(), gate.arrive(Some(peer.ip()), sent));
+                let (api, pending) = (api.clone(), gate.arrive(Some(crate::gate::source_of(&stream, peer)), sent));
                 crate::task::spawn(async move { handle(&api, pending, Box::new(stream), scope).await }).detach();
                 smol::future::yield_now().await;
             }

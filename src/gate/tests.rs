@@ -5,21 +5,25 @@ use super::*;
 
 const LIMITS: Limits = Limits { pending: 4, per_source: 2, deadline: Duration::from_secs(10), sessions: 2 };
 
-fn ip(last: u8) -> Option<IpAddr> {
-    Some(IpAddr::from([10, 0, 0, last]))
+fn ip(last: u8) -> Option<Source> {
+    Some(Source::Addr(std::net::IpAddr::from([10, 0, 0, last])))
 }
 
-fn seen(id: u64, source: Option<IpAddr>) -> Seen {
+fn user(uid: u32) -> Option<Source> {
+    Some(Source::User(uid))
+}
+
+fn seen(id: u64, source: Option<Source>) -> Seen {
     Seen { id, source, progressed: false }
 }
 
-fn done(id: u64, source: Option<IpAddr>) -> Seen {
+fn done(id: u64, source: Option<Source>) -> Seen {
     Seen { id, source, progressed: true }
 }
 
 #[test]
 fn the_oldest_without_progress_gives_way_and_a_source_first_makes_room_among_its_own() {
-    type Case<'a> = (&'a str, &'a [Seen], Option<IpAddr>, Option<u64>);
+    type Case<'a> = (&'a str, &'a [Seen], Option<Source>, Option<u64>);
     let cases: &[Case] = &[
         ("room left", &[seen(1, ip(1)), seen(2, ip(2))], ip(3), None),
         ("full: the oldest", &[seen(1, ip(1)), seen(2, ip(2)), seen(3, ip(3)), seen(4, ip(2))], ip(5), Some(1)),
@@ -52,6 +56,12 @@ fn the_oldest_without_progress_gives_way_and_a_source_first_makes_room_among_its
         ("no source known: only the total counts", &[seen(1, None), seen(2, None), seen(3, None)], None, None),
         ("no source known, full", &[seen(1, None), seen(2, None), seen(3, None), seen(4, None)], None, Some(1)),
         ("nothing pending", &[], ip(1), None),
+        (
+            "a local user at its share, root's older: the user's own",
+            &[seen(1, user(0)), seen(2, user(65534)), seen(3, user(65534))],
+            user(65534),
+            Some(2),
+        ),
     ];
     for (what, pending, source, want) in cases {
         assert_eq!(victim(pending, *source, &LIMITS), *want, "{what}");

@@ -27,7 +27,8 @@ const HEAD_LIMIT: usize = 64 << 10;
 /// The TCP listener's budgets: pending connections (from anyone who can reach the port) and
 /// sessions (past their request head: being authenticated, authorized, served).
 /// An API server opens many connections at once (50 `kubectl exec`s are 100 handshakes), so
-/// one address may hold half the pending budget.
+/// one source (an address; a local user, for a peer on this host) may hold half the pending
+/// budget.
 pub const PENDING: Limits = Limits { pending: 128, per_source: 64, deadline: Duration::from_secs(10), sessions: 128 };
 /// The same for connections through the tunnel (every link's, whose source is a konnectivity
 /// server). Fewer pending than a link may carry (`tunnel::conns`: 128), so a link full of idle
@@ -120,7 +121,9 @@ impl<RT: RuntimeService, R: Reviewer + 'static> Server<RT, R> {
                 Ok((stream, peer)) => {
                     // Small writes (a session's frames, an answer's head) leave at once.
                     let _ = stream.set_nodelay(true);
-                    let pending = self.direct.arrive(Some(peer.ip()), crate::gate::sent_already(&stream));
+                    let pending = self
+                        .direct
+                        .arrive(Some(crate::gate::source_of(&stream, peer)), crate::gate::sent_already(&stream));
                     self.spawn(Box::new(stream), pending);
                     // Its handshake starts before the next accept (a backlog of floods would not wait).
                     smol::future::yield_now().await;
