@@ -2,6 +2,8 @@
 //! saying how to fix what is wrong. Exit code 1 when any check fails (warnings do not fail).
 
 use crate::config::Settings;
+
+pub mod certs;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -291,6 +293,7 @@ pub fn all(s: &Settings) -> Vec<Check> {
     if let Some(k) = &s.mirror.kubeconfig {
         checks.push(api_server(k, &s.node.name));
     }
+    checks.extend(certs::certificates(s, SystemTime::now()));
     checks.extend(kubelet_server(s));
     checks.extend(tunnel(s));
     checks
