@@ -2,7 +2,8 @@
 //! CSR resource, approver and signer (Go's x509 signs; strict decoding judges every CSR atoll
 //! sends): TLS bootstrap with a kubeadm bootstrap token, a restart that reuses the issued
 //! certificate, an expired certificate bootstrapped again, a denied CSR reported in
-//! client-go's words, and rotation at 70-90 % of a 60 s lifetime with the mirror going on.
+//! client-go's words, rotation at 70-90 % of a 60 s lifetime with the mirror going on, and a
+//! server that names the CSR with a path of its choosing refused.
 
 use crate::apiserver::{ApiServer, Pki};
 use crate::common::{self, eventually};
@@ -140,4 +141,26 @@ fn certificates_issued_for_60s_rotate_at_70_to_90_percent_and_the_mirror_goes_on
         })
     });
     assert!(SystemTime::now() < second.not_after, "the renewed certificate is the one in use");
+}
+
+/// Whoever answers the API server's URL names the CSR, and the name goes into the paths of
+/// the watch and the GET that follow: a name that would leave them is refused, not followed.
+#[test]
+fn a_csr_name_from_the_server_that_would_leave_its_path_is_refused() {
+    use atoll::mirror::certs::request::{self, Ask, Failure, CLIENT_SIGNER};
+    let (dir, pki, server, _) = setup("hostile-name");
+    let client = atoll::mirror::apiserver::Client::from_kubeconfig(&pki.kubeconfig(server.addr, None)).unwrap();
+    let usages = atoll::mirror::certs::rotate::USAGES;
+    let ask = Ask { name: None, signer: CLIENT_SIGNER, usages: &usages, request_pem: "", expiration_seconds: None };
+    let long = "a".repeat(254);
+    for name in ["../../../api/v1/nodes/edge-1", "a/b", "", "csr-1?watch=true", "csr 1", long.as_str()] {
+        server.answer_next(1, 201, serde_json::json!({"metadata": {"name": name, "uid": "u"}}));
+        match request::create(&client, &ask, &[]) {
+            Err(Failure::NotCreated { status: 201, message }) => assert!(message.contains("named it"), "{message}"),
+            other => panic!("a CSR named {name:?} was taken: {other:?}"),
+        }
+    }
+    server.answer_next(1, 201, serde_json::json!({"metadata": {"name": "csr-x.1", "uid": "u"}}));
+    assert_eq!(request::create(&client, &ask, &[]).ok(), Some(("csr-x.1".to_string(), "u".to_string())));
+    drop(dir);
 }
