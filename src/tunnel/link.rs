@@ -73,6 +73,29 @@ pub fn tls_config(s: &TunnelSettings) -> Result<Arc<rustls::ClientConfig>, Error
         .map_err(|e| Error::Config(format!("konnectivity.agentCert and agentKey cannot be used together: {e}")))
 }
 
+/// What the TLS files were when read (identity and modification time through the links,
+/// as `std::fs::metadata` sees them; `None` for one that cannot be read).
+pub type Stamp = Vec<Option<(u64, u64, i64, i64, u64)>>;
+
+fn stamp(s: &TunnelSettings) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let files = std::iter::once(&s.ca_cert).chain(s.agent_cert.iter().flat_map(|(c, k)| [c, k]));
+    files.map(|f| std::fs::metadata(f).ok().map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.len()))).collect()
+}
+
+/// `cached` while the files it was made from are unchanged, else [`tls_config`] again, with
+/// the stamp of the files it read. Reads files: call it off the executor.
+pub fn tls_config_again(
+    s: &TunnelSettings,
+    cached: Option<(Stamp, Arc<rustls::ClientConfig>)>,
+) -> Result<(Stamp, Arc<rustls::ClientConfig>), Error> {
+    let now = stamp(s);
+    match cached {
+        Some((then, config)) if then == now => Ok((then, config)),
+        _ => tls_config(s).map(|config| (now, config)),
+    }
+}
+
 /// The service-account token, if one is configured (read at each connect: it rotates).
 pub fn token(s: &TunnelSettings) -> Result<Option<String>, Error> {
     let Some(path) = &s.token_file else { return Ok(None) };
@@ -251,4 +274,45 @@ fn open_connections(by: i64) {
     static OPEN: AtomicI64 = AtomicI64::new(0);
     let now = OPEN.fetch_add(by, Ordering::AcqRel) + by;
     crate::metrics::set(&crate::metrics::TUNNEL_CONNECTIONS, &[], now as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_tls_configuration_is_made_again_only_when_its_files_changed() {
+        let dir = crate::testdir::TestDir::new("tunnel-tls-again");
+        let write_pair = |n: u32| {
+            let made = crate::kubelet_server::cert::make(&[format!("node-{n}")], std::time::SystemTime::now()).unwrap();
+            let pem =
+                [crate::x509::pem("CERTIFICATE", &made.cert), crate::x509::pem("PRIVATE KEY", &made.key)].concat();
+            // As the certificate store does: a new file renamed over the old name.
+            std::fs::write(dir.join("next.pem"), pem).unwrap();
+            std::fs::rename(dir.join("next.pem"), dir.join("agent.pem")).unwrap();
+        };
+        write_pair(1);
+        std::fs::copy(dir.join("agent.pem"), dir.join("ca.pem")).unwrap();
+        let s = TunnelSettings {
+            host: "127.0.0.1".into(),
+            port: 1,
+            ca_cert: dir.join("ca.pem"),
+            agent_cert: Some((dir.join("agent.pem"), dir.join("agent.pem"))),
+            token_file: None,
+            agent_id: None,
+            agent_identifiers: None,
+            sync_interval: Duration::from_secs(1),
+            sync_interval_cap: Duration::from_secs(10),
+            keepalive: Duration::from_secs(30),
+        };
+        let first = tls_config_again(&s, None).unwrap();
+        let same = tls_config_again(&s, Some(first.clone())).unwrap();
+        assert!(Arc::ptr_eq(&first.1, &same.1), "unchanged files: the same configuration");
+        write_pair(2);
+        let renewed = tls_config_again(&s, Some(same)).unwrap();
+        assert!(!Arc::ptr_eq(&first.1, &renewed.1), "a renewed certificate: made again");
+        std::fs::remove_file(dir.join("agent.pem")).unwrap();
+        assert!(tls_config_again(&s, Some(renewed)).is_err(), "a file gone: the error, not the old configuration");
+    }
 }

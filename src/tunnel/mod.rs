@@ -3,7 +3,7 @@
 //! node dials out, with no route to the box.
 //!
 //! The node connects to the konnectivity server's agent port over TLS (its CA; a client
-//! certificate or a service-account token), says who it is (`agentID`, `agentIdentifiers`:
+//! certificate, read again for a new link when its files changed, or a service-account token), says who it is (`agentID`, `agentIdentifiers`:
 //! `host=<node>&ipv4=<ip>`, for the server's `destHost` strategy) and connects again until
 //! it holds a link to every instance the servers count (`serverCount`; instances behind one
 //! address are told apart by `serverID`; how many links to hold and when to dial is `pool`'s).
@@ -43,7 +43,7 @@ pub async fn run(s: TunnelSettings, node: Node) {
     let budget = std::sync::Arc::new(conns::Budget::default());
     let mut pool = Pool::new(policy::BackOff::new(s.sync_interval, s.sync_interval_cap));
     let (ended_tx, ended) = smol::channel::unbounded::<String>();
-    let mut tls = None;
+    let mut tls: Option<(link::Stamp, std::sync::Arc<rustls::ClientConfig>)> = None;
     log::info!("tunnel: connecting to the konnectivity server at {} as {agent_id:?}", s.authority());
     servers(&pool);
     loop {
@@ -67,17 +67,12 @@ pub async fn run(s: TunnelSettings, node: Node) {
             }
             continue;
         }
-        // One TLS configuration for every link, made again after any failed attempt (a
-        // certificate or CA that rotated is read then).
+        // One TLS configuration for every link, made again when its files changed (a
+        // rotated certificate, a new CA) and after any failed attempt.
         let attempt = async {
-            let config = match tls.clone() {
-                Some(c) => c,
-                None => {
-                    let s2 = s.clone();
-                    smol::unblock(move || link::tls_config(&s2)).await?
-                }
-            };
-            tls = Some(config.clone());
+            let (s2, cached) = (s.clone(), tls.take());
+            let (stamp, config) = smol::unblock(move || link::tls_config_again(&s2, cached)).await?;
+            tls = Some((stamp, config.clone()));
             link::connect(&s, config, &agent_id, &identifiers).await
         };
         let result = attempt.await;

@@ -59,6 +59,25 @@ pub fn for_key(der: &[u8], spki: &[u8]) -> bool {
     !spki.is_empty() && der.windows(spki.len()).any(|w| w == spki)
 }
 
+/// A P-256 key in SEC1 form (`EC PRIVATE KEY`, as kubelet, Go and OpenSSL write them) as
+/// PKCS#8, which ring reads: the same ECPrivateKey in a PrivateKeyInfo that names the curve.
+/// `None` for another curve, or what does not read as an ECPrivateKey ring can use.
+pub fn pkcs8_from_sec1(sec1: &[u8]) -> Option<Vec<u8>> {
+    use crate::tls::der_element;
+    let (SEQ, body, []) = der_element(sec1)? else { return None };
+    let (0x02, [1], body) = der_element(body)? else { return None };
+    let (0x04, _, mut optional) = der_element(body)? else { return None };
+    while let Some((tag, content, rest)) = der_element(optional) {
+        if tag == 0xa0 && content != der::OID_P256 {
+            return None;
+        }
+        optional = rest;
+    }
+    let algorithm = der(SEQ, &[der::OID_EC_KEY, der::OID_P256].concat());
+    let pkcs8 = der(SEQ, &[&[0x02, 0x01, 0x00][..], &algorithm, &der(0x04, sec1)].concat());
+    pair(&pkcs8).ok().map(|_| pkcs8)
+}
+
 /// A certificate's or request's subject.
 pub struct Subject<'a> {
     pub common_name: &'a str,

@@ -3,8 +3,8 @@
 //! 0600; synced), and `<prefix>-current.pem` is a symlink to the one in use, replaced by a
 //! rename so a crash leaves the old one or the new one. `<prefix>` is `kubelet-client` or
 //! `kubelet-server`. Reading `-current.pem` follows that one link only to a file of the same
-//! directory.
-
+//! directory. Keys are written as PKCS#8 and read in that form or in kubelet's (SEC1, `EC
+//! PRIVATE KEY`), so a `certDir` kubelet wrote serves as it is.
 use rustls::pki_types::CertificateDer;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -88,9 +88,14 @@ fn pair(pem: &[u8]) -> Result<Pair, String> {
     let chain = crate::tls::pem_chain(pem);
     let leaf = chain.first().ok_or("no certificate in it")?;
     let (not_before, not_after) = crate::x509::validity(leaf).ok_or("the certificate's validity does not read")?;
-    let key =
-        rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(pem).map_err(|e| format!("no PKCS#8 key in it: {e}"))?;
-    let key_pkcs8 = key.secret_pkcs8_der().to_vec();
+    // kubelet writes its keys in SEC1 form (`EC PRIVATE KEY`); atoll in PKCS#8.
+    let key_pkcs8 = match rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(pem) {
+        Ok(key) => key.secret_pkcs8_der().to_vec(),
+        Err(_) => rustls::pki_types::PrivateSec1KeyDer::from_pem_slice(pem)
+            .ok()
+            .and_then(|key| crate::x509::pkcs8_from_sec1(key.secret_sec1_der()))
+            .ok_or("no PKCS#8 key and no P-256 EC PRIVATE KEY in it")?,
+    };
     let spki = crate::x509::spki(&key_pkcs8).map_err(|e| e.to_string())?;
     if !crate::x509::for_key(leaf, &spki) {
         return Err("the certificate is not for the key".into());

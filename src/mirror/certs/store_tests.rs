@@ -58,3 +58,31 @@ fn a_certificate_for_another_key_or_a_link_out_of_the_dir_is_refused() {
     let e = store.current().err().unwrap();
     assert!(e.contains("points out of"), "{e}");
 }
+
+#[test]
+fn a_pair_kubelet_wrote_with_an_ec_private_key_is_read() {
+    let dir = crate::testdir::TestDir::new("cert-store-sec1");
+    let (cert, key) = issued(&dir, "2");
+    // OpenSSL writes the key in SEC1 form (curve named, public key included), as Go does.
+    let out = std::process::Command::new("openssl").args(["ec", "-in"]).arg(dir.join("k.pem")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sec1 = out.stdout;
+    assert!(String::from_utf8_lossy(&sec1).starts_with("-----BEGIN EC PRIVATE KEY-----"));
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(&pki).unwrap();
+    let file = pki.join("kubelet-client-2026-11-18-11-06-40.pem");
+    std::fs::write(&file, [cert, sec1].concat()).unwrap();
+    std::os::unix::fs::symlink(&file, pki.join("kubelet-client-current.pem")).unwrap();
+    let got = Store::new(&pki, "kubelet-client").current().unwrap().expect("the pair");
+    assert_eq!(crate::x509::spki(&got.key_pkcs8), crate::x509::spki(&key), "the same key, as PKCS#8");
+    // Another curve's key is refused by name.
+    let p384 = std::process::Command::new("openssl")
+        .args(["ecparam", "-name", "secp384r1", "-genkey", "-noout"])
+        .output()
+        .unwrap()
+        .stdout;
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::PrivateSec1KeyDer::from_pem_slice(&p384).unwrap();
+    assert_eq!(crate::x509::pkcs8_from_sec1(der.secret_sec1_der()), None);
+    assert_eq!(crate::x509::pkcs8_from_sec1(&[0x30, 0x03, 0x02, 0x01, 0x01]), None, "no private key");
+}
