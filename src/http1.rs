@@ -1,8 +1,13 @@
 //! The bits of HTTP/1.1 atoll speaks itself (the local API's server, the probes' and hooks'
 //! GET, the CLI's requests to the local API): reading a message head up to a limit, parsing a
 //! status line, finding a header. One reading of a head, for requests and responses alike.
+//! `client` is the blocking client of the manifest URL and the mirror; `body` reads its
+//! responses.
 
 use smol::io::{AsyncRead, AsyncReadExt};
+
+pub mod body;
+pub mod client;
 
 /// Why no message head was read.
 #[derive(Debug)]

@@ -1,21 +1,12 @@
-//! TLS material shared by atoll's clients: the system's CA bundle and PEM certificates (the
-//! manifest URL and the mirror, through ureq; chains and CA files for rustls: the kubelet
-//! server, the tunnel), and the certificate-ignoring client kubelet's probes and hooks use
+//! TLS material shared by atoll's clients: the system's CA bundle and PEM certificates
+//! (chains and CA files for rustls: the manifest URL, the mirror, the kubelet server, the
+//! tunnel), and the certificate-ignoring client kubelet's probes and hooks use
 //! (through futures-rustls). One rustls with the ring provider serves all. A certificate's
 //! DER elements are read here, every length checked (`der_element`, which `x509` builds on).
 //! A server's certificate that can be swapped while it serves ([`Serving`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
-
-pub fn pem_certs(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
-    ureq::tls::parse_pem(pem)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The certificates of a PEM bundle, for rustls (a chain to present); unreadable blocks are
 /// skipped.
@@ -49,11 +40,6 @@ pub fn system_bundle() -> Vec<u8> {
         }
     }
     Vec::new()
-}
-
-/// The system's CA bundle, for ureq.
-pub fn system_roots() -> Vec<ureq::tls::Certificate<'static>> {
-    pem_certs(&system_bundle())
 }
 
 /// A rustls client: the server verified against `roots` (None: not verified, a kubeconfig's

@@ -61,7 +61,7 @@ fn init_logging(flags: &Flags) -> Result<(), super::error::Error> {
     // request headers (the mirror's bearer token, --manifest-url-header values), so they never
     // pass, at any verbosity.
     let mut logger = simple_logger::SimpleLogger::new().with_level(level);
-    for module in ["ureq", "ureq_proto", "rustls", "h2", "futures_rustls"] {
+    for module in ["rustls", "h2", "futures_rustls"] {
         logger = logger.with_module_level(module, log::LevelFilter::Info);
     }
     logger.init().map_err(|e| format!("cannot start logging: {e}").into())

@@ -315,8 +315,7 @@ impl Transport {
         if store.is_none() && conn.ca.is_some() {
             return Err(setting("certificate-authority", "no PEM certificates in it"));
         }
-        // The TLS library's checks of the pair, whichever transport is used (ureq would
-        // panic on a key it cannot sign with).
+        // The TLS library's checks of the pair, whichever transport is used.
         let mut certificate_end = None;
         let rustls_identity = match &identity {
             Some((cert, key)) => {
@@ -336,8 +335,8 @@ impl Transport {
         let tls = crate::tls::client_config(verify, rustls_identity, &[b"h2", b"http/1.1"])
             .map_err(|e| setting("client-certificate and client-key", &format!("cannot be used together: {e}")))?;
         let https = conn.server.to_ascii_lowercase().starts_with("https://");
+        let http1 = Http1::new(conn, tls.clone());
         let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
-        let http1 = Http1::new(conn, &roots, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
         Ok(Transport { h2, http1, certificate_end })
     }
 

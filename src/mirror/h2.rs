@@ -152,7 +152,7 @@ impl H2 {
                     }
                     all.extend_from_slice(&chunk);
                 }
-                Ok(Answer::new(head.status, &head.headers, all))
+                Ok(Answer::of_h2(head.status, &head.headers, all))
             };
             match with_deadline(timeout, exchange).await {
                 Some(r) => r,
@@ -186,7 +186,7 @@ impl H2 {
                         break;
                     }
                 }
-                return Ok(Some(Answer::new(head.status, &head.headers, all)));
+                return Ok(Some(Answer::of_h2(head.status, &head.headers, all)));
             }
             let mut buf: Vec<u8> = Vec::new();
             loop {

@@ -30,18 +30,17 @@ pub struct Answer {
 }
 
 impl Answer {
-    pub(super) fn new(status: http::StatusCode, headers: &http::HeaderMap, body: Vec<u8>) -> Answer {
-        let retry_after = headers
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let content_type = headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map_or("", |v| v.split(';').next().unwrap_or("").trim())
-            .to_string();
-        Answer { status: status.as_u16(), retry_after, content_type, body }
+    /// An answer from its status, its `Retry-After` and `Content-Type` headers and its body.
+    pub(super) fn new(status: u16, retry_after: Option<&str>, content_type: Option<&str>, body: Vec<u8>) -> Answer {
+        let retry_after = retry_after.and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs);
+        let content_type = content_type.map_or("", |v| v.split(';').next().unwrap_or("").trim()).to_string();
+        Answer { status, retry_after, content_type, body }
+    }
+
+    /// An answer from an HTTP/2 response's head.
+    pub(super) fn of_h2(status: http::StatusCode, headers: &http::HeaderMap, body: Vec<u8>) -> Answer {
+        let header = |name: http::header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        Answer::new(status.as_u16(), header(http::header::RETRY_AFTER), header(http::header::CONTENT_TYPE), body)
     }
 
     pub fn ok(&self) -> bool {

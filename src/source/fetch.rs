@@ -65,7 +65,7 @@ pub struct Validators {
 /// A blocking HTTP client for the manifest URL.
 #[derive(Clone)]
 pub struct Client {
-    agent: ureq::Agent,
+    agent: std::sync::Arc<crate::http1::client::Agent>,
     url: String,
     headers: Vec<(String, String)>,
 }
@@ -81,25 +81,17 @@ impl Client {
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             return Err(format!("manifest URL {}: only http:// and https:// are supported", redact_url(url)));
         }
-        let mut certs = crate::tls::system_roots();
+        let mut roots =
+            crate::tls::pem_roots(&crate::tls::system_bundle()).unwrap_or_else(rustls::RootCertStore::empty);
         if let Some(path) = ca_file {
             let pem = std::fs::read(path).map_err(|e| format!("CA file {}: {e}", path.display()))?;
-            let before = certs.len();
-            certs.extend(crate::tls::pem_certs(&pem));
-            if certs.len() == before {
-                return Err(format!("CA file {}: no PEM certificates in it", path.display()));
-            }
+            let extra = crate::tls::pem_roots(&pem)
+                .ok_or_else(|| format!("CA file {}: no PEM certificates in it", path.display()))?;
+            roots.roots.extend(extra.roots);
         }
-        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            // Redirects are followed here, not by ureq: see `fetch`.
-            .max_redirects(0)
-            .user_agent(concat!("atoll/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls)
-            .build();
-        Ok(Client { agent: config.into(), url: url.to_string(), headers })
+        let tls = crate::tls::client_config(Some(roots), None, &[b"http/1.1"])?;
+        let agent = crate::http1::client::Agent::new(tls, concat!("atoll/", env!("CARGO_PKG_VERSION")), timeout);
+        Ok(Client { agent: std::sync::Arc::new(agent), url: url.to_string(), headers })
     }
 
     /// One GET, conditional on `validators`. Redirects are followed (at most 10), but never
@@ -130,22 +122,20 @@ impl Client {
         let home = origin(&self.url);
         let mut url = start.to_string();
         for _ in 0..=MAX_REDIRECTS {
-            let mut req = self.agent.get(&url);
+            let mut headers: Vec<(&str, &str)> = Vec::new();
             if origin(&url) == home {
-                for (name, value) in &self.headers {
-                    req = req.header(name.as_str(), value.as_str());
-                }
+                headers.extend(self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             }
             if let Some(etag) = &validators.etag {
-                req = req.header("If-None-Match", etag.as_str());
+                headers.push(("If-None-Match", etag.as_str()));
             }
             if let Some(lm) = &validators.last_modified {
-                req = req.header("If-Modified-Since", lm.as_str());
+                headers.push(("If-Modified-Since", lm.as_str()));
             }
-            let mut resp = req.call().map_err(|e| transport(&shown, &e, &url))?;
-            let status = resp.status().as_u16();
+            let resp = self.agent.call("GET", &url, &headers, b"", None).map_err(|e| transport(&shown, &e, &url))?;
+            let status = resp.status;
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
-                let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("");
+                let location = resp.header("location").unwrap_or("");
                 let next = resolve(&url, location)
                     .ok_or_else(|| Error::from(Kind::NoLocation { url: shown.clone(), status }))?;
                 if url.to_ascii_lowercase().starts_with("https://")
@@ -165,18 +155,15 @@ impl Client {
             if status != 200 {
                 return Err(Error::from(Kind::Status { url: shown, status }));
             }
-            let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let header = |name: &str| resp.header(name).map(str::to_string);
             let (etag, last_modified) = (header("etag"), header("last-modified"));
-            let bytes = resp
-                .body_mut()
-                .with_config()
-                .limit(limit + 1)
-                .read_to_vec()
-                .map_err(|e| transport(&shown, &e, &url))?;
-            if bytes.len() as u64 > limit {
-                return Err(Error::from(Kind::TooLarge { url: shown, limit }));
-            }
-            return Ok(Got::Body { bytes, etag, last_modified });
+            return match resp.read_to_vec(limit) {
+                Ok(bytes) => Ok(Got::Body { bytes, etag, last_modified }),
+                Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                    Err(Error::from(Kind::TooLarge { url: shown, limit }))
+                }
+                Err(e) => Err(transport(&shown, &e.to_string(), &url)),
+            };
         }
         Err(Error::from(Kind::Redirects { url: shown, max: MAX_REDIRECTS }))
     }
@@ -224,8 +211,8 @@ fn resolve(from: &str, location: &str) -> Option<String> {
 }
 
 /// A failed request or body read of `url` (shown as `shown`), its message scrubbed.
-fn transport(shown: &str, e: &ureq::Error, url: &str) -> Error {
-    Error::from(Kind::Transport { url: shown.to_string(), why: scrub(&e.to_string(), url) })
+fn transport(shown: &str, e: &str, url: &str) -> Error {
+    Error::from(Kind::Transport { url: shown.to_string(), why: scrub(e, url) })
 }
 
 /// An error message with the URL's credentials and query taken out, whatever the library put
