@@ -200,7 +200,8 @@ impl Response<'_> {
         if let Some(conn) = self.conn.take().filter(|c| self.framing.finished() && c.buffer().is_empty()) {
             let mut idle = crate::locks::lock(&self.agent.idle);
             idle.retain(|(_, _, at)| at.elapsed() < IDLE_AGE);
-            if idle.len() < IDLE_MAX && super::header(&self.head, "connection") != Some("close") {
+            let close = super::header(&self.head, "connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
+            if idle.len() < IDLE_MAX && !close && self.head.starts_with("HTTP/1.1 ") {
                 idle.push((std::mem::take(&mut self.key), conn, Instant::now()));
             }
         }
