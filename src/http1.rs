@@ -2,12 +2,14 @@
 //! GET, the CLI's requests to the local API): reading a message head up to a limit, parsing a
 //! status line, finding a header. One reading of a head, for requests and responses alike.
 //! `client` is the blocking client of the manifest URL and the mirror; `body` reads its
-//! responses.
+//! responses; `proxy` is the environment's proxy.
 
 use smol::io::{AsyncRead, AsyncReadExt};
 
 pub mod body;
 pub mod client;
+pub mod proxy;
+pub mod url;
 
 /// Why no message head was read.
 #[derive(Debug)]

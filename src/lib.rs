@@ -26,11 +26,13 @@
 //! 10. `objects` `cri` `trust` `age` `gate`: local ConfigMaps and Secrets; the CRI client and
 //!     its trait; signatures and versions; age decryption; every listener's budgets for
 //!     connections that have not shown who they are.
-//! 11. `records` `metrics` `grpc` `x509`: small JSON records on disk; counters and histograms; the
-//!     gRPC transport (unary, server-streaming and bidirectional calls over HTTP/2) used by the
-//!     CRI client, the konnectivity agent and the gRPC probe; keys, CSRs and certificates read.
+//! 11. `records` `metrics` `grpc` `http1` `x509`: small JSON records on disk; counters and
+//!     histograms; the gRPC transport (unary, server-streaming and bidirectional calls over
+//!     HTTP/2) used by the CRI client, the konnectivity agent and the gRPC probe; HTTP/1.1
+//!     heads and the blocking client of the manifest URL and the mirror; keys, CSRs and
+//!     certificates read.
 //! 12. `pod`: the Pod model, its validation and safe paths.
-//! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `http1` `tls` `base64` `fnv` `locks`
+//! 13. `parse` `bounded` `deadline` `dirwatch` `duration` `tls` `base64` `fnv` `locks`
 //!     `rfc3339` `notify` `root_dir` `short_id` `task`: leaves, which import nothing of atoll.
 
 #![forbid(unsafe_code)]

@@ -23,27 +23,54 @@ pub enum Framing {
 }
 
 impl Framing {
-    /// The framing of a response to `method` with `status` and `head`; an error for a length
-    /// that does not read.
+    /// The framing of a response to `method` with `status` and `head` (RFC 9112 6.3): any
+    /// `Transfer-Encoding` wins, chunked when it ends so and else until the close; then
+    /// `Content-Length`, whose values must be digits and agree; else until the close.
     pub fn of(method: &str, status: u16, head: &str) -> std::io::Result<Framing> {
+        if status == 101 {
+            return Err(bad("101 Switching Protocols, which nothing asked for".into()));
+        }
         if method == "HEAD" || status == 204 || status == 304 || (100..200).contains(&status) {
             return Ok(Framing::Length(0));
         }
-        let chunked = super::header(head, "transfer-encoding")
-            .is_some_and(|te| te.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked")));
-        if chunked {
-            return Ok(Framing::Chunked { left: 0, done: false });
+        let codings: Vec<&str> = values(head, "transfer-encoding").flat_map(|v| v.split(',')).map(str::trim).collect();
+        if let Some(last) = codings.iter().rev().find(|c| !c.is_empty()) {
+            let chunked = last.eq_ignore_ascii_case("chunked");
+            return Ok(if chunked { Framing::Chunked { left: 0, done: false } } else { Framing::Close });
         }
-        match super::header(head, "content-length") {
-            Some(n) => n.parse().map(Framing::Length).map_err(|_| bad(format!("Content-Length {n:?}"))),
-            None => Ok(Framing::Close),
+        let mut length = None;
+        for n in values(head, "content-length").flat_map(|v| v.split(',')).map(str::trim) {
+            let parsed = n.parse::<u64>().ok().filter(|_| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            match (parsed, length) {
+                (None, _) => return Err(bad(format!("Content-Length {n:?}"))),
+                (Some(v), Some(was)) if v != was => return Err(bad("Content-Lengths that differ".into())),
+                (Some(v), _) => length = Some(v),
+            }
         }
+        Ok(length.map_or(Framing::Close, Framing::Length))
     }
 
     /// Whether all of the body has been read.
     pub fn finished(&self) -> bool {
         matches!(self, Framing::Length(0) | Framing::Chunked { done: true, .. })
     }
+}
+
+/// The values of every `name` line of `head` (any case; names are read exactly, as
+/// `read_head` checked them).
+fn values<'a>(head: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    head.lines().skip(1).filter_map(move |l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then_some(v.trim())
+    })
+}
+
+/// Whether the connection may carry another request after this answer: no `close` among its
+/// `Connection` options, and not both framings (RFC 9112 6.3: a sign of smuggling).
+pub fn reusable(head: &str) -> bool {
+    let close = values(head, "connection").flat_map(|v| v.split(',')).any(|o| o.trim().eq_ignore_ascii_case("close"));
+    let both = values(head, "transfer-encoding").next().is_some() && values(head, "content-length").next().is_some();
+    !close && !both
 }
 
 fn bad(what: String) -> std::io::Error {
@@ -54,6 +81,9 @@ fn bad(what: String) -> std::io::Error {
 fn line<R: BufRead>(r: &mut R, limit: u64, into: &mut Vec<u8>) -> std::io::Result<()> {
     into.clear();
     r.by_ref().take(limit).read_until(b'\n', into)?;
+    if into.is_empty() && limit > 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the connection closed"));
+    }
     if into.last() != Some(&b'\n') {
         let why = if into.len() as u64 >= limit { "a line too long" } else { "the connection closed in a line" };
         return Err(bad(why.into()));
@@ -81,6 +111,11 @@ pub fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(String, u16)> {
             if l.is_empty() {
                 break;
             }
+            let is_header = !head.is_empty();
+            let name = l.split(|&b| b == b':').next().unwrap_or_default();
+            if is_header && (name.len() == l.len() || name.is_empty() || name.iter().any(|b| b.is_ascii_whitespace())) {
+                return Err(bad(format!("the header line {:?}", String::from_utf8_lossy(&l))));
+            }
             head.extend_from_slice(&l);
             head.extend_from_slice(b"\r\n");
         }
@@ -89,13 +124,18 @@ pub fn read_head<R: BufRead>(r: &mut R) -> std::io::Result<(String, u16)> {
         if !(100..200).contains(&status) || status == 101 {
             return Ok((head, status));
         }
+        // A 1xx answer: the final one follows.
     }
 }
 
 /// Reads body bytes framed by `framing` into `buf`: how many (0 at the end).
 pub fn read_body<R: BufRead>(r: &mut R, framing: &mut Framing, buf: &mut [u8]) -> std::io::Result<usize> {
     match framing {
-        Framing::Close => r.read(buf),
+        // A TLS server may close without close_notify: the end of such a body all the same.
+        Framing::Close => match r.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+            read => read,
+        },
         Framing::Length(left) => {
             if *left == 0 || buf.is_empty() {
                 return Ok(0);
@@ -117,7 +157,10 @@ pub fn read_body<R: BufRead>(r: &mut R, framing: &mut Framing, buf: &mut [u8]) -
                 line(r, LINE_LIMIT, &mut l)?;
                 let size = l.split(|&b| b == b';').next().unwrap_or_default();
                 let size = std::str::from_utf8(size).unwrap_or("").trim();
-                *left = u64::from_str_radix(size, 16).map_err(|_| bad(format!("chunk size {size:?}")))?;
+                *left = u64::from_str_radix(size, 16)
+                    .ok()
+                    .filter(|_| !size.is_empty() && size.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .ok_or_else(|| bad(format!("chunk size {size:?}")))?;
                 if *left == 0 {
                     // Trailers, up to the blank line.
                     for _ in 0..64 {
@@ -219,6 +262,46 @@ mod tests {
             ("over the limit", b"HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n", "GET", Err("limit")),
             ("not HTTP", b"SSH-2.0-OpenSSH\r\n\r\n", "GET", Err("status line")),
             ("cut in the head", b"HTTP/1.1 200 OK\r\nContent-", "GET", Err("closed in a line")),
+            ("closed at once", b"", "GET", Err("connection closed")),
+            (
+                "two lengths that differ",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+                "GET",
+                Err("differ"),
+            ),
+            (
+                "two lengths that agree",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
+                "GET",
+                Ok((200, b"ok", true)),
+            ),
+            ("a signed length", b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", "GET", Err("Content-Length")),
+            (
+                "a signed chunk size",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\nok\r\n0\r\n\r\n",
+                "GET",
+                Err("chunk size"),
+            ),
+            (
+                "chunked wins over a length",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                "GET",
+                Ok((200, b"ok", true)),
+            ),
+            (
+                "another coding: to the close",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\nabc",
+                "GET",
+                Ok((200, b"abc", false)),
+            ),
+            (
+                "a space before the colon",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding : chunked\r\n\r\n",
+                "GET",
+                Err("header line"),
+            ),
+            ("a folded line", b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", "GET", Err("header line")),
+            ("101 unasked", b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "GET", Err("101")),
         ];
         for (what, raw, method, want) in cases {
             let mut raw = raw.to_vec();
@@ -231,6 +314,9 @@ mod tests {
                 (got, _) => panic!("{what}: {got:?}"),
             }
         }
+        assert!(reusable("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n"));
+        assert!(!reusable("HTTP/1.1 200 OK\r\nConnection: Keep-Alive, CLOSE\r\n"));
+        assert!(!reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n"));
         let endless = [&b"HTTP/1.1 200 OK\r\n"[..], &b"X: y\r\n".repeat(20_000)].concat();
         assert!(whole(&endless, "GET").unwrap_err().contains("64 KiB"), "a head without end");
     }

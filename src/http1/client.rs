@@ -1,165 +1,132 @@
 //! atoll's blocking HTTP/1.1 client, over rustls: the manifest URL's GETs and the mirror's
 //! requests where HTTP/2 is not spoken (an `http://` server, a server that does not offer
-//! h2, a proxy). One deadline per request covers connecting, sending and reading (each
-//! socket operation waits at most what is left of it). Connections are kept between
-//! requests for a while when a response was read to its end; a kept connection the server
-//! has since closed is replaced once. Redirects are the caller's. A proxy from the
-//! environment (`ALL_PROXY`, `HTTPS_PROXY`, `HTTP_PROXY`, lower case too, the first set; an
-//! `http://` proxy, with `user:pass@` sent as Basic) is asked to `CONNECT` to the server,
-//! unless `NO_PROXY` names it (`*`, a host, or `.domain` and `*.domain` for the hosts under
-//! it). A URL's `user:pass@` is sent as Basic authorization unless the request has its own.
+//! h2, a proxy: `proxy`). One deadline per request covers resolving aside, connecting, the
+//! TLS handshake, sending and reading: every system call on the socket waits at most what is
+//! left of it. A connection is kept for the next request when its answer was HTTP/1.1, read
+//! to its end with nothing after it, and not `Connection: close`; a kept one is checked
+//! before it is used, and an idempotent request (GET, HEAD, PUT, DELETE) whose kept
+//! connection turns out closed before any answer is sent once more on a new one. Redirects
+//! are the caller's. A URL's `user:pass@` is sent as Basic authorization unless the request
+//! has its own.
 
 use super::body::{self, Framing};
-use std::io::{BufRead, BufReader, Read, Write};
+pub use super::proxy::Proxy;
+pub use super::url::Url;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A URL taken apart.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Url {
-    pub https: bool,
-    /// As in the URL (an IPv6 address in brackets).
-    pub host: String,
-    pub port: u16,
-    /// Path and query (`/` when empty), without the fragment.
-    pub target: String,
-    pub userinfo: Option<String>,
-}
-
-impl Url {
-    pub fn parse(url: &str) -> Result<Url, String> {
-        if url.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
-            return Err("a space or a control character in the URL".into());
-        }
-        let (scheme, rest) = url.split_once("://").ok_or("no scheme")?;
-        let https = match scheme.to_ascii_lowercase().as_str() {
-            "https" => true,
-            "http" => false,
-            _ => return Err(format!("the scheme {scheme:?} is not http or https")),
-        };
-        let rest = rest.split('#').next().unwrap_or_default();
-        let end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, target) = rest.split_at_checked(end).ok_or("a URL that does not split")?;
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u.to_string()), h),
-            None => (None, authority),
-        };
-        let (host, port) = match hostport.rsplit_once(':').filter(|(h, p)| !p.contains(']') && !h.is_empty()) {
-            Some((h, p)) => (h, p.parse().map_err(|_| format!("the port {p:?}"))?),
-            None => (hostport, if https { 443 } else { 80 }),
-        };
-        if host.is_empty() {
-            return Err("no host".into());
-        }
-        let target = if target.starts_with('/') { target.to_string() } else { format!("/{target}") };
-        Ok(Url { https, host: host.to_string(), port, target, userinfo })
-    }
-
-    /// `host:port`, the `Host` header's and `CONNECT`'s authority.
-    pub fn authority(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    /// The host without IPv6 brackets: what is resolved and what TLS names.
-    fn bare_host(&self) -> &str {
-        self.host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(&self.host)
-    }
-}
-
-/// The proxy from the environment and the hosts it is not for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Proxy {
-    pub url: Url,
-    pub no_proxy: Vec<String>,
-}
-
-impl Proxy {
-    /// The proxy the environment names.
-    pub fn from_env() -> Option<Proxy> {
-        Proxy::from_vars(&|k| std::env::var(k).ok())
-    }
-
-    /// The first proxy variable set to an `http://` proxy (a bare `host:port` is one), read
-    /// through `get`.
-    pub fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> Option<Proxy> {
-        let var = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-        let names = ["ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"];
-        let url = names.iter().filter_map(|k| var(k)).find_map(|v| {
-            let v = if v.contains("://") { v } else { format!("http://{v}") };
-            Url::parse(&v).ok().filter(|u| !u.https && v.to_ascii_lowercase().starts_with("http://"))
-        })?;
-        let no_proxy = var("NO_PROXY").or_else(|| var("no_proxy")).unwrap_or_default();
-        let no_proxy = no_proxy.split(',').map(|e| e.trim().to_ascii_lowercase()).filter(|e| !e.is_empty()).collect();
-        Some(Proxy { url, no_proxy })
-    }
-
-    /// Whether `host` goes through the proxy.
-    pub fn serves(&self, host: &str) -> bool {
-        let host = host.to_ascii_lowercase();
-        !self.no_proxy.iter().any(|e| {
-            let suffix = e.strip_prefix('*').unwrap_or(e);
-            e == "*" || (suffix.starts_with('.') && host.ends_with(suffix)) || *e == host
-        })
-    }
-}
-
-/// A connection: TCP, maybe TLS over it.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
-}
-
-impl Stream {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Stream::Plain(t) => t,
-            Stream::Tls(t) => &t.sock,
+/// `Basic` credentials of a URL's user info (percent-decoded; `user` alone is `user:`).
+fn basic(userinfo: &str) -> String {
+    let mut raw = Vec::new();
+    let b = userinfo.as_bytes();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (c, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                raw.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            _ => {
+                raw.push(c);
+                i += 1;
+            }
         }
     }
+    if !userinfo.contains(':') {
+        raw.push(b':');
+    }
+    format!("Basic {}", crate::base64::encode(&raw))
 }
 
-/// A connection whose every read and write waits at most until `deadline`.
-struct Conn {
-    stream: Stream,
+/// A TCP socket whose every read and write waits at most until `deadline`.
+struct Timed {
+    tcp: TcpStream,
     deadline: Instant,
 }
 
-impl Conn {
+impl Timed {
     fn left(&self) -> std::io::Result<Duration> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"));
+            return Err(std::io::Error::new(ErrorKind::TimedOut, "timed out"));
         }
         Ok(left)
     }
 }
 
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.tcp.set_read_timeout(Some(self.left()?))?;
+        self.tcp.read(buf)
+    }
+}
+
+impl Write for Timed {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tcp.set_write_timeout(Some(self.left()?))?;
+        self.tcp.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+/// A connection: TCP, maybe TLS over it, every system call under the deadline.
+enum Conn {
+    Plain(Timed),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Timed>>),
+}
+
+impl Conn {
+    fn timed(&mut self) -> &mut Timed {
+        match self {
+            Conn::Plain(t) => t,
+            Conn::Tls(s) => &mut s.sock,
+        }
+    }
+
+    /// Whether a kept connection is still fit for a request: no byte, no end and no TLS
+    /// alert has come from the server since its last answer.
+    fn quiet(&mut self) -> bool {
+        if let Conn::Tls(s) = self {
+            if s.conn.process_new_packets().map_or(true, |state| state.plaintext_bytes_to_read() > 0) {
+                return false;
+            }
+        }
+        let tcp = &self.timed().tcp;
+        if tcp.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let quiet = matches!(tcp.peek(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock);
+        tcp.set_nonblocking(false).is_ok() && quiet
+    }
+}
+
 impl Read for Conn {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.left()?;
-        self.stream.tcp().set_read_timeout(Some(left))?;
-        match &mut self.stream {
-            Stream::Plain(t) => t.read(buf),
-            Stream::Tls(t) => t.read(buf),
+        match self {
+            Conn::Plain(t) => t.read(buf),
+            Conn::Tls(s) => s.read(buf),
         }
     }
 }
 
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let left = self.left()?;
-        self.stream.tcp().set_write_timeout(Some(left))?;
-        match &mut self.stream {
-            Stream::Plain(t) => t.write(buf),
-            Stream::Tls(t) => t.write(buf),
+        match self {
+            Conn::Plain(t) => t.write(buf),
+            Conn::Tls(s) => s.write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.stream {
-            Stream::Plain(t) => t.flush(),
-            Stream::Tls(t) => t.flush(),
+        match self {
+            Conn::Plain(t) => t.flush(),
+            Conn::Tls(s) => s.flush(),
         }
     }
 }
@@ -182,6 +149,8 @@ pub struct Response<'a> {
     pub status: u16,
     pub head: String,
     framing: Framing,
+    /// The connection may serve another request once this body is read.
+    keep: bool,
     conn: Option<BufReader<Conn>>,
     key: String,
     agent: &'a Agent,
@@ -197,11 +166,10 @@ impl Response<'_> {
     pub fn read_to_vec(mut self, limit: u64) -> std::io::Result<Vec<u8>> {
         let conn = self.conn.as_mut().ok_or_else(|| std::io::Error::other("no connection"))?;
         let bytes = body::read_all(conn, &mut self.framing, limit)?;
-        if let Some(conn) = self.conn.take().filter(|c| self.framing.finished() && c.buffer().is_empty()) {
+        if let Some(conn) = self.conn.take().filter(|c| self.keep && self.framing.finished() && c.buffer().is_empty()) {
             let mut idle = crate::locks::lock(&self.agent.idle);
             idle.retain(|(_, _, at)| at.elapsed() < IDLE_AGE);
-            let close = super::header(&self.head, "connection").is_some_and(|c| c.eq_ignore_ascii_case("close"));
-            if idle.len() < IDLE_MAX && !close && self.head.starts_with("HTTP/1.1 ") {
+            if idle.len() < IDLE_MAX {
                 idle.push((std::mem::take(&mut self.key), conn, Instant::now()));
             }
         }
@@ -218,8 +186,14 @@ impl Read for Response<'_> {
     }
 }
 
+/// Whether a header name is a token (RFC 9110 5.1), so a line of its own.
+fn token(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 impl Agent {
-    /// A client verifying and presenting what `tls` says, each request given `timeout`.
+    /// A client verifying and presenting what `tls` says, each request given `timeout`, through
+    /// the environment's proxy.
     pub fn new(tls: Arc<rustls::ClientConfig>, user_agent: &str, timeout: Duration) -> Agent {
         Agent { tls, user_agent: user_agent.into(), timeout, proxy: Proxy::from_env(), idle: Mutex::new(Vec::new()) }
     }
@@ -228,6 +202,32 @@ impl Agent {
     pub fn with_proxy(mut self, proxy: Option<Proxy>) -> Agent {
         self.proxy = proxy;
         self
+    }
+
+    /// The request's head: ours, then the caller's headers (a `Host` of theirs replaces ours;
+    /// the body's length is ours alone).
+    fn head(&self, method: &str, url: &Url, headers: &[(&str, &str)], body: &[u8]) -> Result<String, String> {
+        let theirs = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        let mut head = format!("{method} {} HTTP/1.1\r\n", url.target);
+        if !theirs("host") {
+            head.push_str(&format!("Host: {}\r\n", url.host_header()));
+        }
+        head.push_str(&format!("User-Agent: {}\r\n", self.user_agent));
+        if let Some(userinfo) = url.userinfo.as_deref().filter(|_| !theirs("authorization")) {
+            head.push_str(&format!("Authorization: {}\r\n", basic(userinfo)));
+        }
+        for (name, value) in headers {
+            let framing = name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding");
+            if !token(name) || framing || value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+                return Err(format!("the header {name:?} cannot be sent"));
+            }
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        Ok(head)
     }
 
     /// Sends `method url` with `headers` and `body` (a `Content-Length` when there is one),
@@ -242,33 +242,17 @@ impl Agent {
         timeout: Option<Duration>,
     ) -> Result<Response<'_>, String> {
         let url = Url::parse(url)?;
-        let deadline = Instant::now() + timeout.unwrap_or(self.timeout);
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout.unwrap_or(self.timeout)).unwrap_or(now + Duration::from_secs(86_400));
         let key = format!("{}://{}", if url.https { "https" } else { "http" }, url.authority());
-        let default_port = url.port == if url.https { 443 } else { 80 };
-        let host = if default_port { url.host.clone() } else { url.authority() };
-        let mut request =
-            format!("{method} {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {}\r\n", url.target, self.user_agent);
-        let own_auth = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
-        if let Some(userinfo) = url.userinfo.as_ref().filter(|_| !own_auth) {
-            request.push_str(&format!("Authorization: Basic {}\r\n", crate::base64::encode(userinfo.as_bytes())));
-        }
-        for (name, value) in headers {
-            if value.contains(['\r', '\n']) || name.contains(['\r', '\n', ':']) {
-                return Err(format!("the header {name:?} holds a line break"));
-            }
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
-            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        request.push_str("\r\n");
-        // A kept connection may have been closed by the server meanwhile: once more on a new one.
+        let request = self.head(method, &url, headers, body)?;
+        let idempotent = matches!(method, "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS");
         for attempt in 0..2 {
             let kept = if attempt == 0 { self.take_idle(&key) } else { None };
             let reused = kept.is_some();
             let mut conn = match kept {
                 Some(mut c) => {
-                    c.get_mut().deadline = deadline;
+                    c.get_mut().timed().deadline = deadline;
                     c
                 }
                 None => BufReader::new(self.connect(&url, deadline)?),
@@ -278,64 +262,77 @@ impl Agent {
             match answered {
                 Ok((head, status)) => {
                     let framing = Framing::of(method, status, &head).map_err(|e| e.to_string())?;
-                    return Ok(Response { status, head, framing, conn: Some(conn), key, agent: self });
+                    let keep = head.starts_with("HTTP/1.1 ") && body::reusable(&head);
+                    return Ok(Response { status, head, framing, keep, conn: Some(conn), key, agent: self });
                 }
-                Err(_) if reused => continue,
+                // The server closed the kept connection before it read the request.
+                Err(e) if reused && idempotent && closed(&e) => continue,
                 Err(e) => return Err(e.to_string()),
             }
         }
         Err("the connection closed".into())
     }
 
+    /// The newest kept connection to `key` that is still quiet.
     fn take_idle(&self, key: &str) -> Option<BufReader<Conn>> {
         let mut idle = crate::locks::lock(&self.idle);
         idle.retain(|(_, _, at)| at.elapsed() < IDLE_AGE);
-        let i = idle.iter().position(|(k, _, _)| k == key)?;
-        Some(idle.swap_remove(i).1)
+        while let Some(i) = idle.iter().rposition(|(k, _, _)| k == key) {
+            let (_, mut conn, _) = idle.remove(i);
+            if conn.get_mut().quiet() {
+                return Some(conn);
+            }
+        }
+        None
     }
 
     /// TCP to the server or the proxy (then `CONNECT`), and TLS for `https`.
     fn connect(&self, url: &Url, deadline: Instant) -> Result<Conn, String> {
         let via = self.proxy.as_ref().filter(|p| p.serves(url.bare_host()));
-        let first = via.map_or(url, |p| &p.url);
-        let tcp = dial(first, deadline)?;
-        let mut conn = Conn { stream: Stream::Plain(tcp), deadline };
-        if let Some(proxy) = via {
-            let mut ask = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n", url.authority());
-            if let Some(userinfo) = &proxy.url.userinfo {
-                ask.push_str(&format!("Proxy-Authorization: Basic {}\r\n", crate::base64::encode(userinfo.as_bytes())));
+        let proxy = match via.map(|p| &p.url) {
+            Some(Err(why)) => return Err(why.clone()),
+            Some(Ok(p)) => Some(p),
+            None => None,
+        };
+        let tcp = dial(proxy.unwrap_or(url), deadline)?;
+        let mut timed = Timed { tcp, deadline };
+        if let Some(proxy) = proxy {
+            let mut ask =
+                format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\nUser-Agent: {1}\r\n", url.authority(), self.user_agent);
+            if let Some(userinfo) = &proxy.userinfo {
+                ask.push_str(&format!("Proxy-Authorization: {}\r\n", basic(userinfo)));
             }
             ask.push_str("\r\n");
-            conn.write_all(ask.as_bytes()).map_err(|e| format!("the proxy {}: {e}", proxy.url.authority()))?;
-            let mut reader = BufReader::new(conn);
+            timed.write_all(ask.as_bytes()).map_err(|e| format!("the proxy {}: {e}", proxy.authority()))?;
+            let mut reader = BufReader::new(timed);
             let (_, status) = body::read_head(&mut reader).map_err(|e| format!("the proxy: {e}"))?;
             if !(200..300).contains(&status) || !reader.buffer().is_empty() {
-                return Err(format!("the proxy {} refused CONNECT with {status}", proxy.url.authority()));
+                return Err(format!("the proxy {} refused CONNECT with {status}", proxy.authority()));
             }
-            conn = reader.into_inner();
+            timed = reader.into_inner();
         }
         if !url.https {
-            return Ok(conn);
+            return Ok(Conn::Plain(timed));
         }
         let name = rustls::pki_types::ServerName::try_from(url.bare_host().to_string())
             .map_err(|e| format!("{}: {e}", url.host))?;
         let tls = rustls::ClientConnection::new(self.tls.clone(), name).map_err(|e| e.to_string())?;
-        let Stream::Plain(tcp) = conn.stream else { return Err("TLS over TLS".into()) };
-        let mut stream = rustls::StreamOwned::new(tls, tcp);
+        let mut stream = rustls::StreamOwned::new(tls, timed);
         while stream.conn.is_handshaking() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(format!("{}: the TLS handshake timed out", url.authority()));
-            }
-            let _ = stream.sock.set_read_timeout(Some(left));
-            let _ = stream.sock.set_write_timeout(Some(left));
             stream.conn.complete_io(&mut stream.sock).map_err(|e| format!("{}: {e}", url.authority()))?;
         }
-        Ok(Conn { stream: Stream::Tls(Box::new(stream)), deadline })
+        Ok(Conn::Tls(Box::new(stream)))
     }
 }
 
-/// A TCP connection to one of `url`'s addresses, within the deadline.
+/// Whether a failed request's error is the connection's end before any answer.
+fn closed(e: &std::io::Error) -> bool {
+    use ErrorKind::*;
+    matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe)
+}
+
+/// A TCP connection to one of `url`'s addresses, within the deadline. (Resolving has the
+/// system resolver's own timeouts.)
 fn dial(url: &Url, deadline: Instant) -> Result<TcpStream, String> {
     let addrs = (url.bare_host(), url.port).to_socket_addrs().map_err(|e| format!("resolving {}: {e}", url.host))?;
     let mut last = format!("{}: no address", url.host);

@@ -1,6 +1,6 @@
 //! The client against small servers on 127.0.0.1: kept connections, a kept one the server
-//! closed, the deadline, a CONNECT proxy, Basic authorization from the URL; URLs and proxy
-//! settings taken apart.
+//! closed, one that closes on a request (retried only when idempotent), the deadline over a
+//! server that trickles, a CONNECT proxy, Basic authorization from the URL; URLs taken apart.
 
 use super::*;
 use std::net::TcpListener;
@@ -145,10 +145,16 @@ fn a_urls_user_is_sent_as_basic_unless_the_request_has_its_own() {
     let url = format!("http://u:p@127.0.0.1:{port}/");
     a.call("GET", &url, &[], b"", None).unwrap().read_to_vec(10).unwrap();
     a.call("GET", &url, &[("Authorization", "Bearer t")], b"", None).unwrap().read_to_vec(10).unwrap();
+    assert!(a.call("GET", &url, &[("X", "a\r\nInjected: 1")], b"", None).is_err(), "no header injection");
+    assert!(a.call("GET", &url, &[("X Y", "1")], b"", None).is_err(), "a name that is not a token");
+    assert!(a.call("GET", &url, &[("Content-Length", "0")], b"", None).is_err(), "the body's length is ours");
+    a.call("GET", &format!("http://u@127.0.0.1:{port}/"), &[], b"", None).unwrap().read_to_vec(10).unwrap();
+    a.call("GET", &format!("http://u%40x:p%3A@127.0.0.1:{port}/"), &[], b"", None).unwrap().read_to_vec(10).unwrap();
     let heads = heads.lock().unwrap();
     assert_eq!(super::super::header(&heads[0], "authorization"), Some("Basic dTpw"));
     assert_eq!(super::super::header(&heads[1], "authorization"), Some("Bearer t"));
-    assert!(a.call("GET", &url, &[("X", "a\r\nInjected: 1")], b"", None).is_err(), "no header injection");
+    assert_eq!(super::super::header(&heads[2], "authorization"), Some("Basic dTo="), "user alone: user:");
+    assert_eq!(super::super::header(&heads[3], "authorization"), Some("Basic dUB4OnA6"), "percent-decoded: u@x:p:");
 }
 
 #[test]
@@ -170,26 +176,59 @@ fn urls_and_proxy_settings_are_taken_apart() {
     for bad in ["ftp://h/", "h/p", "http:///p", "http://h:x/", "http://h/a b", "http://h/\r\nX: y"] {
         assert!(Url::parse(bad).is_err(), "{bad}");
     }
-    let p = |vars: &[(&'static str, &'static str)]| {
-        let vars = vars.to_vec();
-        Proxy::from_vars(&move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
-    };
-    assert_eq!(p(&[]), None);
-    assert_eq!(p(&[("HTTP_PROXY", "socks5://h:1080")]), None, "only http:// proxies");
-    let chosen = p(&[("HTTP_PROXY", "http://second:1"), ("ALL_PROXY", "first:3128")]).unwrap();
-    assert_eq!((chosen.url.host.as_str(), chosen.url.port), ("first", 3128), "ALL_PROXY first");
-    let with =
-        p(&[("https_proxy", "http://h:1"), ("NO_PROXY", " .corp.example, exact.example ,*.wild.example")]).unwrap();
-    for (host, through) in [
-        ("a.corp.example", false),
-        ("corp.example", true),
-        ("exact.example", false),
-        ("sub.exact.example", true),
-        ("x.wild.example", false),
-        ("elsewhere", true),
-    ] {
-        assert_eq!(with.serves(host), through, "{host}");
-    }
-    let all = p(&[("http_proxy", "http://h:1"), ("no_proxy", "*")]).unwrap();
-    assert!(!all.serves("anything"));
+}
+
+#[test]
+fn a_request_the_kept_connection_lost_is_sent_again_only_when_idempotent() {
+    // Each connection answers its first request and closes, unanswered, on its second.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming().map_while(Result::ok) {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s);
+                for n in 0..2 {
+                    let Some(head) = request_head(&mut r) else { return };
+                    h.lock().unwrap().push(head.lines().next().unwrap_or_default().to_string());
+                    if n == 0 {
+                        let _ = r.get_mut().write_all(OK);
+                    }
+                }
+            });
+        }
+    });
+    let a = agent();
+    let url = format!("http://127.0.0.1:{port}/");
+    a.call("GET", &url, &[], b"", None).unwrap().read_to_vec(10).unwrap();
+    assert_eq!(a.call("GET", &url, &[], b"", None).unwrap().read_to_vec(10).unwrap(), b"ok", "sent again");
+    let e = a.call("POST", &url, &[], b"{}", None).err().expect("a POST is not sent twice");
+    assert!(e.contains("closed"), "{e}");
+    let seen = heads.lock().unwrap().clone();
+    assert_eq!(seen.iter().filter(|l| l.starts_with("POST")).count(), 1, "{seen:?}");
+    assert_eq!(seen.iter().filter(|l| l.starts_with("GET")).count(), 3, "{seen:?}");
+}
+
+#[test]
+fn a_tls_server_that_trickles_is_given_up_at_the_deadline() {
+    // A TLS record header for 16 KiB, then a byte every 50 ms: each read would wait less than
+    // a per-read timeout, for minutes.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let _ = s.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
+                while s.write_all(&[0x02]).is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+        }
+    });
+    let started = Instant::now();
+    let url = format!("https://127.0.0.1:{port}/");
+    let e = agent().call("GET", &url, &[], b"", Some(Duration::from_millis(400))).err().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}: {e}", started.elapsed());
 }

@@ -5,7 +5,7 @@
 //! lifetime when nothing renews it, and a warning past 90 % when rotation should have renewed
 //! it (it renews between 70 and 90 %) and has not.
 
-use super::{bad, ok, Check, Level};
+use super::check::{bad, ok, Check, Level};
 use crate::config::Settings;
 use std::time::SystemTime;
 

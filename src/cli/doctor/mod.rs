@@ -4,31 +4,12 @@
 use crate::config::Settings;
 
 pub mod certs;
+mod check;
+
+use check::{bad, ok};
+pub use check::{Check, Level};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    pub level: Level,
-    pub name: &'static str,
-    pub detail: String,
-    pub fix: Option<String>,
-}
-
-fn ok(name: &'static str, detail: impl Into<String>) -> Check {
-    Check { level: Level::Ok, name, detail: detail.into(), fix: None }
-}
-
-fn bad(level: Level, name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { level, name, detail: detail.into(), fix: Some(fix.into()) }
-}
 
 /// The runtime: reachable, its version, and its own readiness conditions.
 pub fn runtime(s: &Settings) -> Vec<Check> {
