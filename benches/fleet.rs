@@ -44,12 +44,7 @@ fn main() {
 
     let started = Instant::now();
     for i in 0..nodes {
-        let name = format!("n-{i}");
-        let token = dir.join("nodes").join(format!("{name}.token"));
-        std::fs::write(&token, format!("tok-{i}")).unwrap();
-        server.add_token(&format!("tok-{i}"), &format!("system:node:{name}"));
-        let kubeconfig = dir.join("nodes").join(format!("{name}.kubeconfig"));
-        pki.kubeconfig_for(server.addr, &token, &kubeconfig);
+        let (name, kubeconfig) = server.fleet_node(&pki, &dir.join("nodes"), i);
         let node = Node::new(Facts {
             name: name.clone(),
             root_dir: dir.clone(),

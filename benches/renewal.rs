@@ -49,12 +49,7 @@ fn main() {
 
     let clients: Vec<(String, Client)> = (0..nodes)
         .map(|i| {
-            let name = format!("n-{i}");
-            let token = dir.join("nodes").join(format!("{name}.token"));
-            std::fs::write(&token, format!("tok-{i}")).unwrap();
-            server.add_token(&format!("tok-{i}"), &format!("system:node:{name}"));
-            let kubeconfig = dir.join("nodes").join(format!("{name}.kubeconfig"));
-            pki.kubeconfig_for(server.addr, &token, &kubeconfig);
+            let (name, kubeconfig) = server.fleet_node(&pki, &dir.join("nodes"), i);
             (name, Client::from_kubeconfig(&kubeconfig).unwrap())
         })
         .collect();

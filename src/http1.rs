@@ -1,8 +1,9 @@
 //! The bits of HTTP/1.1 atoll speaks itself (the local API's server, the probes' and hooks'
 //! GET, the CLI's requests to the local API): reading a message head up to a limit, parsing a
-//! status line, finding a header. One reading of a head, for requests and responses alike.
-//! `client` is the blocking client of the manifest URL and the mirror; `body` reads its
-//! responses; `proxy` is the environment's proxy.
+//! status line, finding a header; one async reading of a head, for requests and responses
+//! alike. `client` is the blocking client of the manifest URL and the mirror, `body` its
+//! reader of responses (line by line, each header line checked, the body as its framing
+//! says), `proxy` the environment's proxy, `url` a URL taken apart.
 
 use smol::io::{AsyncRead, AsyncReadExt};
 

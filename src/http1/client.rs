@@ -204,6 +204,11 @@ impl Agent {
         self
     }
 
+    /// Whether requests go through a proxy (to some hosts, at least).
+    pub fn proxied(&self) -> bool {
+        self.proxy.is_some()
+    }
+
     /// The request's head: ours, then the caller's headers (a `Host` of theirs replaces ours;
     /// the body's length is ours alone).
     fn head(&self, method: &str, url: &Url, headers: &[(&str, &str)], body: &[u8]) -> Result<String, String> {

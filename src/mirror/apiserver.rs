@@ -10,7 +10,7 @@
 pub use super::error::Error;
 use super::error::{Kind, Problem};
 use super::h2::H2;
-use super::http1::{proxy_in_env, Http1};
+use super::http1::Http1;
 use super::kubeconfig::{Connection, Source};
 use super::wire::Ask;
 pub use super::wire::{Answer, Reply, REQUEST_TIMEOUT};
@@ -336,7 +336,7 @@ impl Transport {
             .map_err(|e| setting("client-certificate and client-key", &format!("cannot be used together: {e}")))?;
         let https = conn.server.to_ascii_lowercase().starts_with("https://");
         let http1 = Http1::new(conn, tls.clone());
-        let h2 = if https && !proxy_in_env() { Some(H2::new(&conn.server, tls)?) } else { None };
+        let h2 = if https && !http1.proxied() { Some(H2::new(&conn.server, tls)?) } else { None };
         Ok(Transport { h2, http1, certificate_end })
     }
 

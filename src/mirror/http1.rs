@@ -15,12 +15,6 @@ pub(super) struct Http1 {
     server: String,
 }
 
-/// Whether the environment names a proxy (then the mirror speaks HTTP/1.1 through it rather
-/// than dial the server itself).
-pub(super) fn proxy_in_env() -> bool {
-    client::Proxy::from_env().is_some()
-}
-
 impl Http1 {
     /// `tls`: the server's CA (or none checked) and the client certificate, as for HTTP/2.
     pub(super) fn new(conn: &Connection, tls: Arc<rustls::ClientConfig>) -> Http1 {
@@ -28,6 +22,12 @@ impl Http1 {
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let agent = Agent::new(Arc::new(tls), USER_AGENT, REQUEST_TIMEOUT);
         Http1 { agent, server: conn.server.trim_end_matches('/').to_string() }
+    }
+
+    /// Whether the environment names a proxy: then the mirror speaks HTTP/1.1 through it
+    /// rather than dial the server itself.
+    pub(super) fn proxied(&self) -> bool {
+        self.agent.proxied()
     }
 
     fn send(&self, ask: &Ask<'_>, timeout: Option<Duration>) -> Result<Response<'_>, Error> {

@@ -368,6 +368,18 @@ impl ApiServer {
         self.state.tokens.lock().unwrap().insert(token.into(), user.into());
     }
 
+    /// Node `n-<i>` of a fleet: its bearer token (`tok-<i>`, user `system:node:n-<i>`) in a
+    /// file of `dir` and a kubeconfig there that presents it. The node's name and kubeconfig.
+    pub fn fleet_node(&self, pki: &Pki, dir: &Path, i: usize) -> (String, PathBuf) {
+        let name = format!("n-{i}");
+        let token = dir.join(format!("{name}.token"));
+        std::fs::write(&token, format!("tok-{i}")).unwrap();
+        self.add_token(&format!("tok-{i}"), &format!("system:node:{name}"));
+        let kubeconfig = dir.join(format!("{name}.kubeconfig"));
+        pki.kubeconfig_for(self.addr, &token, &kubeconfig);
+        (name, kubeconfig)
+    }
+
     /// A token TokenReview will say belongs to `user` in `groups` (a service account's, as
     /// metrics-server presents to a kubelet).
     pub fn add_reviewed_token(&self, token: &str, user: &str, groups: &[&str]) {
