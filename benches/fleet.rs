@@ -80,6 +80,7 @@ fn main() {
             rotate_certificates: false,
             server_tls_bootstrap: false,
             serving: None,
+            api_source: None,
         };
         atoll::mirror::start(opts, node, state);
     }

@@ -1,6 +1,7 @@
 //! atoll: a small agent that runs Kubernetes static pods on one machine through CRI.
 //!
-//! Data flows one way: `source` (manifest dir and URL: each source's snapshot of pods) →
+//! Data flows one way: `source` (manifest dir and URL: each source's snapshot of pods; the pods
+//! the API server binds to the node come as a third source's snapshots from `mirror::bound`) →
 //! `rollback` (the health-gated stage: the last good version for a bad one) → the merge
 //! (`source::merge`: desired pods) → `admission` → `runtime` (one worker per pod) → the
 //! runtime through `cri` (over `grpc`); workers and `probe`s → `status` → the node's status

@@ -113,6 +113,7 @@ const ATOLL: &[Key] = &[
     ("kubeconfig", "--kubeconfig", "path", "none", "the API server to mirror to"),
     ("nodeLabels", "--node-labels", "map", "none", "the node's labels"),
     ("mirrorEncryptedPodSpecs", "", "bool", "false", "mirror pods from encrypted files with their spec"),
+    ("apiPodSource", "--api-pod-source", "bool", "true", "run the pods the cluster binds to the node"),
     ("crashLoopBackOff.initialDelay", "", "duration", "10s", "the first restart delay after a crash"),
     ("crashLoopBackOff.maxDelay", "", "duration", "5m", "the longest"),
     ("imagePullBackOff.initialDelay", "", "duration", "10s", "the first delay after a failed pull"),

@@ -106,7 +106,10 @@ impl Agent {
         };
         let node = Node::new(parts::facts(&s, runtime_name));
         let (tx, updates) = smol::channel::bounded::<source::Update>(16);
-        let (sources, mut tasks) = parts::sources(&s, &tx);
+        let (mut sources, mut tasks) = parts::sources(&s, &tx);
+        if s.mirror.api_pod_source {
+            sources.push(source::SourceId::Api);
+        }
         if sources.is_empty() {
             log::warn!("no manifest source given (--pod-manifest-path or --manifest-url): nothing to run");
         }
@@ -121,7 +124,7 @@ impl Agent {
         // The kubelet server's certificate: its own at start, an issued one when the mirror
         // gets one (serverTLSBootstrap).
         let serving = Arc::new(crate::tls::Serving::default());
-        let mirror = parts::mirror(&s, &node, runtime_version, &serving);
+        let mirror = parts::mirror(&s, &node, runtime_version, &serving, &tx);
         let api = crate::api::Api::new(node.clone(), cri.clone(), Some(engine.control()), mirror.clone());
         api.set_images(collector);
         tasks.extend(parts::listeners(&s, &api).await?);

@@ -134,6 +134,7 @@ pub fn mirror(
     node: &Arc<Node>,
     runtime_version: String,
     serving: &Arc<crate::tls::Serving>,
+    updates: &smol::channel::Sender<source::Update>,
 ) -> Option<Arc<crate::mirror::MirrorState>> {
     let m = &s.mirror;
     let kubeconfig = m.kubeconfig.clone()?;
@@ -155,6 +156,10 @@ pub fn mirror(
         rotate_certificates: m.rotate_certificates,
         server_tls_bootstrap: m.server_tls_bootstrap,
         serving: s.listeners.kubelet.is_some().then(|| serving.clone()),
+        api_source: m.api_pod_source.then(|| crate::mirror::bound::ApiSource {
+            updates: updates.clone(),
+            dir: s.node.root_dir.join("sources").join("api"),
+        }),
     };
     crate::mirror::start(opts, node.clone(), state.clone());
     Some(state)

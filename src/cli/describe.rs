@@ -113,7 +113,8 @@ pub fn describe_text(pod: &Value, objects: &[Value], events: &[Value], now: Syst
     field(&mut out, "Labels", &labels.join(","));
     field(&mut out, "Source", pod["metadata"]["annotations"]["kubernetes.io/config.source"].as_str().unwrap_or(""));
     if let Some(m) = pod["metadata"]["annotations"][crate::api::pods::ANNOTATION_MIRROR_STATE].as_str() {
-        field(&mut out, "Mirror", m);
+        let api = pod["metadata"]["annotations"]["kubernetes.io/config.source"] == "api";
+        field(&mut out, if api { "API server" } else { "Mirror" }, m);
     }
     field(&mut out, "Status", &status_column(pod));
     if let Some(r) = pod["status"]["reason"].as_str() {

@@ -174,7 +174,7 @@ fn pods(flags: &Flags) -> Result<u8, Error> {
     if show_ns {
         head.push("NAMESPACE");
     }
-    head.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    head.extend(["NAME", "READY", "STATUS", "RESTARTS", "AGE", "SOURCE"]);
     if wide {
         head.extend(["IP", "NODE"]);
     }
@@ -195,6 +195,7 @@ fn pods(flags: &Flags) -> Result<u8, Error> {
             status_column(p),
             restarts.to_string(),
             age(start, now),
+            source_column(p),
         ]);
         if wide {
             let ip = str_of(p, &["status", "podIP"]);
@@ -211,6 +212,18 @@ fn pods(flags: &Flags) -> Result<u8, Error> {
         }
     }
     Ok(0)
+}
+
+/// Where the pod came from (`file`, `http`, `api`); `api (kept)` while it runs from the copy
+/// kept on disk, before the API server has listed the node's pods.
+fn source_column(p: &serde_json::Value) -> String {
+    let source = str_of(p, &["metadata", "annotations", crate::pod::identity::ANNOTATION_SOURCE]);
+    let report = str_of(p, &["metadata", "annotations", crate::api::pods::ANNOTATION_MIRROR_STATE]);
+    match source {
+        "api" if report.starts_with(crate::mirror::bound::FROM_KEPT) => "api (kept)".into(),
+        "" => "<none>".into(),
+        s => s.into(),
+    }
 }
 
 fn describe(flags: &Flags, arg: &str) -> Result<u8, Error> {

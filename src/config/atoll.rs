@@ -70,6 +70,9 @@ pub struct AtollConfiguration {
     /// Mirror pods from age-encrypted manifests with their values (env values, commands) as
     /// they are, for whoever can read pods on the API server (default false: redacted).
     pub mirror_encrypted_pod_specs: Option<bool>,
+    /// Run the pods the cluster binds to the node (default true when there is a kubeconfig;
+    /// `--api-pod-source` wins).
+    pub api_pod_source: Option<bool>,
     /// The tunnel to a konnectivity server, for a node the API server cannot dial.
     pub konnectivity: Option<crate::tunnel::TunnelSettings>,
 }
@@ -196,6 +199,7 @@ impl AtollConfiguration {
             manifest_trust,
             node_labels: f.get("nodeLabels")?.unwrap_or_default(),
             mirror_encrypted_pod_specs: f.get("mirrorEncryptedPodSpecs")?,
+            api_pod_source: f.get("apiPodSource")?,
         };
         f.rest(unknown);
         Ok(cfg)

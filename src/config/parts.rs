@@ -481,6 +481,8 @@ pub struct MirrorSettings {
     pub rotate_certificates: bool,
     /// `serverTLSBootstrap` (`--rotate-server-certificates`).
     pub server_tls_bootstrap: bool,
+    /// `--api-pod-source` (`apiPodSource`): run the pods bound to the node (with a kubeconfig).
+    pub api_pod_source: bool,
 }
 
 pub fn mirror(i: &Inputs, root_dir: &std::path::Path) -> Result<MirrorSettings, Error> {
@@ -501,6 +503,11 @@ pub fn mirror(i: &Inputs, root_dir: &std::path::Path) -> Result<MirrorSettings, 
         }
         taints.push(serde_json::to_value(t).unwrap_or_default());
     }
+    let api_pod_source = kubeconfig.is_some()
+        && match i.flags.get(Flag::ApiPodSource) {
+            Some(v) => v == "true",
+            None => i.own.api_pod_source.unwrap_or(true),
+        };
     Ok(MirrorSettings {
         kubeconfig,
         node_labels: match i.flags.get(Flag::NodeLabels) {
@@ -542,6 +549,7 @@ pub fn mirror(i: &Inputs, root_dir: &std::path::Path) -> Result<MirrorSettings, 
         rotate_certificates: i.flags.is_set(Flag::RotateCertificates) || cfg.rotate_certificates.unwrap_or(false),
         server_tls_bootstrap: i.flags.is_set(Flag::RotateServerCertificates)
             || cfg.server_tls_bootstrap.unwrap_or(false),
+        api_pod_source,
     })
 }
 

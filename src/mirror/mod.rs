@@ -1,10 +1,13 @@
 //! Mirroring to an API server when one is reachable: the Node, its Lease, a mirror pod per
-//! static pod, and their status.
+//! static pod, and their status; and the API source (`bound`): the pods the cluster binds to
+//! the node, sent to the agent like a manifest source's, their status written back, those the
+//! cluster deletes stopped and then deleted.
 //!
 //! The API server is a window, never a dependency. The mirror runs on its own threads with
 //! blocking, deadline-bound requests; it reads the desired static pods and their statuses and
-//! writes nothing the pod engine reads, so nothing the API server does (or fails to do) can
-//! delay, stop or restart a local pod. Every loop is level-triggered: it compares what the
+//! writes nothing the pod engine reads but the API source's snapshots (which go through the
+//! agent's merge like a manifest source's), so nothing the API server does (or fails to do)
+//! can delay, stop or restart a static pod. Every loop is level-triggered: it compares what the
 //! server shows (a list + watch of the node's pods, the last Node and Lease answers) with what
 //! the agent has, and sends only the difference, so a server that comes back converges with no
 //! replay of missed work and nothing queues up while it is away. At steady state the only
@@ -18,6 +21,7 @@
 //! and retried with its own back-off.
 
 pub mod apiserver;
+pub mod bound;
 pub mod certs;
 pub mod error;
 mod h2;
@@ -48,6 +52,12 @@ use std::time::Duration;
 pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
     let shared = Arc::new(Env { node, state });
     let spawned = std::thread::Builder::new().name("atoll-mirror".into()).spawn(move || {
+        // The kept pods run before the API server is asked (or its kubeconfig read).
+        let bound = opts.api_source.clone().map(|to| {
+            let mut b = bound::Bound::new(to, &opts.node);
+            b.start();
+            b
+        });
         let client = Arc::new(connect(&opts).holding());
         log::info!("mirroring node {} to {} (context {})", opts.node, client.server(), client.context);
         if opts.rotate_certificates {
@@ -78,7 +88,7 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
                 .name("atoll-node".into())
                 .spawn(move || node::node_loop(&client, &opts, &shared));
         }
-        pods::pods_loop(&client, &opts, &shared, &rx);
+        pods::pods_loop(&client, &opts, &shared, &rx, bound);
     });
     if let Err(e) = spawned {
         log::error!("cannot start mirroring: {e}");

@@ -110,7 +110,7 @@ fn node_facts(opts: &Options, shared: &Env) -> objects::NodeFacts {
         .map(|v| v.trim_matches('"').to_string())
         .unwrap_or_else(|| "Linux".into());
     let mut taints = opts.taints.clone();
-    if !taints.iter().any(|t| t["key"] == objects::STATIC_ONLY_TAINT) {
+    if opts.api_source.is_none() && !taints.iter().any(|t| t["key"] == objects::STATIC_ONLY_TAINT) {
         taints.push(json!({"key": objects::STATIC_ONLY_TAINT, "value": "true", "effect": "NoSchedule"}));
     }
     let facts = shared.node.facts();

@@ -1,8 +1,12 @@
 //! Mirror pods: the node's pods listed and watched from the API server; for each static pod
 //! its mirror created (or replaced when outdated or being deleted), its status patched when it
 //! changed, refusals reported locally and retried, mirrors of vanished static pods deleted.
+//! The same list feeds the API source (`bound`); a bound pod's status is patched as a mirror's
+//! is, and one the cluster deletes is deleted for good (grace 0, its UID as precondition) once
+//! it no longer runs here, as kubelet's status manager does.
 
 use super::apiserver::Client;
+use super::bound::Bound;
 use super::objects;
 use super::patch;
 use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, SMP};
@@ -128,6 +132,8 @@ struct Pods<'a> {
     /// By static pod UID.
     refused: HashMap<crate::pod::PodUid, Refused>,
     backoff: Retry,
+    /// The API source, when it is on.
+    bound: Option<Bound>,
 }
 
 pub(super) fn uid_of(pod: &Value) -> String {
@@ -142,7 +148,13 @@ fn key_of(pod: &Value) -> String {
     )
 }
 
-pub(super) fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc::Receiver<Seen>) {
+pub(super) fn pods_loop(
+    client: &Client,
+    opts: &Options,
+    shared: &Env,
+    rx: &mpsc::Receiver<Seen>,
+    bound: Option<Bound>,
+) {
     let mut p = Pods {
         client,
         opts,
@@ -151,6 +163,7 @@ pub(super) fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc
         sent: HashMap::new(),
         refused: HashMap::new(),
         backoff: Retry::default(),
+        bound,
     };
     loop {
         // Changes from the server, then at most a second for the agent's side to change.
@@ -159,6 +172,9 @@ pub(super) fn pods_loop(client: &Client, opts: &Options, shared: &Env, rx: &mpsc
                 p.apply(seen);
                 while let Ok(seen) = rx.try_recv() {
                     p.apply(seen);
+                }
+                if let (Some(bound), Some(cache)) = (&mut p.bound, &p.cache) {
+                    bound.observe(cache);
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -203,11 +219,14 @@ impl Pods<'_> {
 
     /// One pass: every static pod's mirror made to match, orphans deleted, statuses written.
     fn reconcile(&mut self) -> Result<(), Failure> {
-        let (generation, desired) = self.shared.state.desired();
+        let (generation, all) = self.shared.state.desired();
         if generation == 0 {
             // The agent has not said what it runs yet.
             return Ok(());
         }
+        let (bound, desired): (Vec<&StaticPod>, Vec<&StaticPod>) =
+            all.iter().partition(|sp| sp.origin == crate::pod::Origin::Api);
+        self.bound_pods(&bound)?;
         let Some(node_uid) = self.shared.state.node_uid() else {
             for sp in desired.iter() {
                 if self.shared.state.report(&sp.uid).is_none() {
@@ -243,7 +262,45 @@ impl Pods<'_> {
         self.sent.retain(|uid, _| mirrors.contains(uid));
         self.refused.retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid));
         crate::locks::lock(&self.shared.state.reports)
-            .retain(|uid, _| desired.iter().any(|sp| sp.uid == *uid) || running.iter().any(|r| r == uid));
+            .retain(|uid, _| all.iter().any(|sp| sp.uid == *uid) || running.iter().any(|r| r == uid));
+        Ok(())
+    }
+
+    /// The API source's pods: each one's status written to it and where it runs from reported;
+    /// those the cluster deletes, deleted for good once they no longer run here.
+    fn bound_pods(&mut self, bound: &[&StaticPod]) -> Result<(), Failure> {
+        let Some(from_kept) = self.bound.as_ref().map(Bound::from_kept) else { return Ok(()) };
+        for sp in bound {
+            let on_server = self.cache.as_ref().and_then(|c| c.get(&sp.pod.key())).filter(|p| uid_of(p) == *sp.uid);
+            match on_server.cloned() {
+                Some(pod) => {
+                    self.report(&sp.uid, "bound to the node by the API server".into());
+                    self.sync_status(sp, &pod)?;
+                }
+                None if from_kept => self.report(
+                    &sp.uid,
+                    format!("{}: the API server has not listed the node's pods yet", super::bound::FROM_KEPT),
+                ),
+                None => {}
+            }
+        }
+        let running = self.shared.node.statuses().uids();
+        let gone: Vec<Value> = self
+            .cache
+            .iter()
+            .flatten()
+            .map(|(_, p)| p)
+            .filter(|p| {
+                objects::mirror_hash(p).is_none()
+                    && p["metadata"]["deletionTimestamp"].is_string()
+                    && !running.iter().any(|u| *u == uid_of(p))
+            })
+            .cloned()
+            .collect();
+        for pod in gone {
+            log::info!("pod {}: deleted in the cluster and stopped here; removing it", key_of(&pod));
+            self.delete(&pod)?;
+        }
         Ok(())
     }
 
@@ -341,7 +398,7 @@ impl Pods<'_> {
         self.report(&sp.uid, format!("refused by the API server ({why}); retrying every {retry:?} at most"));
     }
 
-    /// DELETE with grace 0 and the mirror's UID as precondition; gone or replaced is fine.
+    /// DELETE with grace 0 and the pod's UID as precondition; gone or replaced is fine.
     fn delete(&mut self, pod: &Value) -> Result<(), Failure> {
         let key = key_of(pod);
         let uid = pod["metadata"]["uid"].clone();
@@ -355,7 +412,7 @@ impl Pods<'_> {
         let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
         let r = self.client.call("DELETE", &path, JSON, Some(&options)).map_err(Failure::from)?;
         if !(r.ok() || r.status == 404 || r.status == 409) {
-            return Err(fail_of(&format!("deleting mirror pod {key}"), &r));
+            return Err(fail_of(&format!("deleting pod {key}"), &r));
         }
         if let Some(c) = &mut self.cache {
             if c.get(&key).is_some_and(|p| p["metadata"]["uid"] == uid) {
@@ -389,7 +446,9 @@ impl Pods<'_> {
                 if let Some(c) = &mut self.cache {
                     c.insert(sp.pod.key(), r.body);
                 }
-                self.report(&sp.uid, format!("mirrored (uid {muid})"));
+                if sp.origin != crate::pod::Origin::Api {
+                    self.report(&sp.uid, format!("mirrored (uid {muid})"));
+                }
                 self.sent.insert(muid, want);
                 Ok(())
             }

@@ -37,6 +37,8 @@ pub struct Options {
     pub server_tls_bootstrap: bool,
     /// The kubelet server's certificate, which an issued one replaces (none: no server).
     pub serving: Option<Arc<crate::tls::Serving>>,
+    /// The API source (`--api-pod-source`): where its snapshots go and its copy is kept.
+    pub api_source: Option<super::bound::ApiSource>,
 }
 
 /// Between the agent and the mirror: the static pods to mirror (set by the agent's main loop),

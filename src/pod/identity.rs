@@ -22,6 +22,8 @@ pub enum Origin {
     File(PathBuf),
     /// A manifest URL.
     Url(String),
+    /// The API server: a pod bound to this node (`spec.nodeName`).
+    Api,
 }
 
 impl Origin {
@@ -30,6 +32,7 @@ impl Origin {
         match self {
             Origin::File(_) => "file",
             Origin::Url(_) => "http",
+            Origin::Api => "api",
         }
     }
 }
@@ -39,6 +42,7 @@ impl fmt::Display for Origin {
         match self {
             Origin::File(p) => write!(f, "{}", p.display()),
             Origin::Url(u) => write!(f, "{u}"),
+            Origin::Api => f.write_str("the API server"),
         }
     }
 }
@@ -97,6 +101,18 @@ pub fn make_static(mut pod: Pod, origin: &Origin, node: &str) -> StaticPod {
     StaticPod { pod: std::sync::Arc::new(pod), uid: uid.into(), origin: origin.clone() }
 }
 
+/// Gives a defaulted pod from the API server its identity on the node: the server's name,
+/// namespace and UID as they are (kubelet renames only static pods), and
+/// `kubernetes.io/config.source: api`. The caller has checked that it is bound to this node.
+pub fn make_api(mut pod: Pod) -> StaticPod {
+    if pod.metadata.namespace.is_empty() {
+        pod.metadata.namespace = "default".into();
+    }
+    pod.metadata.annotations.insert(ANNOTATION_SOURCE.into(), Origin::Api.source_name().into());
+    let uid = pod.metadata.uid.clone();
+    StaticPod { pod: std::sync::Arc::new(pod), uid: uid.into(), origin: Origin::Api }
+}
+
 /// The UID of a pod without `metadata.uid`: a hash of its canonical content, the node (file
 /// pods only, as kubelet) and the source.
 fn content_uid(pod: &Pod, origin: &Origin, node: &str) -> String {
@@ -115,6 +131,7 @@ fn content_uid(pod: &Pod, origin: &Origin, node: &str) -> String {
             bytes.extend_from_slice(format!("\nhost:{node}\nfile:{}", path.display()).as_bytes());
         }
         Origin::Url(url) => bytes.extend_from_slice(format!("\nurl:{url}").as_bytes()),
+        Origin::Api => bytes.extend_from_slice(b"\napi"),
     }
     format!("{:032x}", crate::fnv::fnv1a_128(&bytes))
 }

@@ -77,6 +77,9 @@ impl Rollback {
     /// A source's snapshot as it should run: a bad version replaced by the last good one, a
     /// changed pod put on trial.
     pub fn filter(&mut self, update: Update, node: &Node) -> Update {
+        if update.source == crate::source::SourceId::Api {
+            return update; // the cluster's pods: rolled out and back by the cluster
+        }
         self.raw.insert(update.source, update.clone());
         let payloads = update.payloads.clone();
         let mut out = update;

@@ -43,7 +43,7 @@ impl Version {
             uid: uid.clone(),
             file: match &payload.origin {
                 Origin::File(p) => Some(p.clone()),
-                Origin::Url(_) => None,
+                Origin::Url(_) | Origin::Api => None,
             },
             body: crate::base64::encode(&payload.bytes),
             signature: payload.signature.as_deref().map(|s| String::from_utf8_lossy(s).into_owned()),

@@ -1,4 +1,5 @@
-//! Manifest sources: where desired pods come from.
+//! Manifest sources: where desired pods come from. (The third, the pods the API server binds
+//! to the node, sends [`SourceId::Api`] snapshots from `mirror::bound`, beside the mirror.)
 //!
 //! `file` (staticPodPath: a directory or file, inotify plus a periodic rescan) and `http`
 //! (staticPodURL: polled, with ETag and an on-disk copy of the last good payload) each send
@@ -30,6 +31,8 @@ pub enum SourceId {
     Http,
     /// `secretsDir`: the file source over a private directory of Secrets and ConfigMaps.
     Secrets,
+    /// The pods the API server binds to the node (`mirror::bound`).
+    Api,
 }
 
 impl fmt::Display for SourceId {
@@ -38,6 +41,7 @@ impl fmt::Display for SourceId {
             SourceId::File => "file",
             SourceId::Http => "http",
             SourceId::Secrets => "secrets",
+            SourceId::Api => "api",
         })
     }
 }

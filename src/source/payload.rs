@@ -27,6 +27,7 @@ impl Payload {
         match &self.origin {
             Origin::File(p) => p.display().to_string(),
             Origin::Url(u) => super::fetch::redact_url(u),
+            Origin::Api => Origin::Api.to_string(),
         }
     }
 
@@ -47,7 +48,7 @@ impl Payload {
                 let name = p.file_name().unwrap_or_default().to_string_lossy();
                 format!("{name}{}", crate::trust::SIGNATURE_SUFFIX)
             }
-            Origin::Url(_) => super::fetch::signature_url(&self.shown()),
+            Origin::Url(_) | Origin::Api => super::fetch::signature_url(&self.shown()),
         }
     }
 }
@@ -103,7 +104,7 @@ impl Intake {
             Origin::Url(_) if p.blank() => {
                 return Ok(Opened { manifests: Manifests::default(), signed });
             }
-            Origin::Url(_) => Shape::PodOrList,
+            Origin::Url(_) | Origin::Api => Shape::PodOrList,
         };
         match objects::load(bytes, shape, &p.origin, &self.node, self.policy) {
             Ok(mut manifests) => {

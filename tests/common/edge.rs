@@ -44,5 +44,6 @@ pub fn mirror_options(kubeconfig: PathBuf, dir: &Path, update: Duration) -> atol
         rotate_certificates: false,
         server_tls_bootstrap: false,
         serving: None,
+        api_source: None,
     }
 }

@@ -15,6 +15,7 @@ mod summary;
 mod admission;
 mod adversary;
 mod agent_config;
+mod api_pods;
 mod apparmor;
 mod downward_api;
 mod encrypted_pods;

@@ -32,6 +32,16 @@ pub fn validate(pod: &Pod) -> Vec<Finding> {
     v.problems
 }
 
+/// All problems with a pod the API server bound to the node (already defaulted): the same
+/// checks, but the static pods' restrictions: a service account, pull secrets and ephemeral
+/// containers are the cluster's to give. What atoll cannot provide yet is still refused by
+/// name, as not implemented.
+pub fn validate_bound(pod: &Pod) -> Vec<Finding> {
+    let mut v = Validator { bound: true, ..Validator::default() };
+    v.pod(pod);
+    v.problems
+}
+
 const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
 const DNS_POLICIES: &[&str] = &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
 const HOST_PATH_TYPES: &[&str] =
@@ -212,27 +222,18 @@ impl Validator {
     }
 
     /// kubelet refuses static pods that reference API objects (PreventStaticPodAPIReferences).
+    /// A bound pod may name its service account, pull secrets and ephemeral containers; the
+    /// volumes atoll does not provide are refused for it as not implemented.
     fn static_restrictions(&mut self, s: &PodSpec) {
-        let refuse = |this: &mut Self, path: String, what: &str| {
-            this.err(path, format!("static pods may not reference {what}"));
+        let refuse = |this: &mut Self, path: String, what: &str| match this.bound {
+            true => this.err(path, format!("{what} are not implemented by atoll")),
+            false => this.err(path, format!("static pods may not reference {what}")),
         };
-        if s.service_account_name.as_deref().is_some_and(|n| !n.is_empty()) {
-            refuse(self, "spec.serviceAccountName".into(), "serviceaccounts");
-        }
-        if s.service_account.as_deref().is_some_and(|n| !n.is_empty()) {
-            refuse(self, "spec.serviceAccount".into(), "serviceaccounts");
-        }
-        if !s.image_pull_secrets.is_empty() {
-            refuse(self, "spec.imagePullSecrets".into(), "secrets (give registry credentials in atoll's config)");
+        if !self.bound {
+            self.static_only(s);
         }
         if !s.resource_claims.is_empty() {
             refuse(self, "spec.resourceClaims".into(), "resourceclaims");
-        }
-        if !s.ephemeral_containers.is_empty() {
-            self.err("spec.ephemeralContainers", "ephemeral containers cannot be set on create");
-        }
-        if !s.scheduling_gates.is_empty() {
-            self.err("spec.schedulingGates", "static pods may not have scheduling gates");
         }
         for (i, v) in s.volumes.iter().enumerate() {
             let p = format!("spec.volumes[{i}]");
@@ -255,6 +256,29 @@ impl Validator {
         // ConfigMaps and Secrets are local objects here (`objects`), not API references.
         for (cp, c) in containers {
             self.env_objects(&cp, c);
+        }
+    }
+
+    /// What kubelet refuses of static pods only: references to the service account and pull
+    /// secrets, ephemeral containers and scheduling gates.
+    fn static_only(&mut self, s: &PodSpec) {
+        let refuse = |this: &mut Self, path: String, what: &str| {
+            this.err(path, format!("static pods may not reference {what}"));
+        };
+        if s.service_account_name.as_deref().is_some_and(|n| !n.is_empty()) {
+            refuse(self, "spec.serviceAccountName".into(), "serviceaccounts");
+        }
+        if s.service_account.as_deref().is_some_and(|n| !n.is_empty()) {
+            refuse(self, "spec.serviceAccount".into(), "serviceaccounts");
+        }
+        if !s.image_pull_secrets.is_empty() {
+            refuse(self, "spec.imagePullSecrets".into(), "secrets (give registry credentials in atoll's config)");
+        }
+        if !s.ephemeral_containers.is_empty() {
+            self.err("spec.ephemeralContainers", "ephemeral containers cannot be set on create");
+        }
+        if !s.scheduling_gates.is_empty() {
+            self.err("spec.schedulingGates", "static pods may not have scheduling gates");
         }
     }
 }

@@ -56,17 +56,19 @@ impl Validator {
                     count += 1;
                     self.downward_items(&format!("{sp}.downwardAPI"), &d.items, Some(&mut paths));
                 }
-                for (set, field, why) in [
-                    (
-                        src.service_account_token.is_some(),
-                        "serviceAccountToken",
-                        "static pods may not reference serviceaccounts",
+                let (token, bundle) = match self.bound {
+                    true => (
+                        "service account tokens are not implemented by atoll yet",
+                        "clusterTrustBundles are not implemented by atoll",
                     ),
-                    (
-                        src.cluster_trust_bundle.is_some(),
-                        "clusterTrustBundle",
+                    false => (
+                        "static pods may not reference serviceaccounts",
                         "static pods may not reference clustertrustbundles",
                     ),
+                };
+                for (set, field, why) in [
+                    (src.service_account_token.is_some(), "serviceAccountToken", token),
+                    (src.cluster_trust_bundle.is_some(), "clusterTrustBundle", bundle),
                     (
                         src.pod_certificate.is_some(),
                         "podCertificate",

@@ -8,6 +8,8 @@ pub(super) struct Validator {
     pub(super) problems: Vec<Finding>,
     /// The pod's terminationGracePeriodSeconds (a sleep hook may not outlast it).
     pub(super) grace: i64,
+    /// A pod the API server bound to the node, not a static pod.
+    pub(super) bound: bool,
 }
 
 /// The API's int32 fields (probe timings, activeDeadlineSeconds, user and group IDs) are

@@ -1,0 +1,256 @@
+//! The API source, kubelet's third: the pods the API server binds to this node, taken from the
+//! mirror's list and watch of the node's pods (`pods.rs`) and sent to the agent as the
+//! snapshots of one source (`api`), as the file and URL sources send theirs; the merge,
+//! admission, the engine and the probes take them from there. Which of the node's pods run
+//! here is kubelet's rule ([`runs_here`], pure): not a mirror pod, not being deleted (those
+//! stop; `pods.rs` then deletes them), not finished as the server shows them. Each is read by
+//! the manifests' own pipeline (`pod::load::load_api`), once per resourceVersion.
+//!
+//! Better than kubelet at the edge: what was sent is kept on disk
+//! (`<root-dir>/sources/api/pods.json`: written whole, root's only, only when the pods change,
+//! not at each status write) and sent at start before the API server is asked, so after a
+//! reboot with no link the pods run again, under their own UIDs (the runtime's sandboxes are
+//! adopted, not started twice). The first list from the server replaces the kept copy: pods
+//! deleted meanwhile stop, changed ones are updated.
+
+use crate::pod::{load::load_api, ManifestError, StaticPod};
+use crate::source::{SourceId, Update};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// How a pod that runs from the kept copy is reported (`atoll pods`, `describe`).
+pub const FROM_KEPT: &str = "from the copy kept on disk";
+
+/// Where the API source keeps what it ran, and where it sends its snapshots.
+#[derive(Clone, Debug)]
+pub struct ApiSource {
+    pub updates: smol::channel::Sender<Update>,
+    /// `<root-dir>/sources/api`
+    pub dir: PathBuf,
+}
+
+/// The kept copy: the node it was for, and the pods as the server sent them (no status).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Kept {
+    node: String,
+    pods: Vec<Value>,
+}
+
+/// Whether `pod`, one of the node's pods as the server shows it, runs here: bound to `node`,
+/// not a mirror pod, not being deleted, not Succeeded or Failed.
+pub fn runs_here(pod: &Value, node: &str) -> bool {
+    let meta = &pod["metadata"];
+    pod["spec"]["nodeName"].as_str() == Some(node)
+        && meta["annotations"][super::objects::ANNOTATION_MIRROR].is_null()
+        && meta["deletionTimestamp"].is_null()
+        && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+}
+
+/// The API source's state, on the mirror's pods thread.
+pub struct Bound {
+    to: ApiSource,
+    node: String,
+    /// By UID: the resourceVersion last read, and what it read as.
+    read: HashMap<String, (String, Result<StaticPod, ManifestError>)>,
+    /// The pods last sent.
+    sent: Option<Vec<StaticPod>>,
+    /// The pods sent are the kept copy: the server has not listed the node's pods yet.
+    from_kept: bool,
+}
+
+impl Bound {
+    pub fn new(to: ApiSource, node: &str) -> Bound {
+        Bound { to, node: node.to_string(), read: HashMap::new(), sent: None, from_kept: true }
+    }
+
+    fn kept_path(&self) -> PathBuf {
+        self.to.dir.join("pods.json")
+    }
+
+    /// At start, before the API server is asked: the kept pods (none when nothing was kept,
+    /// or it was kept for another node name) as the source's first snapshot.
+    pub fn start(&mut self) {
+        let kept: Option<Kept> = crate::records::read(&self.kept_path());
+        let node = self.node.clone();
+        let pods = kept.filter(|k| k.node == node).map(|k| k.pods).unwrap_or_default();
+        let (pods, errors) = self.read(pods.iter().filter(|p| runs_here(p, &node)));
+        if !pods.is_empty() {
+            log::info!("API source: {} pod(s) from the kept copy, until the API server lists them", pods.len());
+        }
+        self.send(pods, errors);
+    }
+
+    /// Whether the pods running from this source are the kept copy.
+    pub fn from_kept(&self) -> bool {
+        self.from_kept
+    }
+
+    /// The node's pods as the server shows them now (after a list or a watch event): a new
+    /// snapshot when what runs here changed, kept on disk first.
+    pub fn observe(&mut self, cache: &BTreeMap<String, Value>) {
+        let bound: Vec<&Value> = cache.values().filter(|p| runs_here(p, &self.node)).collect();
+        let (pods, errors) = self.read(bound.iter().copied());
+        if !self.from_kept && self.sent.as_ref() == Some(&pods) {
+            return;
+        }
+        let kept = Kept { node: self.node.clone(), pods: bound.iter().map(|p| without_status(p)).collect() };
+        if let Err(e) = crate::records::write(&self.kept_path(), &kept) {
+            log::warn!("API source: cannot keep the node's pods in {}: {e}", self.to.dir.display());
+        }
+        self.from_kept = false;
+        self.send(pods, errors);
+    }
+
+    /// Each pod read once per resourceVersion; one that does not read is reported once.
+    fn read<'a>(&mut self, pods: impl Iterator<Item = &'a Value>) -> (Vec<StaticPod>, Vec<ManifestError>) {
+        let mut seen = HashMap::new();
+        for p in pods {
+            let uid = p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+            let rv = p["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let entry = match self.read.remove(&uid) {
+                Some((was, got)) if was == rv && !rv.is_empty() => (was, got),
+                _ => {
+                    let got = load_api(p.clone());
+                    if let Err(e) = &got {
+                        log::warn!("API source: {e}");
+                    }
+                    (rv, got)
+                }
+            };
+            seen.insert(uid, entry);
+        }
+        self.read = seen;
+        let mut ok: Vec<StaticPod> = Vec::new();
+        let mut errors = Vec::new();
+        for (_, got) in self.read.values() {
+            match got {
+                Ok(sp) => ok.push(sp.clone()),
+                Err(e) => errors.push(e.clone()),
+            }
+        }
+        ok.sort_by(|a, b| a.uid.cmp(&b.uid));
+        (ok, errors)
+    }
+
+    fn send(&mut self, pods: Vec<StaticPod>, errors: Vec<ManifestError>) {
+        self.sent = Some(pods.clone());
+        let update = Update { source: SourceId::Api, pods, objects: Vec::new(), errors, payloads: Vec::new() };
+        // The agent takes snapshots as fast as it handles them; gone, it is stopping.
+        let _ = self.to.updates.send_blocking(update);
+    }
+}
+
+/// A pod as kept: what the server sent but its status and its managed fields.
+fn without_status(pod: &Value) -> Value {
+    let mut p = pod.clone();
+    if let Some(o) = p.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(m) = p["metadata"].as_object_mut() {
+        m.remove("managedFields");
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, uid: &str, rv: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "namespace": "default", "uid": uid, "resourceVersion": rv,
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox:1.36"}]},
+            "status": {"phase": "Running"}
+        })
+    }
+
+    #[test]
+    fn what_runs_here_is_bound_not_a_mirror_not_deleted_not_finished() {
+        let base = pod("a", "u1", "1");
+        assert!(runs_here(&base, "edge-1"));
+        assert!(!runs_here(&base, "edge-2"), "bound to another node");
+        let mut mirror = base.clone();
+        mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "h"});
+        assert!(!runs_here(&mirror, "edge-1"), "a mirror pod");
+        let mut deleted = base.clone();
+        deleted["metadata"]["deletionTimestamp"] = json!("2026-11-28T00:00:00Z");
+        assert!(!runs_here(&deleted, "edge-1"), "being deleted");
+        for phase in ["Succeeded", "Failed"] {
+            let mut done = base.clone();
+            done["status"]["phase"] = json!(phase);
+            assert!(!runs_here(&done, "edge-1"), "{phase}");
+        }
+        let mut pending = base.clone();
+        pending["status"]["phase"] = json!("Pending");
+        assert!(runs_here(&pending, "edge-1"));
+    }
+
+    fn bound(dir: &std::path::Path) -> (Bound, smol::channel::Receiver<Update>) {
+        let (tx, rx) = smol::channel::unbounded();
+        (Bound::new(ApiSource { updates: tx, dir: dir.to_path_buf() }, "edge-1"), rx)
+    }
+
+    fn names(u: &Update) -> Vec<String> {
+        u.pods.iter().map(|p| p.pod.metadata.name.clone()).collect()
+    }
+
+    #[test]
+    fn snapshots_go_out_when_the_pods_change_and_the_kept_copy_serves_the_next_start() {
+        let dir = crate::testdir::TestDir::new("bound");
+        let (mut b, rx) = bound(&dir);
+        b.start();
+        assert!(rx.try_recv().unwrap().pods.is_empty(), "nothing kept yet: an empty first snapshot");
+        assert!(b.from_kept());
+
+        let mut cache = BTreeMap::from([("default/a".to_string(), pod("a", "u1", "1"))]);
+        b.observe(&cache);
+        let u = rx.try_recv().unwrap();
+        assert_eq!(names(&u), ["a"]);
+        assert_eq!(u.pods[0].uid, "u1", "the server's UID, not a hash");
+        assert_eq!(u.pods[0].pod.metadata.annotations["kubernetes.io/config.source"], "api");
+        assert!(!b.from_kept());
+
+        // A status write (a new resourceVersion, the same pod): nothing to send or keep.
+        cache.get_mut("default/a").unwrap()["metadata"]["resourceVersion"] = json!("2");
+        cache.get_mut("default/a").unwrap()["status"]["phase"] = json!("Pending");
+        b.observe(&cache);
+        assert!(rx.try_recv().is_err());
+
+        // A second pod, and a broken one (reported, the others run).
+        cache.insert("default/b".into(), pod("b", "u2", "3"));
+        let mut broken = pod("bad", "u3", "4");
+        broken["spec"]["restartPolicy"] = json!("Sometimes");
+        cache.insert("default/bad".into(), broken);
+        b.observe(&cache);
+        let u = rx.try_recv().unwrap();
+        assert_eq!(names(&u), ["a", "b"]);
+        assert_eq!(u.errors.len(), 1, "{:?}", u.errors);
+        assert!(u.errors[0].to_string().contains("spec.restartPolicy"), "{}", u.errors[0]);
+
+        // The kept copy: root's only, no status, no managed fields.
+        let text = std::fs::read_to_string(dir.join("pods.json")).unwrap();
+        assert!(!text.contains("managedFields") && !text.contains("\"phase\""), "{text}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("pods.json")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0);
+
+        // The next start (no server yet) runs them from the kept copy, then the server's list
+        // replaces it even when it says the same.
+        let (mut again, rx) = bound(&dir);
+        again.start();
+        assert_eq!(names(&rx.try_recv().unwrap()), ["a", "b"]);
+        assert!(again.from_kept());
+        cache.remove("default/b");
+        again.observe(&cache);
+        assert_eq!(names(&rx.try_recv().unwrap()), ["a"]);
+
+        // Kept for another node name: not run.
+        let (tx, rx) = smol::channel::unbounded();
+        let mut other = Bound::new(ApiSource { updates: tx, dir: dir.to_path_buf() }, "edge-2");
+        other.start();
+        assert!(rx.try_recv().unwrap().pods.is_empty());
+    }
+}
