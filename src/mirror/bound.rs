@@ -13,11 +13,15 @@
 //! adopted, not started twice). The first list from the server replaces the kept copy: pods
 //! deleted meanwhile stop, changed ones are updated.
 
+use super::apiserver::Client;
+use super::needs::Needs;
 use crate::pod::{load::load_api, ManifestError, StaticPod};
 use crate::source::{SourceId, Update};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 /// How a pod that runs from the kept copy is reported (`atoll pods`, `describe`).
 pub const FROM_KEPT: &str = "from the copy kept on disk";
@@ -30,11 +34,17 @@ pub struct ApiSource {
     pub dir: PathBuf,
 }
 
-/// The kept copy: the node it was for, and the pods as the server sent them (no status).
+/// The kept copy: the node it was for, the pods as the server sent them (no status), their
+/// ConfigMaps, and their Secrets and tokens sealed with the node's key (`sealed`).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Kept {
     node: String,
     pods: Vec<Value>,
+    #[serde(default)]
+    config_maps: Vec<Value>,
+    /// `{"secrets": [...], "tokens": [...]}`, sealed.
+    #[serde(default)]
+    sealed: Option<String>,
 }
 
 /// Whether `pod`, one of the node's pods as the server shows it, runs here: bound to `node`,
@@ -53,32 +63,73 @@ pub struct Bound {
     node: String,
     /// By UID: the resourceVersion last read, and what it read as.
     read: HashMap<String, (String, Result<StaticPod, ManifestError>)>,
-    /// The pods last sent.
-    sent: Option<Vec<StaticPod>>,
+    /// The pods that run (sent last), as read and as the server sent them.
+    pods: Vec<StaticPod>,
+    raw: Vec<Value>,
+    errors: Vec<ManifestError>,
+    /// What they need from the API server.
+    needs: Needs,
     /// The pods sent are the kept copy: the server has not listed the node's pods yet.
     from_kept: bool,
+    /// The node's key, once read or made.
+    key: Option<[u8; 32]>,
 }
 
 impl Bound {
     pub fn new(to: ApiSource, node: &str) -> Bound {
-        Bound { to, node: node.to_string(), read: HashMap::new(), sent: None, from_kept: true }
+        Bound {
+            to,
+            node: node.to_string(),
+            read: HashMap::new(),
+            pods: Vec::new(),
+            raw: Vec::new(),
+            errors: Vec::new(),
+            needs: Needs::default(),
+            from_kept: true,
+            key: None,
+        }
     }
 
     fn kept_path(&self) -> PathBuf {
         self.to.dir.join("pods.json")
     }
 
-    /// At start, before the API server is asked: the kept pods (none when nothing was kept,
-    /// or it was kept for another node name) as the source's first snapshot.
+    fn key(&mut self) -> Option<[u8; 32]> {
+        if self.key.is_none() {
+            match super::sealed::node_key(&self.to.dir.join("key")) {
+                Ok(k) => self.key = Some(k),
+                Err(e) => log::warn!("API source: the node's key in {}: {e}", self.to.dir.display()),
+            }
+        }
+        self.key
+    }
+
+    /// At start, before the API server is asked: the kept pods and what they need (none when
+    /// nothing was kept, or it was kept for another node name) as the source's first snapshot.
     pub fn start(&mut self) {
         let kept: Option<Kept> = crate::records::read(&self.kept_path());
         let node = self.node.clone();
-        let pods = kept.filter(|k| k.node == node).map(|k| k.pods).unwrap_or_default();
-        let (pods, errors) = self.read(pods.iter().filter(|p| runs_here(p, &node)));
-        if !pods.is_empty() {
-            log::info!("API source: {} pod(s) from the kept copy, until the API server lists them", pods.len());
+        let Some(kept) = kept.filter(|k| k.node == node) else { return self.send() };
+        let raw: Vec<Value> = kept.pods.into_iter().filter(|p| runs_here(p, &node)).collect();
+        (self.pods, self.errors) = self.read(raw.iter());
+        self.raw = raw;
+        let mut objects = kept.config_maps;
+        let mut tokens = Vec::new();
+        if let Some(sealed) = &kept.sealed {
+            let opened = self.key().and_then(|k| super::sealed::open(&k, sealed));
+            match opened.and_then(|b| crate::parse::json_as::<Value>(&b).ok()) {
+                Some(v) => {
+                    objects.extend(v["secrets"].as_array().cloned().unwrap_or_default());
+                    tokens = v["tokens"].as_array().cloned().unwrap_or_default();
+                }
+                None => log::warn!("API source: the kept Secrets do not open with the node's key; left out"),
+            }
         }
-        self.send(pods, errors);
+        self.needs = Needs::from_kept(objects, tokens, SystemTime::now());
+        if !self.pods.is_empty() {
+            log::info!("API source: {} pod(s) from the kept copy, until the API server lists them", self.pods.len());
+        }
+        self.send();
     }
 
     /// Whether the pods running from this source are the kept copy.
@@ -86,20 +137,41 @@ impl Bound {
         self.from_kept
     }
 
-    /// The node's pods as the server shows them now (after a list or a watch event): a new
-    /// snapshot when what runs here changed, kept on disk first.
-    pub fn observe(&mut self, cache: &BTreeMap<String, Value>) {
-        let bound: Vec<&Value> = cache.values().filter(|p| runs_here(p, &self.node)).collect();
-        let (pods, errors) = self.read(bound.iter().copied());
-        if !self.from_kept && self.sent.as_ref() == Some(&pods) {
-            return;
+    /// The node's pods as the server shows them now (`cache`, when it changed; None when
+    /// nothing came), and what they need fetched: a new snapshot when what runs here or what
+    /// it reads changed, kept on disk first.
+    pub fn tick(&mut self, client: Option<&Arc<Client>>, cache: Option<&BTreeMap<String, Value>>) {
+        let mut changed = false;
+        if let Some(cache) = cache {
+            let raw: Vec<Value> = cache.values().filter(|p| runs_here(p, &self.node)).map(without_status).collect();
+            let (pods, errors) = self.read(raw.iter());
+            if self.from_kept || pods != self.pods || errors != self.errors {
+                (self.pods, self.errors, self.raw, self.from_kept) = (pods, errors, raw, false);
+                changed = true;
+            }
         }
-        let kept = Kept { node: self.node.clone(), pods: bound.iter().map(|p| without_status(p)).collect() };
+        changed |= self.needs.sync(client, &self.pods, SystemTime::now());
+        if changed {
+            self.keep();
+            self.send();
+        }
+    }
+
+    /// The pods, their ConfigMaps, and their Secrets and tokens sealed, written whole.
+    fn keep(&mut self) {
+        let (objects, tokens) = self.needs.to_keep();
+        let (secrets, config_maps): (Vec<Value>, Vec<Value>) = objects.into_iter().partition(|o| o["kind"] == "Secret");
+        let sealed = match (secrets.is_empty() && tokens.is_empty(), self.key()) {
+            (true, _) => None,
+            (false, Some(k)) => {
+                super::sealed::seal(&k, json!({"secrets": secrets, "tokens": tokens}).to_string().as_bytes())
+            }
+            (false, None) => None,
+        };
+        let kept = Kept { node: self.node.clone(), pods: self.raw.clone(), config_maps, sealed };
         if let Err(e) = crate::records::write(&self.kept_path(), &kept) {
             log::warn!("API source: cannot keep the node's pods in {}: {e}", self.to.dir.display());
         }
-        self.from_kept = false;
-        self.send(pods, errors);
     }
 
     /// Each pod read once per resourceVersion; one that does not read is reported once.
@@ -130,12 +202,18 @@ impl Bound {
             }
         }
         ok.sort_by(|a, b| a.uid.cmp(&b.uid));
+        errors.sort_by(|a, b| a.origin.cmp(&b.origin));
         (ok, errors)
     }
 
-    fn send(&mut self, pods: Vec<StaticPod>, errors: Vec<ManifestError>) {
-        self.sent = Some(pods.clone());
-        let update = Update { source: SourceId::Api, pods, objects: Vec::new(), errors, payloads: Vec::new() };
+    fn send(&mut self) {
+        let update = Update {
+            source: SourceId::Api,
+            pods: self.pods.clone(),
+            objects: self.needs.objects(),
+            errors: self.errors.clone(),
+            payloads: Vec::new(),
+        };
         // The agent takes snapshots as fast as it handles them; gone, it is stopping.
         let _ = self.to.updates.send_blocking(update);
     }
@@ -206,7 +284,7 @@ mod tests {
         assert!(b.from_kept());
 
         let mut cache = BTreeMap::from([("default/a".to_string(), pod("a", "u1", "1"))]);
-        b.observe(&cache);
+        b.tick(None, Some(&cache));
         let u = rx.try_recv().unwrap();
         assert_eq!(names(&u), ["a"]);
         assert_eq!(u.pods[0].uid, "u1", "the server's UID, not a hash");
@@ -216,7 +294,7 @@ mod tests {
         // A status write (a new resourceVersion, the same pod): nothing to send or keep.
         cache.get_mut("default/a").unwrap()["metadata"]["resourceVersion"] = json!("2");
         cache.get_mut("default/a").unwrap()["status"]["phase"] = json!("Pending");
-        b.observe(&cache);
+        b.tick(None, Some(&cache));
         assert!(rx.try_recv().is_err());
 
         // A second pod, and a broken one (reported, the others run).
@@ -224,7 +302,7 @@ mod tests {
         let mut broken = pod("bad", "u3", "4");
         broken["spec"]["restartPolicy"] = json!("Sometimes");
         cache.insert("default/bad".into(), broken);
-        b.observe(&cache);
+        b.tick(None, Some(&cache));
         let u = rx.try_recv().unwrap();
         assert_eq!(names(&u), ["a", "b"]);
         assert_eq!(u.errors.len(), 1, "{:?}", u.errors);
@@ -244,7 +322,7 @@ mod tests {
         assert_eq!(names(&rx.try_recv().unwrap()), ["a", "b"]);
         assert!(again.from_kept());
         cache.remove("default/b");
-        again.observe(&cache);
+        again.tick(None, Some(&cache));
         assert_eq!(names(&rx.try_recv().unwrap()), ["a"]);
 
         // Kept for another node name: not run.

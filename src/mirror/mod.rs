@@ -28,18 +28,21 @@ mod h2;
 mod http1;
 pub mod kubeconfig;
 mod lease;
+pub mod needs;
 mod node;
 pub mod objects;
 mod patch;
 mod pods;
 pub mod proto;
 mod retry;
+pub mod sealed;
 mod state;
+mod watch;
 mod wire;
 
 pub use error::Error;
-pub use pods::{watch_loop, Seen};
 pub use state::{MirrorState, Options};
+pub use watch::{watch_loop, Seen};
 
 use crate::node::Node;
 use apiserver::Client;
@@ -80,7 +83,7 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
             let (client, opts) = (client.clone(), opts.clone());
             let _ = std::thread::Builder::new()
                 .name("atoll-mirror-watch".into())
-                .spawn(move || pods::watch_loop(&client, &opts.node, &tx));
+                .spawn(move || watch::watch_loop(&client, &opts.node, &tx));
         }
         {
             let (client, opts, shared) = (client.clone(), opts.clone(), shared.clone());

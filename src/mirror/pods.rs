@@ -11,108 +11,12 @@ use super::objects;
 use super::patch;
 use super::retry::{fail_of, jitter, transient, Failure, Retry, JSON, SMP};
 use super::state::{Env, Options};
+use super::watch::Seen;
 use crate::pod::StaticPod;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// What the watch thread passes on.
-pub enum Seen {
-    /// A full list (at start and after a 410).
-    Listed(Vec<Value>),
-    /// A watch event: ADDED, MODIFIED or DELETED, and the pod.
-    Event(String, Value),
-}
-
-fn pods_query(node: &str) -> String {
-    format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
-}
-
-/// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).
-pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
-    let mut backoff = Retry::default();
-    let mut rv: Option<String> = None;
-    loop {
-        if let Some(u) = backoff.until {
-            std::thread::sleep(u.saturating_duration_since(Instant::now()));
-        }
-        let Some(from) = rv.clone() else {
-            match client.call("GET", &pods_query(node), JSON, None) {
-                Ok(r) if r.status == 200 => {
-                    rv = r.body["metadata"]["resourceVersion"].as_str().map(String::from);
-                    let items = r.body["items"].as_array().cloned().unwrap_or_default();
-                    if tx.send(Seen::Listed(items)).is_err() {
-                        return;
-                    }
-                    backoff.ok();
-                }
-                Ok(r) => {
-                    let wait = backoff.fail(r.retry_after);
-                    log::warn!("API server: listing the node's pods: {}; retrying in {wait:.1?}", r.describe());
-                }
-                Err(e) => {
-                    let wait = backoff.fail(None);
-                    log::debug!("API server: {e}; retrying in {wait:.1?}");
-                }
-            }
-            continue;
-        };
-        // The server ends each watch after 5 to 10 minutes, as client-go's reflector asks.
-        let timeout = Duration::from_secs(300) + jitter(Duration::from_secs(600)) - Duration::from_secs(300);
-        let path = format!(
-            "{}&watch=true&allowWatchBookmarks=true&resourceVersion={from}&timeoutSeconds={}",
-            pods_query(node),
-            timeout.as_secs()
-        );
-        let mut gone = false;
-        let mut closed = false;
-        let mut events = 0usize;
-        let began = Instant::now();
-        let result = client.watch(&path, timeout, &mut |event| {
-            events += 1;
-            let kind = event["type"].as_str().unwrap_or_default().to_string();
-            let obj = event["object"].clone();
-            if kind == "ERROR" {
-                gone = obj["code"] == 410;
-                return false;
-            }
-            if let Some(v) = obj["metadata"]["resourceVersion"].as_str() {
-                rv = Some(v.to_string());
-            }
-            if kind == "BOOKMARK" {
-                return true;
-            }
-            if tx.send(Seen::Event(kind, obj)).is_err() {
-                closed = true;
-                return false;
-            }
-            true
-        });
-        if closed {
-            return;
-        }
-        match result {
-            // A watch ended at once with nothing in it (a proxy cutting streams): not a
-            // reason to ask again at once.
-            Ok(None) if !gone && events == 0 && began.elapsed() < Duration::from_secs(1) => {
-                let wait = backoff.fail(None);
-                log::warn!("API server: the pod watch ended at once; watching again in {wait:.1?}");
-            }
-            Ok(None) if !gone => backoff.ok(),
-            Ok(None) => rv = None,
-            Ok(Some(r)) if r.status == 410 => rv = None,
-            Ok(Some(r)) => {
-                let wait = backoff.fail(r.retry_after);
-                log::warn!("API server: watching the node's pods: {}; retrying in {wait:.1?}", r.describe());
-            }
-            Err(e) => {
-                let wait = backoff.fail(None);
-                log::debug!("API server: {e}; retrying in {wait:.1?}");
-            }
-        }
-    }
-}
 
 /// A mirror the server refused: when to try again.
 struct Refused {
@@ -149,7 +53,7 @@ fn key_of(pod: &Value) -> String {
 }
 
 pub(super) fn pods_loop(
-    client: &Client,
+    client: &std::sync::Arc<Client>,
     opts: &Options,
     shared: &Env,
     rx: &mpsc::Receiver<Seen>,
@@ -167,18 +71,20 @@ pub(super) fn pods_loop(
     };
     loop {
         // Changes from the server, then at most a second for the agent's side to change.
-        match rx.recv_timeout(Duration::from_secs(1)) {
+        let came = match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(seen) => {
                 p.apply(seen);
                 while let Ok(seen) = rx.try_recv() {
                     p.apply(seen);
                 }
-                if let (Some(bound), Some(cache)) = (&mut p.bound, &p.cache) {
-                    bound.observe(cache);
-                }
+                true
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        // The API source: its pods when they came, what they need every time.
+        if let Some(bound) = &mut p.bound {
+            bound.tick(Some(client), p.cache.as_ref().filter(|_| came));
         }
         if p.backoff.waiting() {
             continue;

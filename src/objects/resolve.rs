@@ -58,9 +58,10 @@ pub fn in_memory(v: &Volume) -> bool {
     v.secret.is_some() || v.projected.is_some()
 }
 
-/// The files of volume `v` of a pod in `namespace`, sorted by path (`None`: not an object
-/// volume). Modes are the API's (`items[].mode`, else `defaultMode`, else 0644).
-pub fn volume_files(namespace: &str, v: &Volume, lookup: &dyn Lookup) -> Option<Result<Vec<File>, Missing>> {
+/// The files of volume `v` of the pod `uid` in `namespace`, sorted by path (`None`: not an
+/// object volume). Modes are the API's (`items[].mode`, else `defaultMode`, else 0644). A
+/// service account token projection is the token the API source holds for the pod.
+pub fn volume_files(namespace: &str, uid: &str, v: &Volume, lookup: &dyn Lookup) -> Option<Result<Vec<File>, Missing>> {
     let mut files = Vec::new();
     let mut add = |kind, name: &str, items: &[KeyToPath], optional: Option<bool>, mode: Option<i64>| {
         project(kind, namespace, name, items, optional.unwrap_or(false), mode_of(mode), lookup, &mut files)
@@ -70,12 +71,23 @@ pub fn volume_files(namespace: &str, v: &Volume, lookup: &dyn Lookup) -> Option<
     } else if let Some(s) = &v.secret {
         add(ObjectKind::Secret, &s.secret_name, &s.items, s.optional, s.default_mode)
     } else if let Some(p) = &v.projected {
-        p.sources.iter().try_for_each(|src| {
+        p.sources.iter().enumerate().try_for_each(|(j, src)| {
             if let Some(c) = &src.config_map {
                 add(ObjectKind::ConfigMap, &c.name, &c.items, c.optional, p.default_mode)?;
             }
             if let Some(s) = &src.secret {
                 add(ObjectKind::Secret, &s.name, &s.items, s.optional, p.default_mode)?;
+            }
+            if let Some(t) = &src.service_account_token {
+                let path = crate::pod::references::token_path(t).to_string();
+                let item = [KeyToPath { key: "token".into(), path, mode: None }];
+                add(
+                    ObjectKind::Secret,
+                    &crate::pod::references::token_object(uid, &v.name, j),
+                    &item,
+                    None,
+                    p.default_mode,
+                )?;
             }
             Ok(())
         })

@@ -108,7 +108,7 @@ fn files(v: &str) -> Result<Vec<(String, Vec<u8>, u32)>, Missing> {
     let mut p = pod(r#"{"metadata":{"name":"p"},"spec":{"containers":[]}}"#);
     p.spec.volumes.push(v);
     crate::pod::defaults::apply(&mut p);
-    let got = resolve::volume_files("default", &p.spec.volumes[0], &objects()).expect("an object volume");
+    let got = resolve::volume_files("default", "u1", &p.spec.volumes[0], &objects()).expect("an object volume");
     got.map(|f| f.into_iter().map(|f| (f.path, f.data, f.mode)).collect())
 }
 

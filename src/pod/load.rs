@@ -147,10 +147,24 @@ mod tests {
         let e = load_api(pvc).unwrap_err().to_string();
         assert!(e.contains("pod shop/web from the API server"), "{e}");
         assert!(e.contains("spec.volumes[0].persistentVolumeClaim: persistentvolumeclaims are not implemented"), "{e}");
-        let mut token = served();
-        token["spec"]["volumes"] = json!([{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]);
-        let e = load_api(token).unwrap_err().to_string();
-        assert!(e.contains("serviceAccountToken: service account tokens are not implemented"), "{e}");
+        // A service account token projection is the cluster's to give; its path and lifetime
+        // are held to the API's rules.
+        let token = |t: serde_json::Value| {
+            let mut p = served();
+            p["spec"]["volumes"] =
+                json!([{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": t}]}}]);
+            load_api(p).map(drop).map_err(|e| e.to_string())
+        };
+        assert_eq!(token(json!({"path": "token", "expirationSeconds": 3607})), Ok(()));
+        let e = token(json!({"path": "../token"})).unwrap_err();
+        assert!(e.contains("serviceAccountToken.path"), "{e}");
+        let e = token(json!({"path": "token", "expirationSeconds": 60})).unwrap_err();
+        assert!(e.contains("serviceAccountToken.expirationSeconds: 60 must be between 600"), "{e}");
+        let mut cluster_bundle = served();
+        cluster_bundle["spec"]["volumes"] =
+            json!([{"name": "b", "projected": {"sources": [{"clusterTrustBundle": {"path": "b"}}]}}]);
+        let e = load_api(cluster_bundle).unwrap_err().to_string();
+        assert!(e.contains("clusterTrustBundles are not implemented by atoll"), "{e}");
         let mut no_uid = served();
         no_uid["metadata"]["uid"] = json!("");
         assert!(load_api(no_uid).is_err());

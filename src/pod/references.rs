@@ -41,7 +41,20 @@ pub struct ObjectRefAt {
     pub path: String,
 }
 
-/// Every reference `pod` makes to a ConfigMap or Secret, in field order; an `items` list
+/// The name a pod's service account token (its volume `volume`'s projection `j`) is held
+/// under among the node's objects, as a Secret with the key `token`: a name no API object can
+/// have (it has slashes), of this pod alone (its UID).
+pub fn token_object(uid: &str, volume: &str, j: usize) -> String {
+    format!("{uid}/{volume}/{j}")
+}
+
+/// The path a `serviceAccountToken` projection writes its token to (the API requires one).
+pub fn token_path(projection: &serde_json::Value) -> &str {
+    projection["path"].as_str().unwrap_or("")
+}
+
+/// Every reference `pod` makes to a ConfigMap or Secret, in field order (a service account
+/// token projection is a Secret reference to its [`token_object`]); an `items` list
 /// makes one reference per key.
 pub fn object_refs(pod: &Pod) -> Vec<ObjectRefAt> {
     let mut out = Vec::new();
@@ -85,6 +98,10 @@ pub fn object_refs(pod: &Pod) -> Vec<ObjectRefAt> {
                 }
                 if let Some(s) = &src.secret {
                     sources.push((ObjectKind::Secret, &s.name, &s.items, s.optional, format!("{sp}.secret"), "name"));
+                }
+                if src.service_account_token.is_some() {
+                    let name = token_object(&pod.metadata.uid, &v.name, j);
+                    push(ObjectKind::Secret, &name, Some("token"), Some(false), format!("{sp}.serviceAccountToken"));
                 }
             }
         }

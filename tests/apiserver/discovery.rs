@@ -37,6 +37,10 @@ pub(super) fn document(path: &str, addr: std::net::SocketAddr) -> Option<Value> 
                 resource("nodes", "Node", false, &all),
                 resource("nodes/status", "Node", false, &["get", "patch", "update"]),
                 resource("nodes/proxy", "NodeProxyOptions", false, &["create", "delete", "get", "patch", "update"]),
+                resource("configmaps", "ConfigMap", true, &all),
+                resource("secrets", "Secret", true, &all),
+                resource("serviceaccounts", "ServiceAccount", true, &all),
+                resource("serviceaccounts/token", "TokenRequest", true, &["create"]),
             ]
         }),
         "/apis/coordination.k8s.io/v1" => json!({

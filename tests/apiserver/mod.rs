@@ -42,6 +42,7 @@ mod certificates;
 mod check;
 mod discovery;
 mod h2;
+mod node_objects;
 pub mod node_proxy;
 mod pki;
 mod proto;
@@ -117,6 +118,10 @@ struct Faults {
     /// Every request is answered 503 without Retry-After (no healthy backend behind a load
     /// balancer, etcd away): an outage the log sees, each attempt in it.
     unavailable: bool,
+    /// Service account tokens live this long whatever was asked (`token_lifetime`).
+    token_seconds: Option<i64>,
+    /// Tokens issued: (pod name, token).
+    issued: Vec<(String, String)>,
 }
 
 struct Event {
@@ -434,6 +439,16 @@ impl ApiServer {
         for c in &self.state.changed {
             c.notify_all();
         }
+    }
+
+    /// Service account tokens live `seconds` whatever is asked (None: what is asked).
+    pub fn token_lifetime(&self, seconds: Option<i64>) {
+        self.state.faults.lock().unwrap().token_seconds = seconds;
+    }
+
+    /// The service account tokens issued so far: (pod name, token).
+    pub fn issued_tokens(&self) -> Vec<(String, String)> {
+        self.state.faults.lock().unwrap().issued.clone()
     }
 
     pub fn allow_pod(&self, name: &str) {

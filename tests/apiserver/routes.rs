@@ -39,6 +39,9 @@ pub(super) fn parse_target(path: &str) -> Option<Target> {
     let resource = match (core, rest.first()?) {
         (true, &"pods") => "pods",
         (true, &"nodes") => "nodes",
+        (true, &"configmaps") => "configmaps",
+        (true, &"secrets") => "secrets",
+        (true, &"serviceaccounts") => "serviceaccounts",
         (false, &"leases") => "leases",
         (false, &"certificatesigningrequests") if segs[1] == "certificates.k8s.io" => certificates::RESOURCE,
         _ => return None,
@@ -106,6 +109,9 @@ pub(super) fn kind_of(resource: &str) -> (&'static str, &'static str) {
     match resource {
         "pods" => ("Pod", "v1"),
         "nodes" => ("Node", "v1"),
+        "configmaps" => ("ConfigMap", "v1"),
+        "secrets" => ("Secret", "v1"),
+        "serviceaccounts" => ("ServiceAccount", "v1"),
         certificates::RESOURCE => ("CertificateSigningRequest", "certificates.k8s.io/v1"),
         _ => ("Lease", "coordination.k8s.io/v1"),
     }
@@ -115,6 +121,9 @@ pub(super) fn qualified(resource: &str) -> &'static str {
     match resource {
         "pods" => "pods",
         "nodes" => "nodes",
+        "configmaps" => "configmaps",
+        "secrets" => "secrets",
+        "serviceaccounts" => "serviceaccounts",
         certificates::RESOURCE => "certificatesigningrequests.certificates.k8s.io",
         _ => "leases.coordination.k8s.io",
     }
@@ -156,6 +165,7 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     // What the body is, by upstream code (`check`): an object to create or replace with, or
     // DeleteOptions; a patch is judged where it is applied.
     let judged = match req.method.as_str() {
+        "POST" if t.subresource == "token" => Some("TokenRequest"),
         "POST" | "PUT" => Some(kind_of(t.resource).0),
         "DELETE" => Some("DeleteOptions"),
         _ => None,
@@ -232,6 +242,7 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
             certificates::approval(state, &mut store, user, &t.name, body)
         }
         ("POST", true, "") => create(state, &mut store, &t, body),
+        ("POST", false, "token") if t.resource == "serviceaccounts" => node_objects::token_request(state, &t, body),
         ("GET", false, "") => match store.objects.get(&(t.resource, t.namespace.clone(), t.name.clone())) {
             Some(v) => Reply::Json(200, v.clone()),
             None => not_found(&t),
@@ -267,6 +278,10 @@ pub(super) fn field_selector(t: &Target) -> Result<Vec<(String, String)>, Reply>
             out.push((field.to_string(), value.to_string()));
         }
     }
+    // A namespace's collection holds that namespace's objects only (the list and the watch).
+    if !t.namespace.is_empty() {
+        out.push(("metadata.namespace".into(), t.namespace.clone()));
+    }
     Ok(out)
 }
 
@@ -289,6 +304,9 @@ pub(super) fn node_restriction(
     body: Option<&Value>,
 ) -> Option<Reply> {
     let node = user.strip_prefix("system:node:")?;
+    if let Some(denied) = node_objects::restrict(state, node, req, t, body) {
+        return Some(denied);
+    }
     let forbid = |msg: String| Some(fail(403, "Forbidden", msg));
     match t.resource {
         "nodes" if req.method != "GET" => {

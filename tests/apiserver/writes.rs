@@ -125,6 +125,14 @@ pub(super) fn create(state: &State, store: &mut Store, t: &Target, body: Option<
     if let Err(why) = validate(t.resource, &obj) {
         return invalid(t, &name, why);
     }
+    if t.resource == "secrets" {
+        // The server keeps stringData only as data, in base64; it never answers with it.
+        if let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+            for (k, v) in strings {
+                obj["data"][k] = atoll::base64::encode(v.as_str().unwrap_or("").as_bytes()).into();
+            }
+        }
+    }
     new_meta(store, &mut obj);
     store.objects.insert(key, obj.clone());
     emit(store, t.resource, "ADDED", obj.clone());

@@ -93,6 +93,9 @@ var kinds = map[string]schema.GroupVersionKind{
 	"DeleteOptions":       corev1.SchemeGroupVersion.WithKind("DeleteOptions"),
 	"Lease":               coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	"TokenReview":         authenticationv1.SchemeGroupVersion.WithKind("TokenReview"),
+	"TokenRequest":        authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"),
+	"ConfigMap":           corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	"Secret":              corev1.SchemeGroupVersion.WithKind("Secret"),
 	"SubjectAccessReview": authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview"),
 	"CertificateSigningRequest": certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
 }

@@ -58,6 +58,53 @@ spec:
     )
 }
 
+/// A pod that reads what the cluster gives it: a ConfigMap volume, a Secret in its
+/// environment, and the projected volume the ServiceAccount admission plugin adds to every
+/// pod (a token, `kube-root-ca.crt`, the namespace).
+const READER: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kube-root-ca.crt}
+data: {ca.crt: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: reader}
+spec:
+  nodeName: tb
+  serviceAccountName: default
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - {name: settings, configMap: {name: settings}}
+  - name: kube-api-access-7x2q
+    projected:
+      defaultMode: 420
+      sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3607}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+      - downwardAPI: {items: [{path: namespace, fieldRef: {apiVersion: v1, fieldPath: metadata.namespace}}]}
+  containers:
+  - name: c
+    image: docker.io/library/busybox:1.36
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 0.2; done']
+    env:
+    - {name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    volumeMounts:
+    - {name: settings, mountPath: /etc/settings}
+    - {name: kube-api-access-7x2q, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+"#;
+
+const TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
 fn running(tb: &Testbed, name: &str) -> Option<String> {
     tb.running_in(name).first().map(|c| c.id.clone())
 }
@@ -92,7 +139,9 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
 
     // kubectl apply: the pods run. (Client-side validation needs the OpenAPI document, which
     // the test API server does not serve; the server checks every body itself.)
-    let manifests = [bound_pod("daemon"), bound_pod("second"), bound_pod("third")].join("---\n");
+    // Tokens live 125 s whatever is asked: kubelet's rule asks again 120 s before the end.
+    server.token_lifetime(Some(125));
+    let manifests = [bound_pod("daemon"), bound_pod("second"), bound_pod("third"), READER.into()].join("---\n");
     let (code, out, err) = kubectl(&kc, &["apply", "--validate=false", "-f", "-"], &manifests);
     assert_eq!(code, 0, "{out}{err}");
     let daemon_id = eventually(Duration::from_secs(90), "daemon running", || running(tb, "daemon"));
@@ -101,21 +150,7 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
     let sandbox = &tb.sandboxes_of("daemon")[0];
     assert_eq!(sandbox.metadata.as_ref().unwrap().uid, uid, "the cluster's UID, as kubelet runs it");
 
-    // kubectl get: Running on tb with its IP; the status as kubelet's status manager writes it.
-    // (Through a JSONPath: the test API server does not print the server-side Table that
-    // `-o wide` asks for.)
-    let jsonpath = "-o=jsonpath={.status.phase} {.spec.nodeName} {.status.podIP}";
-    let wide = eventually(Duration::from_secs(60), "daemon Running in kubectl get", || {
-        let (code, out, _) = kubectl(&kc, &["get", "pod", "daemon", jsonpath], "");
-        (code == 0 && out.starts_with("Running tb 10.")).then_some(out)
-    });
-    let on_server = server.get("pods", "default", "daemon").unwrap();
-    let ip = on_server["status"]["podIP"].as_str().unwrap_or_default().to_string();
-    assert!(!ip.is_empty() && wide.contains(&ip), "{wide}\n{}", on_server["status"]);
-    assert_eq!(on_server["status"]["qosClass"], "BestEffort");
-    assert!(on_server["status"]["startTime"].is_string());
-    let ready = on_server["status"]["conditions"].as_array().unwrap();
-    assert!(ready.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"), "{ready:?}");
+    status_as_kubelet_writes_it(&kc, &server);
 
     // kubectl logs and exec reach it through the node's kubelet server.
     let ca = dir.join("state/pki/kubelet.crt");
@@ -126,6 +161,8 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
     assert!(code == 0 && out.contains("hello from daemon"), "{out}{err}");
     let (code, out, err) = kubectl(&kc, &["exec", "daemon", "--", "echo", "inside"], "");
     assert!(code == 0 && out.trim() == "inside", "{out}{err}");
+
+    reader_gets_what_the_cluster_gives(tb, &kc, &server, &agent, &dir);
 
     // atoll pods and describe name the source.
     let (_, table, _) = agent.cli(&["pods"]);
@@ -184,5 +221,68 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
     let on_server: Value = server.get("pods", "default", "daemon").unwrap();
     assert_eq!(on_server["status"]["phase"], "Running");
     assert!(server.refused().is_empty(), "every request held to k8s.io/api's types: {:?}", server.refused());
+    let forbidden: Vec<String> =
+        server.log().into_iter().filter(|l| l.status == 403).map(|l| format!("{} {}", l.method, l.path)).collect();
+    assert!(forbidden.is_empty(), "the node asks only what the node authorizer allows: {forbidden:?}");
     drop(agent);
+}
+
+/// `kubectl get`: daemon Running on tb with its IP; its status as kubelet's status manager
+/// writes it.
+fn status_as_kubelet_writes_it(kc: &Path, server: &ApiServer) {
+    // kubectl get: Running on tb with its IP; the status as kubelet's status manager writes it.
+    // (Through a JSONPath: the test API server does not print the server-side Table that
+    // `-o wide` asks for.)
+    let jsonpath = "-o=jsonpath={.status.phase} {.spec.nodeName} {.status.podIP}";
+    let wide = eventually(Duration::from_secs(60), "daemon Running in kubectl get", || {
+        let (code, out, _) = kubectl(kc, &["get", "pod", "daemon", jsonpath], "");
+        (code == 0 && out.starts_with("Running tb 10.")).then_some(out)
+    });
+    let on_server = server.get("pods", "default", "daemon").unwrap();
+    let ip = on_server["status"]["podIP"].as_str().unwrap_or_default().to_string();
+    assert!(!ip.is_empty() && wide.contains(&ip), "{wide}\n{}", on_server["status"]);
+    assert_eq!(on_server["status"]["qosClass"], "BestEffort");
+    assert!(on_server["status"]["startTime"].is_string());
+    let ready = on_server["status"]["conditions"].as_array().unwrap();
+    assert!(ready.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"), "{ready:?}");
+}
+
+/// What the cluster gives a pod: its ConfigMap, its Secret, its token, the cluster's CA and its
+/// namespace; a ConfigMap edit reaches the volume; the token is asked again before it ends,
+/// bound to the pod; the kept copy seals the Secret and the tokens.
+fn reader_gets_what_the_cluster_gives(tb: &Testbed, kc: &Path, server: &ApiServer, agent: &common::Agent, dir: &Path) {
+    // What the cluster gives a pod: its ConfigMap, its Secret, its token, the cluster's CA and
+    // its namespace; a ConfigMap edit reaches the volume; the token is asked again before it
+    // ends, bound to the pod.
+    let exec = |cmd: &str| {
+        let (code, out, err) = kubectl(kc, &["exec", "reader", "--", "sh", "-c", cmd], "");
+        (code == 0).then_some(out).ok_or(err)
+    };
+    eventually(Duration::from_secs(60), "reader running", || running(tb, "reader"));
+    assert_eq!(exec("cat /etc/settings/greeting").unwrap(), "hello");
+    assert_eq!(exec("echo $PASSWORD").unwrap().trim(), "hunter2");
+    let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+    assert_eq!(exec(&format!("cat {sa}/namespace")).unwrap(), "default");
+    assert!(exec(&format!("cat {sa}/ca.crt")).unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
+    let first = exec(&format!("cat {TOKEN}")).unwrap();
+    let issued = server.issued_tokens();
+    assert!(issued.iter().any(|(pod, t)| pod == "reader" && *t == first), "{first} not in {issued:?}");
+    let (code, out, err) =
+        kubectl(kc, &["patch", "configmap", "settings", "-p", r#"{"data":{"greeting":"bonjour"}}"#], "");
+    assert_eq!(code, 0, "{out}{err}");
+    eventually(Duration::from_secs(60), "the edited ConfigMap in the volume", || {
+        (exec("cat /etc/settings/greeting").ok()? == "bonjour").then_some(())
+    });
+    let second = eventually(Duration::from_secs(30), "the token asked again", || {
+        exec(&format!("cat {TOKEN}")).ok().filter(|t| *t != first)
+    });
+    assert!(server.issued_tokens().iter().any(|(pod, t)| pod == "reader" && *t == second));
+    // The kept copy holds the pods and the ConfigMaps as they are, the Secret and the tokens
+    // sealed: neither the password nor a token is readable in it.
+    let kept = std::fs::read_to_string(dir.join("state/sources/api/pods.json")).unwrap();
+    assert!(kept.contains("kube-root-ca.crt") && kept.contains("\"sealed\""), "{kept}");
+    for secret in ["hunter2", "aHVudGVyMg", &first, &second] {
+        assert!(!kept.contains(secret), "{secret} in the kept copy");
+    }
+    assert!(!agent.log().contains("hunter2") && !agent.log().contains(&second), "a secret in the log");
 }

@@ -56,18 +56,20 @@ impl Validator {
                     count += 1;
                     self.downward_items(&format!("{sp}.downwardAPI"), &d.items, Some(&mut paths));
                 }
-                let (token, bundle) = match self.bound {
-                    true => (
-                        "service account tokens are not implemented by atoll yet",
-                        "clusterTrustBundles are not implemented by atoll",
-                    ),
-                    false => (
-                        "static pods may not reference serviceaccounts",
-                        "static pods may not reference clustertrustbundles",
-                    ),
+                if let (Some(t), true) = (&src.service_account_token, self.bound) {
+                    count += 1;
+                    self.token(&format!("{sp}.serviceAccountToken"), t, &mut paths);
+                }
+                let bundle = match self.bound {
+                    true => "clusterTrustBundles are not implemented by atoll",
+                    false => "static pods may not reference clustertrustbundles",
                 };
                 for (set, field, why) in [
-                    (src.service_account_token.is_some(), "serviceAccountToken", token),
+                    (
+                        src.service_account_token.is_some() && !self.bound,
+                        "serviceAccountToken",
+                        "static pods may not reference serviceaccounts",
+                    ),
                     (src.cluster_trust_bundle.is_some(), "clusterTrustBundle", bundle),
                     (
                         src.pod_certificate.is_some(),
@@ -132,6 +134,23 @@ impl Validator {
     }
 
     /// `items` under `p`: keys, paths (each unique in `seen`) and modes.
+    /// A bound pod's `serviceAccountToken` projection at `p`: a path below the volume, unique
+    /// among its sources, and the API's 10 minutes to 2^32 seconds for its lifetime.
+    fn token(&mut self, p: &str, t: &serde_json::Value, seen: &mut BTreeSet<String>) {
+        let path = crate::pod::references::token_path(t);
+        if let Err(e) = check_descending(path) {
+            self.err(format!("{p}.path"), e);
+        } else if !seen.insert(path.to_string()) {
+            self.err(format!("{p}.path"), format!("duplicate path {path:?}"));
+        }
+        if let Some(v) = t.get("expirationSeconds") {
+            self.range(&format!("{p}.expirationSeconds"), Some(v.as_i64().unwrap_or(-1)), 600, 1 << 32);
+        }
+        if t.get("audience").is_some_and(|a| !a.is_string()) {
+            self.err(format!("{p}.audience"), "must be a string");
+        }
+    }
+
     fn items(&mut self, p: &str, items: &[KeyToPath], seen: &mut BTreeSet<String>) {
         for (k, item) in items.iter().enumerate() {
             let ip = format!("{p}.items[{k}]");

@@ -43,7 +43,7 @@ pub fn set_up(dir: &PodDir, pod: &Pod, lookup: &dyn Lookup, node: Allocatable) -
 }
 
 fn one(pod_dir: &PodDir, pod: &Pod, v: &Volume, lookup: &dyn Lookup, node: Allocatable) -> Result<bool, String> {
-    let files = match (resolve::volume_files(&pod.metadata.namespace, v, lookup), &v.downward_api) {
+    let files = match (resolve::volume_files(&pod.metadata.namespace, &pod.metadata.uid, v, lookup), &v.downward_api) {
         (Some(files), _) => {
             let mut files = files?;
             // A projected volume's downwardAPI sources (paths unique across sources: validated).
