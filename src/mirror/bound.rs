@@ -67,6 +67,8 @@ pub struct Bound {
     pods: Vec<StaticPod>,
     raw: Vec<Value>,
     errors: Vec<ManifestError>,
+    /// Pods the cluster deletes, with the grace period it gave them (`deletionGracePeriodSeconds`).
+    leaving: Vec<StaticPod>,
     /// What they need from the API server.
     needs: Needs,
     /// The pods sent are the kept copy: the server has not listed the node's pods yet.
@@ -84,6 +86,7 @@ impl Bound {
             pods: Vec::new(),
             raw: Vec::new(),
             errors: Vec::new(),
+            leaving: Vec::new(),
             needs: Needs::default(),
             from_kept: true,
             key: None,
@@ -145,6 +148,7 @@ impl Bound {
         if let Some(cache) = cache {
             let raw: Vec<Value> = cache.values().filter(|p| runs_here(p, &self.node)).map(without_status).collect();
             let (pods, errors) = self.read(raw.iter());
+            self.leaving = leaving(cache, &self.pods);
             if self.from_kept || pods != self.pods || errors != self.errors {
                 (self.pods, self.errors, self.raw, self.from_kept) = (pods, errors, raw, false);
                 changed = true;
@@ -213,10 +217,28 @@ impl Bound {
             objects: self.needs.objects(),
             errors: self.errors.clone(),
             payloads: Vec::new(),
+            leaving: self.leaving.clone(),
         };
         // The agent takes snapshots as fast as it handles them; gone, it is stopping.
         let _ = self.to.updates.send_blocking(update);
     }
+}
+
+/// The pods of `running` that the server shows being deleted, each with the grace period the
+/// deletion gave it when that is shorter than its own (kubelet kills with the deletion's).
+pub fn leaving(cache: &BTreeMap<String, Value>, running: &[StaticPod]) -> Vec<StaticPod> {
+    let mut out = Vec::new();
+    for p in cache.values().filter(|p| p["metadata"]["deletionTimestamp"].is_string()) {
+        let Some(sp) = running.iter().find(|sp| p["metadata"]["uid"] == sp.uid.as_str()) else { continue };
+        let mut sp = sp.clone();
+        if let Some(g) = p["metadata"]["deletionGracePeriodSeconds"].as_i64() {
+            let spec = &mut Arc::make_mut(&mut sp.pod).spec;
+            let own = spec.termination_grace_period_seconds.unwrap_or(30);
+            spec.termination_grace_period_seconds = Some(own.min(g.max(0)));
+        }
+        out.push(sp);
+    }
+    out
 }
 
 /// A pod as kept: what the server sent but its status and its managed fields.
@@ -330,5 +352,33 @@ mod tests {
         let mut other = Bound::new(ApiSource { updates: tx, dir: dir.to_path_buf() }, "edge-2");
         other.start();
         assert!(rx.try_recv().unwrap().pods.is_empty());
+    }
+
+    #[test]
+    fn a_pod_the_cluster_deletes_leaves_with_the_deletions_grace_and_the_merge_stops_it_so() {
+        let dir = crate::testdir::TestDir::new("bound-leaving");
+        let (mut b, rx) = bound(&dir);
+        b.start();
+        let mut merger = crate::source::merge::Merger::new([SourceId::Api]);
+        merger.apply(rx.try_recv().unwrap(), SystemTime::UNIX_EPOCH);
+        let mut cache = BTreeMap::from([("default/a".to_string(), pod("a", "u1", "1"))]);
+        cache.get_mut("default/a").unwrap()["spec"]["terminationGracePeriodSeconds"] = json!(30);
+        b.tick(None, Some(&cache));
+        let added = merger.apply(rx.try_recv().unwrap(), SystemTime::UNIX_EPOCH);
+        assert_eq!(crate::runtime::stop::grace_of(&added[0].pod().pod).as_secs(), 30);
+        // kubectl delete --grace-period=2.
+        let a = cache.get_mut("default/a").unwrap();
+        a["metadata"]["deletionTimestamp"] = json!("2026-11-28T10:00:00Z");
+        a["metadata"]["deletionGracePeriodSeconds"] = json!(2);
+        a["metadata"]["resourceVersion"] = json!("2");
+        b.tick(None, Some(&cache));
+        let removed = merger.apply(rx.try_recv().unwrap(), SystemTime::UNIX_EPOCH);
+        assert!(matches!(removed.as_slice(), [crate::pod::Change::Remove(_)]), "{removed:?}");
+        assert_eq!(crate::runtime::stop::grace_of(&removed[0].pod().pod).as_secs(), 2);
+        // A longer deletion grace than the pod's own does not lengthen it.
+        let mut long = cache.clone();
+        long.get_mut("default/a").unwrap()["metadata"]["deletionGracePeriodSeconds"] = json!(600);
+        let running = [load_api(pod("a", "u1", "1")).unwrap()];
+        assert_eq!(crate::runtime::stop::grace_of(&leaving(&long, &running)[0].pod).as_secs(), 30);
     }
 }

@@ -46,7 +46,14 @@ fn runs(node: &Node, sp: &crate::pod::StaticPod, ready: bool, restarts: u32) {
 
 fn snapshot(sp: &crate::pod::StaticPod) -> Update {
     let payloads = vec![payload(&sp.pod.spec.containers[0].image)];
-    Update { source: SourceId::File, pods: vec![sp.clone()], objects: vec![], errors: vec![], payloads }
+    Update {
+        source: SourceId::File,
+        pods: vec![sp.clone()],
+        objects: vec![],
+        errors: vec![],
+        payloads,
+        leaving: vec![],
+    }
 }
 
 #[test]

@@ -187,6 +187,30 @@ impl Keyring {
         self.entries.is_empty()
     }
 
+    /// The keyring of a pod's `imagePullSecrets`, as kubelet makes it: each Secret of type
+    /// `kubernetes.io/dockerconfigjson` (its `.dockerconfigjson`) or `kubernetes.io/dockercfg`
+    /// (its `.dockercfg`) that `lookup` has, in order; one missing or unreadable is logged and
+    /// passed over (the pull goes on with the others and the node's).
+    pub fn of_pull_secrets(pod: &crate::pod::Pod, lookup: &dyn crate::objects::resolve::Lookup) -> Keyring {
+        let mut keyring = Keyring::default();
+        let ns = &pod.metadata.namespace;
+        for name in pod.spec.image_pull_secrets.iter().filter_map(|s| s["name"].as_str()) {
+            let Some(secret) = lookup.object(crate::objects::ObjectKind::Secret, ns, name) else {
+                log::warn!("pod {}: pull secret {ns}/{name} not found; pulling without it", pod.key());
+                continue;
+            };
+            let Some(bytes) = secret.data.get(".dockerconfigjson").or_else(|| secret.data.get(".dockercfg")) else {
+                log::warn!("pod {}: pull secret {ns}/{name} has no .dockerconfigjson or .dockercfg", pod.key());
+                continue;
+            };
+            let shown = std::path::PathBuf::from(format!("pull secret {ns}/{name}"));
+            if let Err(e) = keyring.add_docker_config(&shown, bytes) {
+                log::warn!("pod {}: {e}", pod.key());
+            }
+        }
+        keyring
+    }
+
     /// The credentials that apply to `image`, most specific first (longer path, then fewer
     /// globs, then the order they were added in).
     pub fn lookup(&self, image: &str) -> Vec<Credential> {
@@ -296,5 +320,39 @@ mod tests {
         assert!(glob("a?c", "abc"));
         assert!(!glob("a?c", "ac"));
         assert!(!glob("abc", "abd"));
+    }
+
+    #[test]
+    fn a_pods_pull_secrets_make_its_keyring_and_a_missing_one_is_passed_over() {
+        use crate::objects::{LocalObject, ObjectKind};
+        let secret = |name: &str, key: &str, json: &str| LocalObject {
+            kind: ObjectKind::Secret,
+            namespace: "shop".into(),
+            name: name.into(),
+            data: std::collections::BTreeMap::from([(key.to_string(), json.as_bytes().to_vec())]),
+            immutable: false,
+            secret_type: "kubernetes.io/dockerconfigjson".into(),
+            origin: "the API server".into(),
+        };
+        let mut objects = crate::objects::resolve::Snapshot::new();
+        for o in [
+            secret("reg", ".dockerconfigjson", r#"{"auths":{"registry.example.com":{"username":"u","password":"p"}}}"#),
+            secret("old", ".dockercfg", r#"{"legacy.example.com":{"auth":"dTpw"}}"#),
+            secret("opaque", "token", "x"),
+        ] {
+            objects.insert((o.kind, o.namespace.clone(), o.name.clone()), std::sync::Arc::new(o));
+        }
+        let pod: crate::pod::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "shop"},
+            "spec": {"imagePullSecrets": [{"name": "gone"}, {"name": "opaque"}, {"name": "reg"}, {"name": "old"}]}
+        }))
+        .unwrap();
+        let keyring = Keyring::of_pull_secrets(&pod, &objects);
+        let found = keyring.lookup("registry.example.com/app:1");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].auth.username, "u");
+        assert_eq!(found[0].origin, "pull secret shop/reg auths[\"registry.example.com\"]");
+        assert_eq!(keyring.lookup("legacy.example.com/app:1")[0].auth.auth, "dTpw");
+        assert!(keyring.lookup("docker.io/library/busybox:1.36").is_empty());
     }
 }

@@ -145,15 +145,17 @@ pub fn registry_unreachable(e: &Status) -> bool {
     !ANSWERED.iter().any(|a| m.contains(a)) && UNREACHABLE.iter().any(|u| m.contains(u))
 }
 
-/// PullImage without credentials when none apply; else with each that applies, most specific
-/// first, until one works (kubelet's order). The error is the last one.
+/// PullImage without credentials when none apply; else with each that applies, the pod's pull
+/// secrets' first, then the node's, most specific first, until one works (kubelet's order).
+/// The error is the last one.
 async fn pull<R: RuntimeService>(
     cx: &Context<R>,
     pod: &Pod,
     image: &str,
     sandbox_config: &PodSandboxConfig,
 ) -> Result<String, Status> {
-    let credentials = cx.tuning.credentials(image);
+    let mut credentials = super::credentials::Keyring::of_pull_secrets(pod, cx.node.objects()).lookup(image);
+    credentials.extend(cx.tuning.credentials(image));
     let mut last = None;
     for c in &credentials {
         match cx.runtime.pull_image(image, Some(c.auth.clone()), Some(sandbox_config.clone())).await {

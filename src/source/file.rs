@@ -189,7 +189,7 @@ impl FileSource {
         self.last_sent = Some((pods.clone(), objects.clone(), errors.clone()));
         self.owners = owners;
         let payloads = self.good.values().map(|g| g.payload.clone()).collect();
-        Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors, payloads })
+        Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors, payloads, leaving: vec![] })
     }
 
     /// Keeps each good file's last valid version on disk (not a Secret's, nor an encrypted

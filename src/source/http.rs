@@ -230,7 +230,14 @@ impl Poller {
         }
         let m = opened.manifests;
         let payloads = vec![payload.clone()];
-        Ok(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
+        Ok(Update {
+            source: SourceId::Http,
+            pods: m.pods,
+            objects: m.objects,
+            errors: vec![],
+            payloads,
+            leaving: vec![],
+        })
     }
 
     /// Takes a good payload into use: validators for the next poll, and the disk copy.
@@ -293,7 +300,14 @@ impl Poller {
         let m = opened.manifests;
         self.last_body = Some(payload.clone());
         let payloads = vec![payload];
-        Some(Update { source: SourceId::Http, pods: m.pods, objects: m.objects, errors: vec![], payloads })
+        Some(Update {
+            source: SourceId::Http,
+            pods: m.pods,
+            objects: m.objects,
+            errors: vec![],
+            payloads,
+            leaving: vec![],
+        })
     }
 }
 

@@ -54,6 +54,8 @@ impl Merger {
         }
         for (uid, sp) in old {
             if !new.contains_key(&uid) {
+                // Its grace period as it left, when the source gave one.
+                let sp = update.leaving.iter().find(|l| l.uid == uid).cloned().unwrap_or(sp);
                 removes.push(Change::Remove(sp));
             }
         }
@@ -89,7 +91,7 @@ mod tests {
     }
 
     fn update(source: SourceId, pods: Vec<StaticPod>) -> Update {
-        Update { source, pods, objects: vec![], errors: vec![], payloads: vec![] }
+        Update { source, pods, objects: vec![], errors: vec![], payloads: vec![], leaving: vec![] }
     }
 
     fn kinds(changes: &[Change]) -> Vec<String> {

@@ -58,6 +58,9 @@ pub struct Update {
     pub errors: Vec<ManifestError>,
     /// The payloads its pods came from (one per origin), for the rollback stage to keep.
     pub payloads: Vec<std::sync::Arc<payload::Payload>>,
+    /// Pods that leave it to stop within a grace period of their own, not their spec's (a pod
+    /// the cluster deletes: its `deletionGracePeriodSeconds`).
+    pub leaving: Vec<StaticPod>,
 }
 
 /// Records a good read of a manifest source (for `/metrics`).
