@@ -1,4 +1,5 @@
-//! Fuzzes the whole intake pipeline with arbitrary bytes, as a file and as a URL payload:
+//! Fuzzes the whole intake pipeline with arbitrary bytes, as a file and as a URL payload, and
+//! as a pod from the API server (`load_api`, and the objects and tokens it would need):
 //! decode, defaults, identity and validation, and for every pod that loads, what atoll then
 //! builds from it before touching the runtime: its directories (which must stay under the
 //! root), the plan for a fresh pod, the sandbox config and every container's config, probe
@@ -32,6 +33,15 @@ fuzz_target!(|data: &[u8]| {
             for sp in loaded.pods {
                 after_intake(&sp.pod);
             }
+        }
+    }
+    // As a pod the API server binds to the node (a watch event's object), and what the API
+    // source then asks of the server for it (its objects and tokens).
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
+        let _ = atoll::mirror::bound::runs_here(&value, "fuzz-node");
+        if let Ok(sp) = pod::load::load_api(value) {
+            let _ = atoll::mirror::needs::wanted(std::slice::from_ref(&sp));
+            after_intake(&sp.pod);
         }
     }
 });

@@ -18,7 +18,7 @@ use super::needs::Needs;
 use crate::pod::{load::load_api, ManifestError, StaticPod};
 use crate::source::{SourceId, Update};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -34,18 +34,10 @@ pub struct ApiSource {
     pub dir: PathBuf,
 }
 
-/// The kept copy: the node it was for, the pods as the server sent them (no status), their
-/// ConfigMaps, and their Secrets and tokens sealed with the node's key (`sealed`).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Kept {
-    node: String,
-    pods: Vec<Value>,
-    #[serde(default)]
-    config_maps: Vec<Value>,
-    /// `{"secrets": [...], "tokens": [...]}`, sealed.
-    #[serde(default)]
-    sealed: Option<String>,
-}
+/// The kept copy (`pods.json`): `{"node": .., "pods": [..], "configMaps": [..], "sealed": ..}`,
+/// the node it was for, the pods as the server sent them (no status), their ConfigMaps, and
+/// their Secrets and tokens sealed with the node's key (`{"secrets": [..], "tokens": [..]}`).
+const KEPT: &str = "pods.json";
 
 /// Whether `pod`, one of the node's pods as the server shows it, runs here: bound to `node`,
 /// not a mirror pod, not being deleted, not Succeeded or Failed.
@@ -61,8 +53,8 @@ pub fn runs_here(pod: &Value, node: &str) -> bool {
 pub struct Bound {
     to: ApiSource,
     node: String,
-    /// By UID: the resourceVersion last read, and what it read as.
-    read: HashMap<String, (String, Result<StaticPod, ManifestError>)>,
+    /// Each pod's UID and resourceVersion last read, and what it read as.
+    read: Vec<(String, String, Result<StaticPod, ManifestError>)>,
     /// The pods that run (sent last), as read and as the server sent them.
     pods: Vec<StaticPod>,
     raw: Vec<Value>,
@@ -82,7 +74,7 @@ impl Bound {
         Bound {
             to,
             node: node.to_string(),
-            read: HashMap::new(),
+            read: Vec::new(),
             pods: Vec::new(),
             raw: Vec::new(),
             errors: Vec::new(),
@@ -94,7 +86,7 @@ impl Bound {
     }
 
     fn kept_path(&self) -> PathBuf {
-        self.to.dir.join("pods.json")
+        self.to.dir.join(KEPT)
     }
 
     fn key(&mut self) -> Option<[u8; 32]> {
@@ -110,15 +102,19 @@ impl Bound {
     /// At start, before the API server is asked: the kept pods and what they need (none when
     /// nothing was kept, or it was kept for another node name) as the source's first snapshot.
     pub fn start(&mut self) {
-        let kept: Option<Kept> = crate::records::read(&self.kept_path());
+        let kept: Option<Value> = crate::records::read(&self.kept_path());
         let node = self.node.clone();
-        let Some(kept) = kept.filter(|k| k.node == node) else { return self.send() };
-        let raw: Vec<Value> = kept.pods.into_iter().filter(|p| runs_here(p, &node)).collect();
+        let Some(mut kept) = kept.filter(|k| k["node"] == node.as_str()) else { return self.send() };
+        let list = |v: &mut Value| match v.take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        let raw: Vec<Value> = list(&mut kept["pods"]).into_iter().filter(|p| runs_here(p, &node)).collect();
         (self.pods, self.errors) = self.read(raw.iter());
         self.raw = raw;
-        let mut objects = kept.config_maps;
+        let mut objects = list(&mut kept["configMaps"]);
         let mut tokens = Vec::new();
-        if let Some(sealed) = &kept.sealed {
+        if let Some(sealed) = kept["sealed"].as_str() {
             let opened = self.key().and_then(|k| super::sealed::open(&k, sealed));
             match opened.and_then(|b| crate::parse::json_as::<Value>(&b).ok()) {
                 Some(v) => {
@@ -172,7 +168,7 @@ impl Bound {
             }
             (false, None) => None,
         };
-        let kept = Kept { node: self.node.clone(), pods: self.raw.clone(), config_maps, sealed };
+        let kept = json!({"node": self.node, "pods": self.raw, "configMaps": config_maps, "sealed": sealed});
         if let Err(e) = crate::records::write(&self.kept_path(), &kept) {
             log::warn!("API source: cannot keep the node's pods in {}: {e}", self.to.dir.display());
         }
@@ -180,26 +176,27 @@ impl Bound {
 
     /// Each pod read once per resourceVersion; one that does not read is reported once.
     fn read<'a>(&mut self, pods: impl Iterator<Item = &'a Value>) -> (Vec<StaticPod>, Vec<ManifestError>) {
-        let mut seen = HashMap::new();
+        let mut seen = Vec::new();
         for p in pods {
             let uid = p["metadata"]["uid"].as_str().unwrap_or_default().to_string();
             let rv = p["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            let entry = match self.read.remove(&uid) {
-                Some((was, got)) if was == rv && !rv.is_empty() => (was, got),
-                _ => {
+            let before = self.read.iter().position(|(u, was, _)| *u == uid && *was == rv && !rv.is_empty());
+            let got = match before {
+                Some(i) => self.read.swap_remove(i).2,
+                None => {
                     let got = load_api(p.clone());
                     if let Err(e) = &got {
                         log::warn!("API source: {e}");
                     }
-                    (rv, got)
+                    got
                 }
             };
-            seen.insert(uid, entry);
+            seen.push((uid, rv, got));
         }
         self.read = seen;
         let mut ok: Vec<StaticPod> = Vec::new();
         let mut errors = Vec::new();
-        for (_, got) in self.read.values() {
+        for (_, _, got) in &self.read {
             match got {
                 Ok(sp) => ok.push(sp.clone()),
                 Err(e) => errors.push(e.clone()),

@@ -78,13 +78,9 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
                 .name("atoll-cert-serving".into())
                 .spawn(move || certs::serving::run(client, &dir, node, slot));
         }
-        let (tx, rx) = mpsc::sync_channel(256);
-        {
-            let (client, opts) = (client.clone(), opts.clone());
-            let _ = std::thread::Builder::new()
-                .name("atoll-mirror-watch".into())
-                .spawn(move || watch::watch_loop(&client, &opts.node, &tx));
-        }
+        let pods = watch::spawn(&client, watch::pods_query(&opts.node), "the node's pods".into(), 256);
+        // No thread for the watch: the pods loop ends at once, as it would with the watch gone.
+        let rx = pods.unwrap_or_else(|| mpsc::sync_channel(1).1);
         {
             let (client, opts, shared) = (client.clone(), opts.clone(), shared.clone());
             let _ = std::thread::Builder::new()

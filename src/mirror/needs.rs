@@ -10,12 +10,12 @@
 
 use super::apiserver::Client;
 use super::retry::{jitter, JSON};
-use super::watch::{watch_list, Seen};
+use super::watch::Seen;
 use crate::objects::LocalObject;
 use crate::pod::references::{object_refs, token_object, ObjectKind};
 use crate::pod::StaticPod;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -36,42 +36,38 @@ pub struct TokenAsk {
     pub seconds: u64,
 }
 
-/// The Secrets and ConfigMaps `pods` reference (not their tokens), and the tokens they
-/// project, by the name the token is held under.
-pub fn wanted(pods: &[StaticPod]) -> (BTreeSet<Ref>, BTreeMap<String, TokenAsk>) {
-    let mut refs = BTreeSet::new();
-    let mut tokens = BTreeMap::new();
+/// The Secrets and ConfigMaps `pods` reference (not their tokens), sorted, each once; and the
+/// tokens they project, by the name each is held under.
+pub fn wanted(pods: &[StaticPod]) -> (Vec<Ref>, Vec<(String, TokenAsk)>) {
+    let mut refs = Vec::new();
+    let mut tokens = Vec::new();
     for sp in pods {
         let (pod, ns) = (&sp.pod, &sp.pod.metadata.namespace);
         for r in object_refs(pod).into_iter().filter(|r| !r.name.contains('/')) {
-            refs.insert((r.kind, ns.clone(), r.name));
+            refs.push((r.kind, ns.clone(), r.name));
         }
-        for s in &pod.spec.image_pull_secrets {
-            if let Some(name) = s["name"].as_str().filter(|n| !n.is_empty()) {
-                refs.insert((ObjectKind::Secret, ns.clone(), name.to_string()));
-            }
+        for name in pod.spec.image_pull_secrets.iter().filter_map(|s| s["name"].as_str()).filter(|n| !n.is_empty()) {
+            refs.push((ObjectKind::Secret, ns.clone(), name.to_string()));
         }
+        let account = pod.spec.service_account_name.as_deref().filter(|s| !s.is_empty()).unwrap_or("default");
         for v in &pod.spec.volumes {
             let Some(p) = &v.projected else { continue };
             for (j, t) in p.sources.iter().enumerate().filter_map(|(j, s)| Some((j, s.service_account_token.as_ref()?)))
             {
                 let ask = TokenAsk {
                     namespace: ns.clone(),
-                    service_account: pod
-                        .spec
-                        .service_account_name
-                        .clone()
-                        .filter(|s| !s.is_empty())
-                        .unwrap_or_else(|| "default".into()),
+                    service_account: account.to_string(),
                     pod: pod.metadata.name.clone(),
                     uid: pod.metadata.uid.clone(),
                     audience: t["audience"].as_str().unwrap_or("").to_string(),
                     seconds: t["expirationSeconds"].as_u64().unwrap_or(3600),
                 };
-                tokens.insert(token_object(&pod.metadata.uid, &v.name, j), ask);
+                tokens.push((token_object(&pod.metadata.uid, &v.name, j), ask));
             }
         }
     }
+    refs.sort();
+    refs.dedup();
     (refs, tokens)
 }
 
@@ -87,58 +83,57 @@ pub fn due(expires: SystemTime, seconds: u64, now: SystemTime, slack: Duration) 
 }
 
 struct Watched {
-    rx: mpsc::Receiver<Seen>,
+    what: Ref,
+    rx: Option<mpsc::Receiver<Seen>>,
+    /// The object as the watch (or, before it lists, the kept copy) has it.
     current: Option<Value>,
+    /// Why it did not read, when it did not (reported once).
+    problem: Option<String>,
 }
 
 struct Token {
+    name: String,
     ask: TokenAsk,
+    /// Empty until one is had.
     value: String,
     expires: SystemTime,
+    /// When to ask again after a failure.
+    retry: Option<Instant>,
 }
 
-/// The watches and tokens of the API source's pods.
+/// The watches and tokens of the API source's pods (a node's few: lists).
 #[derive(Default)]
 pub struct Needs {
-    watches: BTreeMap<Ref, Watched>,
-    tokens: BTreeMap<String, Token>,
-    /// A token that could not be had: when to ask again.
-    retry: BTreeMap<String, Instant>,
-    /// Objects from the kept copy, served until their watch has listed.
-    kept: BTreeMap<Ref, Value>,
-    /// What the last `objects` call returned, by what it is.
-    decoded: BTreeMap<Ref, Result<Arc<LocalObject>, String>>,
+    watched: Vec<Watched>,
+    tokens: Vec<Token>,
 }
 
 impl Needs {
-    /// The objects and tokens of the kept copy (the tokens as long as they are not expired).
+    /// The objects and tokens of the kept copy (the tokens as long as they are not expired);
+    /// they serve until their watches list and their tokens are asked again.
     pub fn from_kept(objects: Vec<Value>, tokens: Vec<Value>, now: SystemTime) -> Needs {
         let mut n = Needs::default();
         for o in objects {
             let kind = if o["kind"] == "Secret" { ObjectKind::Secret } else { ObjectKind::ConfigMap };
             let meta = &o["metadata"];
-            let key = (
-                kind,
-                meta["namespace"].as_str().unwrap_or("").to_string(),
-                meta["name"].as_str().unwrap_or("").to_string(),
-            );
-            n.kept.insert(key, o);
+            let (ns, name) = (meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""));
+            let what = (kind, ns.to_string(), name.to_string());
+            n.watched.push(Watched { what, rx: None, current: Some(o), problem: None });
         }
         for t in tokens {
-            let (Some(name), Some(value), Some(expires)) =
-                (t["object"].as_str(), t["token"].as_str(), t["expires"].as_u64())
-            else {
-                continue;
+            let a = |i: usize| t["ask"][i].as_str().unwrap_or("").to_string();
+            let ask = TokenAsk {
+                namespace: a(0),
+                service_account: a(1),
+                pod: a(2),
+                uid: a(3),
+                audience: a(4),
+                seconds: t["ask"][5].as_u64().unwrap_or(3600),
             };
-            let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(expires);
-            let Ok(ask) = serde_json::from_value::<(String, String, String, String, String, u64)>(t["ask"].clone())
-            else {
-                continue;
-            };
-            let (namespace, service_account, pod, uid, audience, seconds) = ask;
-            let ask = TokenAsk { namespace, service_account, pod, uid, audience, seconds };
+            let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(t["expires"].as_u64().unwrap_or(0));
+            let (Some(name), Some(value)) = (t["object"].as_str(), t["token"].as_str()) else { continue };
             if expires > now {
-                n.tokens.insert(name.to_string(), Token { ask, value: value.to_string(), expires });
+                n.tokens.push(Token { name: name.into(), ask, value: value.into(), expires, retry: None });
             }
         }
         n
@@ -147,55 +142,60 @@ impl Needs {
     /// Brings the watches and tokens in line with `pods` (with a client: offline, the kept
     /// ones serve); returns whether anything the pods read changed.
     pub fn sync(&mut self, client: Option<&Arc<Client>>, pods: &[StaticPod], now: SystemTime) -> bool {
-        let (refs, tokens) = wanted(pods);
+        let (refs, asks) = wanted(pods);
         let mut changed = false;
-        // Watches: the wanted ones started, the others dropped (their threads end at their
-        // next event or the watch's end, when the send fails).
-        self.watches.retain(|r, _| refs.contains(r));
-        self.kept.retain(|r, _| refs.contains(r));
-        if let Some(client) = client {
-            let room = MAX_WATCHES.saturating_sub(self.watches.len());
-            let new: Vec<&Ref> = refs.iter().filter(|r| !self.watches.contains_key(*r)).take(room).collect();
-            for r in new {
-                let (tx, rx) = mpsc::sync_channel(16);
-                let (client, path) = (client.clone(), list_path(r));
-                let what = format!("{} {}/{}", r.0.resource(), r.1, r.2);
-                let spawned = std::thread::Builder::new()
-                    .name("atoll-api-object".into())
-                    .spawn(move || watch_list(&client, &path, &what, &tx));
-                if spawned.is_ok() {
-                    self.watches.insert(r.clone(), Watched { rx, current: None });
+        // Watches: the unwanted dropped (their threads end at their next event or the
+        // watch's end, when the send fails), the wanted started.
+        self.watched.retain(|w| refs.contains(&w.what));
+        for r in refs {
+            let i = match self.watched.iter().position(|w| w.what == r) {
+                Some(i) => i,
+                None => {
+                    self.watched.push(Watched { what: r, rx: None, current: None, problem: None });
+                    self.watched.len() - 1
+                }
+            };
+            let w = &mut self.watched[i];
+            if let (None, Some(client)) = (&w.rx, client) {
+                let started = self.watched.iter().filter(|w| w.rx.is_some()).count();
+                if started < MAX_WATCHES {
+                    let w = &mut self.watched[i];
+                    let what = format!("{} {}/{}", w.what.0.resource(), w.what.1, w.what.2);
+                    w.rx = super::watch::spawn(client, list_path(&w.what), what, 16);
                 }
             }
-        }
-        for (r, w) in &mut self.watches {
-            while let Ok(seen) = w.rx.try_recv() {
+            let w = &mut self.watched[i];
+            let Some(rx) = &w.rx else { continue };
+            while let Ok(seen) = rx.try_recv() {
                 let next = match seen {
-                    Seen::Listed(items) => items.into_iter().find(|o| o["metadata"]["name"] == r.2.as_str()),
+                    Seen::Listed(items) => items.into_iter().find(|o| o["metadata"]["name"] == w.what.2.as_str()),
                     Seen::Event(kind, _) if kind == "DELETED" => None,
                     Seen::Event(_, o) => Some(o),
                 };
-                changed |= next != w.current || self.kept.remove(r).is_some();
+                changed |= next != w.current;
                 w.current = next;
             }
         }
         // Tokens: asked when new or due, kept while their pod wants them.
-        self.tokens.retain(|name, _| tokens.contains_key(name));
-        self.retry.retain(|name, _| tokens.contains_key(name));
-        for (name, ask) in &tokens {
-            let have = self.tokens.get(name).filter(|t| t.ask == *ask);
-            let fresh = have.is_some_and(|t| !due(t.expires, t.ask.seconds, now, jitter(Duration::from_secs(10))));
-            let waiting = self.retry.get(name).is_some_and(|at| Instant::now() < *at);
+        self.tokens.retain(|t| asks.iter().any(|(name, ask)| *name == t.name && *ask == t.ask));
+        for (name, ask) in asks {
+            if !self.tokens.iter().any(|t| t.name == name) {
+                let none = SystemTime::UNIX_EPOCH;
+                self.tokens.push(Token { name, ask, value: String::new(), expires: none, retry: None });
+            }
+        }
+        for t in &mut self.tokens {
+            let fresh = !t.value.is_empty() && !due(t.expires, t.ask.seconds, now, jitter(Duration::from_secs(10)));
+            let waiting = t.retry.is_some_and(|at| Instant::now() < at);
             let Some(client) = client.filter(|_| !fresh && !waiting) else { continue };
-            match request_token(client, ask) {
+            match request_token(client, &t.ask) {
                 Ok((value, expires)) => {
-                    self.retry.remove(name);
-                    self.tokens.insert(name.clone(), Token { ask: ask.clone(), value, expires });
+                    (t.value, t.expires, t.retry) = (value, expires, None);
                     changed = true;
                 }
                 Err(why) => {
-                    log::warn!("service account token for pod {}/{}: {why}", ask.namespace, ask.pod);
-                    self.retry.insert(name.clone(), Instant::now() + jitter(Duration::from_secs(10)));
+                    log::warn!("service account token for pod {}/{}: {why}", t.ask.namespace, t.ask.pod);
+                    t.retry = Some(Instant::now() + jitter(Duration::from_secs(10)));
                 }
             }
         }
@@ -206,31 +206,26 @@ impl Needs {
     /// tokens. One the API server sends that does not read is reported once and left out.
     pub fn objects(&mut self) -> Vec<Arc<LocalObject>> {
         let mut out = Vec::new();
-        let current: Vec<(Ref, &Value)> = self
-            .watches
-            .iter()
-            .filter_map(|(r, w)| Some((r.clone(), w.current.as_ref()?)))
-            .chain(self.kept.iter().map(|(r, v)| (r.clone(), v)))
-            .collect();
-        let mut decoded = BTreeMap::new();
-        for (r, v) in current {
-            let got = decode(&r, v.clone());
-            if let (Err(e), false) =
-                (&got, self.decoded.get(&r).is_some_and(|d| d.as_ref().err() == got.as_ref().err()))
-            {
-                log::warn!("API source: {} {}/{}: {e}", r.0.as_str(), r.1, r.2);
+        for w in &mut self.watched {
+            let Some(v) = &w.current else { continue };
+            match decode(&w.what, v.clone()) {
+                Ok(o) => {
+                    w.problem = None;
+                    out.push(o);
+                }
+                Err(e) => {
+                    if w.problem.as_ref() != Some(&e) {
+                        log::warn!("API source: {} {}/{}: {e}", w.what.0.as_str(), w.what.1, w.what.2);
+                    }
+                    w.problem = Some(e);
+                }
             }
-            if let Ok(o) = &got {
-                out.push(o.clone());
-            }
-            decoded.insert(r, got);
         }
-        self.decoded = decoded;
-        for (name, t) in &self.tokens {
+        for t in self.tokens.iter().filter(|t| !t.value.is_empty()) {
             out.push(Arc::new(LocalObject {
                 kind: ObjectKind::Secret,
                 namespace: t.ask.namespace.clone(),
-                name: name.clone(),
+                name: t.name.clone(),
                 data: BTreeMap::from([("token".to_string(), t.value.clone().into_bytes())]),
                 immutable: false,
                 secret_type: "atoll.io/service-account-token".into(),
@@ -244,26 +239,26 @@ impl Needs {
     /// fields), and the tokens with what they were asked for.
     pub fn to_keep(&self) -> (Vec<Value>, Vec<Value>) {
         let objects = self
-            .watches
+            .watched
             .iter()
-            .filter_map(|(r, w)| Some((r, w.current.clone()?)))
-            .chain(self.kept.iter().map(|(r, v)| (r, v.clone())))
-            .map(|(r, mut v)| {
-                v["kind"] = r.0.as_str().into();
+            .filter_map(|w| {
+                let mut v = w.current.clone()?;
+                v["kind"] = w.what.0.as_str().into();
                 v["apiVersion"] = "v1".into();
                 if let Some(m) = v["metadata"].as_object_mut() {
                     m.remove("managedFields");
                 }
-                v
+                Some(v)
             })
             .collect();
         let tokens = self
             .tokens
             .iter()
-            .map(|(name, t)| {
+            .filter(|t| !t.value.is_empty())
+            .map(|t| {
                 let a = &t.ask;
                 let secs = t.expires.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-                json!({"object": name, "token": t.value, "expires": secs,
+                json!({"object": t.name, "token": t.value, "expires": secs,
                        "ask": [a.namespace, a.service_account, a.pod, a.uid, a.audience, a.seconds]})
             })
             .collect();

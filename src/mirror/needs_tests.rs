@@ -35,10 +35,11 @@ fn what_pods_need_is_every_object_they_name_and_a_token_per_projection() {
     let names: Vec<String> = refs.iter().map(|(k, ns, n)| format!("{} {ns}/{n}", k.as_str())).collect();
     assert_eq!(names, ["ConfigMap shop/kube-root-ca.crt", "Secret shop/db", "Secret shop/registry"]);
     assert_eq!(tokens.len(), 2);
-    let ta = &tokens["u1/kube-api-access-x1/0"];
+    let names: Vec<&str> = tokens.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["u1/kube-api-access-x1/0", "u2/t/0"]);
+    let (ta, tb) = (&tokens[0].1, &tokens[1].1);
     assert_eq!((ta.service_account.as_str(), ta.seconds, ta.audience.as_str()), ("agent", 3607, ""));
     assert_eq!((ta.pod.as_str(), ta.uid.as_str(), ta.namespace.as_str()), ("a", "u1", "shop"));
-    let tb = &tokens["u2/t/0"];
     assert_eq!((tb.service_account.as_str(), tb.seconds, tb.audience.as_str()), ("default", 3600, "vault"));
 }
 

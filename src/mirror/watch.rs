@@ -8,7 +8,7 @@
 use super::apiserver::Client;
 use super::retry::{jitter, Retry, JSON};
 use serde_json::Value;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// What the watch thread passes on.
@@ -19,8 +19,19 @@ pub enum Seen {
     Event(String, Value),
 }
 
-fn pods_query(node: &str) -> String {
+pub fn pods_query(node: &str) -> String {
     format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
+}
+
+/// `list` listed and watched on a thread of its own, into a channel of `room` (None: no thread
+/// could be started). The thread ends once the receiver is dropped: at the next event, or at
+/// the watch's end.
+pub fn spawn(client: &Arc<Client>, list: String, what: String, room: usize) -> Option<mpsc::Receiver<Seen>> {
+    let (tx, rx) = mpsc::sync_channel(room);
+    let client = client.clone();
+    let name = "atoll-watch".to_string();
+    std::thread::Builder::new().name(name).spawn(move || watch_list(&client, &list, &what, &tx)).ok()?;
+    Some(rx)
 }
 
 /// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).

@@ -1,7 +1,8 @@
 //! The node's local ConfigMaps and Secrets: each source's latest set (the agent hands in every
 //! snapshot) merged into one view by kind, namespace and name; the workers read it when a
 //! container starts and when they refresh a pod's volumes. A name several sources define goes
-//! to the manifest directory, then `secretsDir`, then the URL. An immutable object keeps its
+//! to the manifest directory, then `secretsDir`, then the URL, then the API server (the
+//! objects the API source's pods need). An immutable object keeps its
 //! data until it is gone from its source (as the API server refuses to change one); a changed
 //! version is refused and said so.
 
@@ -94,6 +95,7 @@ fn rank(source: &str) -> u8 {
     match source {
         "file" => 0,
         "secrets" => 1,
+        "api" => 3,
         _ => 2,
     }
 }
