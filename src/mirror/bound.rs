@@ -131,6 +131,11 @@ impl Bound {
         self.send();
     }
 
+    /// The pods that do not read (what atoll cannot run): each one's UID and why.
+    pub fn refused(&self) -> Vec<(String, String)> {
+        self.read.iter().filter_map(|(uid, _, got)| Some((uid.clone(), got.as_ref().err()?.to_string()))).collect()
+    }
+
     /// Whether the pods running from this source are the kept copy.
     pub fn from_kept(&self) -> bool {
         self.from_kept

@@ -190,6 +190,25 @@ impl Pods<'_> {
                 None => {}
             }
         }
+        // A pod atoll cannot run is reported Failed, as kubelet reports a pod it rejects.
+        for (uid, why) in self.bound.as_ref().map(Bound::refused).unwrap_or_default() {
+            let Some(pod) = self.cache.iter().flatten().map(|(_, p)| p).find(|p| uid_of(p) == uid).cloned() else {
+                continue;
+            };
+            let mut want = pod["status"].clone();
+            want["phase"] = "Failed".into();
+            want["reason"] = "UnsupportedPodSpec".into();
+            want["message"] = format!("Pod was rejected: {why}").into();
+            let Some(patch) = patch::status_patch(&want, &pod).filter(|_| self.sent.get(&uid) != Some(&want)) else {
+                continue;
+            };
+            let path = format!("/api/v1/namespaces/{}/status", key_of(&pod).replacen('/', "/pods/", 1));
+            let r = self.client.call("PATCH", &path, SMP, Some(&patch)).map_err(Failure::from)?;
+            if transient(&r) {
+                return Err(fail_of(&format!("status of pod {}", key_of(&pod)), &r));
+            }
+            self.sent.insert(uid, want);
+        }
         let running = self.shared.node.statuses().uids();
         let gone: Vec<Value> = self
             .cache

@@ -141,11 +141,19 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
     // the test API server does not serve; the server checks every body itself.)
     // Tokens live 125 s whatever is asked: kubelet's rule asks again 120 s before the end.
     server.token_lifetime(Some(125));
-    let manifests = [bound_pod("daemon"), bound_pod("second"), bound_pod("third"), READER.into()].join("---\n");
+    // A pod atoll cannot run (a persistent volume claim) is reported Failed, as kubelet
+    // reports a pod it rejects.
+    let claimer = bound_pod("claimer").replace(
+        "  containers:\n",
+        "  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]\n  containers:\n",
+    );
+    let manifests =
+        [bound_pod("daemon"), bound_pod("second"), bound_pod("third"), READER.into(), claimer].join("---\n");
     let (code, out, err) = kubectl(&kc, &["apply", "--validate=false", "-f", "-"], &manifests);
     assert_eq!(code, 0, "{out}{err}");
     let daemon_id = eventually(Duration::from_secs(90), "daemon running", || running(tb, "daemon"));
     eventually(Duration::from_secs(60), "second and third running", || running(tb, "second").and(running(tb, "third")));
+    claimer_is_reported_failed(tb, &server);
     let uid = server.get("pods", "default", "daemon").unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
     let sandbox = &tb.sandboxes_of("daemon")[0];
     assert_eq!(sandbox.metadata.as_ref().unwrap().uid, uid, "the cluster's UID, as kubelet runs it");
@@ -285,4 +293,17 @@ fn reader_gets_what_the_cluster_gives(tb: &Testbed, kc: &Path, server: &ApiServe
         assert!(!kept.contains(secret), "{secret} in the kept copy");
     }
     assert!(!agent.log().contains("hunter2") && !agent.log().contains(&second), "a secret in the log");
+}
+
+/// A pod atoll cannot run: Failed, with kubelet's wording for a rejected pod, never started.
+fn claimer_is_reported_failed(tb: &Testbed, server: &ApiServer) {
+    let failed = eventually(Duration::from_secs(30), "claimer reported Failed", || {
+        server.get("pods", "default", "claimer").filter(|p| p["status"]["phase"] == "Failed")
+    });
+    assert_eq!(failed["status"]["reason"], "UnsupportedPodSpec");
+    let message = failed["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Pod was rejected: ") && message.contains("persistentvolumeclaims are not implemented")
+    );
+    assert!(tb.sandboxes_of("claimer").is_empty(), "never started");
 }
