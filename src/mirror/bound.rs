@@ -99,12 +99,15 @@ impl Bound {
         self.key
     }
 
-    /// At start, before the API server is asked: the kept pods and what they need (none when
-    /// nothing was kept, or it was kept for another node name) as the source's first snapshot.
+    /// At start, before the API server is asked: the kept pods and what they need as the
+    /// source's first snapshot.
     pub fn start(&mut self) {
         let kept: Option<Value> = crate::records::read(&self.kept_path());
         let node = self.node.clone();
-        let Some(mut kept) = kept.filter(|k| k["node"] == node.as_str()) else { return self.send() };
+        // Nothing usable kept (never listed, another node's, unreadable): no snapshot until
+        // the server lists, so the agent's first full sync does not stop the API pods the
+        // runtime runs (kubelet waits for its API source the same way).
+        let Some(mut kept) = kept.filter(|k| k["node"] == node.as_str()) else { return };
         let list = |v: &mut Value| match v.take() {
             Value::Array(items) => items,
             _ => Vec::new(),
@@ -124,7 +127,7 @@ impl Bound {
                 None => log::warn!("API source: the kept Secrets do not open with the node's key; left out"),
             }
         }
-        self.needs = Needs::from_kept(objects, tokens, SystemTime::now());
+        self.needs = Needs::from_kept(objects, tokens);
         if !self.pods.is_empty() {
             log::info!("API source: {} pod(s) from the kept copy, until the API server lists them", self.pods.len());
         }
@@ -227,16 +230,14 @@ impl Bound {
 }
 
 /// The pods of `running` that the server shows being deleted, each with the grace period the
-/// deletion gave it when that is shorter than its own (kubelet kills with the deletion's).
+/// deletion gave it (kubelet kills with the deletion's, at least a second).
 pub fn leaving(cache: &BTreeMap<String, Value>, running: &[StaticPod]) -> Vec<StaticPod> {
     let mut out = Vec::new();
     for p in cache.values().filter(|p| p["metadata"]["deletionTimestamp"].is_string()) {
         let Some(sp) = running.iter().find(|sp| p["metadata"]["uid"] == sp.uid.as_str()) else { continue };
         let mut sp = sp.clone();
         if let Some(g) = p["metadata"]["deletionGracePeriodSeconds"].as_i64() {
-            let spec = &mut Arc::make_mut(&mut sp.pod).spec;
-            let own = spec.termination_grace_period_seconds.unwrap_or(30);
-            spec.termination_grace_period_seconds = Some(own.min(g.max(0)));
+            Arc::make_mut(&mut sp.pod).spec.termination_grace_period_seconds = Some(g.max(1));
         }
         out.push(sp);
     }
@@ -304,7 +305,7 @@ mod tests {
         let dir = crate::testdir::TestDir::new("bound");
         let (mut b, rx) = bound(&dir);
         b.start();
-        assert!(rx.try_recv().unwrap().pods.is_empty(), "nothing kept yet: an empty first snapshot");
+        assert!(rx.try_recv().is_err(), "nothing kept yet: no snapshot until the server lists");
         assert!(b.from_kept());
 
         let mut cache = BTreeMap::from([("default/a".to_string(), pod("a", "u1", "1"))]);
@@ -353,7 +354,7 @@ mod tests {
         let (tx, rx) = smol::channel::unbounded();
         let mut other = Bound::new(ApiSource { updates: tx, dir: dir.to_path_buf() }, "edge-2");
         other.start();
-        assert!(rx.try_recv().unwrap().pods.is_empty());
+        assert!(rx.try_recv().is_err(), "another node's copy is not run");
     }
 
     #[test]
@@ -362,7 +363,6 @@ mod tests {
         let (mut b, rx) = bound(&dir);
         b.start();
         let mut merger = crate::source::merge::Merger::new([SourceId::Api]);
-        merger.apply(rx.try_recv().unwrap(), SystemTime::UNIX_EPOCH);
         let mut cache = BTreeMap::from([("default/a".to_string(), pod("a", "u1", "1"))]);
         cache.get_mut("default/a").unwrap()["spec"]["terminationGracePeriodSeconds"] = json!(30);
         b.tick(None, Some(&cache));
@@ -377,10 +377,12 @@ mod tests {
         let removed = merger.apply(rx.try_recv().unwrap(), SystemTime::UNIX_EPOCH);
         assert!(matches!(removed.as_slice(), [crate::pod::Change::Remove(_)]), "{removed:?}");
         assert_eq!(crate::runtime::stop::grace_of(&removed[0].pod().pod).as_secs(), 2);
-        // A longer deletion grace than the pod's own does not lengthen it.
-        let mut long = cache.clone();
-        long.get_mut("default/a").unwrap()["metadata"]["deletionGracePeriodSeconds"] = json!(600);
+        // The deletion's grace is the truth, longer too (kubelet's), and at least a second.
         let running = [load_api(pod("a", "u1", "1")).unwrap()];
-        assert_eq!(crate::runtime::stop::grace_of(&leaving(&long, &running)[0].pod).as_secs(), 30);
+        for (given, used) in [(600, 600), (0, 1)] {
+            let mut c = cache.clone();
+            c.get_mut("default/a").unwrap()["metadata"]["deletionGracePeriodSeconds"] = json!(given);
+            assert_eq!(crate::runtime::stop::grace_of(&leaving(&c, &running)[0].pod).as_secs(), used);
+        }
     }
 }

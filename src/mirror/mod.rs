@@ -80,14 +80,15 @@ pub fn start(opts: Options, node: Arc<Node>, state: Arc<MirrorState>) {
         }
         let pods = watch::spawn(&client, watch::pods_query(&opts.node), "the node's pods".into(), 256);
         // No thread for the watch: the pods loop ends at once, as it would with the watch gone.
-        let rx = pods.unwrap_or_else(|| mpsc::sync_channel(1).1);
+        let none = mpsc::sync_channel(1).1;
+        let rx = pods.as_ref().map_or(&none, |w| &w.rx);
         {
             let (client, opts, shared) = (client.clone(), opts.clone(), shared.clone());
             let _ = std::thread::Builder::new()
                 .name("atoll-node".into())
                 .spawn(move || node::node_loop(&client, &opts, &shared));
         }
-        pods::pods_loop(&client, &opts, &shared, &rx, bound);
+        pods::pods_loop(&client, &opts, &shared, rx, bound);
     });
     if let Err(e) = spawned {
         log::error!("cannot start mirroring: {e}");

@@ -16,14 +16,15 @@ use crate::pod::references::{object_refs, token_object, ObjectKind};
 use crate::pod::StaticPod;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// An object by kind, namespace and name.
 pub type Ref = (ObjectKind, String, String);
 
-/// The most objects watched at once (a watch is a thread blocked on the shared connection).
-const MAX_WATCHES: usize = 512;
+/// The most objects watched at once: each watch is a thread and a stream of the one HTTP/2
+/// connection, which kube-apiserver lets carry 100 streams, the lease renewal's among them.
+const MAX_WATCHES: usize = 64;
 
 /// A token asked for one pod's projection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,20 +72,21 @@ pub fn wanted(pods: &[StaticPod]) -> (Vec<Ref>, Vec<(String, TokenAsk)>) {
     (refs, tokens)
 }
 
-/// Whether a token that expires at `expires`, asked for `seconds`, is to be asked again at
-/// `now`: kubelet's rule, once 80 % of the asked lifetime has passed (less `slack`, kubelet's
-/// jitter of up to 10 s) or after 24 hours.
+/// Whether a token that expires at `expires`, issued for `seconds` (the server's answer's
+/// `spec.expirationSeconds`: it may cap what was asked), is to be asked again at `now`:
+/// kubelet's rule, once 80 % of its lifetime has passed (less `slack`, the jitter), after 24
+/// hours, or when the clock is before its issue (it went back).
 pub fn due(expires: SystemTime, seconds: u64, now: SystemTime, slack: Duration) -> bool {
     let lifetime = Duration::from_secs(seconds);
     let issued = expires.checked_sub(lifetime).unwrap_or(SystemTime::UNIX_EPOCH);
     let day = issued + Duration::from_secs(24 * 3600);
     let fifth = expires.checked_sub(lifetime / 5).unwrap_or(SystemTime::UNIX_EPOCH);
-    now + slack > day || now + slack > fifth
+    now < issued || now + slack > day || now + slack > fifth
 }
 
 struct Watched {
     what: Ref,
-    rx: Option<mpsc::Receiver<Seen>>,
+    rx: Option<super::watch::Watch>,
     /// The object as the watch (or, before it lists, the kept copy) has it.
     current: Option<Value>,
     /// Why it did not read, when it did not (reported once).
@@ -97,6 +99,8 @@ struct Token {
     /// Empty until one is had.
     value: String,
     expires: SystemTime,
+    /// Its lifetime as the server gave it.
+    seconds: u64,
     /// When to ask again after a failure.
     retry: Option<Instant>,
 }
@@ -109,9 +113,9 @@ pub struct Needs {
 }
 
 impl Needs {
-    /// The objects and tokens of the kept copy (the tokens as long as they are not expired);
-    /// they serve until their watches list and their tokens are asked again.
-    pub fn from_kept(objects: Vec<Value>, tokens: Vec<Value>, now: SystemTime) -> Needs {
+    /// The objects and tokens of the kept copy: they serve until their watches list and their
+    /// tokens are asked again.
+    pub fn from_kept(objects: Vec<Value>, tokens: Vec<Value>) -> Needs {
         let mut n = Needs::default();
         for o in objects {
             let kind = if o["kind"] == "Secret" { ObjectKind::Secret } else { ObjectKind::ConfigMap };
@@ -132,9 +136,10 @@ impl Needs {
             };
             let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(t["expires"].as_u64().unwrap_or(0));
             let (Some(name), Some(value)) = (t["object"].as_str(), t["token"].as_str()) else { continue };
-            if expires > now {
-                n.tokens.push(Token { name: name.into(), ask, value: value.into(), expires, retry: None });
-            }
+            // Kept even past its expiry: offline, the pod starts with it (the server may honour
+            // it longer than it said); online it is due, and asked again at once.
+            let seconds = t["seconds"].as_u64().unwrap_or(ask.seconds);
+            n.tokens.push(Token { name: name.into(), ask, value: value.into(), expires, seconds, retry: None });
         }
         n
     }
@@ -165,8 +170,8 @@ impl Needs {
                 }
             }
             let w = &mut self.watched[i];
-            let Some(rx) = &w.rx else { continue };
-            while let Ok(seen) = rx.try_recv() {
+            let Some(watch) = &w.rx else { continue };
+            while let Ok(seen) = watch.rx.try_recv() {
                 let next = match seen {
                     Seen::Listed(items) => items.into_iter().find(|o| o["metadata"]["name"] == w.what.2.as_str()),
                     Seen::Event(kind, _) if kind == "DELETED" => None,
@@ -181,16 +186,17 @@ impl Needs {
         for (name, ask) in asks {
             if !self.tokens.iter().any(|t| t.name == name) {
                 let none = SystemTime::UNIX_EPOCH;
-                self.tokens.push(Token { name, ask, value: String::new(), expires: none, retry: None });
+                let seconds = ask.seconds;
+                self.tokens.push(Token { name, ask, value: String::new(), expires: none, seconds, retry: None });
             }
         }
         for t in &mut self.tokens {
-            let fresh = !t.value.is_empty() && !due(t.expires, t.ask.seconds, now, jitter(Duration::from_secs(10)));
+            let fresh = !t.value.is_empty() && !due(t.expires, t.seconds, now, jitter(Duration::from_secs(10)));
             let waiting = t.retry.is_some_and(|at| Instant::now() < at);
             let Some(client) = client.filter(|_| !fresh && !waiting) else { continue };
             match request_token(client, &t.ask) {
-                Ok((value, expires)) => {
-                    (t.value, t.expires, t.retry) = (value, expires, None);
+                Ok((value, expires, seconds)) => {
+                    (t.value, t.expires, t.seconds, t.retry) = (value, expires, seconds, None);
                     changed = true;
                 }
                 Err(why) => {
@@ -229,7 +235,7 @@ impl Needs {
                 data: BTreeMap::from([("token".to_string(), t.value.clone().into_bytes())]),
                 immutable: false,
                 secret_type: "atoll.io/service-account-token".into(),
-                origin: "the API server".into(),
+                origin: crate::objects::model::FROM_API.into(),
             }));
         }
         out
@@ -258,7 +264,7 @@ impl Needs {
             .map(|t| {
                 let a = &t.ask;
                 let secs = t.expires.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-                json!({"object": t.name, "token": t.value, "expires": secs,
+                json!({"object": t.name, "token": t.value, "expires": secs, "seconds": t.seconds,
                        "ask": [a.namespace, a.service_account, a.pod, a.uid, a.audience, a.seconds]})
             })
             .collect();
@@ -280,7 +286,7 @@ fn decode(r: &Ref, mut v: Value) -> Result<Arc<LocalObject>, String> {
     v["kind"] = r.0.as_str().into();
     v["apiVersion"] = "v1".into();
     let mut warnings = Vec::new();
-    let o = crate::objects::decode::decode(v, "", "the API server", &mut warnings)
+    let o = crate::objects::decode::decode(v, "", crate::objects::model::FROM_API, &mut warnings)
         .map_err(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))?;
     if (o.kind, &o.namespace, &o.name) != (r.0, &r.1, &r.2) {
         return Err("the server answered with another object".into());
@@ -288,8 +294,9 @@ fn decode(r: &Ref, mut v: Value) -> Result<Arc<LocalObject>, String> {
     Ok(Arc::new(o))
 }
 
-/// TokenRequest for one projection, bound to its pod: the token and when it expires.
-fn request_token(client: &Client, ask: &TokenAsk) -> Result<(String, SystemTime), String> {
+/// TokenRequest for one projection, bound to its pod: the token, when it expires, and the
+/// lifetime the server gave it (its answer's `spec.expirationSeconds`, else what was asked).
+fn request_token(client: &Client, ask: &TokenAsk) -> Result<(String, SystemTime, u64), String> {
     let mut spec = json!({
         "expirationSeconds": ask.seconds,
         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": ask.pod, "uid": ask.uid},
@@ -306,7 +313,9 @@ fn request_token(client: &Client, ask: &TokenAsk) -> Result<(String, SystemTime)
     let token = r.body["status"]["token"].as_str().filter(|t| !t.is_empty() && t.len() <= 64 << 10);
     let expires = r.body["status"]["expirationTimestamp"].as_str().and_then(crate::rfc3339::parse_seconds);
     match (token, expires) {
-        (Some(t), Some(e)) => Ok((t.to_string(), e)),
+        (Some(t), Some(e)) => {
+            Ok((t.to_string(), e, r.body["spec"]["expirationSeconds"].as_u64().unwrap_or(ask.seconds)))
+        }
         _ => Err("the answer has no token or no expiry".into()),
     }
 }

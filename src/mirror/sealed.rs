@@ -14,11 +14,14 @@ use std::path::Path;
 /// The node's key: read from `path`, or made and written there (readable by root only) the
 /// first time.
 pub fn node_key(path: &Path) -> std::io::Result<[u8; 32]> {
-    if let Ok(bytes) = crate::bounded::read_file(path, 64) {
-        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
-            return Ok(key);
-        }
-        log::warn!("{} is not a 32-byte key; making a new one (what was sealed under it is lost)", path.display());
+    match crate::bounded::read_file(path, 64) {
+        Ok(bytes) => match <[u8; 32]>::try_from(bytes.as_slice()) {
+            Ok(key) => return Ok(key),
+            Err(_) => log::warn!("{} is not a 32-byte key; making a new one (what was sealed is lost)", path.display()),
+        },
+        // Only a key that is not there is made; any other failure keeps the one there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
     let mut key = [0u8; 32];
     SystemRandom::new().fill(&mut key).map_err(|_| std::io::Error::other("no randomness"))?;
@@ -30,6 +33,9 @@ pub fn node_key(path: &Path) -> std::io::Result<[u8; 32]> {
     f.write_all(&key)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
     Ok(key)
 }
 

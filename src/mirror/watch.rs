@@ -23,29 +23,39 @@ pub fn pods_query(node: &str) -> String {
     format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
 }
 
+/// A watch on a thread of its own: what it sees comes out of `rx`; dropped, the thread ends
+/// before its next request, at its next event (a bookmark too) or at the watch's end.
+pub struct Watch {
+    pub rx: mpsc::Receiver<Seen>,
+    _alive: Arc<()>,
+}
+
 /// `list` listed and watched on a thread of its own, into a channel of `room` (None: no thread
-/// could be started). The thread ends once the receiver is dropped: at the next event, or at
-/// the watch's end.
-pub fn spawn(client: &Arc<Client>, list: String, what: String, room: usize) -> Option<mpsc::Receiver<Seen>> {
+/// could be started).
+pub fn spawn(client: &Arc<Client>, list: String, what: String, room: usize) -> Option<Watch> {
     let (tx, rx) = mpsc::sync_channel(room);
     let client = client.clone();
+    let alive = Arc::new(());
+    let wanted = Arc::downgrade(&alive);
     let name = "atoll-watch".to_string();
-    std::thread::Builder::new().name(name).spawn(move || watch_list(&client, &list, &what, &tx)).ok()?;
-    Some(rx)
+    let run = move || watch_list(&client, &list, &what, &tx, &|| wanted.strong_count() > 0);
+    std::thread::Builder::new().name(name).spawn(run).ok()?;
+    Some(Watch { rx, _alive: alive })
 }
 
 /// Lists and watches the node's pods into `tx`, forever (returns when `tx` is closed).
 pub fn watch_loop(client: &Client, node: &str, tx: &mpsc::SyncSender<Seen>) {
-    watch_list(client, &pods_query(node), "the node's pods", tx)
+    watch_list(client, &pods_query(node), "the node's pods", tx, &|| true)
 }
 
 /// Lists and watches `list` (a collection path with its field selector) into `tx`, forever:
 /// resumed from the last resourceVersion after a break, listed again after a 410, bookmarks
-/// asked for. Returns when `tx` is closed (at the next event or the watch's end).
-pub fn watch_list(client: &Client, list: &str, what: &str, tx: &mpsc::SyncSender<Seen>) {
+/// asked for. Returns when `tx` is closed (at the next event or the watch's end), or once
+/// `wanted` says no (checked before each request and at each event).
+pub fn watch_list(client: &Client, list: &str, what: &str, tx: &mpsc::SyncSender<Seen>, wanted: &dyn Fn() -> bool) {
     let mut backoff = Retry::default();
     let mut rv: Option<String> = None;
-    loop {
+    while wanted() {
         if let Some(u) = backoff.until {
             std::thread::sleep(u.saturating_duration_since(Instant::now()));
         }
@@ -93,9 +103,10 @@ pub fn watch_list(client: &Client, list: &str, what: &str, tx: &mpsc::SyncSender
                 rv = Some(v.to_string());
             }
             if kind == "BOOKMARK" {
-                return true;
+                closed = !wanted();
+                return !closed;
             }
-            if tx.send(Seen::Event(kind, obj)).is_err() {
+            if !wanted() || tx.send(Seen::Event(kind, obj)).is_err() {
                 closed = true;
                 return false;
             }

@@ -5,6 +5,9 @@ use crate::pod::references::ObjectKind;
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The origin of the objects the API source fetched from the API server.
+pub const FROM_API: &str = "the API server";
+
 /// The most data one object may hold (the API server's limit for a ConfigMap or Secret).
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
 

@@ -24,6 +24,12 @@ impl Lookup for super::store::Store {
     }
 }
 
+impl Lookup for super::store::ForPod<'_> {
+    fn object(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<Arc<LocalObject>> {
+        self.store.scoped(self.api, kind, namespace, name)
+    }
+}
+
 /// Objects by kind, namespace and name (a snapshot).
 pub type Snapshot = BTreeMap<(ObjectKind, String, String), Arc<LocalObject>>;
 

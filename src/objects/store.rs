@@ -13,6 +13,12 @@ use std::sync::{Arc, Mutex};
 
 type Key = (ObjectKind, String, String);
 
+/// The objects one pod may read (`Store::for_pod`).
+pub struct ForPod<'a> {
+    pub(super) store: &'a Store,
+    pub(super) api: bool,
+}
+
 #[derive(Debug, Default)]
 pub struct Store {
     inner: Mutex<Inner>,
@@ -84,6 +90,24 @@ impl Store {
         inner.merged.get(&(kind, namespace.to_string(), name.to_string())).cloned()
     }
 
+    /// The objects `pod` may read: a pod from the API server only those the API source fetched
+    /// for it (what the node authorizer let the node read), any other pod only the node's own.
+    /// A pod from the cluster never sees a ConfigMap or Secret kept on the box.
+    pub fn for_pod(&self, pod: &crate::pod::Pod) -> ForPod<'_> {
+        let api = pod.metadata.annotations.get(crate::pod::identity::ANNOTATION_SOURCE).is_some_and(|s| s == "api");
+        ForPod { store: self, api }
+    }
+
+    pub(super) fn scoped(&self, api: bool, kind: ObjectKind, namespace: &str, name: &str) -> Option<Arc<LocalObject>> {
+        let inner = crate::locks::lock(&self.inner);
+        if api {
+            let fetched = inner.by_source.get(&(rank("api"), "api".to_string()))?;
+            return fetched.iter().find(|o| o.kind == kind && o.namespace == namespace && o.name == name).cloned();
+        }
+        let o = inner.merged.get(&(kind, namespace.to_string(), name.to_string()))?;
+        (o.origin != super::model::FROM_API).then(|| o.clone())
+    }
+
     /// Every object, by kind, namespace and name.
     pub fn all(&self) -> Vec<Arc<LocalObject>> {
         crate::locks::lock(&self.inner).merged.values().cloned().collect()
@@ -147,5 +171,37 @@ mod tests {
         s.set("file", vec![]);
         s.set("file", vec![cm("a", "v2", "a.yaml", true)]);
         assert_eq!(s.get(ObjectKind::ConfigMap, "default", "a").unwrap().data["k"], b"v2");
+    }
+
+    #[test]
+    fn a_pod_from_the_cluster_reads_only_the_apis_objects_and_a_static_pod_only_the_boxs() {
+        use crate::objects::resolve::Lookup;
+        let store = Store::default();
+        store.set("file", vec![cm("local", "box", "/m/local.yaml", false), cm("both", "box", "/m/both.yaml", false)]);
+        store.set(
+            "api",
+            vec![
+                cm("both", "api", super::super::model::FROM_API, false),
+                cm("fetched", "api", super::super::model::FROM_API, false),
+            ],
+        );
+        let pod = |source: &str| {
+            let mut p = crate::pod::Pod::default();
+            p.metadata.annotations.insert(crate::pod::identity::ANNOTATION_SOURCE.into(), source.into());
+            p
+        };
+        let (api, file) = (pod("api"), pod("file"));
+        let read = |p: &crate::pod::Pod, name: &str| {
+            store
+                .for_pod(p)
+                .object(ObjectKind::ConfigMap, "default", name)
+                .map(|o| String::from_utf8_lossy(&o.data["k"]).into_owned())
+        };
+        assert_eq!(read(&api, "local"), None, "a bound pod never sees the box's own Secrets");
+        assert_eq!(read(&api, "both").as_deref(), Some("api"));
+        assert_eq!(read(&api, "fetched").as_deref(), Some("api"));
+        assert_eq!(read(&file, "local").as_deref(), Some("box"));
+        assert_eq!(read(&file, "both").as_deref(), Some("box"));
+        assert_eq!(read(&file, "fetched"), None, "a static pod does not read what was fetched for another");
     }
 }

@@ -189,7 +189,7 @@ impl Keyring {
 
     /// The keyring of a pod's `imagePullSecrets`, as kubelet makes it: each Secret of type
     /// `kubernetes.io/dockerconfigjson` (its `.dockerconfigjson`) or `kubernetes.io/dockercfg`
-    /// (its `.dockercfg`) that `lookup` has, in order; one missing or unreadable is logged and
+    /// (its `.dockercfg`) that `lookup` has, in order (another type is passed over); one missing or unreadable is logged and
     /// passed over (the pull goes on with the others and the node's).
     pub fn of_pull_secrets(pod: &crate::pod::Pod, lookup: &dyn crate::objects::resolve::Lookup) -> Keyring {
         let mut keyring = Keyring::default();
@@ -199,13 +199,19 @@ impl Keyring {
                 log::warn!("pod {}: pull secret {ns}/{name} not found; pulling without it", pod.key());
                 continue;
             };
-            let Some(bytes) = secret.data.get(".dockerconfigjson").or_else(|| secret.data.get(".dockercfg")) else {
-                log::warn!("pod {}: pull secret {ns}/{name} has no .dockerconfigjson or .dockercfg", pod.key());
+            let key = match secret.secret_type.as_str() {
+                "kubernetes.io/dockerconfigjson" => ".dockerconfigjson",
+                "kubernetes.io/dockercfg" => ".dockercfg",
+                _ => "",
+            };
+            let Some(bytes) = secret.data.get(key) else {
+                log::warn!("pod {}: pull secret {ns}/{name} is not a Docker config Secret", pod.key());
                 continue;
             };
             let shown = std::path::PathBuf::from(format!("pull secret {ns}/{name}"));
-            if let Err(e) = keyring.add_docker_config(&shown, bytes) {
-                log::warn!("pod {}: {e}", pod.key());
+            // The parser's message may quote the value: not logged.
+            if keyring.add_docker_config(&shown, bytes).is_err() {
+                log::warn!("pod {}: pull secret {ns}/{name} does not read as a Docker config", pod.key());
             }
         }
         keyring
@@ -326,12 +332,16 @@ mod tests {
     fn a_pods_pull_secrets_make_its_keyring_and_a_missing_one_is_passed_over() {
         use crate::objects::{LocalObject, ObjectKind};
         let secret = |name: &str, key: &str, json: &str| LocalObject {
+            secret_type: match key {
+                ".dockercfg" => "kubernetes.io/dockercfg".into(),
+                ".dockerconfigjson" => "kubernetes.io/dockerconfigjson".into(),
+                _ => "Opaque".into(),
+            },
             kind: ObjectKind::Secret,
             namespace: "shop".into(),
             name: name.into(),
             data: std::collections::BTreeMap::from([(key.to_string(), json.as_bytes().to_vec())]),
             immutable: false,
-            secret_type: "kubernetes.io/dockerconfigjson".into(),
             origin: "the API server".into(),
         };
         let mut objects = crate::objects::resolve::Snapshot::new();

@@ -154,7 +154,8 @@ async fn pull<R: RuntimeService>(
     image: &str,
     sandbox_config: &PodSandboxConfig,
 ) -> Result<String, Status> {
-    let mut credentials = super::credentials::Keyring::of_pull_secrets(pod, cx.node.objects()).lookup(image);
+    let mut credentials =
+        super::credentials::Keyring::of_pull_secrets(pod, &cx.node.objects().for_pod(pod)).lookup(image);
     credentials.extend(cx.tuning.credentials(image));
     let mut last = None;
     for c in &credentials {

@@ -108,7 +108,7 @@ fn pod_files<R: RuntimeService>(
         wait_all(cx, pod, waits, names, ("FailedMount", true), WaitReason::ContainerCreating, &message);
         return Ok(None);
     }
-    let objects = crate::objects::resolve::snapshot(pod, cx.node.objects());
+    let objects = crate::objects::resolve::snapshot(pod, &cx.node.objects().for_pod(pod));
     let hosts_file = if pod.spec.host_network || !sb.ip.is_empty() {
         Some(poddir::write_hosts(pod, pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?)
     } else {
@@ -253,12 +253,12 @@ pub fn wait_all<'a, R>(
 /// kubelet's message for the first object volume of `pod` that cannot be set up, if any.
 fn object_volumes_failed<R: RuntimeService>(cx: &Context<R>, pod: &Pod, dir: &PodDir) -> Option<String> {
     use super::volumes::object_volumes::{set_up, Outcome};
-    set_up(dir, pod, cx.node.objects(), cx.node.facts().allocatable()).into_iter().find_map(|(volume, outcome)| {
-        match outcome {
+    set_up(dir, pod, &cx.node.objects().for_pod(pod), cx.node.facts().allocatable()).into_iter().find_map(
+        |(volume, outcome)| match outcome {
             Outcome::Failed(e) => Some(format!("MountVolume.SetUp failed for volume {volume:?} : {e}")),
             Outcome::Current(_) => None,
-        }
-    })
+        },
+    )
 }
 
 /// kubelet's CreateContainerConfigError checks before a config is built: runAsNonRoot against

@@ -186,7 +186,7 @@ fn refresh_object_volumes<R: RuntimeService>(
         Ok(dir) => dir,
         Err(e) => return log::debug!("pod {}: its volumes keep their last files: {e}", pod.key()),
     };
-    for (volume, outcome) in set_up(dir, pod, cx.node.objects(), cx.node.facts().allocatable()) {
+    for (volume, outcome) in set_up(dir, pod, &cx.node.objects().for_pod(pod), cx.node.facts().allocatable()) {
         match outcome {
             Outcome::Current(true) => log::info!("pod {}: volume {volume} updated from its objects", pod.key()),
             Outcome::Current(false) => {}

@@ -119,6 +119,8 @@ pub(super) fn token_request(state: &State, t: &Target, body: Option<Value>) -> R
     faults.issued.push((pod, token.clone()));
     let until = SystemTime::now() + Duration::from_secs(lifetime as u64);
     tr["metadata"] = json!({"name": t.name, "namespace": t.namespace, "creationTimestamp": null});
+    // A capped lifetime is answered in the spec, as the real server answers it.
+    tr["spec"]["expirationSeconds"] = lifetime.into();
     tr["status"] = json!({"token": token, "expirationTimestamp": rfc3339(until)});
     Reply::Json(201, tr)
 }

@@ -232,6 +232,12 @@ impl Validator {
         if !self.bound {
             self.static_only(s);
         }
+        // A pull secret's name becomes a request's path: a name the API could hold, or none.
+        for (i, name) in s.image_pull_secrets.iter().filter_map(|p| p["name"].as_str()).enumerate() {
+            if let (false, Err(e)) = (name.is_empty(), dns1123_subdomain(name)) {
+                self.err(format!("spec.imagePullSecrets[{i}].name"), format!("{name:?} {e}"));
+            }
+        }
         if !s.resource_claims.is_empty() {
             refuse(self, "spec.resourceClaims".into(), "resourceclaims");
         }
