@@ -2,8 +2,8 @@
 //! Secrets and ConfigMaps they reference (`kube-root-ca.crt` and pull secrets among them),
 //! each watched by name in the pod's namespace (a `metadata.name` field selector: all the node
 //! authorizer lets a node read), and their projected service account tokens (TokenRequest,
-//! bound to the pod by name and UID, asked again once 80 % of the asked lifetime has passed or
-//! after 24 hours, as kubelet's token manager does). A token is held as a Secret whose name no
+//! bound to the pod by name and UID, asked again once 80 % of the lifetime the server gave it
+//! has passed or after 24 hours, as kubelet's token manager does). A token is held as a Secret whose name no
 //! API object can have (`pod::references::token_object`), so the volume code reads it as it
 //! reads any Secret. Which objects a set of pods needs is a pure function ([`wanted`]);
 //! whether a token is due, another ([`due`]).
@@ -79,14 +79,14 @@ pub fn wanted(pods: &[StaticPod]) -> (Vec<Ref>, Vec<(String, TokenAsk)>) {
 pub fn due(expires: SystemTime, seconds: u64, now: SystemTime, slack: Duration) -> bool {
     let lifetime = Duration::from_secs(seconds);
     let issued = expires.checked_sub(lifetime).unwrap_or(SystemTime::UNIX_EPOCH);
-    let day = issued + Duration::from_secs(24 * 3600);
     let fifth = expires.checked_sub(lifetime / 5).unwrap_or(SystemTime::UNIX_EPOCH);
-    now < issued || now + slack > day || now + slack > fifth
+    let late = |at: SystemTime| now.checked_add(slack).is_none_or(|n| n > at);
+    now < issued || issued.checked_add(Duration::from_secs(24 * 3600)).is_some_and(late) || late(fifth)
 }
 
 struct Watched {
     what: Ref,
-    rx: Option<super::watch::Watch>,
+    watch: Option<super::watch::Watch>,
     /// The object as the watch (or, before it lists, the kept copy) has it.
     current: Option<Value>,
     /// Why it did not read, when it did not (reported once).
@@ -122,7 +122,7 @@ impl Needs {
             let meta = &o["metadata"];
             let (ns, name) = (meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""));
             let what = (kind, ns.to_string(), name.to_string());
-            n.watched.push(Watched { what, rx: None, current: Some(o), problem: None });
+            n.watched.push(Watched { what, watch: None, current: Some(o), problem: None });
         }
         for t in tokens {
             let a = |i: usize| t["ask"][i].as_str().unwrap_or("").to_string();
@@ -134,7 +134,9 @@ impl Needs {
                 audience: a(4),
                 seconds: t["ask"][5].as_u64().unwrap_or(3600),
             };
-            let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(t["expires"].as_u64().unwrap_or(0));
+            // Read from disk: a time past what the clock can hold is the epoch (due at once).
+            let expires = Duration::from_secs(t["expires"].as_u64().unwrap_or(0));
+            let expires = SystemTime::UNIX_EPOCH.checked_add(expires).unwrap_or(SystemTime::UNIX_EPOCH);
             let (Some(name), Some(value)) = (t["object"].as_str(), t["token"].as_str()) else { continue };
             // Kept even past its expiry: offline, the pod starts with it (the server may honour
             // it longer than it said); online it is due, and asked again at once.
@@ -149,28 +151,27 @@ impl Needs {
     pub fn sync(&mut self, client: Option<&Arc<Client>>, pods: &[StaticPod], now: SystemTime) -> bool {
         let (refs, asks) = wanted(pods);
         let mut changed = false;
-        // Watches: the unwanted dropped (their threads end at their next event or the
-        // watch's end, when the send fails), the wanted started.
+        // Watches: the unwanted dropped (their threads end: `watch::Watch`), the wanted started.
         self.watched.retain(|w| refs.contains(&w.what));
         for r in refs {
             let i = match self.watched.iter().position(|w| w.what == r) {
                 Some(i) => i,
                 None => {
-                    self.watched.push(Watched { what: r, rx: None, current: None, problem: None });
+                    self.watched.push(Watched { what: r, watch: None, current: None, problem: None });
                     self.watched.len() - 1
                 }
             };
             let w = &mut self.watched[i];
-            if let (None, Some(client)) = (&w.rx, client) {
-                let started = self.watched.iter().filter(|w| w.rx.is_some()).count();
+            if let (None, Some(client)) = (&w.watch, client) {
+                let started = self.watched.iter().filter(|w| w.watch.is_some()).count();
                 if started < MAX_WATCHES {
                     let w = &mut self.watched[i];
                     let what = format!("{} {}/{}", w.what.0.resource(), w.what.1, w.what.2);
-                    w.rx = super::watch::spawn(client, list_path(&w.what), what, 16);
+                    w.watch = super::watch::spawn(client, list_path(&w.what), what, 16);
                 }
             }
             let w = &mut self.watched[i];
-            let Some(watch) = &w.rx else { continue };
+            let Some(watch) = &w.watch else { continue };
             while let Ok(seen) = watch.rx.try_recv() {
                 let next = match seen {
                     Seen::Listed(items) => items.into_iter().find(|o| o["metadata"]["name"] == w.what.2.as_str()),

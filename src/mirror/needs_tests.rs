@@ -68,6 +68,10 @@ fn a_token_is_due_at_80_percent_of_what_was_asked_or_after_a_day() {
     for (i, (expires, asked, now, want)) in table.into_iter().enumerate() {
         assert_eq!(due(expires, asked, now, Duration::ZERO), want, "row {i}");
     }
+    // Times from a server or the disk at the clock's limits: no overflow, an answer.
+    let far = SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(i64::MAX as u64)).unwrap();
+    assert!(due(far, 0, t0, s(10)), "issued after now: the clock went back");
+    assert!(due(t0, u64::MAX, far, Duration::MAX));
     // The jitter makes it due earlier, never later.
     assert!(due(t0 + hour, 3600, t0 + s(2875), s(10)));
 }
@@ -103,6 +107,12 @@ fn kept_objects_and_tokens_serve_offline_even_a_token_past_its_expiry() {
     let (kept, tokens) = n.to_keep();
     assert_eq!(kept.len(), 2);
     assert_eq!(tokens.len(), 2);
+    // A kept token whose expiry is past what the clock holds is read as expired, not a crash.
+    let mut odd = token("u1/v/0", u64::MAX);
+    odd["seconds"] = json!(u64::MAX);
+    let mut far = Needs::from_kept(vec![], vec![odd]);
+    far.sync(None, std::slice::from_ref(&a), now);
+    assert_eq!(far.objects().len(), 1);
     // A pod that no longer names them: they go.
     let bare = pod("a", "u1", json!({}));
     n.sync(None, &[bare], now);

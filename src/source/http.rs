@@ -101,6 +101,12 @@ impl CacheRecord {
     }
 }
 
+/// The URL source's snapshot: what one payload held.
+fn snapshot(m: crate::objects::Manifests, payload: Arc<Payload>) -> Update {
+    let (pods, objects) = (m.pods, m.objects);
+    Update { source: SourceId::Http, pods, objects, errors: vec![], payloads: vec![payload], leaving: vec![] }
+}
+
 fn url_hash(url: &str) -> String {
     format!("{:032x}", crate::fnv::fnv1a_128(url.as_bytes()))
 }
@@ -228,16 +234,7 @@ impl Poller {
         for w in &opened.manifests.warnings {
             log::warn!("URL source: {}: {w}", self.shown());
         }
-        let m = opened.manifests;
-        let payloads = vec![payload.clone()];
-        Ok(Update {
-            source: SourceId::Http,
-            pods: m.pods,
-            objects: m.objects,
-            errors: vec![],
-            payloads,
-            leaving: vec![],
-        })
+        Ok(snapshot(opened.manifests, payload.clone()))
     }
 
     /// Takes a good payload into use: validators for the next poll, and the disk copy.
@@ -297,17 +294,8 @@ impl Poller {
         );
         self.validators = record.validators;
         self.delivered = true;
-        let m = opened.manifests;
         self.last_body = Some(payload.clone());
-        let payloads = vec![payload];
-        Some(Update {
-            source: SourceId::Http,
-            pods: m.pods,
-            objects: m.objects,
-            errors: vec![],
-            payloads,
-            leaving: vec![],
-        })
+        Some(snapshot(opened.manifests, payload))
     }
 }
 
