@@ -171,15 +171,16 @@ fn one_stream(
             record(state, &req, arrived, status, &user, answer.1.len());
             send_json(&mut respond, answer, status, ra);
         }
-        Outcome::Reply(Reply::Watch(resource, selector, from, timeout), _) => {
-            let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
+        Outcome::Reply(Reply::Watch(mut asked), _) => {
+            let limit = state.faults.lock().unwrap().watch_limit;
+            asked.timeout = limit.map_or(asked.timeout, |l| l.min(asked.timeout));
             record(state, &req, arrived, 200, &user, 0);
             let mut head = http::Response::builder().status(200);
             for (k, v) in super::answer_headers("application/json", None, None) {
                 head = head.header(k.to_ascii_lowercase(), v);
             }
             if let Ok(stream) = respond.send_response(head.body(()).unwrap(), false) {
-                let _ = stream_watch(state, &mut Data(stream), resource, &selector, from, timeout);
+                let _ = stream_watch(state, &mut Data(stream), &asked);
             }
         }
         Outcome::Proxy(t) => {

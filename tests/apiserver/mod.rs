@@ -122,6 +122,9 @@ struct Faults {
     token_seconds: Option<i64>,
     /// Tokens issued: (pod name, token).
     issued: Vec<(String, String)>,
+    /// How often a watch that asked for bookmarks gets one (None: every minute, as the
+    /// watch cache's `bookmarkFrequency`).
+    bookmark_every: Option<Duration>,
 }
 
 struct Event {
@@ -173,6 +176,8 @@ struct State {
     bytes_out: AtomicU64,
     /// The bytes of every watch event sent (each event's encoding as it went).
     watch_bytes: AtomicU64,
+    /// The bookmarks sent.
+    bookmarks: AtomicU64,
     /// Open connections by number (so `down` can cut them).
     conns: Mutex<HashMap<u64, TcpStream>>,
     conn_seq: AtomicU64,
@@ -215,7 +220,9 @@ impl ApiServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
-            store: Mutex::new(Store::default()),
+            // A real server's resourceVersion is never 0: its own start writes the namespaces,
+            // the default Service and the RBAC bootstrap first.
+            store: Mutex::new(Store { rv: 100, ..Store::default() }),
             changed: Default::default(),
             limit: Mutex::new(None),
             silent: Mutex::new(Default::default()),
@@ -238,6 +245,7 @@ impl ApiServer {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             watch_bytes: AtomicU64::new(0),
+            bookmarks: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
             conn_seq: AtomicU64::new(0),
             tls: Mutex::new(Arc::new(tls)),
@@ -503,6 +511,16 @@ impl ApiServer {
     /// The bytes of the watch events sent so far (their encoding, before any framing).
     pub fn watch_bytes(&self) -> u64 {
         self.state.watch_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The bookmarks sent so far.
+    pub fn bookmarks(&self) -> u64 {
+        self.state.bookmarks.load(Ordering::Relaxed)
+    }
+
+    /// Watches that ask for bookmarks get one every `every` (a minute unless told).
+    pub fn bookmark_every(&self, every: Duration) {
+        self.state.faults.lock().unwrap().bookmark_every = Some(every);
     }
 
     /// Bytes received and sent on the wire (TLS included).

@@ -201,19 +201,7 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
                 Err(r) => return r,
             };
             if watch {
-                let from = t
-                    .query
-                    .iter()
-                    .find(|(k, _)| k == "resourceVersion")
-                    .and_then(|(_, v)| v.parse::<u64>().ok())
-                    .filter(|v| *v > 0);
-                let timeout = t
-                    .query
-                    .iter()
-                    .find(|(k, _)| k == "timeoutSeconds")
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(1800);
-                return Reply::Watch(t.resource, selector, from, Duration::from_secs(timeout));
+                return Reply::Watch(watch_asked(&t, selector));
             }
             let (kind, api_version) = kind_of(t.resource);
             let items: Vec<Value> = store
@@ -255,6 +243,16 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     drop(store);
     state.changed(t.resource).notify_all();
     reply
+}
+
+/// A watch's query: where from (none for 0: the current state first), how long (30 minutes
+/// unless asked), whether bookmarks are wanted.
+fn watch_asked(t: &Target, selector: Vec<(String, String)>) -> WatchAsked {
+    let query = |key: &str| t.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let from = query("resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0);
+    let timeout = Duration::from_secs(query("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(1800));
+    let bookmarks = matches!(query("allowWatchBookmarks"), Some("true" | "1"));
+    WatchAsked { resource: t.resource, selector, from, timeout, bookmarks }
 }
 
 pub(super) fn not_found(t: &Target) -> Reply {

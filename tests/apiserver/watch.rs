@@ -1,5 +1,8 @@
 //! Watches: the events a watch from a resourceVersion sends, over HTTP/1.1 chunks here or
-//! HTTP/2 DATA frames (`h2`), with 410 Gone for a compacted resourceVersion.
+//! HTTP/2 DATA frames (`h2`), with 410 Gone for a compacted resourceVersion, and bookmarks
+//! when asked for, as kube-apiserver's watch cache sends them (cacher's `nextBookmarkTime`):
+//! about every minute, and 2 s before the watch's deadline; each an empty object of the kind
+//! with only the current resourceVersion.
 
 use super::*;
 
@@ -42,15 +45,22 @@ impl<W: Write> Events for Chunked<'_, W> {
     }
 }
 
+/// A bookmark of `resource` at `rv`: the kind's empty object, as the watch cache makes it
+/// (`newFunc()` with the resourceVersion set), encoded as k8s.io/api encodes an empty one.
+fn bookmark(resource: &str, rv: u64) -> Value {
+    let (kind, api_version) = kind_of(resource);
+    let mut object = json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": rv.to_string()}});
+    if resource == "pods" {
+        object["spec"] = json!({"containers": null});
+        object["status"] = json!({});
+    }
+    json!({"type": "BOOKMARK", "object": object})
+}
+
 /// Streams a watch into `w` until it times out; false when the server went down.
-pub(super) fn stream_watch(
-    state: &State,
-    w: &mut dyn Events,
-    resource: &'static str,
-    selector: &[(String, String)],
-    from: Option<u64>,
-    timeout: Duration,
-) -> std::io::Result<bool> {
+pub(super) fn stream_watch(state: &State, w: &mut dyn Events, asked: &WatchAsked) -> std::io::Result<bool> {
+    let WatchAsked { resource, ref selector, from, timeout, bookmarks } = *asked;
+    let every = state.faults.lock().unwrap().bookmark_every.unwrap_or(Duration::from_secs(60));
     let mut store = state.store.lock().unwrap();
     let mut seen = match from {
         Some(rv) if rv < store.compacted => {
@@ -65,7 +75,7 @@ pub(super) fn stream_watch(
             let current: Vec<Value> = store
                 .objects
                 .iter()
-                .filter(|(k, v)| k.0 == resource && matches(v, selector))
+                .filter(|(k, v)| k.0 == resource && matches(v, &selector[..]))
                 .map(|(_, v)| v.clone())
                 .collect();
             let rv = store.rv;
@@ -79,13 +89,28 @@ pub(super) fn stream_watch(
         }
     };
     let end = Instant::now() + timeout;
+    let next_bookmark = |now: Instant| (now + every).min(end.checked_sub(Duration::from_secs(2)).unwrap_or(end));
+    let mut bookmark_at = next_bookmark(Instant::now());
     loop {
         if !state.up.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        if Instant::now() >= end {
+        let now = Instant::now();
+        if now >= end {
             drop(store);
             return w.end().map(|_| true);
+        }
+        if bookmarks && now >= bookmark_at {
+            // At what this watch has sent, never past events it has not.
+            let event = bookmark(resource, seen);
+            drop(store);
+            let n = w.event(event)?;
+            state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            state.bookmarks.fetch_add(1, Ordering::Relaxed);
+            // After the one before the deadline, none more.
+            bookmark_at = if bookmark_at + Duration::from_secs(2) >= end { end } else { next_bookmark(now) };
+            store = state.store.lock().unwrap();
+            continue;
         }
         if state.faults.lock().unwrap().watches_held {
             store = state.changed(resource).wait_timeout(store, Duration::from_millis(200)).unwrap().0;
@@ -97,7 +122,7 @@ pub(super) fn stream_watch(
             .iter()
             .rev()
             .take_while(|e| e.rv > seen)
-            .filter(|e| e.resource == resource && matches(&e.object, selector))
+            .filter(|e| e.resource == resource && matches(&e.object, &selector[..]))
             .map(|e| json!({"type": e.kind, "object": e.object}))
             .collect();
         batch.reverse();

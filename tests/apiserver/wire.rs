@@ -52,8 +52,17 @@ pub(super) struct Request {
 
 pub(super) enum Reply {
     Json(u16, Value),
-    /// A watch: the resource, the field selector, where to start, how long.
-    Watch(&'static str, Vec<(String, String)>, Option<u64>, Duration),
+    Watch(WatchAsked),
+}
+
+/// A watch as asked: the resource, the field selector, where to start, how long, and whether
+/// bookmarks were asked for (`allowWatchBookmarks`).
+pub(super) struct WatchAsked {
+    pub resource: &'static str,
+    pub selector: Vec<(String, String)>,
+    pub from: Option<u64>,
+    pub timeout: Duration,
+    pub bookmarks: bool,
 }
 
 pub(super) fn connection(state: &Arc<State>, stream: TcpStream, id: u64) {
@@ -88,12 +97,13 @@ pub(super) fn connection(state: &Arc<State>, stream: TcpStream, id: u64) {
                 record(state, &req, arrived, status, &user, answer.1.len());
                 write_answer(&mut tls, answer, status, retry_after).is_ok()
             }
-            Outcome::Reply(Reply::Watch(resource, selector, from, timeout), _) => {
-                let timeout = state.faults.lock().unwrap().watch_limit.map_or(timeout, |l| l.min(timeout));
+            Outcome::Reply(Reply::Watch(mut asked), _) => {
+                let limit = state.faults.lock().unwrap().watch_limit;
+                asked.timeout = limit.map_or(asked.timeout, |l| l.min(asked.timeout));
                 record(state, &req, arrived, 200, &user, 0);
                 // A watch that ran its course leaves the connection open for more.
                 match Chunked::start(&mut tls) {
-                    Ok(mut out) => stream_watch(state, &mut out, resource, &selector, from, timeout).unwrap_or(false),
+                    Ok(mut out) => stream_watch(state, &mut out, &asked).unwrap_or(false),
                     Err(_) => false,
                 }
             }
