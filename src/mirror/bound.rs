@@ -158,7 +158,7 @@ impl Bound {
                 changed = true;
             }
         }
-        changed |= self.needs.sync(client, &self.pods, SystemTime::now());
+        changed |= self.needs.sync(client, &self.pods, changed, SystemTime::now());
         if changed {
             self.keep();
             self.send();

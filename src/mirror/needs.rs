@@ -37,9 +37,12 @@ pub struct TokenAsk {
     pub seconds: u64,
 }
 
+/// What pods want: the objects they reference, and their tokens by the name each is held under.
+pub type Wants = (Vec<Ref>, Vec<(String, TokenAsk)>);
+
 /// The Secrets and ConfigMaps `pods` reference (not their tokens), sorted, each once; and the
 /// tokens they project, by the name each is held under.
-pub fn wanted(pods: &[StaticPod]) -> (Vec<Ref>, Vec<(String, TokenAsk)>) {
+pub fn wanted(pods: &[StaticPod]) -> Wants {
     let mut refs = Vec::new();
     let mut tokens = Vec::new();
     for sp in pods {
@@ -110,6 +113,8 @@ struct Token {
 pub struct Needs {
     watched: Vec<Watched>,
     tokens: Vec<Token>,
+    /// What the pods last given want (`wanted`): worked out again only when they change.
+    wants: Option<Wants>,
 }
 
 impl Needs {
@@ -147,9 +152,13 @@ impl Needs {
     }
 
     /// Brings the watches and tokens in line with `pods` (with a client: offline, the kept
-    /// ones serve); returns whether anything the pods read changed.
-    pub fn sync(&mut self, client: Option<&Arc<Client>>, pods: &[StaticPod], now: SystemTime) -> bool {
-        let (refs, asks) = wanted(pods);
+    /// ones serve); returns whether anything the pods read changed. What the pods want is worked
+    /// out again only when they `changed` since the last call (or at the first).
+    pub fn sync(&mut self, client: Option<&Arc<Client>>, pods: &[StaticPod], changed: bool, now: SystemTime) -> bool {
+        if changed || self.wants.is_none() {
+            self.wants = Some(wanted(pods));
+        }
+        let (refs, asks) = self.wants.clone().unwrap_or_default();
         let mut changed = false;
         // Watches: the unwanted dropped (their threads end: `watch::Watch`), the wanted started.
         self.watched.retain(|w| refs.contains(&w.what));

@@ -94,7 +94,7 @@ fn kept_objects_and_tokens_serve_offline_even_a_token_past_its_expiry() {
             {"name": "s", "secret": {"secretName": "db"}}]}),
     );
     // Offline (no client): nothing is asked, the kept ones serve.
-    n.sync(None, std::slice::from_ref(&a), now);
+    n.sync(None, std::slice::from_ref(&a), true, now);
     let objects = n.objects();
     let names: Vec<String> = objects.iter().map(|o| format!("{} {}", o.kind.as_str(), o.name)).collect();
     assert_eq!(
@@ -111,10 +111,13 @@ fn kept_objects_and_tokens_serve_offline_even_a_token_past_its_expiry() {
     let mut odd = token("u1/v/0", u64::MAX);
     odd["seconds"] = json!(u64::MAX);
     let mut far = Needs::from_kept(vec![], vec![odd]);
-    far.sync(None, std::slice::from_ref(&a), now);
+    far.sync(None, std::slice::from_ref(&a), true, now);
     assert_eq!(far.objects().len(), 1);
-    // A pod that no longer names them: they go.
+    // What the pods want is worked out again only when the caller says they changed.
     let bare = pod("a", "u1", json!({}));
-    n.sync(None, &[bare], now);
+    n.sync(None, std::slice::from_ref(&bare), false, now);
+    assert_eq!(n.objects().len(), 4, "the pods were said to be unchanged");
+    // A pod that no longer names them: they go.
+    n.sync(None, &[bare], true, now);
     assert!(n.objects().is_empty());
 }
