@@ -9,7 +9,10 @@
 //!   twice the steady rate as API Priority and Fairness would: the request rate second by
 //!   second, its peak against the steady rate, the time until it is back within 20 % of the
 //!   steady rate, the time until every node has renewed its lease and watches its pods again,
-//!   and the 429s: how many, and how often a node came back sooner than it was told.
+//!   and the 429s: how many, and how often a node came back sooner than it was told;
+//! - with each node's API pod source on (kubelet's third source: the pods bound to it, listed
+//!   and watched), how many nodes resumed the watch of their pods from the resourceVersion they
+//!   had, and how many listed them again, when the server still holds that resourceVersion.
 //!
 //! `cargo bench --bench fleet`: ATOLL_BENCH_FLEET_NODES=1000, ATOLL_BENCH_FLEET_OUTAGE=300
 //! seconds; under `cargo test`, 20 nodes and a 10 s outage.
@@ -42,6 +45,9 @@ fn main() {
     // A real server's watch cache holds minutes of events; the fleet writes ~100 a second.
     server.keep_events(200_000);
 
+    // The API source's snapshots: none is expected (no pod is bound to the fleet), but a node's
+    // source may send one, and it must not block.
+    let (updates, snapshots) = smol::channel::unbounded();
     let started = Instant::now();
     for i in 0..nodes {
         let (name, kubeconfig) = server.fleet_node(&pki, &dir.join("nodes"), i);
@@ -80,7 +86,10 @@ fn main() {
             rotate_certificates: false,
             server_tls_bootstrap: false,
             serving: None,
-            api_source: None,
+            api_source: Some(atoll::mirror::bound::ApiSource {
+                updates: updates.clone(),
+                dir: dir.join("nodes").join(format!("n-{i}")).join("api"),
+            }),
         };
         atoll::mirror::start(opts, node, state);
     }
@@ -169,6 +178,11 @@ fn main() {
         too_soon.len()
     );
     println!("    requests after the return: {}", kinds(&after));
+    let (resumed, relisted) = resumed_and_relisted(&after, &users);
+    println!(
+        "    the pods (the API source's and the mirror's one list and watch): {resumed} of {nodes} nodes resumed their watch from the resourceVersion they had, {relisted} listed again (the server kept every resourceVersion of the outage)"
+    );
+    drop(snapshots);
     println!();
     assert!(too_soon.is_empty(), "a node came back before the server's Retry-After: {too_soon:?}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -186,6 +200,22 @@ fn all_settled(log: &[apiserver::Logged], users: &[String], since: Instant) -> b
         }
     }
     users.iter().all(|u| leased.contains(u.as_str()) && watching.contains(u.as_str()))
+}
+
+/// How many of `users` watched their pods again from a resourceVersion, and how many listed
+/// them again, in `log`.
+fn resumed_and_relisted(log: &[apiserver::Logged], users: &[String]) -> (usize, usize) {
+    let pods = |l: &&apiserver::Logged| l.method == "GET" && l.path.starts_with("/api/v1/pods?");
+    let count = |f: &dyn Fn(&apiserver::Logged) -> bool| {
+        let did: std::collections::HashSet<&str> =
+            log.iter().filter(pods).filter(|l| f(l)).map(|l| l.user.as_str()).collect();
+        users.iter().filter(|u| did.contains(u.as_str())).count()
+    };
+    let resumed = count(&|l| {
+        let rv = l.path.split('&').find_map(|kv| kv.strip_prefix("resourceVersion=")).unwrap_or("");
+        l.path.contains("watch=true") && !matches!(rv, "" | "0") && (200..300).contains(&l.status)
+    });
+    (resumed, count(&|l| !l.path.contains("watch=true")))
 }
 
 /// The requests of a window by kind, as "32 PUT lease, 1 watch pods".

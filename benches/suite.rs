@@ -26,60 +26,19 @@
 //!   ATOLL_BENCH_ONLY=footprint ATOLL_BIN=target/cross/atoll-x86_64-unknown-linux-musl \
 //!     cargo bench --bench suite      (part 6 only, with a cross-built binary)
 
+#[path = "shared/calls.rs"]
+mod calls;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use atoll::agent::{self, Command};
 use atoll::config::Settings;
-use atoll::cri::api::{
-    ContainerConfig, ContainerFilter, ContainerMetadata, ContainerState, ImageSpec, PodSandboxFilter,
-};
+use atoll::cri::api::{ContainerConfig, ContainerMetadata, ImageSpec};
 use atoll::cri::Cri;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use calls::*;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
-
-/// Records the trace of CRI calls made in this process (`atoll::cri::call`: name, outcome,
-/// microseconds) with the instant each ended: atoll's, and the bench's own.
-struct CallLog {
-    calls: std::sync::Mutex<Vec<(Instant, String)>>,
-    added: std::sync::Condvar,
-}
-
-impl log::Log for CallLog {
-    fn enabled(&self, m: &log::Metadata) -> bool {
-        m.target() == "atoll::cri::call"
-    }
-    fn log(&self, r: &log::Record) {
-        if self.enabled(r.metadata()) {
-            self.calls.lock().unwrap().push((Instant::now(), r.args().to_string()));
-            self.added.notify_all();
-        }
-    }
-    fn flush(&self) {}
-}
-
-static CALLS: CallLog = CallLog { calls: std::sync::Mutex::new(Vec::new()), added: std::sync::Condvar::new() };
-
-/// Where the trace ends now: later calls are counted from here.
-fn mark() -> usize {
-    CALLS.calls.lock().unwrap().len()
-}
-
-/// The instant the `n`th successful `call` after `from` ended (waiting for it); only atoll
-/// makes CRI calls while the bench waits here.
-fn nth_call(from: usize, call: &str, n: usize) -> Instant {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut calls = CALLS.calls.lock().unwrap();
-    loop {
-        let done = calls.iter().skip(from).filter(|(_, text)| text.starts_with(&format!("{call} ok "))).nth(n - 1);
-        if let Some((at, _)) = done {
-            return *at;
-        }
-        let left = deadline.checked_duration_since(Instant::now()).expect("timed out waiting for atoll's {call}");
-        calls = CALLS.added.wait_timeout(calls, left).unwrap().0;
-    }
-}
 
 /// One pod start with atoll's CRI calls on a timeline from the manifest's rename.
 fn start_timeline(cri: &Cri, manifests: &Path) -> Vec<String> {
@@ -107,42 +66,6 @@ fn start_timeline(cri: &Cri, manifests: &Path) -> Vec<String> {
     lines
 }
 
-fn pct(v: &[Duration], p: usize) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    v[(v.len() * p / 100).min(v.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1e3)
-}
-
-fn by_name(name: &str) -> HashMap<String, String> {
-    HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())])
-}
-
-fn running(cri: &Cri, pod: &str) -> Vec<atoll::cri::api::Container> {
-    smol::block_on(cri.list_containers(Some(ContainerFilter { label_selector: by_name(pod), ..Default::default() })))
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.state == ContainerState::ContainerRunning as i32)
-        .collect()
-}
-
-fn sandboxes(cri: &Cri, pod: &str) -> usize {
-    smol::block_on(cri.list_pod_sandbox(Some(PodSandboxFilter { label_selector: by_name(pod), ..Default::default() })))
-        .unwrap()
-        .len()
-}
-
-fn wait(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// A container that exits on SIGTERM: teardown then measures atoll, not kubelet's 2 s minimum
 /// grace (which atoll keeps, and which a PID 1 that ignores SIGTERM would wait out).
 const STOPS_ON_TERM: &str = "trap \"exit 0\" TERM; sleep 3600 & wait";
@@ -151,13 +74,6 @@ fn pod_yaml(name: &str, host: bool, command: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: {host}\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, '{command}']\n"
     )
-}
-
-/// Writes a manifest as editors and config tools do: a temporary file renamed into place.
-fn drop_manifest(dir: &Path, name: &str, yaml: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, yaml).unwrap();
-    std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
 }
 
 /// The agent in this process: `atoll run`'s own runner, on the manifests directory. Dropping

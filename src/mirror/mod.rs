@@ -37,7 +37,7 @@ pub mod proto;
 mod retry;
 pub mod sealed;
 mod state;
-mod watch;
+pub mod watch;
 mod wire;
 
 pub use error::Error;

@@ -1,0 +1,97 @@
+//! What the benchmarks that run atoll in their own process share: the trace of CRI calls made
+//! in it (atoll's, logged as each reply arrives, and the bench's own) with the instant each
+//! ended, read to take a measurement's end without polling the runtime; and small helpers on
+//! pods in the test bed's runtime.
+
+#![allow(dead_code)]
+
+use atoll::cri::api::{ContainerFilter, ContainerState, PodSandboxFilter};
+use atoll::cri::Cri;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Records the trace of CRI calls made in this process (`atoll::cri::call`: name, outcome,
+/// microseconds) with the instant each ended: atoll's, and the bench's own.
+pub struct CallLog {
+    pub calls: std::sync::Mutex<Vec<(Instant, String)>>,
+    added: std::sync::Condvar,
+}
+
+impl log::Log for CallLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.target() == "atoll::cri::call"
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            self.calls.lock().unwrap().push((Instant::now(), r.args().to_string()));
+            self.added.notify_all();
+        }
+    }
+    fn flush(&self) {}
+}
+
+pub static CALLS: CallLog = CallLog { calls: std::sync::Mutex::new(Vec::new()), added: std::sync::Condvar::new() };
+
+/// Where the trace ends now: later calls are counted from here.
+pub fn mark() -> usize {
+    CALLS.calls.lock().unwrap().len()
+}
+
+/// The instant the `n`th successful `call` after `from` ended (waiting for it); only atoll
+/// makes CRI calls while the bench waits here.
+pub fn nth_call(from: usize, call: &str, n: usize) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut calls = CALLS.calls.lock().unwrap();
+    loop {
+        let done = calls.iter().skip(from).filter(|(_, text)| text.starts_with(&format!("{call} ok "))).nth(n - 1);
+        if let Some((at, _)) = done {
+            return *at;
+        }
+        let left = deadline.checked_duration_since(Instant::now()).expect("timed out waiting for atoll's {call}");
+        calls = CALLS.added.wait_timeout(calls, left).unwrap().0;
+    }
+}
+
+pub fn pct(v: &[Duration], p: usize) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+pub fn by_name(name: &str) -> HashMap<String, String> {
+    HashMap::from([("io.kubernetes.pod.name".to_string(), name.to_string())])
+}
+
+pub fn running(cri: &Cri, pod: &str) -> Vec<atoll::cri::api::Container> {
+    smol::block_on(cri.list_containers(Some(ContainerFilter { label_selector: by_name(pod), ..Default::default() })))
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.state == ContainerState::ContainerRunning as i32)
+        .collect()
+}
+
+pub fn sandboxes(cri: &Cri, pod: &str) -> usize {
+    smol::block_on(cri.list_pod_sandbox(Some(PodSandboxFilter { label_selector: by_name(pod), ..Default::default() })))
+        .unwrap()
+        .len()
+}
+
+pub fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Writes a manifest as editors and config tools do: a temporary file renamed into place.
+pub fn drop_manifest(dir: &Path, name: &str, yaml: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, yaml).unwrap();
+    std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
+}
