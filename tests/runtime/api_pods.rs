@@ -148,8 +148,8 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
         "  containers:\n",
         "  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]\n  containers:\n",
     );
-    let manifests =
-        [bound_pod("daemon"), bound_pod("second"), bound_pod("third"), READER.into(), claimer].join("---\n");
+    let manifests = [bound_pod("daemon"), bound_pod("second"), bound_pod("third"), READER.into(), claimer, JOB.into()]
+        .join("---\n");
     let (code, out, err) = kubectl(&kc, &["apply", "--validate=false", "-f", "-"], &manifests);
     assert_eq!(code, 0, "{out}{err}");
     let daemon_id = eventually(Duration::from_secs(90), "daemon running", || running(tb, "daemon"));
@@ -170,6 +170,7 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
     assert!(code == 0 && out.contains("hello from daemon"), "{out}{err}");
     let (code, out, err) = kubectl(&kc, &["exec", "daemon", "--", "echo", "inside"], "");
     assert!(code == 0 && out.trim() == "inside", "{out}{err}");
+    finished_job_keeps_its_logs(&kc, &server);
 
     reader_gets_what_the_cluster_gives(tb, &kc, &server, &agent, &dir);
 
@@ -226,6 +227,8 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
         table.lines().any(|l| l.starts_with("daemon ") && l.trim_end().ends_with(" api")).then_some(())
     });
     assert_eq!(running(tb, "daemon"), Some(daemon_id), "never started twice");
+    assert!(running(tb, "job").is_none(), "a finished pod is never started again");
+    assert_eq!(server.get("pods", "default", "job").unwrap()["status"]["phase"], "Succeeded");
     assert_eq!(tb.sandboxes_of("daemon").len(), 1);
     let on_server: Value = server.get("pods", "default", "daemon").unwrap();
     assert_eq!(on_server["status"]["phase"], "Running");
@@ -298,6 +301,31 @@ fn reader_gets_what_the_cluster_gives(tb: &Testbed, kc: &Path, server: &ApiServe
         assert!(!kept.contains(secret), "{secret} in the kept copy");
     }
     assert!(!agent.log().contains("hunter2") && !agent.log().contains(&second), "a secret in the log");
+}
+
+/// A pod as the Job controller makes them: it runs once.
+const JOB: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: job, labels: {job-name: job}}
+spec:
+  nodeName: tb
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - name: c
+    image: docker.io/library/busybox:1.36
+    command: [sh, -c, 'echo job done']
+"#;
+
+/// The Job's pod is reported Succeeded and, as kubelet keeps a finished pod's containers until
+/// it is deleted, `kubectl logs` still reads it.
+fn finished_job_keeps_its_logs(kc: &Path, server: &ApiServer) {
+    eventually(Duration::from_secs(60), "job Succeeded", || {
+        server.get("pods", "default", "job").filter(|p| p["status"]["phase"] == "Succeeded")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, out, err) = kubectl(kc, &["logs", "job"], "");
+    assert!(code == 0 && out.contains("job done"), "a finished pod's log: {out}{err}");
 }
 
 /// A pod atoll cannot run: Failed, with kubelet's wording for a rejected pod, never started.
