@@ -47,6 +47,7 @@ pub async fn stop_container<R: RuntimeService>(cx: &Context<R>, pod: &Pod, kill:
         }
         grace = grace.saturating_sub(Duration::from_secs(started.elapsed().as_secs()));
     }
+    cx.pleg.exits.expect(&kill.id.to_string());
     if let Err(e) = cx.runtime.stop_container(&kill.id, grace.max(MIN_GRACE)).await {
         if !e.is_not_found() {
             log::warn!("pod {}: stopping container {name}: {e}", pod.key());
@@ -78,6 +79,7 @@ pub async fn stop_pod<R: RuntimeService>(
 ) -> Result<(), SyncError> {
     stop_containers(cx, pod, obs, kills, grace).await;
     for s in &obs.sandboxes {
+        cx.pleg.exits.expect(&s.id);
         gone_is_fine("StopPodSandbox", cx.runtime.stop_pod_sandbox(&s.id).await)?;
     }
     Ok(())

@@ -95,6 +95,7 @@ async fn act<R: RuntimeService>(
     stop::stop_containers(cx, pod, obs, &p.kill, stop::grace_of(pod)).await;
     if p.kill_pod {
         for s in obs.sandboxes.iter().filter(|s| s.ready) {
+            cx.pleg.exits.expect(&s.id);
             cx.runtime.stop_pod_sandbox(&s.id).await.map_err(SyncError::runtime("StopPodSandbox"))?;
         }
     }

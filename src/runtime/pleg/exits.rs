@@ -6,8 +6,13 @@
 //! named after the container, and the runtime still shows the container running after the
 //! pidfd was opened: a pidfd refers to one process for good, so a pid reused after an exit
 //! cannot be mistaken for the container. When the process ends, the runtime records the exit
-//! a moment later; the worker is woken once it has. Anything that cannot be watched is left
-//! to the relist. At most [`MAX_WATCHED`] processes are watched (one descriptor each).
+//! a moment later (containerd 1.6: 10 to 40 ms, after it has deleted the task); the worker is
+//! woken once it has, asked every 2 ms at first so a restart waits for the runtime, not for a
+//! step of a back-off. A process atoll stops itself ([`Exits::expect`]) wakes its worker at
+//! once: CRI's StopContainer and StopPodSandbox answer only once the exit is recorded, so the
+//! worker's next sync, after the stop, sees it without the runtime being asked meanwhile.
+//! Anything that cannot be watched is left to the relist. At most [`MAX_WATCHED`] processes
+//! are watched (one descriptor each).
 
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed};
@@ -21,6 +26,19 @@ use std::time::Duration;
 pub const MAX_WATCHED: usize = 512;
 /// How long the runtime may take to record an exit after the process has gone.
 const RECORDED_WITHIN: Duration = Duration::from_secs(2);
+/// How often the runtime is asked at first whether it has recorded an exit, and for how long.
+const FIRST_STEP: Duration = Duration::from_millis(2);
+const FIRST_STEPS_FOR: Duration = Duration::from_millis(100);
+
+/// The pause before asking again, after `waited` in all and a last pause of `last`: every
+/// [`FIRST_STEP`] while the runtime usually records an exit, then doubling up to 100 ms.
+fn next_pause(waited: Duration, last: Duration) -> Duration {
+    if waited < FIRST_STEPS_FOR {
+        FIRST_STEP
+    } else {
+        (last * 2).min(Duration::from_millis(100))
+    }
+}
 
 /// Wakes the worker of a pod UID.
 pub type Wake = Box<dyn Fn(&str) + Send + Sync>;
@@ -38,11 +56,22 @@ impl Exits {
     pub fn new(wake: Wake) -> Arc<Exits> {
         Arc::new(Exits { watched: Mutex::new(HashMap::new()), closing: smol::channel::bounded(1), wake })
     }
+
+    /// atoll is about to stop `id` (a container or a sandbox) itself: when its process ends,
+    /// the worker is woken at once, not after asking the runtime (the stop's own answer comes
+    /// once the runtime has recorded the exit, and the worker syncs after it).
+    pub fn expect(&self, id: &str) {
+        if let Some(e) = crate::locks::lock(&self.watched).get_mut(id) {
+            e.expected = true;
+        }
+    }
 }
 
 struct Entry {
     uid: String,
     watching: bool,
+    /// atoll stops it itself (`expect`).
+    expected: bool,
 }
 
 /// Whether this kernel has pidfds (Linux 5.3 and later).
@@ -69,7 +98,7 @@ pub fn watch<R: RuntimeService>(exits: &Arc<Exits>, rt: &R, uid: &str, obs: &Obs
         if watched.contains_key(&id) || watched.len() >= MAX_WATCHED {
             continue;
         }
-        watched.insert(id.clone(), Entry { uid: uid.to_string(), watching: true });
+        watched.insert(id.clone(), Entry { uid: uid.to_string(), watching: true, expected: false });
         let task = one(rt.clone(), Arc::downgrade(exits), exits.closing.1.clone(), uid.to_string(), id, sandbox);
         crate::task::spawn(task).detach();
     }
@@ -107,15 +136,16 @@ async fn one<R: RuntimeService>(
     }
 }
 
-/// The process of `id` has ended: waits (briefly) until the runtime has recorded it, then
-/// wakes the pod's worker.
+/// The process of `id` has ended: waits (briefly) until the runtime has recorded it, unless
+/// atoll stopped it itself, then wakes the pod's worker.
 async fn recorded<R: RuntimeService>(rt: &R, exits: &Weak<Exits>, uid: &str, id: &str, sandbox: bool) {
-    let mut pause = Duration::from_millis(1);
+    let expected = exits.upgrade().is_some_and(|x| crate::locks::lock(&x.watched).get(id).is_some_and(|e| e.expected));
+    let mut pause = FIRST_STEP;
     let mut waited = Duration::ZERO;
-    while waited < RECORDED_WITHIN && running(rt, id, sandbox).await.unwrap_or(false) {
+    while !expected && waited < RECORDED_WITHIN && running(rt, id, sandbox).await.unwrap_or(false) {
         smol::Timer::after(pause).await;
         waited += pause;
-        pause = (pause * 2).min(Duration::from_millis(100));
+        pause = next_pause(waited, pause);
     }
     if let Some(x) = exits.upgrade() {
         crate::locks::lock(&x.watched).remove(id);
@@ -227,6 +257,25 @@ mod tests {
         assert!(in_cgroup_of(b"0::/system.slice/cri-containerd-0123456789abcdef.scope\n", id));
         assert!(!in_cgroup_of(b"0::/user.slice/session-1.scope\n", id));
         assert!(!in_cgroup_of(b"0::/k8s.io/0123456789abcdef\n", ""));
+    }
+
+    #[test]
+    fn an_exit_is_looked_for_every_2_ms_at_first_then_less_often() {
+        let ms = Duration::from_millis;
+        for (waited, last, next) in
+            [(0, 2, 2), (50, 2, 2), (98, 2, 2), (100, 2, 4), (108, 4, 8), (200, 64, 100), (1900, 100, 100)]
+        {
+            assert_eq!(next_pause(ms(waited), ms(last)), ms(next), "after {waited} ms, the last pause {last} ms");
+        }
+        // Within the 2 s the runtime has, it is asked about 50 times in the first 100 ms, then
+        // about 25 times more.
+        let (mut waited, mut pause, mut asked) = (Duration::ZERO, FIRST_STEP, 0);
+        while waited < RECORDED_WITHIN {
+            waited += pause;
+            pause = next_pause(waited, pause);
+            asked += 1;
+        }
+        assert!((60..=90).contains(&asked), "{asked}");
     }
 
     #[test]
