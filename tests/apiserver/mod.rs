@@ -21,7 +21,8 @@
 //!   pod with grace > 0 gets a deletionTimestamp and stays; grace 0 removes it). Deleting a
 //!   Node removes the pods it owns, as the garbage collector would.
 //! - List with `fieldSelector` (spec.nodeName, metadata.name), watch from a resourceVersion
-//!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds.
+//!   with chunked JSON events, ERROR 410 Gone for a compacted resourceVersion, timeoutSeconds,
+//!   bookmarks when asked for (as the watch cache sends them: `watch`).
 //!
 //! - Discovery (`/api`, `/apis`, the resource lists), for kubectl (`discovery`).
 //! - certificates.k8s.io/v1 CSRs with kube-controller-manager's kubelet approver and signer,
