@@ -1,0 +1,592 @@
+//! atoll against a byte-identical replay of its own CRI requests: what atoll adds to what the
+//! runtime does for it. Prints a table; asserts nothing about time.
+//!
+//! atoll (in this process, `atoll run`'s runner) first runs through a recording proxy
+//! (`shared/cri_proxy.rs`): a pod started and removed, and a pod whose container exits and is
+//! restarted. The calls each made for that pod (those naming its UID or the IDs the runtime
+//! gave it, and ImageStatus; not the relist's or the node's) are kept as they went. Then, in
+//! rounds, atoll (straight to the runtime) and a client that sends those requests again take
+//! turns: the same bytes, with only the pod's UID and the IDs the runtime returns swapped for
+//! this round's (the same lengths), the calls atoll made at once sent at once, each on the
+//! one connection atoll uses too. The pod's directory and log directory are copied for the new
+//! UID before the clock starts, since the requests name them.
+//!
+//! - start: atoll, the manifest's rename -> the runtime's reply to its StartContainer; the
+//!   replay, its first call -> the same reply;
+//! - stop: atoll, the manifest's removal -> the reply to its RemovePodSandbox (the file
+//!   source's 10 ms wait for a re-create included); the replay, its stop calls;
+//! - restart: atoll, the runtime's finishedAt of the exited container -> the reply to the new
+//!   one's StartContainer; the replay, the calls of the sync that restarted it (from its
+//!   lists), so atoll's part includes noticing the exit;
+//! - 10 and 50 at once: the manifests all renamed in -> the last StartContainer's reply; the
+//!   replay, that many starts sent at once.
+//!
+//!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=20; under `cargo test` a short run)
+
+#[path = "shared/calls.rs"]
+mod calls;
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "shared/cri_proxy.rs"]
+mod cri_proxy;
+
+use atoll::agent::{self, Command};
+use atoll::config::Settings;
+use atoll::cri::api::{CreateContainerResponse, RunPodSandboxRequest, RunPodSandboxResponse};
+use atoll::grpc::Channel;
+use calls::*;
+use cri_proxy::{Proxy, Recorded};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// A request message sent as recorded.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Raw(Vec<u8>);
+
+impl prost::Message for Raw {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        buf.put_slice(&self.0)
+    }
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        prost::encoding::skip_field(wire, tag, buf, ctx)
+    }
+    fn encoded_len(&self) -> usize {
+        self.0.len()
+    }
+    fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
+/// The calls made for one pod, as recorded, and what a replay needs to make them again.
+struct Recording {
+    calls: Vec<Recorded>,
+    uid: String,
+    /// Where atoll keeps the pod's files and logs (named in the requests), copied per replay.
+    pod_dir: PathBuf,
+    log_dir: String,
+    containers: Vec<String>,
+}
+
+const POD_CALLS: &[&str] = &[
+    "ListPodSandbox",
+    "ListContainers",
+    "RunPodSandbox",
+    "PodSandboxStatus",
+    "ImageStatus",
+    "PullImage",
+    "CreateContainer",
+    "StartContainer",
+    "ContainerStatus",
+    "StopContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+    "RemoveContainer",
+];
+
+fn method(c: &Recorded) -> &str {
+    c.path.rsplit('/').next().unwrap_or("")
+}
+
+/// A call as the table shows it: its method, and whether it asked for the verbose status
+/// (a process watch being set up, on a runtime without container events).
+fn shown(c: &Recorded) -> String {
+    let verbose = match method(c) {
+        "ContainerStatus" => {
+            atoll::grpc::decode_message::<atoll::cri::api::ContainerStatusRequest>(c.request.clone(), 1 << 24)
+                .is_ok_and(|r| r.verbose)
+        }
+        "PodSandboxStatus" => {
+            atoll::grpc::decode_message::<atoll::cri::api::PodSandboxStatusRequest>(c.request.clone(), 1 << 24)
+                .is_ok_and(|r| r.verbose)
+        }
+        _ => false,
+    };
+    format!("{}{}", method(c), if verbose { " (verbose)" } else { "" })
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The calls of `all` that began in `[from, until]` and were made for the pod `uid` (or name
+/// one of `ids`), ImageStatus too; by when they began.
+fn for_pod(all: &[Recorded], from: Instant, until: Instant, uid: &str, ids: &[String]) -> Vec<Recorded> {
+    let mut mine: Vec<Recorded> = all
+        .iter()
+        .filter(|c| c.began >= from && c.began <= until && POD_CALLS.contains(&method(c)))
+        .filter(|c| {
+            method(c) == "ImageStatus"
+                || contains(&c.request, uid.as_bytes())
+                || ids.iter().any(|id| contains(&c.request, id.as_bytes()))
+        })
+        .cloned()
+        .collect();
+    mine.sort_by_key(|c| c.began);
+    mine
+}
+
+/// The IDs the runtime gave in `calls` (sandboxes and containers).
+fn given_ids(calls: &[Recorded]) -> Vec<String> {
+    calls.iter().filter_map(|c| returned_id(method(c), c.response.clone())).collect()
+}
+
+fn returned_id(method: &str, response: prost::bytes::Bytes) -> Option<String> {
+    match method {
+        "RunPodSandbox" => {
+            atoll::grpc::decode_message::<RunPodSandboxResponse>(response, 1 << 24).ok().map(|r| r.pod_sandbox_id)
+        }
+        "CreateContainer" => {
+            atoll::grpc::decode_message::<CreateContainerResponse>(response, 1 << 24).ok().map(|r| r.container_id)
+        }
+        _ => None,
+    }
+}
+
+/// Byte strings to swap in a request (old, new: the same length).
+type Subs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Makes `calls` again on `ch` with `subs` applied (old bytes -> new, the same length); the
+/// IDs the runtime returns are added to `subs`. Calls that overlapped in the recording are
+/// sent at once. Returns how long it took and the calls that failed.
+async fn replay(ch: &Arc<Channel>, calls: &[Recorded], subs: &mut Subs) -> (Duration, Vec<String>) {
+    let t0 = Instant::now();
+    let mut failed = Vec::new();
+    let mut i = 0;
+    while i < calls.len() {
+        // A group: the calls that began before every earlier one of it had ended.
+        let mut end = i + 1;
+        let mut open_until = calls[i].ended;
+        while end < calls.len() && calls[end].began < open_until {
+            open_until = open_until.max(calls[end].ended);
+            end += 1;
+        }
+        let tasks: Vec<_> = calls[i..end]
+            .iter()
+            .map(|c| {
+                let mut body = c.request.get(5..).unwrap_or_default().to_vec();
+                for (old, new) in subs.iter() {
+                    replace(&mut body, old, new);
+                }
+                let (ch, path, name) = (ch.clone(), leak(&c.path), method(c).to_string());
+                let recorded = c.response.clone();
+                smol::spawn(async move {
+                    let (req, limit) = (Raw(body), Some(Duration::from_secs(120)));
+                    let got = match name.as_str() {
+                        "RunPodSandbox" => ch
+                            .unary::<Raw, RunPodSandboxResponse>(path, &req, limit)
+                            .await
+                            .map(|r| Some(r.pod_sandbox_id)),
+                        "CreateContainer" => ch
+                            .unary::<Raw, CreateContainerResponse>(path, &req, limit)
+                            .await
+                            .map(|r| Some(r.container_id)),
+                        _ => ch.unary::<Raw, ()>(path, &req, limit).await.map(|()| None),
+                    };
+                    (name, recorded, got)
+                })
+            })
+            .collect();
+        for t in tasks {
+            let (name, recorded, got) = t.await;
+            match got {
+                Ok(new) => {
+                    if let (Some(old), Some(new)) = (returned_id(&name, recorded), new) {
+                        assert_eq!(old.len(), new.len(), "IDs of one length");
+                        subs.push((old.into_bytes(), new.into_bytes()));
+                    }
+                }
+                Err(e) => failed.push(format!("{name}: {e}")),
+            }
+        }
+        i = end;
+    }
+    (t0.elapsed(), failed)
+}
+
+fn replace(body: &mut [u8], old: &[u8], new: &[u8]) {
+    let mut at = 0;
+    while at + old.len() <= body.len() {
+        if &body[at..at + old.len()] == old {
+            body[at..at + old.len()].copy_from_slice(new);
+            at += old.len();
+        } else {
+            at += 1;
+        }
+    }
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// A container that exits on SIGTERM (kubelet's 2 s minimum grace is not what is measured).
+const STOPS_ON_TERM: &str = "trap \"exit 0\" TERM; sleep 3600 & wait";
+
+fn pod_yaml(name: &str, command: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 0\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, '{command}']\n"
+    )
+}
+
+/// The agent in this process on `dir/manifests`, its state in `dir/state`, the runtime at
+/// `endpoint`. Dropping the sender stops it (pods keep running).
+fn start_agent(
+    tb: &common::Testbed,
+    dir: &Path,
+    endpoint: &str,
+) -> (smol::Task<Result<(), String>>, smol::channel::Sender<Command>) {
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    let config = dir.join("kubelet.yaml");
+    let text = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nhealthzPort: 0\nport: 0\n",
+        dir.join("manifests").display(),
+        tb.logs.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let args = [
+        "run".to_string(),
+        format!("--config={}", config.display()),
+        format!("--container-runtime-endpoint={endpoint}"),
+        format!("--root-dir={}", dir.join("state").display()),
+        "--api-socket=none".to_string(),
+        "--hostname-override=bench".to_string(),
+    ];
+    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
+    let settings = Settings::load(&flags).expect("settings");
+    let (tx, rx) = smol::channel::bounded(1);
+    (smol::spawn(agent::run(settings, rx)), tx)
+}
+
+/// The first recorded call of `method` that began at or after `from` (waiting for the proxy to
+/// have kept it).
+fn first_call(proxy: &Proxy, method_name: &str, from: Instant, nth: usize) -> Recorded {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut calls: Vec<Recorded> =
+            proxy.calls().into_iter().filter(|c| c.began >= from && method(c) == method_name).collect();
+        calls.sort_by_key(|c| c.began);
+        if let Some(c) = calls.into_iter().nth(nth - 1) {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "the proxy never saw {method_name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A pod's start as atoll made it through the proxy, its files copied to `keep` before it goes.
+fn record_start(proxy: &Proxy, agent_dir: &Path, keep: &Path, name: &str, command: &str) -> Recording {
+    let t0 = Instant::now();
+    drop_manifest(&agent_dir.join("manifests"), name, &pod_yaml(name, command));
+    let run = first_call(proxy, "RunPodSandbox", t0, 1);
+    let started = first_call(proxy, "StartContainer", t0, 1);
+    let config = atoll::grpc::decode_message::<RunPodSandboxRequest>(run.request.clone(), 1 << 24)
+        .expect("a RunPodSandbox request")
+        .config
+        .expect("a sandbox config");
+    let uid = config.metadata.expect("sandbox metadata").uid;
+    let all = proxy.calls();
+    let ids = given_ids(&all.iter().filter(|c| c.began >= t0).cloned().collect::<Vec<_>>());
+    let calls = for_pod(&all, t0, started.began, &uid, &ids);
+    let pod_dir = keep.join(name);
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(agent_dir.join("state/pods").join(&uid))
+        .arg(&pod_dir)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copying the pod's directory");
+    Recording { calls, uid, pod_dir, log_dir: config.log_directory, containers: vec!["c".into()] }
+}
+
+/// Sets up a replay of `rec` under a new UID (number `n`): its directory and log directory
+/// made as atoll had them; the substitutions to send its requests with.
+fn prepare(rec: &Recording, state: &Path, n: u64) -> (String, Subs) {
+    let keep = rec.uid.chars().count().saturating_sub(12);
+    let uid = format!("{}{:012x}", rec.uid.chars().take(keep).collect::<String>(), 0xbe00_0000_0000u64 + n);
+    let made = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&rec.pod_dir)
+        .arg(state.join("pods").join(&uid))
+        .status()
+        .expect("cp");
+    assert!(made.success());
+    let log_dir = rec.log_dir.replace(&rec.uid, &uid);
+    for c in &rec.containers {
+        std::fs::create_dir_all(Path::new(&log_dir).join(c)).unwrap();
+    }
+    (uid.clone(), vec![(rec.uid.clone().into_bytes(), uid.into_bytes())])
+}
+
+/// Stops and removes the sandboxes of pod `uid` (a replay's), not timed.
+fn clean(cri: &atoll::cri::Cri, uid: &str) {
+    let filter = atoll::cri::api::PodSandboxFilter {
+        label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+        ..Default::default()
+    };
+    for sb in smol::block_on(cri.list_pod_sandbox(Some(filter))).unwrap_or_default() {
+        let _ = smol::block_on(cri.stop_pod_sandbox(&sb.id));
+        let _ = smol::block_on(cri.remove_pod_sandbox(&sb.id));
+    }
+}
+
+/// What was recorded: a pod's start and stop, and a crashing pod's start and restart.
+struct Recorded3 {
+    start: Recording,
+    stop: Vec<Recorded>,
+    crash: Recording,
+    restart: Vec<Recorded>,
+}
+
+fn record(tb: &common::Testbed, base: &Path, proxy: &Proxy) -> Recorded3 {
+    let dir = base.join("recorded");
+    let keep = base.join("kept");
+    std::fs::create_dir_all(&keep).unwrap();
+    let agent = start_agent(tb, &dir, &format!("unix://{}", proxy.socket.display()));
+    let cri = tb.cri();
+    let manifests = dir.join("manifests");
+    // A first pod warms up what a first start pays once (the image looked up, connections).
+    let warm = record_start(proxy, &dir, &keep, "warm", STOPS_ON_TERM);
+    let start = record_start(proxy, &dir, &keep, "rec", STOPS_ON_TERM);
+    wait("rec running", || !running(&cri, "rec-bench").is_empty());
+    let mut stop = Vec::new();
+    for name in ["warm", "rec"] {
+        let t1 = Instant::now();
+        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+        let removed = first_call(proxy, "RemovePodSandbox", t1, 1);
+        wait("removed", || sandboxes(&cri, &format!("{name}-bench")) == 0);
+        if name == "rec" {
+            let all = proxy.calls();
+            let ids = given_ids(&start.calls);
+            stop = for_pod(&all, t1, removed.began, &start.uid, &ids);
+        }
+    }
+    drop(warm);
+    // The crash: the calls of the sync that restarted it, from its lists to its StartContainer.
+    let t0 = Instant::now();
+    let crash = record_start(proxy, &dir, &keep, "crash", "sleep 1; exit 3");
+    let again = first_call(proxy, "StartContainer", t0, 2);
+    let created = first_call(proxy, "CreateContainer", t0, 2);
+    let all = proxy.calls();
+    let ids = given_ids(&all.iter().filter(|c| c.began >= t0).cloned().collect::<Vec<_>>());
+    let listed = all
+        .iter()
+        .filter(|c| {
+            method(c) == "ListPodSandbox" && c.began < created.began && contains(&c.request, crash.uid.as_bytes())
+        })
+        .map(|c| c.began)
+        .max()
+        .expect("the restarting sync's lists");
+    let restart = for_pod(&all, listed, again.began, &crash.uid, &ids);
+    std::fs::remove_file(manifests.join("crash.yaml")).unwrap();
+    wait("crash gone", || sandboxes(&cri, "crash-bench") == 0);
+    drop(agent);
+    Recorded3 { start, stop, crash, restart }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 20 } else { 2 }) as usize;
+    let batches: Vec<usize> = if bench { vec![10, 50] } else { vec![3] };
+    let tb = common::testbed();
+    let cri = tb.cri();
+    let base = std::env::temp_dir().join(common::unique("atoll-bench-replay"));
+    std::fs::create_dir_all(&base).unwrap();
+    log::set_logger(&CALLS).expect("the only logger in the bench");
+    log::set_max_level(log::LevelFilter::Trace);
+    let version =
+        smol::block_on(cri.version()).map(|v| format!("{} {}", v.runtime_name, v.runtime_version)).unwrap_or_default();
+    let upstream = cri.socket().to_path_buf();
+    let proxy = Proxy::start(&upstream, &base.join("cri.sock"));
+    let rec = record(tb, &base, &proxy);
+    let names = |calls: &[Recorded]| calls.iter().map(shown).collect::<Vec<_>>().join(", ");
+    println!("atoll's own CRI requests for one pod, as recorded ({version}):");
+    println!("  start: {}", names(&rec.start.calls));
+    println!("  stop: {}", names(&rec.stop));
+    println!("  restart: {}", names(&rec.restart));
+
+    let state = base.join("recorded/state");
+    let ch = Arc::new(Channel::new(upstream));
+    let direct = base.join("direct");
+    let agent = start_agent(tb, &direct, &tb.endpoint.to_string());
+    let mut failed: Vec<String> = Vec::new();
+    let mut rows = Vec::new();
+    rows.extend(start_and_stop(tb, &direct, &rec, &ch, &state, rounds, &mut failed));
+    rows.push(restart(tb, &direct, &rec, &ch, &state, rounds, &mut failed));
+    for n in &batches {
+        rows.push(batch(tb, &direct, &rec, &ch, &state, *n, &mut failed));
+    }
+    drop(agent);
+    log::set_max_level(log::LevelFilter::Off);
+    println!();
+    println!(
+        "atoll vs the replay of its own CRI requests ({version}, private test bed), {rounds} rounds, median / p90:"
+    );
+    println!("| measurement | atoll | replay | atoll adds (median of the pairs) | ratio |");
+    println!("|---|---|---|---|---|");
+    for r in &rows {
+        println!("{r}");
+    }
+    failed.sort();
+    failed.dedup();
+    println!(
+        "replayed calls the runtime refused: {}",
+        if failed.is_empty() { "none".into() } else { failed.join("; ") }
+    );
+    println!();
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A table row: atoll's times and the replay's, paired round by round.
+fn row(what: &str, atoll: &[Duration], replay: &[Duration]) -> String {
+    let mut adds: Vec<f64> =
+        atoll.iter().zip(replay).map(|(a, r)| a.as_secs_f64() * 1e3 - r.as_secs_f64() * 1e3).collect();
+    adds.sort_by(|a, b| a.total_cmp(b));
+    let add = adds.get(adds.len() / 2).copied().unwrap_or(0.0);
+    let ratio = pct(atoll, 50).as_secs_f64() / pct(replay, 50).as_secs_f64();
+    let ms1 = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+    format!(
+        "| {what} | {} / {} | {} / {} | {add:+.1} ms | {ratio:.3} |",
+        ms1(pct(atoll, 50)),
+        ms1(pct(atoll, 90)),
+        ms1(pct(replay, 50)),
+        ms1(pct(replay, 90))
+    )
+}
+
+fn start_and_stop(
+    tb: &common::Testbed,
+    direct: &Path,
+    rec: &Recorded3,
+    ch: &Arc<Channel>,
+    state: &Path,
+    rounds: usize,
+    failed: &mut Vec<String>,
+) -> Vec<String> {
+    let cri = tb.cri();
+    let manifests = direct.join("manifests");
+    let (mut start, mut stop, mut rstart, mut rstop) = (vec![], vec![], vec![], vec![]);
+    for i in 0..rounds {
+        let name = format!("s{i}");
+        let pod = format!("{name}-bench");
+        let (from, t0) = (mark(), Instant::now());
+        drop_manifest(&manifests, &name, &pod_yaml(&name, STOPS_ON_TERM));
+        start.push(nth_call(from, "StartContainer", 1) - t0);
+        wait("start", || !running(&cri, &pod).is_empty());
+        let (from, t0) = (mark(), Instant::now());
+        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+        stop.push(nth_call(from, "RemovePodSandbox", 1) - t0);
+        wait("teardown", || sandboxes(&cri, &pod) == 0);
+
+        let (uid, mut subs) = prepare(&rec.start, state, i as u64);
+        let (took, f) = smol::block_on(replay(ch, &rec.start.calls, &mut subs));
+        rstart.push(took);
+        failed.extend(f);
+        let (took, f) = smol::block_on(replay(ch, &rec.stop, &mut subs));
+        rstop.push(took);
+        failed.extend(f);
+        clean(&cri, &uid);
+    }
+    vec![
+        row("pod start, host network", &start, &rstart),
+        row("stop (atoll's includes the 10 ms re-create wait)", &stop, &rstop),
+    ]
+}
+
+fn restart(
+    tb: &common::Testbed,
+    direct: &Path,
+    rec: &Recorded3,
+    ch: &Arc<Channel>,
+    state: &Path,
+    rounds: usize,
+    failed: &mut Vec<String>,
+) -> String {
+    let cri = tb.cri();
+    let manifests = direct.join("manifests");
+    let (mut atoll, mut replayed) = (vec![], vec![]);
+    for i in 0..rounds {
+        let name = format!("crash{i}");
+        let pod = format!("{name}-bench");
+        let from = mark();
+        drop_manifest(&manifests, &name, &pod_yaml(&name, "sleep 1; exit 3"));
+        nth_call(from, "StartContainer", 1);
+        wait("the first instance running", || !running(&cri, &pod).is_empty());
+        let first = running(&cri, &pod)[0].id.clone();
+        let restarted = nth_call(from, "StartContainer", 2);
+        let seen = SystemTime::now() - restarted.elapsed();
+        wait("the restart", || running(&cri, &pod).iter().any(|c| c.id != first));
+        let st = smol::block_on(cri.container_status(&first, false)).unwrap().status.unwrap();
+        let exited = SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64);
+        atoll.push(seen.duration_since(exited).unwrap_or_default());
+        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+        wait("crash pod gone", || sandboxes(&cri, &pod) == 0);
+
+        let (uid, mut subs) = prepare(&rec.crash, state, 1000 + i as u64);
+        let (_, f) = smol::block_on(replay(ch, &rec.crash.calls, &mut subs));
+        failed.extend(f);
+        let (took, f) = smol::block_on(replay(ch, &rec.restart, &mut subs));
+        replayed.push(took);
+        failed.extend(f);
+        clean(&cri, &uid);
+    }
+    row("crash -> restarted (atoll's includes noticing the exit)", &atoll, &replayed)
+}
+
+fn batch(
+    tb: &common::Testbed,
+    direct: &Path,
+    rec: &Recorded3,
+    ch: &Arc<Channel>,
+    state: &Path,
+    n: usize,
+    failed: &mut Vec<String>,
+) -> String {
+    let cri = tb.cri();
+    let manifests = direct.join("manifests");
+    let (from, t0) = (mark(), Instant::now());
+    for i in 0..n {
+        drop_manifest(&manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), STOPS_ON_TERM));
+    }
+    let took = nth_call(from, "StartContainer", n) - t0;
+    wait("the batch running", || (0..n).all(|i| !running(&cri, &format!("b{n}x{i}-bench")).is_empty()));
+    for i in 0..n {
+        std::fs::remove_file(manifests.join(format!("b{n}x{i}.yaml"))).unwrap();
+    }
+    wait("the batch gone", || (0..n).all(|i| sandboxes(&cri, &format!("b{n}x{i}-bench")) == 0));
+
+    let prepared: Vec<_> = (0..n).map(|i| prepare(&rec.start, state, 2000 + (n * 100 + i) as u64)).collect();
+    let calls = Arc::new(rec.start.calls.clone());
+    let t0 = Instant::now();
+    let results = smol::block_on(async {
+        let tasks: Vec<_> = prepared
+            .iter()
+            .map(|(_, subs)| {
+                let (ch, calls, mut subs) = (ch.clone(), calls.clone(), subs.clone());
+                smol::spawn(async move { replay(&ch, &calls, &mut subs).await.1 })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await);
+        }
+        all
+    });
+    let replayed = t0.elapsed();
+    failed.extend(results);
+    for (uid, _) in &prepared {
+        clean(&cri, uid);
+    }
+    row(&format!("{n} pods at once -> all started"), &[took], &[replayed])
+}
