@@ -161,16 +161,7 @@ fn pods_bound_by_the_cluster_run_report_stop_and_come_back_offline() {
 
     status_as_kubelet_writes_it(&kc, &server);
 
-    // kubectl logs and exec reach it through the node's kubelet server.
-    let ca = dir.join("state/pki/kubelet.crt");
-    server.kubelet_client(&pki, &ca);
-    server.grant("kube-apiserver-kubelet-client", "get", "proxy");
-    server.grant("kube-apiserver-kubelet-client", "create", "proxy");
-    let (code, out, err) = kubectl(&kc, &["logs", "daemon"], "");
-    assert!(code == 0 && out.contains("hello from daemon"), "{out}{err}");
-    let (code, out, err) = kubectl(&kc, &["exec", "daemon", "--", "echo", "inside"], "");
-    assert!(code == 0 && out.trim() == "inside", "{out}{err}");
-    finished_job_keeps_its_logs(&kc, &server);
+    logs_and_exec_through_the_node(&kc, &server, &pki, &dir);
 
     reader_gets_what_the_cluster_gives(tb, &kc, &server, &agent, &dir);
 
@@ -301,6 +292,20 @@ fn reader_gets_what_the_cluster_gives(tb: &Testbed, kc: &Path, server: &ApiServe
         assert!(!kept.contains(secret), "{secret} in the kept copy");
     }
     assert!(!agent.log().contains("hunter2") && !agent.log().contains(&second), "a secret in the log");
+}
+
+/// kubectl logs and exec reach daemon through the node's kubelet server; the finished Job's
+/// log too.
+fn logs_and_exec_through_the_node(kc: &Path, server: &ApiServer, pki: &Pki, dir: &Path) {
+    let ca = dir.join("state/pki/kubelet.crt");
+    server.kubelet_client(pki, &ca);
+    server.grant("kube-apiserver-kubelet-client", "get", "proxy");
+    server.grant("kube-apiserver-kubelet-client", "create", "proxy");
+    let (code, out, err) = kubectl(kc, &["logs", "daemon"], "");
+    assert!(code == 0 && out.contains("hello from daemon"), "{out}{err}");
+    let (code, out, err) = kubectl(kc, &["exec", "daemon", "--", "echo", "inside"], "");
+    assert!(code == 0 && out.trim() == "inside", "{out}{err}");
+    finished_job_keeps_its_logs(kc, server);
 }
 
 /// A pod as the Job controller makes them: it runs once.
