@@ -27,8 +27,6 @@ mod calls;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use atoll::agent::{self, Command};
-use atoll::config::Settings;
 use calls::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -185,26 +183,9 @@ fn pod_json(name: &str, bound: bool) -> Value {
 
 /// The agent in this process (`atoll run`'s own runner) with the static pods of `config` and
 /// the kubeconfig: the mirror and the API source on. Dropping the sender stops it.
-fn start_agent(
-    tb: &common::Testbed,
-    dir: &Path,
-    config: &Path,
-    kubeconfig: &Path,
-) -> (smol::Task<Result<(), String>>, smol::channel::Sender<Command>) {
-    let args = [
-        "run".to_string(),
-        format!("--config={}", config.display()),
-        format!("--container-runtime-endpoint={}", tb.endpoint),
-        format!("--root-dir={}", dir.join("state").display()),
-        "--api-socket=none".to_string(),
-        format!("--hostname-override={NODE}"),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--node-ip=127.0.0.1".to_string(),
-    ];
-    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
-    let settings = Settings::load(&flags).expect("settings");
-    let (tx, rx) = smol::channel::bounded(1);
-    (smol::spawn(agent::run(settings, rx)), tx)
+fn start_agent(tb: &common::Testbed, dir: &Path, config: &Path, kubeconfig: &Path) -> InProcess {
+    let extra = [format!("--kubeconfig={}", kubeconfig.display()), "--node-ip=127.0.0.1".to_string()];
+    agent_in_process(config, &tb.endpoint.to_string(), &dir.join("state"), NODE, &extra)
 }
 
 /// What part 2 measured.

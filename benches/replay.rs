@@ -30,15 +30,13 @@ mod common;
 #[path = "shared/cri_proxy.rs"]
 mod cri_proxy;
 
-use atoll::agent::{self, Command};
-use atoll::config::Settings;
 use atoll::cri::api::{CreateContainerResponse, RunPodSandboxRequest, RunPodSandboxResponse};
 use atoll::grpc::Channel;
 use calls::*;
 use cri_proxy::{Proxy, Recorded};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// A request message sent as recorded.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -238,11 +236,7 @@ fn pod_yaml(name: &str, command: &str) -> String {
 
 /// The agent in this process on `dir/manifests`, its state in `dir/state`, the runtime at
 /// `endpoint`. Dropping the sender stops it (pods keep running).
-fn start_agent(
-    tb: &common::Testbed,
-    dir: &Path,
-    endpoint: &str,
-) -> (smol::Task<Result<(), String>>, smol::channel::Sender<Command>) {
+fn start_agent(tb: &common::Testbed, dir: &Path, endpoint: &str) -> InProcess {
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     let config = dir.join("kubelet.yaml");
     let text = format!(
@@ -251,18 +245,7 @@ fn start_agent(
         tb.logs.display()
     );
     std::fs::write(&config, text).unwrap();
-    let args = [
-        "run".to_string(),
-        format!("--config={}", config.display()),
-        format!("--container-runtime-endpoint={endpoint}"),
-        format!("--root-dir={}", dir.join("state").display()),
-        "--api-socket=none".to_string(),
-        "--hostname-override=bench".to_string(),
-    ];
-    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
-    let settings = Settings::load(&flags).expect("settings");
-    let (tx, rx) = smol::channel::bounded(1);
-    (smol::spawn(agent::run(settings, rx)), tx)
+    agent_in_process(&config, endpoint, &dir.join("state"), "bench", &[])
 }
 
 /// The first recorded call of `method` that began at or after `from` (waiting for the proxy to
@@ -422,10 +405,11 @@ fn main() {
     let agent = start_agent(tb, &direct, &tb.endpoint.to_string());
     let mut failed: Vec<String> = Vec::new();
     let mut rows = Vec::new();
-    rows.extend(start_and_stop(tb, &direct, &rec, &ch, &state, rounds, &mut failed));
-    rows.push(restart(tb, &direct, &rec, &ch, &state, rounds, &mut failed));
+    let rig = Rig { rec, ch, state, manifests: direct.join("manifests"), cri: tb.cri() };
+    rows.extend(start_and_stop(&rig, rounds, &mut failed));
+    rows.push(restart(&rig, rounds, &mut failed));
     for n in &batches {
-        rows.push(batch(tb, &direct, &rec, &ch, &state, *n, &mut failed));
+        rows.push(batch(&rig, *n, &mut failed));
     }
     drop(agent);
     log::set_max_level(log::LevelFilter::Off);
@@ -465,29 +449,24 @@ fn row(what: &str, atoll: &[Duration], replay: &[Duration]) -> String {
     )
 }
 
-fn start_and_stop(
-    tb: &common::Testbed,
-    direct: &Path,
-    rec: &Recorded3,
-    ch: &Arc<Channel>,
-    state: &Path,
-    rounds: usize,
-    failed: &mut Vec<String>,
-) -> Vec<String> {
-    let cri = tb.cri();
-    let manifests = direct.join("manifests");
+/// What every measurement takes: the recordings, the replay's connection to the runtime,
+/// where the recorded pods' directories are made again, and the agent's manifests.
+struct Rig {
+    rec: Recorded3,
+    ch: Arc<Channel>,
+    state: PathBuf,
+    manifests: PathBuf,
+    cri: atoll::cri::Cri,
+}
+
+fn start_and_stop(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> Vec<String> {
+    let Rig { rec, ch, state, manifests, cri } = rig;
     let (mut start, mut stop, mut rstart, mut rstop) = (vec![], vec![], vec![], vec![]);
     for i in 0..rounds {
         let name = format!("s{i}");
-        let pod = format!("{name}-bench");
-        let (from, t0) = (mark(), Instant::now());
-        drop_manifest(&manifests, &name, &pod_yaml(&name, STOPS_ON_TERM));
-        start.push(nth_call(from, "StartContainer", 1) - t0);
-        wait("start", || !running(&cri, &pod).is_empty());
-        let (from, t0) = (mark(), Instant::now());
-        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
-        stop.push(nth_call(from, "RemovePodSandbox", 1) - t0);
-        wait("teardown", || sandboxes(&cri, &pod) == 0);
+        let (up, down) = start_then_stop(cri, manifests, &name, &pod_yaml(&name, STOPS_ON_TERM));
+        start.push(up);
+        stop.push(down);
 
         let (uid, mut subs) = prepare(&rec.start, state, i as u64);
         let (took, f) = smol::block_on(replay(ch, &rec.start.calls, &mut subs));
@@ -496,7 +475,7 @@ fn start_and_stop(
         let (took, f) = smol::block_on(replay(ch, &rec.stop, &mut subs));
         rstop.push(took);
         failed.extend(f);
-        clean(&cri, &uid);
+        clean(cri, &uid);
     }
     vec![
         row("pod start, host network", &start, &rstart),
@@ -504,34 +483,12 @@ fn start_and_stop(
     ]
 }
 
-fn restart(
-    tb: &common::Testbed,
-    direct: &Path,
-    rec: &Recorded3,
-    ch: &Arc<Channel>,
-    state: &Path,
-    rounds: usize,
-    failed: &mut Vec<String>,
-) -> String {
-    let cri = tb.cri();
-    let manifests = direct.join("manifests");
+fn restart(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> String {
+    let Rig { rec, ch, state, manifests, cri } = rig;
     let (mut atoll, mut replayed) = (vec![], vec![]);
     for i in 0..rounds {
         let name = format!("crash{i}");
-        let pod = format!("{name}-bench");
-        let from = mark();
-        drop_manifest(&manifests, &name, &pod_yaml(&name, "sleep 1; exit 3"));
-        nth_call(from, "StartContainer", 1);
-        wait("the first instance running", || !running(&cri, &pod).is_empty());
-        let first = running(&cri, &pod)[0].id.clone();
-        let restarted = nth_call(from, "StartContainer", 2);
-        let seen = SystemTime::now() - restarted.elapsed();
-        wait("the restart", || running(&cri, &pod).iter().any(|c| c.id != first));
-        let st = smol::block_on(cri.container_status(&first, false)).unwrap().status.unwrap();
-        let exited = SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64);
-        atoll.push(seen.duration_since(exited).unwrap_or_default());
-        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
-        wait("crash pod gone", || sandboxes(&cri, &pod) == 0);
+        atoll.push(crash_to_restart(cri, manifests, &name, &pod_yaml(&name, "sleep 1; exit 3")));
 
         let (uid, mut subs) = prepare(&rec.crash, state, 1000 + i as u64);
         let (_, f) = smol::block_on(replay(ch, &rec.crash.calls, &mut subs));
@@ -539,32 +496,23 @@ fn restart(
         let (took, f) = smol::block_on(replay(ch, &rec.restart, &mut subs));
         replayed.push(took);
         failed.extend(f);
-        clean(&cri, &uid);
+        clean(cri, &uid);
     }
     row("crash -> restarted (atoll's includes noticing the exit)", &atoll, &replayed)
 }
 
-fn batch(
-    tb: &common::Testbed,
-    direct: &Path,
-    rec: &Recorded3,
-    ch: &Arc<Channel>,
-    state: &Path,
-    n: usize,
-    failed: &mut Vec<String>,
-) -> String {
-    let cri = tb.cri();
-    let manifests = direct.join("manifests");
+fn batch(rig: &Rig, n: usize, failed: &mut Vec<String>) -> String {
+    let Rig { rec, ch, state, manifests, cri } = rig;
     let (from, t0) = (mark(), Instant::now());
     for i in 0..n {
-        drop_manifest(&manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), STOPS_ON_TERM));
+        drop_manifest(manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), STOPS_ON_TERM));
     }
     let took = nth_call(from, "StartContainer", n) - t0;
-    wait("the batch running", || (0..n).all(|i| !running(&cri, &format!("b{n}x{i}-bench")).is_empty()));
+    wait("the batch running", || (0..n).all(|i| !running(cri, &format!("b{n}x{i}-bench")).is_empty()));
     for i in 0..n {
         std::fs::remove_file(manifests.join(format!("b{n}x{i}.yaml"))).unwrap();
     }
-    wait("the batch gone", || (0..n).all(|i| sandboxes(&cri, &format!("b{n}x{i}-bench")) == 0));
+    wait("the batch gone", || (0..n).all(|i| sandboxes(cri, &format!("b{n}x{i}-bench")) == 0));
 
     let prepared: Vec<_> = (0..n).map(|i| prepare(&rec.start, state, 2000 + (n * 100 + i) as u64)).collect();
     let calls = Arc::new(rec.start.calls.clone());
@@ -586,7 +534,7 @@ fn batch(
     let replayed = t0.elapsed();
     failed.extend(results);
     for (uid, _) in &prepared {
-        clean(&cri, uid);
+        clean(cri, uid);
     }
     row(&format!("{n} pods at once -> all started"), &[took], &[replayed])
 }

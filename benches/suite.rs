@@ -31,14 +31,12 @@ mod calls;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use atoll::agent::{self, Command};
-use atoll::config::Settings;
 use atoll::cri::api::{ContainerConfig, ContainerMetadata, ImageSpec};
 use atoll::cri::Cri;
 use calls::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// One pod start with atoll's CRI calls on a timeline from the manifest's rename.
 fn start_timeline(cri: &Cri, manifests: &Path) -> Vec<String> {
@@ -78,10 +76,7 @@ fn pod_yaml(name: &str, host: bool, command: &str) -> String {
 
 /// The agent in this process: `atoll run`'s own runner, on the manifests directory. Dropping
 /// the sender stops it (pods keep running, as under kubelet).
-fn start_agent(
-    tb: &common::Testbed,
-    manifests: &Path,
-) -> (smol::Task<Result<(), String>>, smol::channel::Sender<Command>) {
+fn start_agent(tb: &common::Testbed, manifests: &Path) -> InProcess {
     let dir = manifests.parent().expect("manifests in a bench dir").join("agent");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("kubelet.yaml");
@@ -91,18 +86,7 @@ fn start_agent(
         tb.logs.display()
     );
     std::fs::write(&config, text).unwrap();
-    let args = [
-        "run".to_string(),
-        format!("--config={}", config.display()),
-        format!("--container-runtime-endpoint={}", tb.endpoint),
-        format!("--root-dir={}", dir.join("state").display()),
-        "--api-socket=none".to_string(),
-        "--hostname-override=bench".to_string(),
-    ];
-    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
-    let settings = Settings::load(&flags).expect("settings");
-    let (tx, rx) = smol::channel::bounded(1);
-    (smol::spawn(agent::run(settings, rx)), tx)
+    agent_in_process(&config, &tb.endpoint.to_string(), &dir.join("state"), "bench", &[])
 }
 
 /// The floor of a start: RunPodSandbox, its status, ImageStatus, CreateContainer,
@@ -405,15 +389,9 @@ fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usi
         let (mut start, mut stop, mut fstart, mut fstop) = (vec![], vec![], vec![], vec![]);
         for i in 0..rounds {
             let name = format!("s{}{i}", if host { "h" } else { "b" });
-            let pod = format!("{name}-bench");
-            let (from, t0) = (mark(), Instant::now());
-            drop_manifest(manifests, &name, &pod_yaml(&name, host, STOPS_ON_TERM));
-            start.push(nth_call(from, "StartContainer", 1) - t0);
-            wait("start", || !running(&cri, &pod).is_empty());
-            let (from, t0) = (mark(), Instant::now());
-            std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
-            stop.push(nth_call(from, "RemovePodSandbox", 1) - t0);
-            wait("teardown", || sandboxes(&cri, &pod) == 0);
+            let (up, down) = start_then_stop(&cri, manifests, &name, &pod_yaml(&name, host, STOPS_ON_TERM));
+            start.push(up);
+            stop.push(down);
 
             let fname = format!("f{name}");
             let t0 = Instant::now();
@@ -432,20 +410,7 @@ fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usi
     let mut restart = vec![];
     for i in 0..rounds {
         let name = format!("crash{i}");
-        let pod = format!("{name}-bench");
-        let from = mark();
-        drop_manifest(manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3"));
-        nth_call(from, "StartContainer", 1);
-        wait("the first instance running", || !running(&cri, &pod).is_empty());
-        let first = running(&cri, &pod)[0].id.clone();
-        let restarted = nth_call(from, "StartContainer", 2);
-        let seen = SystemTime::now() - restarted.elapsed();
-        wait("the restart", || running(&cri, &pod).iter().any(|c| c.id != first));
-        let st = smol::block_on(cri.container_status(&first, false)).unwrap().status.unwrap();
-        let exited = SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64);
-        restart.push(seen.duration_since(exited).unwrap_or_default());
-        std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
-        wait("crash pod gone", || sandboxes(&cri, &pod) == 0);
+        restart.push(crash_to_restart(&cri, manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3")));
     }
     rows.push(row("crash -> restarted (first restart)", &restart, None));
 

@@ -95,3 +95,61 @@ pub fn drop_manifest(dir: &Path, name: &str, yaml: &str) {
     std::fs::write(&tmp, yaml).unwrap();
     std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
 }
+
+/// An agent running in this process: `atoll run`'s own runner. Dropping the sender stops it
+/// (pods keep running, as under kubelet).
+pub type InProcess = (smol::Task<Result<(), String>>, smol::channel::Sender<atoll::agent::Command>);
+
+/// `atoll run` in this process: the kubelet config `config`, the runtime at `endpoint`, its
+/// state under `root`, node `node`, no local API, and `extra` flags.
+pub fn agent_in_process(config: &Path, endpoint: &str, root: &Path, node: &str, extra: &[String]) -> InProcess {
+    let mut args = vec![
+        "run".to_string(),
+        format!("--config={}", config.display()),
+        format!("--container-runtime-endpoint={endpoint}"),
+        format!("--root-dir={}", root.display()),
+        "--api-socket=none".to_string(),
+        format!("--hostname-override={node}"),
+    ];
+    args.extend_from_slice(extra);
+    let atoll::cli::Command::Run(flags) = atoll::cli::parse(args).expect("run flags") else { unreachable!() };
+    let settings = atoll::config::Settings::load(&flags).expect("settings");
+    let (tx, rx) = smol::channel::bounded(1);
+    (smol::spawn(atoll::agent::run(settings, rx)), tx)
+}
+
+/// A crash and its restart by the agent in this process (node `bench`): the manifest `yaml` of
+/// pod `name`, whose container exits; from the runtime's finishedAt of the first instance to
+/// the reply to atoll's StartContainer of the second. The pod is removed after.
+pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> Duration {
+    let pod = format!("{name}-bench");
+    let from = mark();
+    drop_manifest(manifests, name, yaml);
+    nth_call(from, "StartContainer", 1);
+    wait("the first instance running", || !running(cri, &pod).is_empty());
+    let first = running(cri, &pod)[0].id.clone();
+    let restarted = nth_call(from, "StartContainer", 2);
+    let seen = std::time::SystemTime::now() - restarted.elapsed();
+    wait("the restart", || running(cri, &pod).iter().any(|c| c.id != first));
+    let st = smol::block_on(cri.container_status(&first, false)).unwrap().status.unwrap();
+    let exited = std::time::SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64);
+    std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+    wait("crash pod gone", || sandboxes(cri, &pod) == 0);
+    seen.duration_since(exited).unwrap_or_default()
+}
+
+/// A start and a stop by the agent in this process (node `bench`): the manifest `yaml` of pod
+/// `name` renamed in -> the reply to atoll's StartContainer; removed -> the reply to its
+/// RemovePodSandbox. Returns both, once the pod has gone.
+pub fn start_then_stop(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> (Duration, Duration) {
+    let pod = format!("{name}-bench");
+    let (from, t0) = (mark(), Instant::now());
+    drop_manifest(manifests, name, yaml);
+    let start = nth_call(from, "StartContainer", 1) - t0;
+    wait("start", || !running(cri, &pod).is_empty());
+    let (from, t0) = (mark(), Instant::now());
+    std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+    let stop = nth_call(from, "RemovePodSandbox", 1) - t0;
+    wait("teardown", || sandboxes(cri, &pod) == 0);
+    (start, stop)
+}
