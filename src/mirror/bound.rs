@@ -46,23 +46,7 @@ pub fn runs_here(pod: &Value, node: &str) -> bool {
     pod["spec"]["nodeName"].as_str() == Some(node)
         && meta["annotations"][super::objects::ANNOTATION_MIRROR].is_null()
         && meta["deletionTimestamp"].is_null()
-        && !finished(pod)
-}
-
-fn finished(pod: &Value) -> bool {
-    matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
-}
-
-/// Whether `pod`, finished (Succeeded or Failed), stays with the node: it ran here in this
-/// run (one of `running`) and is not being deleted. kubelet keeps a finished pod's containers,
-/// and so its logs, until the pod is deleted; it never starts one again (a finished pod it did
-/// not run, after a restart or from a list, is not started: it is never kept on disk either).
-pub fn stays_finished(pod: &Value, node: &str, running: &[StaticPod]) -> bool {
-    let meta = &pod["metadata"];
-    finished(pod)
-        && pod["spec"]["nodeName"].as_str() == Some(node)
-        && meta["deletionTimestamp"].is_null()
-        && running.iter().any(|sp| meta["uid"] == sp.uid.as_str())
+        && !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
 }
 
 /// The API source's state, on the mirror's pods thread.
@@ -167,14 +151,9 @@ impl Bound {
         let mut changed = false;
         if let Some(cache) = cache {
             let raw: Vec<Value> = cache.values().filter(|p| runs_here(p, &self.node)).map(without_status).collect();
-            let done: Vec<Value> =
-                cache.values().filter(|p| stays_finished(p, &self.node, &self.pods)).map(without_status).collect();
-            let (pods, errors) = self.read(raw.iter().chain(&done));
+            let (pods, errors) = self.read(raw.iter());
             self.leaving = leaving(cache, &self.pods);
-            // The kept copy holds the pods to start again, not the finished ones.
-            let uids = |pods: &[Value]| pods.iter().map(|p| p["metadata"]["uid"].clone()).collect::<Vec<_>>();
-            let kept_changed = uids(&raw) != uids(&self.raw);
-            if self.from_kept || pods != self.pods || errors != self.errors || kept_changed {
+            if self.from_kept || pods != self.pods || errors != self.errors {
                 (self.pods, self.errors, self.raw, self.from_kept) = (pods, errors, raw, false);
                 changed = true;
             }
@@ -302,16 +281,10 @@ mod tests {
         let mut deleted = base.clone();
         deleted["metadata"]["deletionTimestamp"] = json!("2026-11-28T00:00:00Z");
         assert!(!runs_here(&deleted, "edge-1"), "being deleted");
-        let running = [load_api(base.clone()).unwrap()];
         for phase in ["Succeeded", "Failed"] {
             let mut done = base.clone();
             done["status"]["phase"] = json!(phase);
             assert!(!runs_here(&done, "edge-1"), "{phase}");
-            assert!(stays_finished(&done, "edge-1", &running), "{phase}, and it ran here");
-            assert!(!stays_finished(&done, "edge-1", &[]), "{phase}, not run here in this run");
-            assert!(!stays_finished(&base, "edge-1", &running), "not finished");
-            done["metadata"]["deletionTimestamp"] = json!("2026-11-28T00:00:00Z");
-            assert!(!stays_finished(&done, "edge-1", &running), "{phase}, being deleted");
         }
         let mut pending = base.clone();
         pending["status"]["phase"] = json!("Pending");
@@ -382,35 +355,6 @@ mod tests {
         let mut other = Bound::new(ApiSource { updates: tx, dir: dir.to_path_buf() }, "edge-2");
         other.start();
         assert!(rx.try_recv().is_err(), "another node's copy is not run");
-    }
-
-    #[test]
-    fn a_finished_pod_stays_while_the_cluster_keeps_it_but_is_never_kept_to_run_again() {
-        let dir = crate::testdir::TestDir::new("bound-finished");
-        let (mut b, rx) = bound(&dir);
-        b.start();
-        let mut cache = BTreeMap::from([("default/job".to_string(), pod("job", "u1", "1"))]);
-        b.tick(None, Some(&cache));
-        assert_eq!(names(&rx.try_recv().unwrap()), ["job"]);
-        // It succeeded (the node's status write): it stays, so its containers and logs do.
-        let job = cache.get_mut("default/job").unwrap();
-        (job["status"]["phase"], job["metadata"]["resourceVersion"]) = (json!("Succeeded"), json!("2"));
-        b.tick(None, Some(&cache));
-        let u = rx.try_recv().expect("the kept copy changed, so a snapshot went out");
-        assert_eq!(names(&u), ["job"], "a finished pod stays with the node");
-        let kept = std::fs::read_to_string(dir.join("pods.json")).unwrap();
-        assert!(!kept.contains("\"job\""), "not kept to be run again: {kept}");
-        b.tick(None, Some(&cache));
-        assert!(rx.try_recv().is_err(), "nothing new");
-        // A restart: the list shows it finished; it is not started again.
-        let (mut again, rx_again) = bound(&dir);
-        again.start();
-        again.tick(None, Some(&cache));
-        assert!(names(&rx_again.try_recv().unwrap()).is_empty(), "a finished pod is never started again");
-        // Deleted from the cluster: it goes.
-        cache.clear();
-        b.tick(None, Some(&cache));
-        assert!(names(&rx.try_recv().unwrap()).is_empty());
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub mod node_proxy;
 mod pki;
 mod proto;
 mod routes;
+mod table;
 mod watch;
 mod wire;
 mod writes;

@@ -242,7 +242,15 @@ pub(super) fn route(state: &Arc<State>, req: &Request, user: &str) -> Reply {
     };
     drop(store);
     state.changed(t.resource).notify_all();
-    reply
+    match reply {
+        // kubectl get: the pods printed by the server.
+        Reply::Json(200, v)
+            if req.method == "GET" && t.resource == "pods" && table::wanted(req.headers.get("accept")) =>
+        {
+            Reply::Json(200, table::pods(&v))
+        }
+        reply => reply,
+    }
 }
 
 /// A watch's query: where from (none for 0: the current state first), how long (30 minutes
