@@ -12,7 +12,9 @@
 //!    watch (`mirror::watch::watch_loop`: bookmarks asked for, ended by the server after 5 to
 //!    10 minutes and begun again from the last resourceVersion) on a connection of its own
 //!    (HTTP/2, as atoll speaks to kube-apiserver), against a server that sends bookmarks as
-//!    kube-apiserver's watch cache does (about every minute, and 2 s before a watch's end).
+//!    kube-apiserver's watch cache does (about every minute, and 2 s before a watch's end, when
+//!    the resourceVersion has moved: the bench writes a ConfigMap every 10 s, as the rest of
+//!    a cluster would).
 //!    The bytes of those connections on the wire (TLS records both ways) over a window, per
 //!    watch, taken to a day. It runs beside part 1 (bytes do not depend on the machine's load).
 //!
@@ -225,7 +227,26 @@ fn idle_watches(dir: &Path, n: usize, window: Duration, every: Option<Duration>)
         (watches(&server.log()) >= n).then_some(())
     });
     let (from, (in0, out0), marks0, t0) = (server.log().len(), server.bytes(), server.bookmarks(), Instant::now());
-    std::thread::sleep(window);
+    // The rest of a cluster writes meanwhile (here a ConfigMap every 10 s, as a node's lease):
+    // the server's resourceVersion moves, so each watch gets its bookmark a minute (a watch
+    // cache sends none that would not move a watch on).
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("tick-{n}")}});
+                server.admin("POST", "/api/v1/namespaces/default/configmaps", "application/json", Some(cm));
+                n += 1;
+                let step = Instant::now() + Duration::from_secs(10).min(window);
+                while Instant::now() < step && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        });
+        std::thread::sleep(window);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
     let ((in1, out1), marks1, took, log) = (server.bytes(), server.bookmarks(), t0.elapsed(), server.log());
     let after = &log[from..];
     let lists = after.iter().filter(|l| l.method == "GET" && !l.path.contains("watch=true")).count();

@@ -1,8 +1,9 @@
 //! Watches: the events a watch from a resourceVersion sends, over HTTP/1.1 chunks here or
 //! HTTP/2 DATA frames (`h2`), with 410 Gone for a compacted resourceVersion, and bookmarks
 //! when asked for, as kube-apiserver's watch cache sends them (cacher's `nextBookmarkTime`):
-//! about every minute, and 2 s before the watch's deadline; each an empty object of the kind
-//! with only the current resourceVersion.
+//! about every minute, and 2 s before the watch's deadline (none when that has passed); each
+//! an empty object of the kind with only the current resourceVersion, sent only when that
+//! moves the watch on (as the cache watcher drops one that would not).
 
 use super::*;
 
@@ -89,8 +90,15 @@ pub(super) fn stream_watch(state: &State, w: &mut dyn Events, asked: &WatchAsked
         }
     };
     let end = Instant::now() + timeout;
-    let next_bookmark = |now: Instant| (now + every).min(end.checked_sub(Duration::from_secs(2)).unwrap_or(end));
+    // The next bookmark: a minute on, or 2 s before the end if sooner; none once that is past.
+    let next_bookmark = |now: Instant| {
+        let before_end = end.checked_sub(Duration::from_secs(2)).filter(|t| *t > now).unwrap_or(end);
+        (now + every).min(before_end)
+    };
     let mut bookmark_at = next_bookmark(Instant::now());
+    // The resourceVersion the client has been told (an event's or a bookmark's): a bookmark
+    // that would not move it is not sent (the cache watcher drops it).
+    let mut told = seen;
     loop {
         if !state.up.load(Ordering::SeqCst) {
             return Ok(false);
@@ -101,15 +109,18 @@ pub(super) fn stream_watch(state: &State, w: &mut dyn Events, asked: &WatchAsked
             return w.end().map(|_| true);
         }
         if bookmarks && now >= bookmark_at {
-            // At what this watch has sent, never past events it has not.
-            let event = bookmark(resource, seen);
-            drop(store);
-            let n = w.event(event)?;
-            state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
-            state.bookmarks.fetch_add(1, Ordering::Relaxed);
             // After the one before the deadline, none more.
             bookmark_at = if bookmark_at + Duration::from_secs(2) >= end { end } else { next_bookmark(now) };
-            store = state.store.lock().unwrap();
+            if seen > told {
+                // At what this watch has sent, never past events it has not.
+                let event = bookmark(resource, seen);
+                told = seen;
+                drop(store);
+                let n = w.event(event)?;
+                state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                state.bookmarks.fetch_add(1, Ordering::Relaxed);
+                store = state.store.lock().unwrap();
+            }
             continue;
         }
         if state.faults.lock().unwrap().watches_held {
@@ -117,13 +128,13 @@ pub(super) fn stream_watch(state: &State, w: &mut dyn Events, asked: &WatchAsked
             continue;
         }
         // From the newest back to the last seen: a wake costs what is new, not the history.
-        let mut batch: Vec<Value> = store
+        let mut batch: Vec<(u64, Value)> = store
             .events
             .iter()
             .rev()
             .take_while(|e| e.rv > seen)
             .filter(|e| e.resource == resource && matches(&e.object, &selector[..]))
-            .map(|e| json!({"type": e.kind, "object": e.object}))
+            .map(|e| (e.rv, json!({"type": e.kind, "object": e.object})))
             .collect();
         batch.reverse();
         seen = store.rv;
@@ -132,7 +143,8 @@ pub(super) fn stream_watch(state: &State, w: &mut dyn Events, asked: &WatchAsked
             continue;
         }
         drop(store);
-        for e in batch {
+        for (rv, e) in batch {
+            told = told.max(rv);
             let n = w.event(e)?;
             state.watch_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
