@@ -47,8 +47,10 @@ pub async fn stop_container<R: RuntimeService>(cx: &Context<R>, pod: &Pod, kill:
         }
         grace = grace.saturating_sub(Duration::from_secs(started.elapsed().as_secs()));
     }
-    cx.pleg.exits.expect(&kill.id.to_string());
+    let id = kill.id.to_string();
+    cx.pleg.exits.expect(&id);
     if let Err(e) = cx.runtime.stop_container(&kill.id, grace.max(MIN_GRACE)).await {
+        cx.pleg.exits.not_stopped(&id);
         if !e.is_not_found() {
             log::warn!("pod {}: stopping container {name}: {e}", pod.key());
         }
@@ -80,7 +82,11 @@ pub async fn stop_pod<R: RuntimeService>(
     stop_containers(cx, pod, obs, kills, grace).await;
     for s in &obs.sandboxes {
         cx.pleg.exits.expect(&s.id);
-        gone_is_fine("StopPodSandbox", cx.runtime.stop_pod_sandbox(&s.id).await)?;
+        let stopped = cx.runtime.stop_pod_sandbox(&s.id).await;
+        if stopped.is_err() {
+            cx.pleg.exits.not_stopped(&s.id);
+        }
+        gone_is_fine("StopPodSandbox", stopped)?;
     }
     Ok(())
 }

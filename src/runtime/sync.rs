@@ -96,7 +96,11 @@ async fn act<R: RuntimeService>(
     if p.kill_pod {
         for s in obs.sandboxes.iter().filter(|s| s.ready) {
             cx.pleg.exits.expect(&s.id);
-            cx.runtime.stop_pod_sandbox(&s.id).await.map_err(SyncError::runtime("StopPodSandbox"))?;
+            let stopped = cx.runtime.stop_pod_sandbox(&s.id).await;
+            if stopped.is_err() {
+                cx.pleg.exits.not_stopped(&s.id);
+            }
+            stopped.map_err(SyncError::runtime("StopPodSandbox"))?;
         }
     }
     if p.purge_init {

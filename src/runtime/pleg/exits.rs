@@ -61,8 +61,18 @@ impl Exits {
     /// the worker is woken at once, not after asking the runtime (the stop's own answer comes
     /// once the runtime has recorded the exit, and the worker syncs after it).
     pub fn expect(&self, id: &str) {
+        self.set_expected(id, true);
+    }
+
+    /// The stop of `id` failed: the runtime may not have recorded an exit, so when one comes
+    /// it is waited for as a crash's is.
+    pub fn not_stopped(&self, id: &str) {
+        self.set_expected(id, false);
+    }
+
+    fn set_expected(&self, id: &str, expected: bool) {
         if let Some(e) = crate::locks::lock(&self.watched).get_mut(id) {
-            e.expected = true;
+            e.expected = expected;
         }
     }
 }
@@ -257,6 +267,20 @@ mod tests {
         assert!(in_cgroup_of(b"0::/system.slice/cri-containerd-0123456789abcdef.scope\n", id));
         assert!(!in_cgroup_of(b"0::/user.slice/session-1.scope\n", id));
         assert!(!in_cgroup_of(b"0::/k8s.io/0123456789abcdef\n", ""));
+    }
+
+    #[test]
+    fn a_stop_marks_the_exit_expected_and_a_failed_stop_takes_it_back() {
+        let x = Exits::new(Box::new(|_| {}));
+        let entry = Entry { uid: "u".into(), watching: true, expected: false };
+        crate::locks::lock(&x.watched).insert("c1".into(), entry);
+        let expected = |id: &str| crate::locks::lock(&x.watched).get(id).map(|e| e.expected);
+        x.expect("c1");
+        assert_eq!(expected("c1"), Some(true));
+        x.not_stopped("c1");
+        assert_eq!(expected("c1"), Some(false), "a failed stop: the exit is waited for as a crash's");
+        x.expect("gone");
+        assert_eq!(expected("gone"), None, "nothing watched, nothing marked");
     }
 
     #[test]
