@@ -158,15 +158,16 @@ impl Needs {
         if changed || self.wants.is_none() {
             self.wants = Some(wanted(pods));
         }
-        let (refs, asks) = self.wants.clone().unwrap_or_default();
+        // Borrowed, not copied: this runs every second.
+        let Some((refs, asks)) = &self.wants else { return false };
         let mut changed = false;
         // Watches: the unwanted dropped (their threads end: `watch::Watch`), the wanted started.
         self.watched.retain(|w| refs.contains(&w.what));
         for r in refs {
-            let i = match self.watched.iter().position(|w| w.what == r) {
+            let i = match self.watched.iter().position(|w| w.what == *r) {
                 Some(i) => i,
                 None => {
-                    self.watched.push(Watched { what: r, watch: None, current: None, problem: None });
+                    self.watched.push(Watched { what: r.clone(), watch: None, current: None, problem: None });
                     self.watched.len() - 1
                 }
             };
@@ -194,9 +195,9 @@ impl Needs {
         // Tokens: asked when new or due, kept while their pod wants them.
         self.tokens.retain(|t| asks.iter().any(|(name, ask)| *name == t.name && *ask == t.ask));
         for (name, ask) in asks {
-            if !self.tokens.iter().any(|t| t.name == name) {
+            if !self.tokens.iter().any(|t| t.name == *name) {
                 let none = SystemTime::UNIX_EPOCH;
-                let seconds = ask.seconds;
+                let (name, ask, seconds) = (name.clone(), ask.clone(), ask.seconds);
                 self.tokens.push(Token { name, ask, value: String::new(), expires: none, seconds, retry: None });
             }
         }
