@@ -21,7 +21,7 @@
 //! - 10 and 50 at once: the manifests all renamed in -> the last StartContainer's reply; the
 //!   replay, that many starts sent at once.
 //!
-//!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=20; under `cargo test` a short run)
+//!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=40; under `cargo test` a short run)
 
 #[path = "shared/calls.rs"]
 mod calls;
@@ -380,8 +380,10 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 20 } else { 2 }) as usize;
-    let batches: Vec<usize> = if bench { vec![10, 50] } else { vec![3] };
+    let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 40 } else { 2 }) as usize;
+    // (pods at once, rounds): a batch is one sample, so it is taken several times.
+    let batch_rounds = env_or("ATOLL_BENCH_BATCH_ROUNDS", if bench { 6 } else { 2 }) as usize;
+    let batches = if bench { vec![(10, batch_rounds), (50, batch_rounds / 2)] } else { vec![(3, batch_rounds)] };
     let tb = common::testbed();
     let cri = tb.cri();
     let base = std::env::temp_dir().join(common::unique("atoll-bench-replay"));
@@ -408,8 +410,8 @@ fn main() {
     let rig = Rig { rec, ch, state, manifests: direct.join("manifests"), cri: tb.cri() };
     rows.extend(start_and_stop(&rig, rounds, &mut failed));
     rows.push(restart(&rig, rounds, &mut failed));
-    for n in &batches {
-        rows.push(batch(&rig, *n, &mut failed));
+    for &(n, batch_rounds) in batches.iter().filter(|(_, rounds)| *rounds > 0) {
+        rows.push(batch(&rig, n, batch_rounds, &mut failed));
     }
     drop(agent);
     log::set_max_level(log::LevelFilter::Off);
@@ -417,8 +419,10 @@ fn main() {
     println!(
         "atoll vs the replay of its own CRI requests ({version}, private test bed), {rounds} rounds, median / p90:"
     );
-    println!("| measurement | atoll | replay | atoll adds (median of the pairs) | ratio |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| measurement | atoll | replay | atoll adds (median of the pairs) | atoll with no runtime call in flight | ratio |"
+    );
+    println!("|---|---|---|---|---|---|");
     for r in &rows {
         println!("{r}");
     }
@@ -432,20 +436,25 @@ fn main() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// A table row: atoll's times and the replay's, paired round by round.
-fn row(what: &str, atoll: &[Duration], replay: &[Duration]) -> String {
+/// A table row: atoll's times and the replay's, paired round by round, and how much of atoll's
+/// time no runtime call was in flight.
+fn row(what: &str, atoll: &[Timed], replay: &[Duration]) -> String {
+    let took: Vec<Duration> = atoll.iter().map(|t| t.took).collect();
+    let outside: Vec<Duration> = atoll.iter().map(|t| t.outside).collect();
     let mut adds: Vec<f64> =
-        atoll.iter().zip(replay).map(|(a, r)| a.as_secs_f64() * 1e3 - r.as_secs_f64() * 1e3).collect();
+        took.iter().zip(replay).map(|(a, r)| a.as_secs_f64() * 1e3 - r.as_secs_f64() * 1e3).collect();
     adds.sort_by(|a, b| a.total_cmp(b));
     let add = adds.get(adds.len() / 2).copied().unwrap_or(0.0);
-    let ratio = pct(atoll, 50).as_secs_f64() / pct(replay, 50).as_secs_f64();
+    let ratio = pct(&took, 50).as_secs_f64() / pct(replay, 50).as_secs_f64();
     let ms1 = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
     format!(
-        "| {what} | {} / {} | {} / {} | {add:+.1} ms | {ratio:.3} |",
-        ms1(pct(atoll, 50)),
-        ms1(pct(atoll, 90)),
+        "| {what} | {} / {} | {} / {} | {add:+.1} ms | {} / {} | {ratio:.3} |",
+        ms1(pct(&took, 50)),
+        ms1(pct(&took, 90)),
         ms1(pct(replay, 50)),
-        ms1(pct(replay, 90))
+        ms1(pct(replay, 90)),
+        ms1(pct(&outside, 50)),
+        ms1(pct(&outside, 90)),
     )
 }
 
@@ -459,15 +468,23 @@ struct Rig {
     cri: atoll::cri::Cri,
 }
 
+/// One pod's start and stop, `rounds` times, atoll and the replay taking turns at going first.
 fn start_and_stop(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> Vec<String> {
     let Rig { rec, ch, state, manifests, cri } = rig;
     let (mut start, mut stop, mut rstart, mut rstop) = (vec![], vec![], vec![], vec![]);
+    // Not counted: the agent's first pod, which meets its start-up (its first relist, the
+    // runtime's version) on the way.
+    start_then_stop(cri, manifests, "warm", &pod_yaml("warm", STOPS_ON_TERM));
     for i in 0..rounds {
-        let name = format!("s{i}");
-        let (up, down) = start_then_stop(cri, manifests, &name, &pod_yaml(&name, STOPS_ON_TERM));
-        start.push(up);
-        stop.push(down);
-
+        let mut by_atoll = || {
+            let name = format!("s{i}");
+            let (up, down) = start_then_stop(cri, manifests, &name, &pod_yaml(&name, STOPS_ON_TERM));
+            start.push(up);
+            stop.push(down);
+        };
+        if i % 2 == 0 {
+            by_atoll();
+        }
         let (uid, mut subs) = prepare(&rec.start, state, i as u64);
         let (took, f) = smol::block_on(replay(ch, &rec.start.calls, &mut subs));
         rstart.push(took);
@@ -476,6 +493,9 @@ fn start_and_stop(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> Vec<Str
         rstop.push(took);
         failed.extend(f);
         clean(cri, &uid);
+        if i % 2 == 1 {
+            by_atoll();
+        }
     }
     vec![
         row("pod start, host network", &start, &rstart),
@@ -483,13 +503,19 @@ fn start_and_stop(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> Vec<Str
     ]
 }
 
+/// A crashed container's restart, `rounds` times, atoll and the replay taking turns at going
+/// first.
 fn restart(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> String {
     let Rig { rec, ch, state, manifests, cri } = rig;
     let (mut atoll, mut replayed) = (vec![], vec![]);
     for i in 0..rounds {
-        let name = format!("crash{i}");
-        atoll.push(crash_to_restart(cri, manifests, &name, &pod_yaml(&name, "sleep 1; exit 3")));
-
+        let mut by_atoll = || {
+            let name = format!("crash{i}");
+            atoll.push(crash_to_restart(cri, manifests, &name, &pod_yaml(&name, "sleep 1; exit 3")));
+        };
+        if i % 2 == 0 {
+            by_atoll();
+        }
         let (uid, mut subs) = prepare(&rec.crash, state, 1000 + i as u64);
         let (_, f) = smol::block_on(replay(ch, &rec.crash.calls, &mut subs));
         failed.extend(f);
@@ -497,24 +523,55 @@ fn restart(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> String {
         replayed.push(took);
         failed.extend(f);
         clean(cri, &uid);
+        if i % 2 == 1 {
+            by_atoll();
+        }
     }
     row("crash -> restarted (atoll's includes noticing the exit)", &atoll, &replayed)
 }
 
-fn batch(rig: &Rig, n: usize, failed: &mut Vec<String>) -> String {
-    let Rig { rec, ch, state, manifests, cri } = rig;
+/// `n` pods at once, `rounds` times, atoll and the replay alternating which goes first (the
+/// runtime's state after a batch, its metadata store and the shims' exits, is the other's
+/// handicap otherwise).
+fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> String {
+    let (mut atoll, mut replayed) = (vec![], vec![]);
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            atoll.push(batch_atoll(rig, n, r));
+            replayed.push(batch_replay(rig, n, r, failed));
+        } else {
+            replayed.push(batch_replay(rig, n, r, failed));
+            atoll.push(batch_atoll(rig, n, r));
+        }
+    }
+    let what = format!("{n} pods at once -> all started ({rounds} rounds)");
+    row(&what, &atoll, &replayed)
+}
+
+/// atoll's batch: the manifests renamed in -> the reply to the last StartContainer. Then removed,
+/// and waited for until the runtime holds none of them.
+fn batch_atoll(rig: &Rig, n: usize, r: usize) -> Timed {
+    let Rig { manifests, cri, .. } = rig;
+    let name = |i: usize| format!("b{n}r{r}x{i}");
     let (from, t0) = (mark(), Instant::now());
     for i in 0..n {
-        drop_manifest(manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), STOPS_ON_TERM));
+        drop_manifest(manifests, &name(i), &pod_yaml(&name(i), STOPS_ON_TERM));
     }
-    let took = nth_call(from, "StartContainer", n) - t0;
-    wait("the batch running", || (0..n).all(|i| !running(cri, &format!("b{n}x{i}-bench")).is_empty()));
+    let end = nth_call(from, "StartContainer", n);
+    let took = Timed { took: end - t0, outside: outside_calls(from, t0, end) };
+    wait("the batch running", || (0..n).all(|i| !running(cri, &format!("{}-bench", name(i))).is_empty()));
     for i in 0..n {
-        std::fs::remove_file(manifests.join(format!("b{n}x{i}.yaml"))).unwrap();
+        std::fs::remove_file(manifests.join(format!("{}.yaml", name(i)))).unwrap();
     }
-    wait("the batch gone", || (0..n).all(|i| sandboxes(cri, &format!("b{n}x{i}-bench")) == 0));
+    wait("the batch gone", || (0..n).all(|i| sandboxes(cri, &format!("{}-bench", name(i))) == 0));
+    took
+}
 
-    let prepared: Vec<_> = (0..n).map(|i| prepare(&rec.start, state, 2000 + (n * 100 + i) as u64)).collect();
+/// The replay's batch: `n` recorded starts sent at once -> the last reply. Then removed.
+fn batch_replay(rig: &Rig, n: usize, r: usize, failed: &mut Vec<String>) -> Duration {
+    let Rig { rec, ch, state, cri, .. } = rig;
+    let first = 2000 + ((n * 100 + r) * 100) as u64;
+    let prepared: Vec<_> = (0..n).map(|i| prepare(&rec.start, state, first + i as u64)).collect();
     let calls = Arc::new(rec.start.calls.clone());
     let t0 = Instant::now();
     let results = smol::block_on(async {
@@ -536,5 +593,5 @@ fn batch(rig: &Rig, n: usize, failed: &mut Vec<String>) -> String {
     for (uid, _) in &prepared {
         clean(cri, uid);
     }
-    row(&format!("{n} pods at once -> all started"), &[took], &[replayed])
+    replayed
 }

@@ -390,8 +390,8 @@ fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usi
         for i in 0..rounds {
             let name = format!("s{}{i}", if host { "h" } else { "b" });
             let (up, down) = start_then_stop(&cri, manifests, &name, &pod_yaml(&name, host, STOPS_ON_TERM));
-            start.push(up);
-            stop.push(down);
+            start.push(up.took);
+            stop.push(down.took);
 
             let fname = format!("f{name}");
             let t0 = Instant::now();
@@ -410,7 +410,7 @@ fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usi
     let mut restart = vec![];
     for i in 0..rounds {
         let name = format!("crash{i}");
-        restart.push(crash_to_restart(&cri, manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3")));
+        restart.push(crash_to_restart(&cri, manifests, &name, &pod_yaml(&name, true, "sleep 1; exit 3")).took);
     }
     rows.push(row("crash -> restarted (first restart)", &restart, None));
 

@@ -53,6 +53,47 @@ pub fn nth_call(from: usize, call: &str, n: usize) -> Instant {
     }
 }
 
+/// How much of `t0..end` no CRI call in the trace after `from` covered: the time atoll itself
+/// was on the way (noticing the event, deciding, preparing a request), not waiting on the
+/// runtime. Each call's span is its end less the microseconds it logged.
+pub fn outside_calls(from: usize, t0: Instant, end: Instant) -> Duration {
+    let calls = CALLS.calls.lock().unwrap();
+    let mut spans: Vec<(Instant, Instant)> = calls
+        .iter()
+        .skip(from)
+        .filter_map(|(at, text)| {
+            let us: u64 = text.rsplit(' ').next()?.parse().ok()?;
+            let began = at.checked_sub(Duration::from_micros(us))?;
+            Some((began.max(t0), (*at).min(end)))
+        })
+        .filter(|(b, e)| b < e)
+        .collect();
+    spans.sort();
+    let (mut covered, mut reach) = (Duration::ZERO, t0);
+    for (b, e) in spans {
+        let b = b.max(reach);
+        if e > b {
+            covered += e - b;
+            reach = e;
+        }
+    }
+    end.saturating_duration_since(t0).saturating_sub(covered)
+}
+
+/// A measurement by the agent in this process: how long it took in all, and how much of that
+/// was outside the runtime's calls (`outside_calls`).
+#[derive(Clone, Copy, Debug)]
+pub struct Timed {
+    pub took: Duration,
+    pub outside: Duration,
+}
+
+impl Timed {
+    fn between(from: usize, t0: Instant, end: Instant) -> Timed {
+        Timed { took: end.saturating_duration_since(t0), outside: outside_calls(from, t0, end) }
+    }
+}
+
 pub fn pct(v: &[Duration], p: usize) -> Duration {
     let mut v = v.to_vec();
     v.sort();
@@ -121,7 +162,7 @@ pub fn agent_in_process(config: &Path, endpoint: &str, root: &Path, node: &str, 
 /// A crash and its restart by the agent in this process (node `bench`): the manifest `yaml` of
 /// pod `name`, whose container exits; from the runtime's finishedAt of the first instance to
 /// the reply to atoll's StartContainer of the second. The pod is removed after.
-pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> Duration {
+pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> Timed {
     let pod = format!("{name}-bench");
     let from = mark();
     drop_manifest(manifests, name, yaml);
@@ -135,21 +176,23 @@ pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> 
     let exited = std::time::SystemTime::UNIX_EPOCH + Duration::from_nanos(st.finished_at as u64);
     std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
     wait("crash pod gone", || sandboxes(cri, &pod) == 0);
-    seen.duration_since(exited).unwrap_or_default()
+    let took = seen.duration_since(exited).unwrap_or_default();
+    let t0 = restarted.checked_sub(took).unwrap_or(restarted);
+    Timed { took, outside: outside_calls(from, t0, restarted) }
 }
 
 /// A start and a stop by the agent in this process (node `bench`): the manifest `yaml` of pod
 /// `name` renamed in -> the reply to atoll's StartContainer; removed -> the reply to its
 /// RemovePodSandbox. Returns both, once the pod has gone.
-pub fn start_then_stop(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> (Duration, Duration) {
+pub fn start_then_stop(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> (Timed, Timed) {
     let pod = format!("{name}-bench");
     let (from, t0) = (mark(), Instant::now());
     drop_manifest(manifests, name, yaml);
-    let start = nth_call(from, "StartContainer", 1) - t0;
+    let start = Timed::between(from, t0, nth_call(from, "StartContainer", 1));
     wait("start", || !running(cri, &pod).is_empty());
     let (from, t0) = (mark(), Instant::now());
     std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
-    let stop = nth_call(from, "RemovePodSandbox", 1) - t0;
+    let stop = Timed::between(from, t0, nth_call(from, "RemovePodSandbox", 1));
     wait("teardown", || sandboxes(cri, &pod) == 0);
     (start, stop)
 }
