@@ -79,6 +79,8 @@ struct FileSource {
     /// broken (from memory, or kept on disk from before a restart).
     good: BTreeMap<PathBuf, Good>,
     kept: Option<super::kept::Kept>,
+    /// What the last rescan decided to keep on disk, written once its update is sent.
+    unstored: Option<Unstored>,
     /// What was last logged, so a rescan repeats nothing.
     reported: BTreeSet<Note>,
     last_sent: Option<Sent>,
@@ -92,6 +94,14 @@ struct FileSource {
     owners: BTreeMap<String, PathBuf>,
 }
 
+/// The kept copies' disk work a rescan decided: each good file's content to keep (`None`: a
+/// Secret's or an encrypted file's, to forget), and the files present (`None`: the directory
+/// could not be read, so no record is dropped).
+struct Unstored {
+    files: Vec<(PathBuf, Option<Arc<super::payload::Payload>>)>,
+    present: Option<BTreeSet<PathBuf>>,
+}
+
 /// What a rescan came to.
 #[derive(Debug)]
 enum Rescan {
@@ -100,6 +110,15 @@ enum Rescan {
     /// A pod sent from one file is also in a new one: most likely a tool's copy about to be
     /// renamed over the original (`sed -i`). Looked at again when the edit is whole.
     HalfEdit,
+}
+
+/// How a rescan ended for the source's loop.
+enum Done {
+    /// Its update (if any) is sent.
+    Scanned,
+    HalfEdit,
+    /// The agent is gone.
+    Closed,
 }
 
 fn holds_secret(g: &Good) -> bool {
@@ -114,6 +133,7 @@ impl FileSource {
             cfg,
             good: BTreeMap::new(),
             kept,
+            unstored: None,
             reported: BTreeSet::new(),
             last_sent: None,
             memo: Memo::new(),
@@ -195,14 +215,13 @@ impl FileSource {
     /// Keeps each good file's last valid version on disk (not a Secret's, nor an encrypted
     /// file's), and brings back from there the kept version of a broken file that has none in
     /// memory (after a restart), opened again and checked against the version records.
+    /// The writes are left to [`store_kept`](Self::store_kept).
     fn keep_copies(&mut self, scan: &Scan) {
         let Some(kept) = &mut self.kept else { return };
-        for (p, g) in &scan.good {
-            match holds_secret(g) {
-                true => kept.forget(&absolute(p)),
-                false => kept.keep(&absolute(p), &g.payload),
-            }
-        }
+        let files = scan.good.iter().map(|(p, g)| (absolute(p), (!holds_secret(g)).then(|| g.payload.clone())));
+        let present =
+            scan.path_problem.is_none().then(|| scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)));
+        self.unstored = Some(Unstored { files: files.collect(), present: present.map(|p| p.collect()) });
         let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
         for p in broken {
             let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
@@ -215,8 +234,20 @@ impl FileSource {
             log::warn!("{label}: {} is invalid; running its last valid version, kept from before", p.display());
             self.good.insert(p.clone(), Good { opened, payload });
         }
-        if scan.path_problem.is_none() {
-            kept.retain(&scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
+    }
+
+    /// Writes what the last rescan decided to keep (a record is two fsyncs): after its update
+    /// is sent, so a pod does not wait on the disk to start. Blocking: run off the executor.
+    fn store_kept(&mut self) {
+        let (Some(kept), Some(work)) = (&mut self.kept, self.unstored.take()) else { return };
+        for (file, payload) in work.files {
+            match payload {
+                Some(payload) => kept.keep(&file, &payload),
+                None => kept.forget(&file),
+            }
+        }
+        if let Some(present) = work.present {
+            kept.retain(&present);
         }
     }
 
@@ -327,23 +358,30 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         if now >= due {
             // A half-done edit is held until it is whole, at most MAX_DELAY.
             let may_hold = pending.is_some_and(|p| now < p.first + watch::MAX_DELAY);
-            let (back, rescan) = smol::unblock(move || {
-                let r = src.rescan(may_hold);
-                (src, r)
+            let tx = tx.clone();
+            let (back, done) = smol::unblock(move || {
+                let done = match src.rescan(may_hold) {
+                    Rescan::HalfEdit => return (src, Done::HalfEdit),
+                    Rescan::Changed(update) => match tx.send_blocking(update) {
+                        Ok(()) => Done::Scanned,
+                        Err(_) => Done::Closed,
+                    },
+                    Rescan::Unchanged => Done::Scanned,
+                };
+                // The update first, then the kept copies (two fsyncs each): a pod does not
+                // wait on the disk to start.
+                src.store_kept();
+                (src, done)
             })
             .await;
             src = back;
-            match rescan {
-                Rescan::HalfEdit => {
+            match done {
+                Done::HalfEdit => {
                     pending = pending.map(|p| Pending { at: p.first + watch::MAX_DELAY, folding: true, ..p });
                     continue;
                 }
-                Rescan::Changed(update) => {
-                    if tx.send(update).await.is_err() {
-                        return;
-                    }
-                }
-                Rescan::Unchanged => {}
+                Done::Closed => return,
+                Done::Scanned => {}
             }
             pending = None;
             next_full = now + src.cfg.check_frequency;

@@ -364,6 +364,23 @@ impl Writer {
         start_keeping(self.keys.join("scratch"), self.dir.to_path_buf(), trust, Some(versions), Some(kept))
     }
 
+    /// Waits until a kept copy holds `text` (the source keeps them just after it sends the
+    /// update: a restart at once could come before).
+    fn kept_holds(&self, text: &str) {
+        let holds = || {
+            let Ok(entries) = std::fs::read_dir(self.keys.join("state/files")) else { return false };
+            entries.filter_map(|e| std::fs::read(e.ok()?.path()).ok()).any(|bytes| {
+                serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .is_ok_and(|v| v["body"].as_str().is_some_and(|b| b.contains(text)))
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !holds() {
+            assert!(std::time::Instant::now() < deadline, "no kept copy holds {text:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Copies `from` (and its signature) to `to`, as anyone who can write the directory can.
     fn copy(&self, from: &str, to: &str) {
         for suffix in ["", ".minisig"] {
@@ -403,6 +420,7 @@ fn a_copy_of_a_signed_file_under_a_later_name_cannot_hold_back_the_next_version(
         e.contains("zz-web.yaml: signature: version serial=6 of pod default/web-edge-1 is older than serial=7"),
         "{e}"
     );
+    w.kept_holds("v: \"7\"");
     drop(bed);
     // After a restart, with the fleet's file broken meanwhile: neither the copy nor its kept
     // copy runs; the kept version 7 of web.yaml does.
