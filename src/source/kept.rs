@@ -17,6 +17,15 @@ use std::sync::Arc;
 
 const PREFIX: &str = "manifest-file";
 
+/// What a record holds, in short: its body and signature.
+fn content_hash(body: &str, signature: Option<&str>) -> u64 {
+    let mut h = crate::fnv::fnv1a_64(body.as_bytes());
+    if let Some(sig) = signature {
+        h ^= crate::fnv::fnv1a_64(sig.as_bytes()).rotate_left(1);
+    }
+    h
+}
+
 #[derive(Serialize, Deserialize)]
 struct Record {
     path: PathBuf,
@@ -45,10 +54,7 @@ impl Kept {
         else {
             return; // not text: it did not load as a manifest either
         };
-        let mut h = crate::fnv::fnv1a_64(body.as_bytes());
-        if let Some(sig) = signature {
-            h ^= crate::fnv::fnv1a_64(sig.as_bytes()).rotate_left(1);
-        }
+        let h = content_hash(body, signature);
         if self.known.get(file) == Some(&h) {
             return;
         }
@@ -74,11 +80,14 @@ impl Kept {
 
     /// The kept version of `file`, opened by `intake` (its signature checked again), if there
     /// is one and it still opens.
-    pub fn load(&self, file: &Path, intake: &Intake) -> Option<(Opened, Arc<Payload>)> {
+    /// The record is known from then on, so it goes with the file (`forget`, `retain`), also
+    /// when it no longer opens.
+    pub fn load(&mut self, file: &Path, intake: &Intake) -> Option<(Opened, Arc<Payload>)> {
         let record: Record = cache::read(&cache::path_for(&self.dir, PREFIX, &file.to_string_lossy()))?;
         if record.path != file {
             return None;
         }
+        self.known.insert(file.to_path_buf(), content_hash(&record.body, record.signature.as_deref()));
         let payload = Payload {
             origin: Origin::File(file.to_path_buf()),
             bytes: record.body.into_bytes(),
@@ -139,7 +148,7 @@ mod tests {
         let mut kept = Kept::new(dir.clone());
         kept.keep(&file, &payload(&file, None));
         // A restart: a new Kept finds the same pods, with the same UID.
-        let again = Kept::new(dir.clone());
+        let mut again = Kept::new(dir.clone());
         let intake = Intake { node: "n1".into(), ..Default::default() };
         let pods = again.load(&file, &intake).expect("kept").0.manifests.pods;
         let direct = intake.open(&payload(&file, None)).unwrap().manifests.pods;
@@ -150,6 +159,26 @@ mod tests {
         fresh.retain(&BTreeSet::new());
         assert!(fresh.load(&file, &intake).is_none());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_copy_brought_back_after_a_restart_goes_with_its_file() {
+        let dir = std::env::temp_dir().join(format!("atoll-kept-back-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = PathBuf::from("/etc/kubernetes/manifests/web.yaml");
+        Kept::new(dir.clone()).keep(&file, &payload(&file, None));
+        // After a restart the file is broken: its copy is brought back, and the first rescan
+        // tidies the directory with the file still there.
+        let mut again = Kept::new(dir.clone());
+        let intake = Intake { node: "n1".into(), ..Default::default() };
+        assert!(again.load(&file, &intake).is_some());
+        again.retain(&BTreeSet::from([file.clone()]));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        // Then it is deleted: the copy goes too (it would come back with a broken file of the
+        // same name).
+        again.retain(&BTreeSet::new());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the brought-back copy stayed");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -369,7 +369,9 @@ impl Writer {
     fn kept_holds(&self, text: &str) {
         let holds = || {
             let Ok(entries) = std::fs::read_dir(self.keys.join("state/files")) else { return false };
-            entries.filter_map(|e| std::fs::read(e.ok()?.path()).ok()).any(|bytes| {
+            // Records only: not a temporary file, which holds the text before its fsync and rename.
+            let records = entries.filter_map(|e| e.ok()).filter(|e| !e.file_name().to_string_lossy().starts_with('.'));
+            records.filter_map(|e| std::fs::read(e.path()).ok()).any(|bytes| {
                 serde_json::from_slice::<serde_json::Value>(&bytes)
                     .is_ok_and(|v| v["body"].as_str().is_some_and(|b| b.contains(text)))
             })
