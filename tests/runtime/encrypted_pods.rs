@@ -77,8 +77,11 @@ fn the_read_only_port_shows_a_local_user_no_value_of_an_encrypted_pod() {
     // Running: the container saw the value (its command checks it).
     eventually(Duration::from_secs(60), "the encrypted pod running", || tb.running_in("vault-tb").pop());
 
-    // Root's socket shows the pod as it is.
-    let root = agent.pod("vault-tb").expect("the pod on the socket");
+    // Root's socket shows the pod as it is (once its status has caught up: the phase is
+    // compared below).
+    let running = |p: &Value| p["status"]["phase"] == "Running";
+    let root =
+        eventually(Duration::from_secs(30), "the pod Running on the socket", || agent.pod("vault-tb").filter(running));
     assert_eq!(root["spec"]["containers"][0]["env"][0]["value"], secret.as_str());
 
     // Any local user, on the read-only port: the list and the pod, redacted, still v1 JSON.
