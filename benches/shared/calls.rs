@@ -89,7 +89,8 @@ pub struct Timed {
 }
 
 impl Timed {
-    fn between(from: usize, t0: Instant, end: Instant) -> Timed {
+    /// `t0..end`, with the calls in the trace after `from`.
+    pub fn between(from: usize, t0: Instant, end: Instant) -> Timed {
         Timed { took: end.saturating_duration_since(t0), outside: outside_calls(from, t0, end) }
     }
 }
