@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod events;
+mod hold;
 pub use events::FakeEvents;
 
 struct FakeSandbox {
@@ -68,6 +69,8 @@ struct State {
     exec_exit: i32,
     /// The sandbox image the verbose Status names (containerd's `sandboxImage`), if any.
     sandbox_image: Option<String>,
+    /// RunPodSandbox waits for this file (`hold`).
+    hold_sandbox: Option<std::path::PathBuf>,
 }
 
 /// Each fake image's size.
@@ -89,10 +92,7 @@ impl FakeRuntime {
     fn call_on(&self, method: &'static str, id: &str) -> Result<(), Status> {
         let mut st = self.state();
         st.calls.push(if id.is_empty() { method.to_string() } else { format!("{method} {id}") });
-        match st.failures.remove(method) {
-            Some(s) => Err(s),
-            None => Ok(()),
-        }
+        st.failures.remove(method).map_or(Ok(()), Err)
     }
 
     /// An image the runtime has.
@@ -111,7 +111,6 @@ impl FakeRuntime {
         self.state().images.insert(image.to_string());
     }
 
-    /// A runtime that sends container events (containerd 1.7 and later).
     /// Names `image` as the runtime's sandbox image (which image GC keeps).
     pub fn with_sandbox_image(self, image: &str) -> FakeRuntime {
         self.state().sandbox_image = Some(image.to_string());
@@ -123,6 +122,7 @@ impl FakeRuntime {
         self.state().images.iter().cloned().collect()
     }
 
+    /// A runtime that sends container events (containerd 1.7 and later).
     pub fn with_events(self) -> FakeRuntime {
         self.state().events = Some(Vec::new());
         self
@@ -280,6 +280,7 @@ impl RuntimeService for FakeRuntime {
 
     async fn run_pod_sandbox(&self, config: PodSandboxConfig, _handler: &str) -> Result<String, Status> {
         self.call("RunPodSandbox")?;
+        self.held().await?;
         let mut st = self.state();
         let (id, created_at) = Self::next_id(&mut st, "sb");
         let host = config

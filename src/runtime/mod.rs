@@ -8,7 +8,7 @@
 //!   `workers` (the one registry of their inboxes), `inbox` (its ways in), `context` (what every worker shares), `sync` (one sync:
 //!   observe, decide, act) and `plan/` (the decision, a pure function of desired and observed);
 //! - **kuberuntime's acts**: `observe` (reading the runtime), `sandbox` and `container` (the
-//!   CRI configs), `pod_cgroup` (the cgroup of a pod with pod-level limits), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
+//!   CRI configs), `pod_cgroup` (the cgroup of a pod with pod-level limits), `host_files` (what starts need on the host, made on the blocking pool, while the sandbox is made), `start`, `stop` (preStop, kills, removal), `orphan` (pods nobody wants,
 //!   rebuilt from their labels), `images` and `prepull` (pulls), `credentials`, `logs`
 //!   (rotation); `tuning` and `backoff` (what SIGHUP may change); `errors` (what a sync returns);
 //! - **`pleg/`**: detects that the runtime changed (events, process exits, the relist) and wakes
@@ -39,6 +39,7 @@ pub mod context;
 pub mod credentials;
 pub mod engine;
 pub mod errors;
+pub mod host_files;
 pub mod images;
 pub mod inbox;
 pub mod ledger;
@@ -64,5 +65,7 @@ pub use tuning::{EngineConfig, Tuning, TuningConfig};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_host_files;
 #[cfg(test)]
 mod tests_pod_level;

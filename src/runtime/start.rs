@@ -1,18 +1,20 @@
 //! Starting a plan's containers in a ready sandbox, as kubelet's startContainer: the image
 //! (`images`), kubelet's CreateContainerConfigError checks (runAsNonRoot against the image, a
 //! subPath that cannot be mounted safely, a missing ConfigMap or Secret the environment
-//! needs), the pod's files (volumes, ConfigMap and Secret volumes (a missing object keeps the
-//! containers ContainerCreating, as kubelet's FailedMount), the managed hosts file, a fresh
-//! termination-log file), the config (`container`), CreateContainer, StartContainer and
-//! postStart (a failure kills the container, which then restarts per policy). A container
-//! that cannot start gets a [`Wait`] with kubelet's reason; the others go on.
+//! needs), the pod's ConfigMap and Secret volumes (a missing object keeps the containers
+//! ContainerCreating, as kubelet's FailedMount), the config (`container`) with the files
+//! `host_files` made (volumes, the managed hosts file, a fresh termination-log file),
+//! CreateContainer, StartContainer and postStart (a failure kills the container, which then
+//! restarts per policy). A container that cannot start gets a [`Wait`] with kubelet's reason;
+//! the others go on.
 
 use super::container::{container_config, InstanceContext};
 use super::context::Context;
 use super::errors::SyncError;
+use super::host_files::HostFiles;
 use super::plan::{Kill, SpecRef, Start};
 use super::volumes::poddir;
-use super::{images, sandbox, stop};
+use super::{images, stop};
 use crate::cri::api::PodSandboxConfig;
 use crate::cri::ids::short;
 use crate::cri::RuntimeService;
@@ -20,7 +22,7 @@ use crate::handlers::{self, Target};
 use crate::node::observed::{Wait, WaitReason, Waits};
 use crate::pod::paths::PodDir;
 use crate::pod::types::{Container, Pod};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 /// kubelet gives postStart no time limit; atoll bounds it so one hook cannot wedge its worker.
@@ -53,10 +55,9 @@ pub async fn start_containers<R: RuntimeService>(
     sb: &Sandbox<'_>,
     waits: &mut Waits,
     mut images: Images,
-    dir: Result<&PodDir, &String>,
+    host: HostFiles,
 ) -> Result<Started, SyncError> {
-    let dir = dir.map_err(|e| SyncError::Host(e.clone()))?;
-    let Some(files) = pod_files(cx, pod, starts, sb, waits, dir)? else { return Ok(Started::default()) };
+    let Some(files) = pod_files(cx, pod, starts, waits, host) else { return Ok(Started::default()) };
     let mut started = Started::default();
     for start in starts {
         match start_one(cx, pod, start, sb, waits, &mut images, &files).await? {
@@ -85,36 +86,29 @@ enum Outcome {
 
 /// What the pod's containers share on the host.
 struct PodFiles {
-    pod_dir: PodDir,
+    /// The pod's directory, hosts file and termination-log files (`host_files`).
+    host: HostFiles,
     /// The objects the environment reads, as they are now.
     objects: crate::objects::resolve::Snapshot,
-    hosts_file: Option<PathBuf>,
 }
 
-/// The pod's directory and volumes, its ConfigMap, Secret and projected volumes (a missing
-/// object keeps the containers creating, as kubelet's FailedMount does: `None`), the hosts
-/// file.
+/// The pod's ConfigMap, Secret and projected volumes (a missing object keeps the containers
+/// creating, as kubelet's FailedMount does: `None`), and the objects the environment reads,
+/// with `host`, what was made on the host for these starts.
 fn pod_files<R: RuntimeService>(
     cx: &Context<R>,
     pod: &Pod,
     starts: &[Start],
-    sb: &Sandbox<'_>,
     waits: &mut Waits,
-    pod_dir: &PodDir,
-) -> Result<Option<PodFiles>, SyncError> {
-    poddir::prepare_volumes(pod, pod_dir).map_err(SyncError::Host)?;
-    if let Some(message) = object_volumes_failed(cx, pod, pod_dir) {
+    host: HostFiles,
+) -> Option<PodFiles> {
+    if let Some(message) = object_volumes_failed(cx, pod, &host.pod_dir) {
         let names = starts.iter().map(|s| s.container(pod).name.as_str());
         wait_all(cx, pod, waits, names, ("FailedMount", true), WaitReason::ContainerCreating, &message);
-        return Ok(None);
+        return None;
     }
     let objects = crate::objects::resolve::snapshot(pod, &cx.node.objects().for_pod(pod));
-    let hosts_file = if pod.spec.host_network || !sb.ip.is_empty() {
-        Some(poddir::write_hosts(pod, pod_dir, sb.ip, &sandbox::hostname(pod)).map_err(SyncError::Host)?)
-    } else {
-        None
-    };
-    Ok(Some(PodFiles { pod_dir: pod_dir.clone(), objects, hosts_file }))
+    Some(PodFiles { host, objects })
 }
 
 /// One container: its image (and its image volumes'), the config checks, the config,
@@ -148,30 +142,28 @@ async fn start_one<R: RuntimeService>(
             return Ok(Outcome::Blocked(Some(w.retry_in)));
         }
     };
-    let subpaths = match configurable(cx, pod, c, &image_ref, &files.pod_dir).await {
+    let subpaths = match configurable(cx, pod, c, &image_ref, &files.host.pod_dir).await {
         Ok(m) => m,
         Err(e) => {
             wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
             return Ok(Outcome::Blocked(None));
         }
     };
-    let log_dir = Path::new(&sb.config.log_directory).join(&c.name);
-    std::fs::create_dir_all(&log_dir).map_err(|e| SyncError::Host(format!("creating {}: {e}", log_dir.display())))?;
     let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
-        Some(_) => {
-            Some(poddir::termination_log_file(&files.pod_dir, &c.name, start.restart_count).map_err(SyncError::Host)?)
-        }
+        Some(_) => Some(files.host.termination_log(&c.name).cloned().ok_or_else(|| {
+            SyncError::Host(format!("container {}: no termination-log file was made for it", c.name))
+        })?),
         None => None,
     };
     let facts = cx.node.facts();
     let ctx = InstanceContext {
-        pod_dir: files.pod_dir.clone(),
+        pod_dir: files.host.pod_dir.clone(),
         pod_ip: sb.ip.to_string(),
         host_ip: facts.host_ip.clone(),
         allocatable: facts.allocatable(),
         node_memory_bytes: facts.memory_bytes,
         termination_log,
-        hosts_file: files.hosts_file.clone(),
+        hosts_file: files.host.hosts_file.clone(),
         subpaths,
         image_volumes,
         objects: files.objects.clone(),

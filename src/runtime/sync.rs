@@ -7,11 +7,10 @@
 
 use super::context::Context;
 use super::errors::SyncError;
-use super::lifecycle;
 use super::observe::observe;
 use super::plan::{self, Plan};
 use super::start::{start_containers, wait_all, Images, Sandbox};
-use super::{sandbox, stop};
+use super::{host_files, lifecycle, sandbox, stop};
 use crate::cri::ids::short;
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed, ProbeVerdicts, WaitReason, Waits};
@@ -133,18 +132,29 @@ async fn act<R: RuntimeService>(
     } else {
         Default::default()
     };
-    let mut images = Images::new();
+    let (mut images, mut made) = (Images::new(), None);
     let (sandbox_id, pod_ip) = match p.create_sandbox {
         Some(attempt) => {
-            std::fs::create_dir_all(&sandbox_config.log_directory)
-                .map_err(|e| SyncError::Host(format!("creating {}: {e}", sandbox_config.log_directory)))?;
-            // The images are looked at (and pulled) while the sandbox is made, not after.
-            let (id, found) = smol::future::zip(
-                cx.runtime.run_pod_sandbox(sandbox_config.clone(), &handler),
-                prefetch(cx, pod, &p.start, &sandbox_config),
+            host_files::log_directory(&sandbox_config.log_directory).await.map_err(SyncError::Host)?;
+            // The images are looked at (and pulled), and the host files made, while the
+            // sandbox is made, not after.
+            let files = async {
+                match dir {
+                    Ok(dir) if !p.start.is_empty() => {
+                        Some(host_files::make(pod, dir, &sandbox_config.log_directory, &p.start, None).await)
+                    }
+                    _ => None,
+                }
+            };
+            let ((id, found), files) = smol::future::zip(
+                smol::future::zip(
+                    cx.runtime.run_pod_sandbox(sandbox_config.clone(), &handler),
+                    prefetch(cx, pod, &p.start, &sandbox_config),
+                ),
+                files,
             )
             .await;
-            images = found;
+            (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
             let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
             let ip = st.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
@@ -165,8 +175,12 @@ async fn act<R: RuntimeService>(
     if p.start.is_empty() {
         return Ok(Synced::Again(retry));
     }
+    let dir = dir.map_err(|e| SyncError::Host(e.clone()))?;
+    let files = host_files::complete(made, pod, dir, &sandbox_config.log_directory, &p.start, &pod_ip)
+        .await
+        .map_err(SyncError::Host)?;
     let sb = Sandbox { id: &sandbox_id, ip: &pod_ip, config: &sandbox_config };
-    let started = start_containers(cx, pod, &p.start, &sb, waits, images, dir).await?;
+    let started = start_containers(cx, pod, &p.start, &sb, waits, images, files).await?;
     // Look again at once at what was started: its status, and its process to watch.
     let soonest = if started.any { Some(Duration::ZERO) } else { started.retry };
     if let Some(r) = soonest {

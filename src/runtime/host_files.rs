@@ -1,0 +1,225 @@
+//! The files on the host that a sync's container starts need, made on the blocking pool: the
+//! pod's log directory, its volume directories and hostPath checks
+//! (`volumes::poddir::prepare_volumes`), its managed hosts file, and each starting container's
+//! log directory and fresh termination-log file.
+//!
+//! kubelet makes them on the pod's own goroutine. atoll's pod workers share one executor
+//! thread, so on it a slow disk or a hung hostPath mount would stall every pod, and ten pods
+//! starting at once would make their files one after another. When a sandbox is made, they
+//! are made while RunPodSandbox runs, as none needs the sandbox. The exception is a
+//! pod-network pod's hosts file, which names the pod's IP: it is written once the sandbox has
+//! one ([`complete`]). The pod's log directory is made before RunPodSandbox, as kubelet does
+//! ([`log_directory`]).
+
+use super::plan::Start;
+use super::sandbox;
+use super::volumes::poddir;
+use crate::pod::paths::PodDir;
+use crate::pod::types::Pod;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What the starts of one sync have on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostFiles {
+    /// The pod's directory, where its volumes are.
+    pub pod_dir: PodDir,
+    /// The managed hosts file, once written (a pod-network pod without an IP has the runtime's).
+    pub hosts_file: Option<PathBuf>,
+    /// Each starting container's fresh termination-log file, by name, if it has a
+    /// terminationMessagePath.
+    termination_logs: BTreeMap<String, PathBuf>,
+}
+
+impl HostFiles {
+    /// The termination-log file made for the container `name`.
+    pub fn termination_log(&self, name: &str) -> Option<&PathBuf> {
+        self.termination_logs.get(name)
+    }
+}
+
+/// What the files are made from, owned so that the blocking pool can have it.
+struct Wanted {
+    pod: Pod,
+    dir: PodDir,
+    log_directory: PathBuf,
+    /// (container name, its new instance's restart count).
+    starts: Vec<(String, u32)>,
+}
+
+/// Makes the pod's log directory (`PodSandboxConfig.log_directory`), on the blocking pool.
+pub async fn log_directory(path: &str) -> Result<(), String> {
+    let path = PathBuf::from(path);
+    smol::unblock(move || std::fs::create_dir_all(&path).map_err(|e| format!("creating {}: {e}", path.display()))).await
+}
+
+/// Makes the files the `starts` of `pod` need, on the blocking pool. `ip`: the sandbox's IP,
+/// `None` while RunPodSandbox runs (a pod-network pod's hosts file then waits for
+/// [`complete`]).
+pub async fn make(
+    pod: &Pod,
+    dir: &PodDir,
+    log_directory: &str,
+    starts: &[Start],
+    ip: Option<&str>,
+) -> Result<HostFiles, String> {
+    let wanted = Wanted {
+        pod: pod.clone(),
+        dir: dir.clone(),
+        log_directory: PathBuf::from(log_directory),
+        starts: starts.iter().map(|s| (s.name.clone(), s.restart_count)).collect(),
+    };
+    let ip = ip.map(str::to_string);
+    smol::unblock(move || make_now(&wanted, ip.as_deref())).await
+}
+
+/// The files for a sandbox with `ip`: those `made` while it was made, with a pod-network pod's
+/// hosts file added, or all of them made now if there were none.
+pub async fn complete(
+    made: Option<Result<HostFiles, String>>,
+    pod: &Pod,
+    dir: &PodDir,
+    log_directory: &str,
+    starts: &[Start],
+    ip: &str,
+) -> Result<HostFiles, String> {
+    let mut files = match made {
+        Some(made) => made?,
+        None => return make(pod, dir, log_directory, starts, Some(ip)).await,
+    };
+    if files.hosts_file.is_none() && !ip.is_empty() {
+        let (pod, dir, ip) = (pod.clone(), dir.clone(), ip.to_string());
+        files.hosts_file = smol::unblock(move || hosts(&pod, &dir, Some(&ip))).await?;
+    }
+    Ok(files)
+}
+
+fn make_now(w: &Wanted, ip: Option<&str>) -> Result<HostFiles, String> {
+    poddir::prepare_volumes(&w.pod, &w.dir)?;
+    let hosts_file = hosts(&w.pod, &w.dir, ip)?;
+    let mut termination_logs = BTreeMap::new();
+    for (name, restart_count) in &w.starts {
+        let Some(c) = w.pod.spec.init_containers.iter().chain(&w.pod.spec.containers).find(|c| &c.name == name) else {
+            continue;
+        };
+        let logs = w.log_directory.join(name);
+        std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+        if c.termination_message_path.as_deref().is_some_and(|p| !p.is_empty()) {
+            termination_logs.insert(name.clone(), poddir::termination_log_file(&w.dir, name, *restart_count)?);
+        }
+    }
+    Ok(HostFiles { pod_dir: w.dir.clone(), hosts_file, termination_logs })
+}
+
+/// The hosts file, when it can be written: a host-network pod's at once, a pod-network pod's
+/// once its sandbox has an IP.
+fn hosts(pod: &Pod, dir: &PodDir, ip: Option<&str>) -> Result<Option<PathBuf>, String> {
+    match ip {
+        _ if pod.spec.host_network => poddir::write_hosts(pod, dir, "", &sandbox::hostname(pod)).map(Some),
+        Some(ip) if !ip.is_empty() => poddir::write_hosts(pod, dir, ip, &sandbox::hostname(pod)).map(Some),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::{defaults, identity};
+    use crate::runtime::plan::SpecRef;
+    use crate::testdir::TestDir;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    fn pod(spec: &str) -> Pod {
+        let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
+        defaults::apply(&mut p);
+        std::sync::Arc::unwrap_or_clone(
+            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod,
+        )
+    }
+
+    fn start(which: SpecRef, name: &str, restart_count: u32) -> Start {
+        Start { which, name: name.into(), restart_count, backoff: None }
+    }
+
+    /// Two containers, one without a terminationMessagePath, and an emptyDir.
+    const TWO: &str = r#""containers":[{"name":"app","image":"i"},
+        {"name":"side","image":"i","terminationMessagePath":""}],
+        "volumes":[{"name":"scratch","emptyDir":{}}]"#;
+
+    fn read(p: &Path) -> String {
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    #[test]
+    fn a_host_network_pod_has_every_file_before_its_sandbox() {
+        let d = TestDir::new("host-files-hostnet");
+        let p = pod(&format!(r#"{{"hostNetwork":true,{TWO}}}"#));
+        let dir = PodDir::new(&d, &p.metadata.uid).unwrap();
+        let logs = d.join("logs/web");
+        let starts = [start(SpecRef::Regular(0), "app", 0), start(SpecRef::Regular(1), "side", 3)];
+        let files = smol::block_on(make(&p, &dir, logs.to_str().unwrap(), &starts, None)).unwrap();
+        let hosts = files.hosts_file.clone().expect("a host-network pod's hosts file needs no IP");
+        assert!(read(&hosts).starts_with("# Kubernetes-managed hosts file (host network).\n"));
+        assert!(logs.join("app").is_dir() && logs.join("side").is_dir());
+        let tlog = files.termination_log("app").expect("app's termination log").clone();
+        assert_eq!(tlog, dir.under(&["containers", "app", "00000000"]).unwrap());
+        assert_eq!(
+            (read(&tlog), std::fs::metadata(&tlog).unwrap().permissions().mode() & 0o777),
+            (String::new(), 0o666)
+        );
+        assert_eq!(files.termination_log("side"), None, "side has no terminationMessagePath");
+        assert!(dir.under(&["volumes", "kubernetes.io~empty-dir", "scratch"]).unwrap().is_dir());
+        // complete() has nothing to add for it.
+        let again = smol::block_on(complete(Some(Ok(files.clone())), &p, &dir, "", &starts, "")).unwrap();
+        assert_eq!(again, files);
+    }
+
+    #[test]
+    fn a_pod_network_pods_hosts_file_waits_for_its_ip() {
+        let d = TestDir::new("host-files-podnet");
+        let p = pod(&format!("{{{TWO}}}"));
+        let dir = PodDir::new(&d, &p.metadata.uid).unwrap();
+        let logs = d.join("logs/web");
+        let logs = logs.to_str().unwrap();
+        let starts = [start(SpecRef::Regular(0), "app", 2)];
+        let made = smol::block_on(make(&p, &dir, logs, &starts, None)).unwrap();
+        assert_eq!(made.hosts_file, None);
+        assert!(!dir.path().join("etc-hosts").exists());
+        assert!(made.termination_log("app").is_some_and(|t| t.ends_with("containers/app/00000002")));
+        let files = smol::block_on(complete(Some(Ok(made.clone())), &p, &dir, logs, &starts, "10.0.0.7")).unwrap();
+        let hosts = files.hosts_file.clone().expect("written once the IP is known");
+        assert!(read(&hosts).ends_with("10.0.0.7\tweb-n1\n"), "{}", read(&hosts));
+        assert_eq!(files.termination_logs, made.termination_logs);
+        // No IP from the runtime: the runtime's own hosts file, as before.
+        let none = smol::block_on(complete(Some(Ok(made.clone())), &p, &dir, logs, &starts, "")).unwrap();
+        assert_eq!(none.hosts_file, None);
+        // Nothing made while a sandbox was made (it was there already): all of it now.
+        std::fs::remove_dir_all(d.join("logs")).unwrap();
+        let now = smol::block_on(complete(None, &p, &dir, logs, &starts, "10.0.0.8")).unwrap();
+        assert!(read(now.hosts_file.as_ref().unwrap()).ends_with("10.0.0.8\tweb-n1\n"));
+        assert!(Path::new(logs).join("app").is_dir());
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_made_is_the_syncs_error() {
+        let d = TestDir::new("host-files-fail");
+        std::fs::write(d.join("plain"), "").unwrap();
+        let spec = format!(
+            r#"{{"containers":[{{"name":"app","image":"i"}}],
+            "volumes":[{{"name":"conf","hostPath":{{"path":"{}","type":"Directory"}}}}]}}"#,
+            d.join("plain").display()
+        );
+        let p = pod(&spec);
+        let dir = PodDir::new(&d, &p.metadata.uid).unwrap();
+        let starts = [start(SpecRef::Regular(0), "app", 0)];
+        let e = smol::block_on(make(&p, &dir, d.join("logs").to_str().unwrap(), &starts, None)).unwrap_err();
+        assert!(e.contains("hostPath volume \"conf\"") && e.contains("is not a directory"), "{e}");
+        // An error from while the sandbox was made is the sync's, not overwritten.
+        let e = smol::block_on(complete(Some(Err("made: no".into())), &p, &dir, "", &starts, "10.0.0.9")).unwrap_err();
+        assert_eq!(e, "made: no");
+        // A log directory that cannot be made (a file is in the way) names it.
+        let e = smol::block_on(log_directory(d.join("plain/sub").to_str().unwrap())).unwrap_err();
+        assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
+    }
+}

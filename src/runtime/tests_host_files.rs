@@ -1,0 +1,53 @@
+//! The files a start needs on the host are made while RunPodSandbox runs (`host_files`): the
+//! fake runtime holds the sandbox until one of them is there, which it never would be if they
+//! were made after it. A pod-network pod's hosts file, which names the pod's IP, follows.
+
+use super::sync::{sync, Mode};
+use super::tests::{context, dir, static_pod};
+use crate::cri::api::ContainerState;
+use crate::cri::fake::FakeRuntime;
+use crate::node::observed::{ProbeVerdicts, Waits};
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: files, uid: hf-1}
+spec:
+  hostNetwork: true
+  containers:
+  - {name: c, image: docker.io/library/busybox:1.36}
+";
+
+fn started(rt: &FakeRuntime) -> Vec<(String, ContainerState)> {
+    rt.containers().into_iter().map(|c| (c.0, c.1)).collect()
+}
+
+#[test]
+fn a_host_network_pods_files_are_made_while_its_sandbox_is() {
+    let root = dir("host-files-hostnet");
+    let pod_dir = root.join("state/pods/hf-1");
+    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
+    let rt = rt.hold_sandbox_until(pod_dir.join("etc-hosts"));
+    let cx = context(&root, &rt);
+    let sp = static_pod(POD);
+    let synced = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new()));
+    assert!(synced.is_ok(), "{:?}", synced.err());
+    assert_eq!(started(&rt), [("c".to_string(), ContainerState::ContainerRunning)]);
+    assert!(pod_dir.join("containers/c/00000000").is_file(), "the termination-log file");
+    assert!(root.join("logs/default_files-n1_hf-1/c").is_dir(), "the container's log directory");
+}
+
+#[test]
+fn a_pod_network_pods_hosts_file_names_the_ip_its_sandbox_got() {
+    let root = dir("host-files-podnet");
+    let pod_dir = root.join("state/pods/hf-1");
+    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
+    let rt = rt.hold_sandbox_until(pod_dir.join("containers/c/00000000"));
+    let cx = context(&root, &rt);
+    let sp = static_pod(&POD.replace("  hostNetwork: true\n", ""));
+    let synced = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new()));
+    assert!(synced.is_ok(), "{:?}", synced.err());
+    assert_eq!(started(&rt), [("c".to_string(), ContainerState::ContainerRunning)]);
+    let hosts = std::fs::read_to_string(pod_dir.join("etc-hosts")).unwrap();
+    let ip = hosts.lines().last().and_then(|l| l.strip_suffix("\tfiles-n1")).unwrap_or_default();
+    assert!(ip.starts_with("10.0.0."), "the sandbox's IP, from the fake: {hosts}");
+}
