@@ -79,6 +79,15 @@ pub fn node_name(raw: &str) -> String {
     raw.trim().to_lowercase()
 }
 
+/// The unit tests' pod: `metadata` and `spec` (JSON) defaulted and given their static identity
+/// on `node`, from the file `/m/web.yaml`, as a manifest is loaded.
+#[cfg(test)]
+pub fn test_pod(metadata: &str, spec: &str, node: &str) -> Pod {
+    let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{metadata},"spec":{spec}}}"#)).unwrap();
+    super::defaults::apply(&mut p);
+    std::sync::Arc::unwrap_or_clone(make_static(p, &Origin::File("/m/web.yaml".into()), node).pod)
+}
+
 /// Gives a defaulted pod its static identity on `node`.
 pub fn make_static(mut pod: Pod, origin: &Origin, node: &str) -> StaticPod {
     let node = node_name(node);

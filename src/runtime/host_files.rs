@@ -124,18 +124,14 @@ fn hosts(pod: &Pod, dir: &PodDir, ip: Option<&str>) -> Result<Option<PathBuf>, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::{defaults, identity};
+    use crate::pod::identity;
     use crate::runtime::plan::SpecRef;
     use crate::testdir::TestDir;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
     fn pod(spec: &str) -> Pod {
-        let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
-        defaults::apply(&mut p);
-        std::sync::Arc::unwrap_or_clone(
-            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod,
-        )
+        identity::test_pod(r#"{"name":"web"}"#, spec, "n1")
     }
 
     fn start(which: SpecRef, name: &str, restart_count: u32) -> Start {

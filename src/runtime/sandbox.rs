@@ -191,17 +191,10 @@ pub fn parse_resolv_conf(text: &str) -> (Vec<String>, Vec<String>, Vec<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::{defaults, identity};
+    use crate::pod::identity;
 
     fn pod(spec: &str) -> Pod {
-        let mut p: Pod = serde_json::from_str(&format!(
-            r#"{{"metadata":{{"name":"web","namespace":"prod","labels":{{"app":"a"}}}},"spec":{spec}}}"#
-        ))
-        .unwrap();
-        defaults::apply(&mut p);
-        std::sync::Arc::unwrap_or_clone(
-            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n1").pod,
-        )
+        identity::test_pod(r#"{"name":"web","namespace":"prod","labels":{"app":"a"}}"#, spec, "n1")
     }
 
     fn ctx() -> Facts {

@@ -21,33 +21,32 @@ fn started(rt: &FakeRuntime) -> Vec<(String, ContainerState)> {
     rt.containers().into_iter().map(|c| (c.0, c.1)).collect()
 }
 
-#[test]
-fn a_host_network_pods_files_are_made_while_its_sandbox_is() {
-    let root = dir("host-files-hostnet");
-    let pod_dir = root.join("state/pods/hf-1");
+/// One sync of `yaml` against a runtime that holds RunPodSandbox until `held` (in the pod's
+/// directory) exists; it must succeed and start the container. The test's directory.
+fn sync_held(tag: &str, yaml: &str, held: &str) -> crate::testdir::TestDir {
+    let root = dir(tag);
     let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
-    let rt = rt.hold_sandbox_until(pod_dir.join("etc-hosts"));
+    let rt = rt.hold_sandbox_until(root.join("state/pods/hf-1").join(held));
     let cx = context(&root, &rt);
-    let sp = static_pod(POD);
+    let sp = static_pod(yaml);
     let synced = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new()));
     assert!(synced.is_ok(), "{:?}", synced.err());
     assert_eq!(started(&rt), [("c".to_string(), ContainerState::ContainerRunning)]);
-    assert!(pod_dir.join("containers/c/00000000").is_file(), "the termination-log file");
+    root
+}
+
+#[test]
+fn a_host_network_pods_files_are_made_while_its_sandbox_is() {
+    let root = sync_held("host-files-hostnet", POD, "etc-hosts");
+    assert!(root.join("state/pods/hf-1/containers/c/00000000").is_file(), "the termination-log file");
     assert!(root.join("logs/default_files-n1_hf-1/c").is_dir(), "the container's log directory");
 }
 
 #[test]
 fn a_pod_network_pods_hosts_file_names_the_ip_its_sandbox_got() {
-    let root = dir("host-files-podnet");
-    let pod_dir = root.join("state/pods/hf-1");
-    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
-    let rt = rt.hold_sandbox_until(pod_dir.join("containers/c/00000000"));
-    let cx = context(&root, &rt);
-    let sp = static_pod(&POD.replace("  hostNetwork: true\n", ""));
-    let synced = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut Waits::new()));
-    assert!(synced.is_ok(), "{:?}", synced.err());
-    assert_eq!(started(&rt), [("c".to_string(), ContainerState::ContainerRunning)]);
-    let hosts = std::fs::read_to_string(pod_dir.join("etc-hosts")).unwrap();
+    let pod = POD.replace("  hostNetwork: true\n", "");
+    let root = sync_held("host-files-podnet", &pod, "containers/c/00000000");
+    let hosts = std::fs::read_to_string(root.join("state/pods/hf-1/etc-hosts")).unwrap();
     let ip = hosts.lines().last().and_then(|l| l.strip_suffix("\tfiles-n1")).unwrap_or_default();
     assert!(ip.starts_with("10.0.0."), "the sandbox's IP, from the fake: {hosts}");
 }

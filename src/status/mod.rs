@@ -292,15 +292,11 @@ mod tests {
     use super::*;
 
     use crate::node::observed::{SandboxObs, Wait, WaitReason};
-    use crate::pod::{defaults, identity};
+    use crate::pod::identity;
     use std::time::Duration;
 
     fn pod(spec: &str) -> Pod {
-        let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
-        defaults::apply(&mut p);
-        std::sync::Arc::unwrap_or_clone(
-            identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod,
-        )
+        identity::test_pod(r#"{"name":"web"}"#, spec, "n")
     }
 
     fn t(s: u64) -> SystemTime {

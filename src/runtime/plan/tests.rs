@@ -1,12 +1,10 @@
 //! The planner's scenarios: a new pod, restarts and back-off, init containers and sidecars,
 //! probes, changed specs, dead sandboxes, deletion.
 use super::*;
-use crate::pod::{defaults, identity};
+use crate::pod::identity;
 
 fn pod(spec: &str) -> Pod {
-    let mut p: Pod = serde_json::from_str(&format!(r#"{{"metadata":{{"name":"web"}},"spec":{spec}}}"#)).unwrap();
-    defaults::apply(&mut p);
-    std::sync::Arc::unwrap_or_clone(identity::make_static(p, &identity::Origin::File("/m/web.yaml".into()), "n").pod)
+    identity::test_pod(r#"{"name":"web"}"#, spec, "n")
 }
 
 const TWO: &str = r#"{"containers":[{"name":"a","image":"x:1"},{"name":"b","image":"x:1"}]}"#;
