@@ -2,16 +2,47 @@
 //! newest first, in the engine's words ([`Observed`]): each sandbox's state, IP and network
 //! mode; each container instance's state, restart count, hash and (for exited ones) kubelet's
 //! termination message. Also the one rule for what atoll may touch: what it created.
+//!
+//! A ready sandbox's IP and network mode never change while it lives, and ListPodSandbox
+//! shows its state: with [`SandboxFacts`] (the PLEG keeps them, as kubelet's PLEG keeps its
+//! pod cache), a pod's syncs ask PodSandboxStatus once per sandbox, not at every sync.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
-use crate::cri::api::{ContainerFilter, NamespaceMode, PodSandboxFilter, PodSandboxState};
+use crate::cri::api::{
+    ContainerFilter, NamespaceMode, PodSandbox, PodSandboxFilter, PodSandboxState, PodSandboxStatus,
+};
 use crate::cri::{RuntimeService, Status};
 use crate::node::observed::{ContainerObs, ContainerState, Observed, SandboxObs};
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// Everything the runtime shows for pod `uid`.
-pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, Status> {
+/// What the status of each ready sandbox showed, by pod UID and sandbox ID: its IP and
+/// whether it has the host's network.
+#[derive(Default)]
+pub struct SandboxFacts(Mutex<HashMap<String, Ready>>);
+
+/// A pod's ready sandboxes: (IP, host network) by sandbox ID.
+type Ready = HashMap<String, (String, bool)>;
+
+impl SandboxFacts {
+    /// Pod `uid`'s sandbox `id` is ready, with this status.
+    pub fn learn(&self, uid: &str, id: &str, st: &PodSandboxStatus) {
+        if st.state == PodSandboxState::SandboxReady as i32 {
+            let facts = (st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(), host_network(st));
+            crate::locks::lock(&self.0).entry(uid.to_string()).or_default().insert(id.to_string(), facts);
+        }
+    }
+
+    /// Forgets pod `uid` (its worker ended).
+    pub fn forget(&self, uid: &str) {
+        crate::locks::lock(&self.0).remove(uid);
+    }
+}
+
+/// Everything the runtime shows for pod `uid`; with `known`, a sandbox listed ready whose
+/// status was read before is not asked again, and what is learnt is kept there.
+pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&SandboxFacts>) -> Result<Observed, Status> {
     let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
     let mut obs = Observed::default();
     // Both lists at once: one round trip, not two.
@@ -21,25 +52,24 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, S
     )
     .await;
     let (sandboxes, containers) = (sandboxes?, containers?);
+    let mut facts = known.map(|k| crate::locks::lock(&k.0).remove(uid).unwrap_or_default()).unwrap_or_default();
+    let mut ready = Ready::new();
     for s in sandboxes {
-        let st = match rt.pod_sandbox_status(&s.id, false).await {
-            Ok(r) => r.status.unwrap_or_default(),
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
+        let sandbox = match facts.remove(&s.id).filter(|_| s.state == PodSandboxState::SandboxReady as i32) {
+            Some((ip, host_network)) => listed(s, ip, host_network),
+            None => match rt.pod_sandbox_status(&s.id, false).await {
+                Ok(r) => status(s, r.status.unwrap_or_default()),
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            },
         };
-        let host_network = st
-            .linux
-            .and_then(|l| l.namespaces)
-            .and_then(|n| n.options)
-            .is_some_and(|o| o.network == NamespaceMode::Node as i32);
-        obs.sandboxes.push(SandboxObs {
-            id: s.id,
-            attempt: s.metadata.map_or(0, |m| m.attempt),
-            ready: st.state == PodSandboxState::SandboxReady as i32,
-            ip: st.network.map(|n| n.ip).unwrap_or_default(),
-            host_network,
-            created_at: st.created_at,
-        });
+        if sandbox.ready {
+            ready.insert(sandbox.id.clone(), (sandbox.ip.clone(), sandbox.host_network));
+        }
+        obs.sandboxes.push(sandbox);
+    }
+    if let Some(k) = known {
+        crate::locks::lock(&k.0).insert(uid.to_string(), ready);
     }
     for c in containers {
         let st = match rt.container_status(&c.id, false).await {
@@ -76,6 +106,30 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str) -> Result<Observed, S
     Ok(obs)
 }
 
+/// A sandbox listed ready, with its IP and network mode from an earlier status.
+fn listed(s: PodSandbox, ip: String, host_network: bool) -> SandboxObs {
+    let attempt = s.metadata.map_or(0, |m| m.attempt);
+    SandboxObs { id: s.id, attempt, ready: true, ip, host_network, created_at: s.created_at }
+}
+
+/// A sandbox as its status shows it.
+fn status(s: PodSandbox, st: PodSandboxStatus) -> SandboxObs {
+    SandboxObs {
+        attempt: s.metadata.map_or(0, |m| m.attempt),
+        id: s.id,
+        ready: st.state == PodSandboxState::SandboxReady as i32,
+        host_network: host_network(&st),
+        ip: st.network.map(|n| n.ip).unwrap_or_default(),
+        created_at: st.created_at,
+    }
+}
+
+/// Whether a sandbox has the host's network.
+fn host_network(st: &PodSandboxStatus) -> bool {
+    let options = st.linux.as_ref().and_then(|l| l.namespaces.as_ref()).and_then(|n| n.options.as_ref());
+    options.is_some_and(|o| o.network == NamespaceMode::Node as i32)
+}
+
 /// CRI's container state in the engine's words.
 pub fn state_of(cri_state: i32) -> ContainerState {
     use crate::cri::api::ContainerState as Cri;
@@ -95,4 +149,64 @@ fn time_of(nanos: i64) -> Option<SystemTime> {
 /// Whether a sandbox or container was made by atoll (nothing else is ever touched).
 pub fn managed(annotations: &HashMap<String, String>) -> bool {
     annotations.get(ANNOTATION_MANAGED_BY).is_some_and(|v| v == "atoll")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cri::api::{NamespaceOption, PodSandboxConfig};
+    use crate::cri::fake::FakeRuntime;
+
+    /// A sandbox of pod `uid` in `rt`, on the host's network or not.
+    fn sandbox(rt: &FakeRuntime, uid: &str, host: bool) -> String {
+        let mut config = PodSandboxConfig::default();
+        config.labels.insert(LABEL_POD_UID.into(), uid.into());
+        let network = if host { NamespaceMode::Node } else { NamespaceMode::Pod } as i32;
+        let options = Some(NamespaceOption { network, ..Default::default() });
+        config.linux = Some(crate::cri::api::LinuxPodSandboxConfig {
+            security_context: Some(crate::cri::api::LinuxSandboxSecurityContext {
+                namespace_options: options,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        smol::block_on(rt.run_pod_sandbox(config, "")).unwrap()
+    }
+
+    #[test]
+    fn a_ready_sandboxs_status_is_asked_once_and_again_once_it_is_not_ready() {
+        let rt = FakeRuntime::default();
+        let (pod_net, host_net) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", true));
+        let known = SandboxFacts::default();
+        let look = |known: Option<&SandboxFacts>| smol::block_on(observe(&rt, "u1", known)).unwrap();
+        let first = look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), 2);
+        assert_eq!(first.sandboxes.len(), 2);
+        let ip = first.sandboxes.iter().find(|s| s.id == pod_net).map(|s| s.ip.clone()).unwrap();
+        assert!(ip.starts_with("10.0.0."), "{ip}");
+        // Again: the same view, with no status asked.
+        assert_eq!(look(Some(&known)).sandboxes, first.sandboxes);
+        assert_eq!(rt.count("PodSandboxStatus"), 2);
+        // Without the facts, as before: every status.
+        assert_eq!(look(None).sandboxes, first.sandboxes);
+        assert_eq!(rt.count("PodSandboxStatus"), 4);
+        // A stopped sandbox is asked (its status says what is left of it), the ready one not.
+        smol::block_on(rt.stop_pod_sandbox(&pod_net)).unwrap();
+        let after = look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), 5);
+        let shown = |id: &str| after.sandboxes.iter().find(|s| s.id == id).map(|s| (s.ready, s.host_network)).unwrap();
+        assert_eq!((shown(&pod_net), shown(&host_net)), ((false, false), (true, true)));
+        // A sandbox learnt from RunPodSandbox's status is not asked at the next look.
+        let third = sandbox(&rt, "u1", false);
+        let st = smol::block_on(rt.pod_sandbox_status(&third, false)).unwrap().status.unwrap();
+        known.learn("u1", &third, &st);
+        let before = rt.count("PodSandboxStatus");
+        let seen = look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), before + 1, "only the stopped one");
+        assert!(seen.sandboxes.iter().any(|s| s.id == third && s.ready && s.ip == st.network.as_ref().unwrap().ip));
+        // Forgotten with its worker: asked again.
+        known.forget("u1");
+        look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), before + 4);
+    }
 }

@@ -47,7 +47,9 @@ pub async fn sync<R: RuntimeService>(
     verdicts: &ProbeVerdicts,
     waits: &mut Waits,
 ) -> Result<(Synced, Observed), SyncError> {
-    let obs = observe(&cx.runtime, &pod.metadata.uid).await.map_err(SyncError::runtime("observe"))?;
+    let obs = observe(&cx.runtime, &pod.metadata.uid, Some(&cx.pleg.sandboxes))
+        .await
+        .map_err(SyncError::runtime("observe"))?;
     let decided = {
         let backoff = cx.tuning.crash_backoff();
         plan::plan(pod, &obs, verdicts, &backoff, SystemTime::now(), mode != Mode::Run)
@@ -157,7 +159,9 @@ async fn act<R: RuntimeService>(
             (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
             let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
-            let ip = st.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
+            let st = st.status.unwrap_or_default();
+            cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st);
+            let ip = st.network.map(|n| n.ip).unwrap_or_default();
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
             log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
             (id, ip)

@@ -61,6 +61,8 @@ pub struct Pleg {
     logs: Mutex<HashMap<String, Vec<std::path::PathBuf>>>,
     pub(super) relist_now: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
     pub(super) exits: Arc<exits::Exits>,
+    /// What each pod's ready sandboxes' statuses showed (`observe`).
+    pub sandboxes: crate::runtime::observe::SandboxFacts,
 }
 
 impl Pleg {
@@ -80,6 +82,7 @@ impl Pleg {
             logs: Mutex::new(HashMap::new()),
             relist_now: smol::channel::bounded(1),
             exits: exits::Exits::new(wake),
+            sandboxes: Default::default(),
         })
     }
 
@@ -87,6 +90,7 @@ impl Pleg {
     pub fn forget(&self, uid: &str) {
         crate::locks::lock(&self.evented).remove(uid);
         crate::locks::lock(&self.logs).remove(uid);
+        self.sandboxes.forget(uid);
     }
 
     /// The log files of pod `uid`'s running containers, for the relist to watch their size.
