@@ -9,7 +9,8 @@
 //! are made while RunPodSandbox runs, as none needs the sandbox. The exception is a
 //! pod-network pod's hosts file, which names the pod's IP: it is written once the sandbox has
 //! one ([`complete`]). The pod's log directory is made before RunPodSandbox, as kubelet does
-//! ([`log_directory`]).
+//! ([`log_directory`]). A container whose own files cannot be made waits (kubelet's
+//! CreateContainerConfigError); the others go on.
 
 use super::plan::Start;
 use super::sandbox;
@@ -26,15 +27,20 @@ pub struct HostFiles {
     pub pod_dir: PodDir,
     /// The managed hosts file, once written (a pod-network pod without an IP has the runtime's).
     pub hosts_file: Option<PathBuf>,
-    /// Each starting container's fresh termination-log file, by name, if it has a
-    /// terminationMessagePath.
-    termination_logs: BTreeMap<String, PathBuf>,
+    /// Each starting container's own files, by name: its fresh termination-log file (`None`
+    /// without a terminationMessagePath), or why its files could not be made.
+    containers: BTreeMap<String, Result<Option<PathBuf>, String>>,
 }
 
 impl HostFiles {
-    /// The termination-log file made for the container `name`.
-    pub fn termination_log(&self, name: &str) -> Option<&PathBuf> {
-        self.termination_logs.get(name)
+    /// The termination-log file made for the container `name` (`None` if it has no
+    /// terminationMessagePath), or why its log directory or that file could not be made.
+    pub fn termination_log(&self, name: &str) -> Result<Option<&PathBuf>, String> {
+        match self.containers.get(name) {
+            Some(Ok(file)) => Ok(file.as_ref()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("no files were made for it".into()),
+        }
     }
 }
 
@@ -43,8 +49,9 @@ struct Wanted {
     pod: Pod,
     dir: PodDir,
     log_directory: PathBuf,
-    /// (container name, its new instance's restart count).
-    starts: Vec<(String, u32)>,
+    /// (container name, its new instance's restart count, whether it has a
+    /// terminationMessagePath).
+    starts: Vec<(String, u32, bool)>,
 }
 
 /// Makes the pod's log directory (`PodSandboxConfig.log_directory`), on the blocking pool.
@@ -67,7 +74,13 @@ pub async fn make(
         pod: pod.clone(),
         dir: dir.clone(),
         log_directory: PathBuf::from(log_directory),
-        starts: starts.iter().map(|s| (s.name.clone(), s.restart_count)).collect(),
+        starts: starts
+            .iter()
+            .map(|s| {
+                let path = s.container(pod).termination_message_path.as_deref();
+                (s.name.clone(), s.restart_count, path.is_some_and(|p| !p.is_empty()))
+            })
+            .collect(),
     };
     let ip = ip.map(str::to_string);
     smol::unblock(move || make_now(&wanted, ip.as_deref())).await
@@ -97,18 +110,16 @@ pub async fn complete(
 fn make_now(w: &Wanted, ip: Option<&str>) -> Result<HostFiles, String> {
     poddir::prepare_volumes(&w.pod, &w.dir)?;
     let hosts_file = hosts(&w.pod, &w.dir, ip)?;
-    let mut termination_logs = BTreeMap::new();
-    for (name, restart_count) in &w.starts {
-        let Some(c) = w.pod.spec.init_containers.iter().chain(&w.pod.spec.containers).find(|c| &c.name == name) else {
-            continue;
-        };
-        let logs = w.log_directory.join(name);
-        std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
-        if c.termination_message_path.as_deref().is_some_and(|p| !p.is_empty()) {
-            termination_logs.insert(name.clone(), poddir::termination_log_file(&w.dir, name, *restart_count)?);
-        }
-    }
-    Ok(HostFiles { pod_dir: w.dir.clone(), hosts_file, termination_logs })
+    let containers =
+        w.starts.iter().map(|(name, restart, tlog)| (name.clone(), own(w, name, *restart, *tlog))).collect();
+    Ok(HostFiles { pod_dir: w.dir.clone(), hosts_file, containers })
+}
+
+/// One container's log directory, and its termination-log file if `tlog`.
+fn own(w: &Wanted, name: &str, restart_count: u32, tlog: bool) -> Result<Option<PathBuf>, String> {
+    let logs = w.log_directory.join(name);
+    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    tlog.then(|| poddir::termination_log_file(&w.dir, name, restart_count)).transpose()
 }
 
 /// The hosts file, when it can be written: a host-network pod's at once, a pod-network pod's
@@ -158,13 +169,14 @@ mod tests {
         let hosts = files.hosts_file.clone().expect("a host-network pod's hosts file needs no IP");
         assert!(read(&hosts).starts_with("# Kubernetes-managed hosts file (host network).\n"));
         assert!(logs.join("app").is_dir() && logs.join("side").is_dir());
-        let tlog = files.termination_log("app").expect("app's termination log").clone();
+        let tlog = files.termination_log("app").unwrap().expect("app's termination log").clone();
         assert_eq!(tlog, dir.under(&["containers", "app", "00000000"]).unwrap());
         assert_eq!(
             (read(&tlog), std::fs::metadata(&tlog).unwrap().permissions().mode() & 0o777),
             (String::new(), 0o666)
         );
-        assert_eq!(files.termination_log("side"), None, "side has no terminationMessagePath");
+        assert_eq!(files.termination_log("side"), Ok(None), "side has no terminationMessagePath");
+        assert!(files.termination_log("other").is_err(), "nothing was made for a container not starting");
         assert!(dir.under(&["volumes", "kubernetes.io~empty-dir", "scratch"]).unwrap().is_dir());
         // complete() has nothing to add for it.
         let again = smol::block_on(complete(Some(Ok(files.clone())), &p, &dir, "", &starts, "")).unwrap();
@@ -182,11 +194,11 @@ mod tests {
         let made = smol::block_on(make(&p, &dir, logs, &starts, None)).unwrap();
         assert_eq!(made.hosts_file, None);
         assert!(!dir.path().join("etc-hosts").exists());
-        assert!(made.termination_log("app").is_some_and(|t| t.ends_with("containers/app/00000002")));
+        assert!(made.termination_log("app").unwrap().is_some_and(|t| t.ends_with("containers/app/00000002")));
         let files = smol::block_on(complete(Some(Ok(made.clone())), &p, &dir, logs, &starts, "10.0.0.7")).unwrap();
         let hosts = files.hosts_file.clone().expect("written once the IP is known");
         assert!(read(&hosts).ends_with("10.0.0.7\tweb-n1\n"), "{}", read(&hosts));
-        assert_eq!(files.termination_logs, made.termination_logs);
+        assert_eq!(files.containers, made.containers);
         // No IP from the runtime: the runtime's own hosts file, as before.
         let none = smol::block_on(complete(Some(Ok(made.clone())), &p, &dir, logs, &starts, "")).unwrap();
         assert_eq!(none.hosts_file, None);
@@ -214,7 +226,19 @@ mod tests {
         // An error from while the sandbox was made is the sync's, not overwritten.
         let e = smol::block_on(complete(Some(Err("made: no".into())), &p, &dir, "", &starts, "10.0.0.9")).unwrap_err();
         assert_eq!(e, "made: no");
-        // A log directory that cannot be made (a file is in the way) names it.
+        // One container's log directory that cannot be made (a file is in the way) is that
+        // container's error; the other's files are made.
+        let p = pod(&format!("{{{TWO}}}"));
+        let dir = PodDir::new(&d, &p.metadata.uid).unwrap();
+        std::fs::create_dir_all(d.join("logs")).unwrap();
+        std::fs::write(d.join("logs/app"), "").unwrap();
+        let starts = [start(SpecRef::Regular(0), "app", 0), start(SpecRef::Regular(1), "side", 0)];
+        let files = smol::block_on(make(&p, &dir, d.join("logs").to_str().unwrap(), &starts, None)).unwrap();
+        let e = files.termination_log("app").unwrap_err();
+        assert!(e.starts_with(&format!("creating {}", d.join("logs/app").display())), "{e}");
+        assert_eq!(files.termination_log("side"), Ok(None));
+        assert!(d.join("logs/side").is_dir());
+        // The pod's log directory that cannot be made names it.
         let e = smol::block_on(log_directory(d.join("plain/sub").to_str().unwrap())).unwrap_err();
         assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
     }

@@ -25,6 +25,9 @@ use crate::pod::types::{Container, Pod};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+/// When a container whose own files could not be made on the host is tried again.
+const HOST_FILES_RETRY: Duration = Duration::from_secs(10);
+
 /// kubelet gives postStart no time limit; atoll bounds it so one hook cannot wedge its worker.
 const POST_START_LIMIT: Duration = Duration::from_secs(300);
 
@@ -149,11 +152,13 @@ async fn start_one<R: RuntimeService>(
             return Ok(Outcome::Blocked(None));
         }
     };
-    let termination_log = match c.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
-        Some(_) => Some(files.host.termination_log(&c.name).cloned().ok_or_else(|| {
-            SyncError::Host(format!("container {}: no termination-log file was made for it", c.name))
-        })?),
-        None => None,
+    let termination_log = match files.host.termination_log(&c.name) {
+        Ok(file) => file.cloned(),
+        Err(e) => {
+            // On the host, not in the spec: tried again as a failed sync is.
+            wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
+            return Ok(Outcome::Blocked(Some(HOST_FILES_RETRY)));
+        }
     };
     let facts = cx.node.facts();
     let ctx = InstanceContext {
@@ -264,17 +269,28 @@ async fn configurable<R: RuntimeService>(
     dir: &PodDir,
 ) -> Result<std::collections::BTreeMap<usize, PathBuf>, String> {
     images::verify_run_as_non_root(cx, pod, c, image_ref).await?;
-    let mut out = std::collections::BTreeMap::new();
+    let mut wanted = Vec::new();
     for (i, m) in c.volume_mounts.iter().enumerate() {
         let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else { continue };
         let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else { continue };
         let Some(volume) = poddir::volume_path(dir, v)? else { continue };
         let target = poddir::subpath_target(dir, &v.name, &c.name, i)?;
-        let mounted = super::volumes::subpath::mount(&volume, sub, &target)
-            .map_err(|e| format!("volumeMounts[{i}] ({}): {e}", m.mount_path))?;
-        out.insert(i, mounted);
+        wanted.push((i, volume, sub.to_string(), target, m.mount_path.clone()));
     }
-    Ok(out)
+    if wanted.is_empty() {
+        return Ok(Default::default());
+    }
+    // Resolving a subPath reads its volume, which may be a slow or hung mount: on the
+    // blocking pool, so that only this pod waits.
+    smol::unblock(move || {
+        let mount = |(i, volume, sub, target, path): (usize, PathBuf, String, PathBuf, String)| {
+            super::volumes::subpath::mount(&volume, &sub, &target)
+                .map(|mounted| (i, mounted))
+                .map_err(|e| format!("volumeMounts[{i}] ({path}): {e}"))
+        };
+        wanted.into_iter().map(mount).collect()
+    })
+    .await
 }
 
 /// The image of each image volume `c` mounts, by volume name, as the runtime knows it.

@@ -2,11 +2,11 @@
 //! fake runtime holds the sandbox until one of them is there, which it never would be if they
 //! were made after it. A pod-network pod's hosts file, which names the pod's IP, follows.
 
-use super::sync::{sync, Mode};
+use super::sync::{sync, Mode, Synced};
 use super::tests::{context, dir, static_pod};
 use crate::cri::api::ContainerState;
 use crate::cri::fake::FakeRuntime;
-use crate::node::observed::{ProbeVerdicts, Waits};
+use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
 
 const POD: &str = "apiVersion: v1
 kind: Pod
@@ -37,8 +37,9 @@ fn sync_held(tag: &str, yaml: &str, held: &str) -> crate::testdir::TestDir {
 
 #[test]
 fn a_host_network_pods_files_are_made_while_its_sandbox_is() {
-    let root = sync_held("host-files-hostnet", POD, "etc-hosts");
-    assert!(root.join("state/pods/hf-1/containers/c/00000000").is_file(), "the termination-log file");
+    // The termination-log file is the last file made: all were there before the sandbox.
+    let root = sync_held("host-files-hostnet", POD, "containers/c/00000000");
+    assert!(root.join("state/pods/hf-1/etc-hosts").is_file(), "the hosts file");
     assert!(root.join("logs/default_files-n1_hf-1/c").is_dir(), "the container's log directory");
 }
 
@@ -49,4 +50,25 @@ fn a_pod_network_pods_hosts_file_names_the_ip_its_sandbox_got() {
     let hosts = std::fs::read_to_string(root.join("state/pods/hf-1/etc-hosts")).unwrap();
     let ip = hosts.lines().last().and_then(|l| l.strip_suffix("\tfiles-n1")).unwrap_or_default();
     assert!(ip.starts_with("10.0.0."), "the sandbox's IP, from the fake: {hosts}");
+}
+
+#[test]
+fn a_container_whose_files_cannot_be_made_waits_and_the_other_starts() {
+    let root = dir("host-files-one-fails");
+    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
+    let cx = context(&root, &rt);
+    let two = POD.replace("  - {name: c,", "  - {name: a, image: docker.io/library/busybox:1.36}\n  - {name: c,");
+    let sp = static_pod(&two);
+    // A file where a's log directory goes.
+    let logs = root.join("logs/default_files-n1_hf-1");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("a"), "").unwrap();
+    let mut waits = Waits::new();
+    let synced = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &ProbeVerdicts::default(), &mut waits));
+    let (synced, _) = synced.expect("the sync itself goes on");
+    assert_eq!(started(&rt), [("c".to_string(), ContainerState::ContainerRunning)]);
+    let wait = waits.get("a").expect("a waits");
+    assert_eq!(wait.reason, WaitReason::CreateContainerConfigError);
+    assert!(wait.message.contains(&logs.join("a").display().to_string()), "{}", wait.message);
+    assert_eq!(synced, Synced::Again(Some(std::time::Duration::ZERO)), "c started: looked at again at once");
 }
