@@ -66,6 +66,6 @@ pub use tuning::{EngineConfig, Tuning, TuningConfig};
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_host_files;
-#[cfg(test)]
 mod tests_pod_level;
+#[cfg(test)]
+mod tests_start;

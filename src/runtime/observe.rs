@@ -3,9 +3,13 @@
 //! mode; each container instance's state, restart count, hash and (for exited ones) kubelet's
 //! termination message. Also the one rule for what atoll may touch: what it created.
 //!
-//! A ready sandbox's IP and network mode never change while it lives, and ListPodSandbox
-//! shows its state: with [`SandboxFacts`] (the PLEG keeps them, as kubelet's PLEG keeps its
-//! pod cache), a pod's syncs ask PodSandboxStatus once per sandbox, not at every sync.
+//! A ready sandbox's IP, network mode and creation time do not change while it lives, and
+//! ListPodSandbox shows whether it is still ready: with [`SandboxFacts`], which the PLEG keeps,
+//! the syncs that follow one another within [`TRUSTED`] (a start's follow-up, a batch, a crash
+//! loop) ask PodSandboxStatus once per sandbox, not each time. kubelet asks at every
+//! GetPodStatus. What the list alone cannot show, a network namespace removed from outside
+//! (the status's IP goes empty and the sandbox is made again) or a stop that containerd 2.x's
+//! list shows a moment late, is seen by the first sync after that time.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{
@@ -15,22 +19,46 @@ use crate::cri::{RuntimeService, Status};
 use crate::node::observed::{ContainerObs, ContainerState, Observed, SandboxObs};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-/// What the status of each ready sandbox showed, by pod UID and sandbox ID: its IP and
-/// whether it has the host's network.
+/// How long what a ready sandbox's status showed is taken for granted.
+pub const TRUSTED: Duration = Duration::from_secs(5);
+
+/// What the status of each ready sandbox showed, by pod UID and sandbox ID.
 #[derive(Default)]
 pub struct SandboxFacts(Mutex<HashMap<String, Ready>>);
 
-/// A pod's ready sandboxes: (IP, host network) by sandbox ID.
-type Ready = HashMap<String, (String, bool)>;
+/// A pod's ready sandboxes, by ID.
+type Ready = HashMap<String, Known>;
+
+/// What a ready sandbox's status showed, and when it was read.
+#[derive(Clone, Debug)]
+struct Known {
+    ip: String,
+    host_network: bool,
+    created_at: i64,
+    read: Instant,
+}
 
 impl SandboxFacts {
-    /// Pod `uid`'s sandbox `id` is ready, with this status.
+    /// Pod `uid`'s sandbox `id` has this status (kept if it is ready).
     pub fn learn(&self, uid: &str, id: &str, st: &PodSandboxStatus) {
         if st.state == PodSandboxState::SandboxReady as i32 {
-            let facts = (st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(), host_network(st));
-            crate::locks::lock(&self.0).entry(uid.to_string()).or_default().insert(id.to_string(), facts);
+            let known = Known {
+                ip: st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
+                host_network: host_network(st),
+                created_at: st.created_at,
+                read: Instant::now(),
+            };
+            crate::locks::lock(&self.0).entry(uid.to_string()).or_default().insert(id.to_string(), known);
+        }
+    }
+
+    /// What pod `uid`'s sandboxes showed is as old as if read `by` earlier (tests).
+    #[cfg(test)]
+    fn age(&self, uid: &str, by: Duration) {
+        for k in crate::locks::lock(&self.0).get_mut(uid).into_iter().flat_map(|r| r.values_mut()) {
+            k.read = k.read.checked_sub(by).unwrap_or(k.read);
         }
     }
 
@@ -41,7 +69,8 @@ impl SandboxFacts {
 }
 
 /// Everything the runtime shows for pod `uid`; with `known`, a sandbox listed ready whose
-/// status was read before is not asked again, and what is learnt is kept there.
+/// status was read less than [`TRUSTED`] ago is not asked again, and what is read is kept
+/// there.
 pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&SandboxFacts>) -> Result<Observed, Status> {
     let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
     let mut obs = Observed::default();
@@ -55,16 +84,23 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
     let mut facts = known.map(|k| crate::locks::lock(&k.0).remove(uid).unwrap_or_default()).unwrap_or_default();
     let mut ready = Ready::new();
     for s in sandboxes {
-        let sandbox = match facts.remove(&s.id).filter(|_| s.state == PodSandboxState::SandboxReady as i32) {
-            Some((ip, host_network)) => listed(s, ip, host_network),
+        let listed_ready = s.state == PodSandboxState::SandboxReady as i32;
+        let (sandbox, read) = match facts.remove(&s.id).filter(|k| listed_ready && k.read.elapsed() < TRUSTED) {
+            Some(k) => (listed(s, &k), k.read),
             None => match rt.pod_sandbox_status(&s.id, false).await {
-                Ok(r) => status(s, r.status.unwrap_or_default()),
+                Ok(r) => (status(s, r.status.unwrap_or_default()), Instant::now()),
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             },
         };
         if sandbox.ready {
-            ready.insert(sandbox.id.clone(), (sandbox.ip.clone(), sandbox.host_network));
+            let known = Known {
+                ip: sandbox.ip.clone(),
+                host_network: sandbox.host_network,
+                created_at: sandbox.created_at,
+                read,
+            };
+            ready.insert(sandbox.id.clone(), known);
         }
         obs.sandboxes.push(sandbox);
     }
@@ -106,10 +142,17 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
     Ok(obs)
 }
 
-/// A sandbox listed ready, with its IP and network mode from an earlier status.
-fn listed(s: PodSandbox, ip: String, host_network: bool) -> SandboxObs {
+/// A sandbox listed ready, as an earlier status showed it.
+fn listed(s: PodSandbox, k: &Known) -> SandboxObs {
     let attempt = s.metadata.map_or(0, |m| m.attempt);
-    SandboxObs { id: s.id, attempt, ready: true, ip, host_network, created_at: s.created_at }
+    SandboxObs {
+        id: s.id,
+        attempt,
+        ready: true,
+        ip: k.ip.clone(),
+        host_network: k.host_network,
+        created_at: k.created_at,
+    }
 }
 
 /// A sandbox as its status shows it.
@@ -204,9 +247,16 @@ mod tests {
         let seen = look(Some(&known));
         assert_eq!(rt.count("PodSandboxStatus"), before + 1, "only the stopped one");
         assert!(seen.sandboxes.iter().any(|s| s.id == third && s.ready && s.ip == st.network.as_ref().unwrap().ip));
+        // Read longer ago than it is trusted: asked again (the stopped one as ever).
+        known.age("u1", TRUSTED);
+        look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), before + 4, "the two ready ones again, and the stopped one");
+        look(Some(&known));
+        assert_eq!(rt.count("PodSandboxStatus"), before + 5, "then trusted again");
+        let before = before + 5;
         // Forgotten with its worker: asked again.
         known.forget("u1");
         look(Some(&known));
-        assert_eq!(rt.count("PodSandboxStatus"), before + 4);
+        assert_eq!(rt.count("PodSandboxStatus"), before + 3);
     }
 }

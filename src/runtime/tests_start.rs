@@ -1,6 +1,8 @@
-//! The files a start needs on the host are made while RunPodSandbox runs (`host_files`): the
-//! fake runtime holds the sandbox until one of them is there, which it never would be if they
-//! were made after it. A pod-network pod's hosts file, which names the pod's IP, follows.
+//! What a pod's start does around its sandbox. The files it needs on the host are made while
+//! RunPodSandbox runs (`host_files`): the fake runtime holds the sandbox until the last of them
+//! is there, which it never would be if they were made after it; a pod-network pod's hosts
+//! file, which names the pod's IP, follows; a container whose own files cannot be made waits
+//! alone. The sandbox's status read after RunPodSandbox serves the follow-up sync (`observe`).
 
 use super::sync::{sync, Mode, Synced};
 use super::tests::{context, dir, static_pod};
@@ -71,4 +73,20 @@ fn a_container_whose_files_cannot_be_made_waits_and_the_other_starts() {
     assert_eq!(wait.reason, WaitReason::CreateContainerConfigError);
     assert!(wait.message.contains(&logs.join("a").display().to_string()), "{}", wait.message);
     assert_eq!(synced, Synced::Again(Some(std::time::Duration::ZERO)), "c started: looked at again at once");
+}
+
+#[test]
+fn the_sandbox_status_read_at_the_start_serves_the_follow_up_sync() {
+    let root = dir("start-follow-up");
+    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
+    let cx = context(&root, &rt);
+    let sp = static_pod(POD);
+    let mut waits = Waits::new();
+    let verdicts = ProbeVerdicts::default();
+    smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
+    assert_eq!(rt.count("PodSandboxStatus"), 1, "once, after RunPodSandbox");
+    rt.forget_calls();
+    let (_, obs) = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
+    assert_eq!(rt.count("PodSandboxStatus"), 0, "{:?}", rt.calls());
+    assert!(obs.sandboxes.first().is_some_and(|s| s.ready && s.host_network), "{:?}", obs.sandboxes);
 }
