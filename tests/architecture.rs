@@ -373,6 +373,20 @@ fn tasks_are_spawned_through_one_task_type() {
     assert!(direct.is_empty(), "smol::spawn outside src/task.rs (use crate::task::spawn): {direct:?}");
 }
 
+#[test]
+fn blocking_work_goes_through_one_job_type() {
+    // `task::unblock` boxes every closure so the blocking pool's task code is compiled once; a
+    // `smol::unblock` elsewhere brings back a copy of it for its closure alone.
+    let mut direct = Vec::new();
+    for file in modules(&src()).values() {
+        let text = code_only(&std::fs::read_to_string(file).unwrap());
+        if !file.ends_with("task.rs") && text.contains("smol::unblock(") {
+            direct.push(file.display().to_string());
+        }
+    }
+    assert!(direct.is_empty(), "smol::unblock outside src/task.rs (use crate::task::unblock): {direct:?}");
+}
+
 /// The modules whose docs say they are pure (decisions with table tests; their callers act).
 const PURE: &[&str] = &[
     "admission/verdict.rs",
@@ -417,6 +431,7 @@ const IMPURE: &[&str] = &[
     "crate::bounded::read",
     "crate::metrics::",
     "crate::task::spawn",
+    "crate::task::unblock",
     "log::",
     "SystemTime::now",
     "Instant::now",

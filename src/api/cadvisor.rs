@@ -102,7 +102,7 @@ async fn locate<RT: RuntimeService>(api: &Api<RT>, id: &str, sandbox: bool, imag
     let info = crate::deadline::with_deadline(Duration::from_secs(5), ask).await.flatten()?;
     let (pid, info_image) = verbose_info(&info)?;
     // A process in the root cgroup is not the container's (its pid was reused, or it is gone).
-    let cgroup = smol::unblock(move || cgroups::of_process(pid)).await.filter(|c| cgroup_id(c) != "/")?;
+    let cgroup = crate::task::unblock(move || cgroups::of_process(pid)).await.filter(|c| cgroup_id(c) != "/")?;
     let image = if image.is_empty() { info_image } else { image.to_string() };
     let located = Located { cgroup, image };
     crate::locks::lock(&api.cgroups).insert(id.to_string(), located.clone());
@@ -185,7 +185,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>) -> Scrape {
         }
     }
     crate::locks::lock(&api.cgroups).retain(|id, _| seen.contains(id));
-    let mut scrape = smol::unblock(move || read_all(jobs)).await;
+    let mut scrape = crate::task::unblock(move || read_all(jobs)).await;
     scrape.error = error;
     scrape
 }

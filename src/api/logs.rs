@@ -108,7 +108,7 @@ async fn stream_files<W: AsyncWrite + Unpin>(
 ) -> Option<u64> {
     let (tx, rx) = smol::channel::bounded::<Vec<u8>>(2);
     let (files, state) = (files.to_vec(), std::mem::take(lines));
-    let reader = smol::unblock(move || read_decoded(&files, from, state, &tx));
+    let reader = crate::task::unblock(move || read_decoded(&files, from, state, &tx));
     let mut sent = true;
     while let Ok(text) = rx.recv().await {
         if !send(w, &text).await {

@@ -71,7 +71,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>) -> Usage {
         });
     }
     containers.sort_by(|a, b| (&a.namespace, &a.pod, &a.name).cmp(&(&b.namespace, &b.pod, &b.name)));
-    let node = smol::unblock(node_reading).await;
+    let node = crate::task::unblock(node_reading).await;
     Usage { node_name: api.node.facts().name.clone(), node, containers, error }
 }
 

@@ -103,7 +103,7 @@ impl Record {
 /// that needs one of its images starts without it.
 pub async fn start(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() + Send + Sync>) -> smol::Task<()> {
     let (dir, path) = (cfg.dir.clone(), cfg.record.clone());
-    let (record, files) = smol::unblock(move || {
+    let (record, files) = crate::task::unblock(move || {
         if let Err(e) = crate::records::private_dir(&dir) {
             log::warn!("images: cannot make {}: {e}", dir.display());
         }
@@ -124,7 +124,7 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
     loop {
         if watch.is_none() {
             let dir = cfg.dir.clone();
-            watch = smol::unblock(move || crate::dirwatch::Watch::new(&dir).ok()).await;
+            watch = crate::task::unblock(move || crate::dirwatch::Watch::new(&dir).ok()).await;
         }
         if let Some(w) = &mut watch {
             w.scanned();
@@ -133,7 +133,7 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
         let tried = pass(&cfg, &node, &runtime, &mut record).await;
         if record.files != before {
             let (path, json) = (cfg.record.clone(), record.to_json());
-            if let Err(e) = smol::unblock(move || crate::records::write(&path, &json)).await {
+            if let Err(e) = crate::task::unblock(move || crate::records::write(&path, &json)).await {
                 log::warn!("images: remembering the imports in {}: {e}", cfg.record.display());
             }
         }
@@ -169,7 +169,7 @@ async fn run(cfg: DirConfig, node: Arc<Node>, runtime: Cri, wake: Arc<dyn Fn() +
 /// Whether any file needed importing.
 async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) -> bool {
     let dir = cfg.dir.clone();
-    let files = smol::unblock(move || list(&dir)).await;
+    let files = crate::task::unblock(move || list(&dir)).await;
     let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
     node.imports().retain(&names);
     record.files.retain(|n, _| names.contains(n));
@@ -218,7 +218,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         // The same content seen before (touched, renamed, copied again): no second import.
         let hashed = {
             let path = path.clone();
-            smol::unblock(move || import::digest_of(&path)).await
+            crate::task::unblock(move || import::digest_of(&path)).await
         };
         let known = hashed.ok().and_then(|d| record.files.values().find(|s| s.digest == d).cloned());
         if let Some(seen) = known {
@@ -234,7 +234,7 @@ async fn pass(cfg: &DirConfig, node: &Node, runtime: &Cri, record: &mut Record) 
         let t = target.clone();
         let before = names_present(runtime).await;
         let room = room_left(cfg, runtime).await;
-        let result = smol::unblock(move || import::import_file(&path, &t, &before, room, &mut |_, _| {})).await;
+        let result = crate::task::unblock(move || import::import_file(&path, &t, &before, room, &mut |_, _| {})).await;
         let result = match result {
             Ok(done) => match missing(runtime, &done.images).await {
                 None if done.images.is_empty() => {

@@ -132,5 +132,5 @@ impl Pins {
 /// `ctr` with `args`, off the executor (one blocking task type for every call here).
 async fn ctr(target: &Containerd, args: &[&str]) -> Result<String, CtrError> {
     let (t, args): (Containerd, Vec<String>) = (target.clone(), args.iter().map(|a| a.to_string()).collect());
-    smol::unblock(move || ctr_output(&t, &args.iter().map(String::as_str).collect::<Vec<_>>())).await
+    crate::task::unblock(move || ctr_output(&t, &args.iter().map(String::as_str).collect::<Vec<_>>())).await
 }

@@ -12,7 +12,7 @@
 //! bounded: [`WALK_ENTRIES`] entries and [`WALK_DEPTH`] levels per walk, [`SCRAPE_ENTRIES`]
 //! in one scrape; what a bound cut off is not counted (the number is then a lower bound), so a
 //! container that makes a million files costs a scrape some milliseconds, not minutes. All of
-//! it is blocking and runs in one `smol::unblock`.
+//! it is blocking and runs in one `task::unblock`.
 
 use crate::api::cadvisor::{now_ms, Scrape};
 use crate::api::view::Api;
@@ -161,7 +161,7 @@ pub async fn collect<RT: RuntimeService>(api: &Api<RT>, scrape: &Scrape) -> Disk
             }
         })
         .collect();
-    smol::unblock(move || read(&root, image, mounts, plans)).await
+    crate::task::unblock(move || read(&root, image, mounts, plans)).await
 }
 
 /// The blocking part of [`collect`].

@@ -102,7 +102,7 @@ impl ApiServer {
 impl auth::Reviewer for ApiServer {
     async fn review(&self, path: &'static str, body: serde_json::Value) -> Result<Vec<u8>, Error> {
         let client = self.client()?;
-        let reply = smol::unblock(move || client.call("POST", path, "application/json", Some(&body))).await?;
+        let reply = crate::task::unblock(move || client.call("POST", path, "application/json", Some(&body))).await?;
         if !reply.ok() {
             return Err(Error::from(ErrorKind::Refused { path, describe: reply.describe() }));
         }

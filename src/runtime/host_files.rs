@@ -57,7 +57,10 @@ struct Wanted {
 /// Makes the pod's log directory (`PodSandboxConfig.log_directory`), on the blocking pool.
 pub async fn log_directory(path: &str) -> Result<(), String> {
     let path = PathBuf::from(path);
-    smol::unblock(move || std::fs::create_dir_all(&path).map_err(|e| format!("creating {}: {e}", path.display()))).await
+    crate::task::unblock(move || {
+        std::fs::create_dir_all(&path).map_err(|e| format!("creating {}: {e}", path.display()))
+    })
+    .await
 }
 
 /// Makes the files the `starts` of `pod` need, on the blocking pool. `ip`: the sandbox's IP,
@@ -83,7 +86,7 @@ pub async fn make(
             .collect(),
     };
     let ip = ip.map(str::to_string);
-    smol::unblock(move || make_now(&wanted, ip.as_deref())).await
+    crate::task::unblock(move || make_now(&wanted, ip.as_deref())).await
 }
 
 /// The files for a sandbox with `ip`: those `made` while it was made, with a pod-network pod's
@@ -102,7 +105,7 @@ pub async fn complete(
     };
     if files.hosts_file.is_none() && !ip.is_empty() {
         let (pod, dir, ip) = (pod.clone(), dir.clone(), ip.to_string());
-        files.hosts_file = smol::unblock(move || hosts(&pod, &dir, Some(&ip))).await?;
+        files.hosts_file = crate::task::unblock(move || hosts(&pod, &dir, Some(&ip))).await?;
     }
     Ok(files)
 }

@@ -282,7 +282,7 @@ async fn configurable<R: RuntimeService>(
     }
     // Resolving a subPath reads its volume, which may be a slow or hung mount: on the
     // blocking pool, so that only this pod waits.
-    smol::unblock(move || {
+    crate::task::unblock(move || {
         let mount = |(i, volume, sub, target, path): (usize, PathBuf, String, PathBuf, String)| {
             super::volumes::subpath::mount(&volume, &sub, &target)
                 .map(|mounted| (i, mounted))

@@ -330,7 +330,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
     loop {
         if watch.is_none() {
             let path = src.cfg.path.clone();
-            match smol::unblock(move || path.exists().then(|| Watch::new(&path))).await {
+            match crate::task::unblock(move || path.exists().then(|| Watch::new(&path))).await {
                 Some(Ok(w)) => {
                     log::debug!("{}: watching {}", src.cfg.label(), src.cfg.path.display());
                     watch = Some(w);
@@ -359,7 +359,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             // A half-done edit is held until it is whole, at most MAX_DELAY.
             let may_hold = pending.is_some_and(|p| now < p.first + watch::MAX_DELAY);
             let tx = tx.clone();
-            let (back, done) = smol::unblock(move || {
+            let (back, done) = crate::task::unblock(move || {
                 let done = match src.rescan(may_hold) {
                     Rescan::HalfEdit => return (src, Done::HalfEdit),
                     Rescan::Changed(update) => match tx.send_blocking(update) {

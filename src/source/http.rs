@@ -331,7 +331,7 @@ pub async fn run(cfg: HttpSourceConfig, tx: smol::channel::Sender<Update>) {
     loop {
         // The poll, the checks and the disk copy (written and synced) run off the executor.
         let c = client.clone();
-        let (back, update) = smol::unblock(move || {
+        let (back, update) = crate::task::unblock(move || {
             let result = c.fetch(&poller.validators, signed);
             let update = poller.handle(result);
             (poller, update)

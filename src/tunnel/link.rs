@@ -129,7 +129,7 @@ pub async fn connect(
     identifiers: &str,
 ) -> Result<Link, Error> {
     let s2 = s.clone();
-    let token = smol::unblock(move || token(&s2)).await?;
+    let token = crate::task::unblock(move || token(&s2)).await?;
     let authority = s.authority();
     let open = async {
         let tls = secure(s, tls).await.map_err(Error::into_message)?;

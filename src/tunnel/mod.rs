@@ -71,7 +71,7 @@ pub async fn run(s: TunnelSettings, node: Node) {
         // rotated certificate, a new CA) and after any failed attempt.
         let attempt = async {
             let (s2, cached) = (s.clone(), tls.take());
-            let (stamp, config) = smol::unblock(move || link::tls_config_again(&s2, cached)).await?;
+            let (stamp, config) = crate::task::unblock(move || link::tls_config_again(&s2, cached)).await?;
             tls = Some((stamp, config.clone()));
             link::connect(&s, config, &agent_id, &identifiers).await
         };
