@@ -12,9 +12,7 @@
 //! list shows a moment late, is seen by the first sync after that time.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
-use crate::cri::api::{
-    ContainerFilter, NamespaceMode, PodSandbox, PodSandboxFilter, PodSandboxState, PodSandboxStatus,
-};
+use crate::cri::api::{ContainerFilter, NamespaceMode, PodSandboxFilter, PodSandboxState, PodSandboxStatus};
 use crate::cri::{RuntimeService, Status};
 use crate::node::observed::{ContainerObs, ContainerState, Observed, SandboxObs};
 use std::collections::HashMap;
@@ -24,48 +22,46 @@ use std::time::{Duration, Instant, SystemTime};
 /// How long what a ready sandbox's status showed is taken for granted.
 pub const TRUSTED: Duration = Duration::from_secs(5);
 
-/// What the status of each ready sandbox showed, by pod UID and sandbox ID.
+/// What the status of each ready sandbox showed, and when, by pod UID. A short list: one
+/// entry per pod with a ready sandbox.
 #[derive(Default)]
-pub struct SandboxFacts(Mutex<HashMap<String, Ready>>);
+pub struct SandboxFacts(Mutex<Vec<(String, Ready)>>);
 
-/// A pod's ready sandboxes, by ID.
-type Ready = HashMap<String, Known>;
-
-/// What a ready sandbox's status showed, and when it was read.
-#[derive(Clone, Debug)]
-struct Known {
-    ip: String,
-    host_network: bool,
-    created_at: i64,
-    read: Instant,
-}
+/// A pod's ready sandboxes as their statuses showed them, each with when that was read.
+type Ready = Vec<(SandboxObs, Instant)>;
 
 impl SandboxFacts {
-    /// Pod `uid`'s sandbox `id` has this status (kept if it is ready).
-    pub fn learn(&self, uid: &str, id: &str, st: &PodSandboxStatus) {
-        if st.state == PodSandboxState::SandboxReady as i32 {
-            let known = Known {
-                ip: st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
-                host_network: host_network(st),
-                created_at: st.created_at,
-                read: Instant::now(),
-            };
-            crate::locks::lock(&self.0).entry(uid.to_string()).or_default().insert(id.to_string(), known);
+    /// Pod `uid`'s sandbox `id` has this status (kept if it is ready): the sandbox as it shows.
+    pub fn learn(&self, uid: &str, id: &str, st: &PodSandboxStatus) -> SandboxObs {
+        let attempt = st.metadata.as_ref().map_or(0, |m| m.attempt);
+        let sandbox = status(id.to_string(), attempt, st);
+        if sandbox.ready {
+            let mut all = crate::locks::lock(&self.0);
+            let mut ready = take(&mut all, uid);
+            ready.retain(|(s, _)| s.id != id);
+            ready.push((sandbox.clone(), Instant::now()));
+            all.push((uid.to_string(), ready));
         }
+        sandbox
     }
 
     /// What pod `uid`'s sandboxes showed is as old as if read `by` earlier (tests).
     #[cfg(test)]
     fn age(&self, uid: &str, by: Duration) {
-        for k in crate::locks::lock(&self.0).get_mut(uid).into_iter().flat_map(|r| r.values_mut()) {
-            k.read = k.read.checked_sub(by).unwrap_or(k.read);
+        for (_, read) in crate::locks::lock(&self.0).iter_mut().filter(|(u, _)| u == uid).flat_map(|(_, r)| r) {
+            *read = read.checked_sub(by).unwrap_or(*read);
         }
     }
 
     /// Forgets pod `uid` (its worker ended).
     pub fn forget(&self, uid: &str) {
-        crate::locks::lock(&self.0).remove(uid);
+        take(&mut crate::locks::lock(&self.0), uid);
     }
+}
+
+/// Takes pod `uid`'s entry out of `all`.
+fn take(all: &mut Vec<(String, Ready)>, uid: &str) -> Ready {
+    all.iter().position(|(u, _)| u == uid).map(|i| all.swap_remove(i).1).unwrap_or_default()
 }
 
 /// Everything the runtime shows for pod `uid`; with `known`, a sandbox listed ready whose
@@ -81,31 +77,29 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
     )
     .await;
     let (sandboxes, containers) = (sandboxes?, containers?);
-    let mut facts = known.map(|k| crate::locks::lock(&k.0).remove(uid).unwrap_or_default()).unwrap_or_default();
+    let mut facts = known.map(|k| take(&mut crate::locks::lock(&k.0), uid)).unwrap_or_default();
     let mut ready = Ready::new();
     for s in sandboxes {
         let listed_ready = s.state == PodSandboxState::SandboxReady as i32;
-        let (sandbox, read) = match facts.remove(&s.id).filter(|k| listed_ready && k.read.elapsed() < TRUSTED) {
-            Some(k) => (listed(s, &k), k.read),
+        let kept = facts.iter().position(|(k, _)| k.id == s.id).map(|i| facts.swap_remove(i));
+        let (sandbox, read) = match kept.filter(|(_, read)| listed_ready && read.elapsed() < TRUSTED) {
+            Some(kept) => kept,
             None => match rt.pod_sandbox_status(&s.id, false).await {
-                Ok(r) => (status(s, r.status.unwrap_or_default()), Instant::now()),
+                Ok(r) => {
+                    let attempt = s.metadata.map_or(0, |m| m.attempt);
+                    (status(s.id, attempt, &r.status.unwrap_or_default()), Instant::now())
+                }
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             },
         };
         if sandbox.ready {
-            let known = Known {
-                ip: sandbox.ip.clone(),
-                host_network: sandbox.host_network,
-                created_at: sandbox.created_at,
-                read,
-            };
-            ready.insert(sandbox.id.clone(), known);
+            ready.push((sandbox.clone(), read));
         }
         obs.sandboxes.push(sandbox);
     }
-    if let Some(k) = known {
-        crate::locks::lock(&k.0).insert(uid.to_string(), ready);
+    if let (Some(k), false) = (known, ready.is_empty()) {
+        crate::locks::lock(&k.0).push((uid.to_string(), ready));
     }
     for c in containers {
         let st = match rt.container_status(&c.id, false).await {
@@ -142,27 +136,14 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
     Ok(obs)
 }
 
-/// A sandbox listed ready, as an earlier status showed it.
-fn listed(s: PodSandbox, k: &Known) -> SandboxObs {
-    let attempt = s.metadata.map_or(0, |m| m.attempt);
+/// Sandbox `id` (of this `attempt`) as its status shows it.
+fn status(id: String, attempt: u32, st: &PodSandboxStatus) -> SandboxObs {
     SandboxObs {
-        id: s.id,
+        id,
         attempt,
-        ready: true,
-        ip: k.ip.clone(),
-        host_network: k.host_network,
-        created_at: k.created_at,
-    }
-}
-
-/// A sandbox as its status shows it.
-fn status(s: PodSandbox, st: PodSandboxStatus) -> SandboxObs {
-    SandboxObs {
-        attempt: s.metadata.map_or(0, |m| m.attempt),
-        id: s.id,
         ready: st.state == PodSandboxState::SandboxReady as i32,
-        host_network: host_network(&st),
-        ip: st.network.map(|n| n.ip).unwrap_or_default(),
+        host_network: host_network(st),
+        ip: st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
         created_at: st.created_at,
     }
 }

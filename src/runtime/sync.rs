@@ -159,9 +159,7 @@ async fn act<R: RuntimeService>(
             (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
             let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
-            let st = st.status.unwrap_or_default();
-            cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st);
-            let ip = st.network.map(|n| n.ip).unwrap_or_default();
+            let ip = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st.status.unwrap_or_default()).ip;
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
             log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
             (id, ip)
