@@ -2,10 +2,12 @@
 //! process of each running container and ready sandbox wakes its pod's worker when it ends.
 //!
 //! The pid comes from the runtime's verbose status (`info["info"]`, JSON with a `pid`, as
-//! containerd and CRI-O report it). A pid is trusted only when its process lives in a cgroup
-//! named after the container, and the runtime still shows the container running after the
-//! pidfd was opened: a pidfd refers to one process for good, so a pid reused after an exit
-//! cannot be mistaken for the container. When the process ends, the runtime records the exit
+//! containerd and CRI-O report it), which also shows the container running: one call per
+//! process. A pid is trusted only when the pidfd opened on it is a process in a cgroup named
+//! after the container. A pidfd refers to one process for good; for it to be another than the
+//! container's, that one's pid would have to be given again between the status and the
+//! pidfd (the kernel's pids going round in that moment) to a process in the container's own
+//! cgroup. When the process ends, the runtime records the exit
 //! a moment later (containerd 1.6: 10 to 40 ms, after it has deleted the task); the worker is
 //! woken once it has, asked every 2 ms at first so a restart waits for the runtime, not for a
 //! step of a back-off. A process atoll stops itself ([`Exits::expect`]) wakes its worker at
@@ -171,25 +173,27 @@ enum Opened {
     Unwatchable(String),
 }
 
-/// A pidfd on the process of `id`.
+/// A pidfd on the process of `id`: one verbose status call, which shows both whether it runs
+/// and its pid.
 async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
+    use crate::cri::api::{ContainerState as Cri, PodSandboxState};
     use rustix::io::Errno;
-    let info = if sandbox {
-        rt.pod_sandbox_status(id, true).await.map(|r| r.info)
+    let shown = if sandbox {
+        let r = rt.pod_sandbox_status(id, true).await;
+        r.map(|r| (r.status.is_some_and(|s| s.state == PodSandboxState::SandboxReady as i32), r.info))
     } else {
-        rt.container_status(id, true).await.map(|r| r.info)
+        let r = rt.container_status(id, true).await;
+        r.map(|r| (r.status.is_some_and(|s| s.state == Cri::ContainerRunning as i32), r.info))
     };
-    let info = match info {
-        Ok(info) => info,
+    let info = match shown {
+        Ok((true, info)) => info,
+        Ok((false, _)) => return Opened::Gone,
         Err(e) if e.is_not_found() => return Opened::Gone,
         Err(e) => return Opened::Unwatchable(e.to_string()),
     };
-    let Ok(pid) = pid_of(&info) else {
-        // A runtime reports no pid for what has stopped.
-        return match running(rt, id, sandbox).await {
-            Ok(false) => Opened::Gone,
-            _ => Opened::Unwatchable("no pid in the runtime's verbose status".into()),
-        };
+    let pid = match pid_of(&info) {
+        Ok(pid) => pid,
+        Err(e) => return Opened::Unwatchable(e),
     };
     let Some(raw) = rustix::process::Pid::from_raw(pid) else { return Opened::Unwatchable("pid 0".into()) };
     let fd = match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
@@ -197,22 +201,19 @@ async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
         Err(Errno::SRCH) => return Opened::Gone,
         Err(e) => return Opened::Unwatchable(format!("pidfd_open({pid}): {e}")),
     };
+    // The pidfd is the process that has the pid now: the container's, if it is in a cgroup
+    // named after the container (another process would have had to be given the pid after
+    // the container's ended, which takes the kernel's pids going round, and be in its cgroup).
     match crate::bounded::read_file(std::path::Path::new(&format!("/proc/{pid}/cgroup")), 64 << 10) {
-        Ok(cgroup) if in_cgroup_of(&cgroup, id) => {}
-        Ok(_) => return Opened::Unwatchable(format!("process {pid} is not in a cgroup of {id}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(Errno::SRCH.raw_os_error()) => {
-            return Opened::Gone; // reaped meanwhile
-        }
-        Err(e) => return Opened::Unwatchable(format!("/proc/{pid}/cgroup: {e}")),
-    }
-    // Still running after the pidfd was opened: the pidfd is the container's process.
-    match running(rt, id, sandbox).await {
-        Ok(true) => match Async::new(fd) {
+        Ok(cgroup) if in_cgroup_of(&cgroup, id) => match Async::new(fd) {
             Ok(fd) => Opened::Watch(fd),
             Err(e) => Opened::Unwatchable(e.to_string()),
         },
-        Ok(false) => Opened::Gone,
-        Err(e) => Opened::Unwatchable(e.to_string()),
+        Ok(_) => Opened::Unwatchable(format!("process {pid} is not in a cgroup of {id}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(Errno::SRCH.raw_os_error()) => {
+            Opened::Gone // reaped meanwhile
+        }
+        Err(e) => Opened::Unwatchable(format!("/proc/{pid}/cgroup: {e}")),
     }
 }
 
