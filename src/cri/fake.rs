@@ -201,6 +201,7 @@ impl FakeRuntime {
         let event = ContainerEventResponse {
             container_id: id.to_string(),
             container_event_type: kind as i32,
+            created_at: Self::now(st),
             containers_statuses: vec![ContainerStatus { id: id.to_string(), labels, ..Default::default() }],
             ..Default::default()
         };

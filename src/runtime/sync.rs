@@ -47,6 +47,7 @@ pub async fn sync<R: RuntimeService>(
     verdicts: &ProbeVerdicts,
     waits: &mut Waits,
 ) -> Result<(Synced, Observed), SyncError> {
+    cx.pleg.looking(&pod.metadata.uid);
     let obs = observe(&cx.runtime, &pod.metadata.uid, Some(&cx.pleg.sandboxes))
         .await
         .map_err(SyncError::runtime("observe"))?;

@@ -32,6 +32,16 @@ pub const RELIST_FALLBACK: Duration = Duration::from_secs(1);
 /// The default relist period while events or process exits are watched.
 pub const RELIST_SAFETY_NET: Duration = Duration::from_secs(10);
 
+/// Whether an event made at `created_at` (nanoseconds since the epoch; 0: not said) may show a
+/// worker that last began to look at the runtime at `looked` something new. The runtime makes
+/// an event once the change is in its store, so lists begun after the event was made show it:
+/// the container a worker has just started, whose event comes once the worker's follow-up
+/// sync is under way, does not cost a third sync. (A wall clock stepped back between the two
+/// could hide one event; the relist still sees the change.)
+fn news(created_at: i64, looked: Option<i64>) -> bool {
+    created_at <= 0 || looked.is_none_or(|looked| created_at >= looked)
+}
+
 /// What tells the engine of changes the moment they happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
@@ -57,6 +67,9 @@ pub struct Pleg {
     announced: AtomicBool,
     /// When the last event about each pod came.
     pub(super) evented: Mutex<HashMap<String, Instant>>,
+    /// When each pod's worker last began to look at the runtime (nanoseconds since the epoch,
+    /// the clock of the runtime's events).
+    looked: Mutex<HashMap<String, i64>>,
     /// The log files of each pod's running containers.
     logs: Mutex<HashMap<String, Vec<std::path::PathBuf>>>,
     pub(super) relist_now: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
@@ -79,6 +92,7 @@ impl Pleg {
             watch_exits: AtomicBool::new(false),
             announced: AtomicBool::new(false),
             evented: Mutex::new(HashMap::new()),
+            looked: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
             relist_now: smol::channel::bounded(1),
             exits: exits::Exits::new(wake),
@@ -89,6 +103,7 @@ impl Pleg {
     /// Forgets what it kept about pod `uid` (its worker ended).
     pub fn forget(&self, uid: &str) {
         crate::locks::lock(&self.evented).remove(uid);
+        crate::locks::lock(&self.looked).remove(uid);
         crate::locks::lock(&self.logs).remove(uid);
         self.sandboxes.forget(uid);
     }
@@ -101,6 +116,18 @@ impl Pleg {
     /// Wakes the worker of pod `uid`, if there is one; wake-ups coalesce.
     pub fn wake(&self, uid: &str) {
         self.workers.wake(uid);
+    }
+
+    /// Pod `uid`'s worker begins to look at what the runtime has for it (its sync's lists).
+    pub fn looking(&self, uid: &str) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let nanos = i64::try_from(now.as_nanos()).unwrap_or(i64::MAX);
+        crate::locks::lock(&self.looked).insert(uid.to_string(), nanos);
+    }
+
+    /// Whether an event about pod `uid` made at `created_at` may show its worker something new.
+    pub(super) fn news(&self, uid: &str, created_at: i64) -> bool {
+        news(created_at, crate::locks::lock(&self.looked).get(uid).copied())
     }
 
     /// The pods with a live worker, which a relist looks at.
@@ -164,6 +191,25 @@ impl Pleg {
         if !self.watch_exits.swap(true, Ordering::AcqRel) {
             let _ = self.relist_now.0.try_send(());
             self.workers.wake_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::news;
+
+    #[test]
+    fn an_event_made_before_the_worker_last_looked_is_no_news() {
+        for (created_at, looked, wakes) in [
+            (100, None, true),      // never looked
+            (100, Some(100), true), // made as it looked: the lists may have missed it
+            (101, Some(100), true), // made after
+            (99, Some(100), false), // made before: the lists showed it
+            (0, Some(100), true),   // no time said
+            (-5, Some(100), true),  // nonsense time: woken, as before
+        ] {
+            assert_eq!(news(created_at, looked), wakes, "made at {created_at}, looked at {looked:?}");
         }
     }
 }

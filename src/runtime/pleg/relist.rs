@@ -171,7 +171,8 @@ async fn events<R: RuntimeService>(cx: Arc<Context<R>>) {
     }
 }
 
-/// Reads one event stream until it ends, waking the worker of each event's pod.
+/// Reads one event stream until it ends, waking the worker of each event's pod unless the
+/// worker began to look after the event was made.
 async fn follow<S: EventStream>(pleg: &Pleg, stream: &mut S) -> Result<(), crate::cri::Status> {
     // The first answer tells whether the runtime has events at all; a quiet stream does.
     let first = {
@@ -195,7 +196,9 @@ async fn follow<S: EventStream>(pleg: &Pleg, stream: &mut S) -> Result<(), crate
                 pleg.set_events(true);
                 if let Some(uid) = pod_of(&event) {
                     crate::locks::lock(&pleg.evented).insert(uid.clone(), Instant::now());
-                    pleg.wake(&uid);
+                    if pleg.news(&uid, event.created_at) {
+                        pleg.wake(&uid);
+                    }
                 }
             }
             None => return Ok(()),
