@@ -36,7 +36,9 @@ pub const RELIST_SAFETY_NET: Duration = Duration::from_secs(10);
 /// worker that last began to look at the runtime at `looked` something new. The runtime makes
 /// an event once the change is in its store, so lists begun after the event was made show it:
 /// the container a worker has just started, whose event comes once the worker's follow-up
-/// sync is under way, does not cost a third sync. (A wall clock stepped back between the two
+/// sync is under way, does not cost a third sync. kubelet's evented PLEG has the same rule:
+/// its pod cache takes an event's status, and a sync follows, only if the event is newer than
+/// the status it holds. (A wall clock stepped back between the two
 /// could hide one event; the relist still sees the change.)
 fn news(created_at: i64, looked: Option<i64>) -> bool {
     created_at <= 0 || looked.is_none_or(|looked| created_at >= looked)
