@@ -137,6 +137,7 @@ impl<R: RuntimeService> Worker<R> {
                 return Step::Again;
             }
             Err(e) => {
+                self.cx.pleg.look_failed(&uid);
                 let e = e.to_string();
                 if e != self.last_error {
                     log::warn!("pod {key}: sync failed: {e}");

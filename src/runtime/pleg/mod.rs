@@ -70,8 +70,8 @@ pub struct Pleg {
     /// When the last event about each pod came.
     pub(super) evented: Mutex<HashMap<String, Instant>>,
     /// When each pod's worker last began to look at the runtime (nanoseconds since the epoch,
-    /// the clock of the runtime's events).
-    looked: Mutex<HashMap<String, i64>>,
+    /// the clock of the runtime's events), and whether an event was let go since.
+    looked: Mutex<HashMap<String, (i64, bool)>>,
     /// The log files of each pod's running containers.
     logs: Mutex<HashMap<String, Vec<std::path::PathBuf>>>,
     pub(super) relist_now: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
@@ -124,12 +124,26 @@ impl Pleg {
     pub fn looking(&self, uid: &str) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let nanos = i64::try_from(now.as_nanos()).unwrap_or(i64::MAX);
-        crate::locks::lock(&self.looked).insert(uid.to_string(), nanos);
+        crate::locks::lock(&self.looked).insert(uid.to_string(), (nanos, false));
+    }
+
+    /// Pod `uid`'s sync failed, so what its lists showed was not acted on: an event let go
+    /// meanwhile wakes the worker after all, as it would have, and the next ones do.
+    pub fn look_failed(&self, uid: &str) {
+        if crate::locks::lock(&self.looked).remove(uid).is_some_and(|(_, let_go)| let_go) {
+            self.wake(uid);
+        }
     }
 
     /// Whether an event about pod `uid` made at `created_at` may show its worker something new.
     pub(super) fn news(&self, uid: &str, created_at: i64) -> bool {
-        news(created_at, crate::locks::lock(&self.looked).get(uid).copied())
+        let mut looked = crate::locks::lock(&self.looked);
+        let entry = looked.get_mut(uid);
+        let news = news(created_at, entry.as_ref().map(|(at, _)| *at));
+        if let (false, Some((_, let_go))) = (news, entry) {
+            *let_go = true;
+        }
+        news
     }
 
     /// The pods with a live worker, which a relist looks at.
@@ -199,7 +213,33 @@ impl Pleg {
 
 #[cfg(test)]
 mod tests {
-    use super::news;
+    use super::*;
+    use crate::runtime::inbox::Inbox;
+
+    #[test]
+    fn an_event_let_go_while_a_sync_failed_wakes_its_worker_after_all() {
+        let workers = Workers::new();
+        let (tx, _rx) = smol::channel::bounded(8);
+        let (wake, woken) = smol::channel::bounded(1);
+        workers.register(&"u1".into(), Inbox { tx, wake });
+        let pleg = Pleg::new(workers);
+        pleg.looking("u1");
+        let at = crate::locks::lock(&pleg.looked)["u1"].0;
+        assert!(!pleg.news("u1", at - 1), "made before the lists began");
+        assert!(pleg.news("u1", at) && pleg.news("u2", at - 1), "made as they began; another pod");
+        assert!(woken.is_empty());
+        pleg.look_failed("u1");
+        assert_eq!(woken.try_recv(), Ok(()), "the sync failed: the event it let go wakes the worker");
+        assert!(pleg.news("u1", at - 1), "and until the next look, every event does");
+        // A failed sync that let nothing go wakes no one (it waits for its retry).
+        pleg.looking("u1");
+        pleg.look_failed("u1");
+        assert!(woken.is_empty());
+        // Forgotten with the worker.
+        pleg.looking("u1");
+        pleg.forget("u1");
+        assert!(pleg.news("u1", 1));
+    }
 
     #[test]
     fn an_event_made_before_the_worker_last_looked_is_no_news() {

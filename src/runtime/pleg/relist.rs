@@ -1,7 +1,7 @@
 //! The PLEG's two tasks (see `pleg`): the relist, and the runtime's event stream.
 
 use super::{Pleg, Signal, RELIST_FALLBACK};
-use crate::cri::api::{ContainerEventResponse, PodSandboxState};
+use crate::cri::api::{ContainerEventResponse, ContainerEventType, PodSandboxState};
 use crate::cri::{Code, EventStream, RuntimeService};
 use crate::metrics;
 use crate::runtime::context::Context;
@@ -196,7 +196,10 @@ async fn follow<S: EventStream>(pleg: &Pleg, stream: &mut S) -> Result<(), crate
                 pleg.set_events(true);
                 if let Some(uid) = pod_of(&event) {
                     crate::locks::lock(&pleg.evented).insert(uid.clone(), Instant::now());
-                    if pleg.news(&uid, event.created_at) {
+                    // A sandbox's removal is announced before containerd 2.x takes it out of
+                    // its store (NRI is told in between): it always wakes.
+                    let removed = event.container_event_type == ContainerEventType::ContainerDeletedEvent as i32;
+                    if removed || pleg.news(&uid, event.created_at) {
                         pleg.wake(&uid);
                     }
                 }
