@@ -94,9 +94,10 @@ struct FileSource {
     owners: BTreeMap<String, PathBuf>,
 }
 
-/// The kept copies' disk work a rescan decided: each good file's content to keep (`None`: a
-/// Secret's or an encrypted file's, to forget), and the files present (`None`: the directory
-/// could not be read, so no record is dropped).
+/// The kept copies' disk work a rescan decided: each file's last valid content to keep
+/// (`None`: a Secret's or an encrypted file's, to forget), and the files present (`None`: the
+/// directory could not be read, so no record is dropped). A whole picture, so a later scan's
+/// may take the place of one not yet stored.
 struct Unstored {
     files: Vec<(PathBuf, Option<Arc<super::payload::Payload>>)>,
     present: Option<BTreeSet<PathBuf>>,
@@ -188,6 +189,12 @@ impl FileSource {
             }
         }
         self.good.extend(scan.good);
+        if let Some(unstored) = &mut self.unstored {
+            // Every file's last valid version, a broken file's too: a later scan's picture may
+            // take the place of this one before it is stored.
+            let files = self.good.iter().map(|(p, g)| (absolute(p), (!holds_secret(g)).then(|| g.payload.clone())));
+            unstored.files = files.collect();
+        }
         let (by_key, objects_by_key) = self.by_name(&mut notes);
         for n in news(&notes, &self.reported) {
             let (label, text) = (self.cfg.label(), &n.text);
@@ -218,10 +225,10 @@ impl FileSource {
     /// The writes are left to [`store_kept`](Self::store_kept).
     fn keep_copies(&mut self, scan: &Scan) {
         let Some(kept) = &mut self.kept else { return };
-        let files = scan.good.iter().map(|(p, g)| (absolute(p), (!holds_secret(g)).then(|| g.payload.clone())));
         let present =
             scan.path_problem.is_none().then(|| scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)));
-        self.unstored = Some(Unstored { files: files.collect(), present: present.map(|p| p.collect()) });
+        // The files to keep are filled in once the scan's good files are in (`rescan`).
+        self.unstored = Some(Unstored { files: Vec::new(), present: present.map(|p| p.collect()) });
         let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
         for p in broken {
             let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
@@ -320,9 +327,11 @@ impl FileSource {
 }
 
 /// How long the directory stays quiet after a scan before the kept copies of its files are
-/// written. Their fsyncs run on the same blocking job as the scans, so written at once they
-/// would hold back the scan of the next files of a burst (ten manifests copied in at once
-/// started in two or three groups, 6 to 16 ms apart).
+/// written (at the latest [`watch::MAX_DELAY`] after the first scan not yet kept). Their
+/// fsyncs run on the same blocking job as the scans, so written at once they would hold back
+/// the scan of the next files of a burst (ten manifests copied in at once started in two or
+/// three groups, 6 to 16 ms apart). A stop of atoll within that time keeps the copies of
+/// before the last edit.
 const KEPT_AFTER_QUIET: Duration = Duration::from_millis(100);
 
 /// Runs the file source until the receiver goes away. Every look at the file system (the
@@ -334,7 +343,9 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
     let mut watch_error_logged = false;
     let mut next_full = Instant::now();
     let mut pending: Option<Pending> = None;
-    let mut store_at: Option<Instant> = None;
+    // When to write the kept copies: once quiet, and at the latest (a directory never quiet
+    // for long, a file rewritten over and over, does not hold them back for good).
+    let mut store_at: Option<(Instant, Instant)> = None;
     loop {
         if watch.is_none() {
             let path = src.cfg.path.clone();
@@ -393,7 +404,8 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             }
             pending = None;
             next_full = now + src.cfg.check_frequency;
-            store_at = src.unstored.is_some().then(|| Instant::now() + KEPT_AFTER_QUIET);
+            let latest = store_at.map_or(now + watch::MAX_DELAY, |(_, latest)| latest);
+            store_at = src.unstored.is_some().then(|| (Instant::now() + KEPT_AFTER_QUIET, latest));
             if let Some(w) = &mut watch {
                 w.scanned();
             }
@@ -401,7 +413,7 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
         }
         // The kept copies (two fsyncs each) once the directory is quiet, not between the scans
         // of a burst of files: the update is sent first, so no pod waits on the disk to start.
-        if store_at.is_some_and(|at| now >= at) && pending.is_none() {
+        if store_at.is_some_and(|(quiet, latest)| (now >= quiet && pending.is_none()) || now >= latest) {
             src = crate::task::unblock(move || {
                 src.store_kept();
                 src
@@ -410,7 +422,8 @@ pub async fn run(cfg: FileSourceConfig, tx: smol::channel::Sender<Update>) {
             store_at = None;
             continue;
         }
-        let due = store_at.filter(|_| pending.is_none()).map_or(due, |at| at.min(due));
+        let store_due = store_at.map(|(quiet, latest)| if pending.is_none() { quiet.min(latest) } else { latest });
+        let due = store_due.map_or(due, |at| at.min(due));
         let mut wait = due.saturating_duration_since(now);
         if watch.is_none() {
             wait = wait.min(MISSING_POLL);

@@ -520,3 +520,21 @@ fn an_upgrade_keeps_a_pod_signed_with_timestamps_open_to_serials() {
     let u = until(&bed, |u| errors(u).contains("timestamp"));
     assert!(errors(&u).contains("versioned by serial (serial=1 accepted)"), "{}", errors(&u));
 }
+
+/// A valid edit broken again at once, before the kept copies are written (they wait for the
+/// directory to be quiet): the valid edit is what is kept on disk, not the version before it.
+#[test]
+fn a_valid_edit_broken_at_once_is_the_version_kept() {
+    let w = Writer::new("broken-at-once");
+    write(&w.dir.join("web.yaml"), &pod_yaml("web", "1"));
+    let bed = w.start(None);
+    assert_eq!(names(&next(&bed)), vec!["web-edge-1"]);
+    w.kept_holds("v: \"1\"");
+    let v = |u: &Update| u.pods.iter().map(|p| p.pod.metadata.labels["v"].clone()).collect::<Vec<_>>();
+    write(&w.dir.join("web.yaml"), &pod_yaml("web", "2"));
+    until(&bed, |u| v(u) == ["2"]);
+    write(&w.dir.join("web.yaml"), "not: [a pod");
+    let u = until(&bed, |u| !errors(u).is_empty());
+    assert_eq!(v(&u), ["2"], "the last valid version runs on");
+    w.kept_holds("v: \"2\"");
+}

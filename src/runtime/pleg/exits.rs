@@ -6,8 +6,8 @@
 //! process. A pid is trusted only when the pidfd opened on it is a process in a cgroup named
 //! after the container. A pidfd refers to one process for good; for it to be another than the
 //! container's, that one's pid would have to be given again between the status and the
-//! pidfd (the kernel's pids going round in that moment) to a process in the container's own
-//! cgroup. When the process ends, the runtime records the exit
+//! read of its cgroup (the kernel's pids going round in that moment) to a process in the
+//! container's own cgroup. When the process ends, the runtime records the exit
 //! a moment later (containerd 1.6: 10 to 40 ms, after it has deleted the task); the worker is
 //! woken once it has, asked every 2 ms at first so a restart waits for the runtime, not for a
 //! step of a back-off. A process atoll stops itself ([`Exits::expect`]) wakes its worker at
@@ -203,7 +203,8 @@ async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
     };
     // The pidfd is the process that has the pid now: the container's, if it is in a cgroup
     // named after the container (another process would have had to be given the pid after
-    // the container's ended, which takes the kernel's pids going round, and be in its cgroup).
+    // the container's ended and before this read, which takes the kernel's pids going round,
+    // and be in its cgroup).
     match crate::bounded::read_file(std::path::Path::new(&format!("/proc/{pid}/cgroup")), 64 << 10) {
         Ok(cgroup) if in_cgroup_of(&cgroup, id) => match Async::new(fd) {
             Ok(fd) => Opened::Watch(fd),
