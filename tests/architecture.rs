@@ -360,31 +360,20 @@ fn files_fit_in_a_head() {
 }
 
 #[test]
-fn tasks_are_spawned_through_one_task_type() {
-    // `task::spawn` boxes every future so the executor's task code is compiled once; a
-    // `smol::spawn` elsewhere brings back a copy of it for its future alone.
+fn tasks_and_blocking_jobs_go_through_one_type() {
+    // `task::spawn` boxes every future and `task::unblock` every closure, so the executor's and
+    // the blocking pool's task code is compiled once; a `smol::spawn` or `smol::unblock`
+    // elsewhere brings back a copy of it for its future or closure alone.
     let mut direct = Vec::new();
     for file in modules(&src()).values() {
         let text = code_only(&std::fs::read_to_string(file).unwrap());
-        if !file.ends_with("task.rs") && text.contains("smol::spawn(") {
-            direct.push(file.display().to_string());
+        for (call, instead) in [("smol::spawn(", "crate::task::spawn"), ("smol::unblock(", "crate::task::unblock")] {
+            if !file.ends_with("task.rs") && text.contains(call) {
+                direct.push(format!("{call} in {} (use {instead})", file.display()));
+            }
         }
     }
-    assert!(direct.is_empty(), "smol::spawn outside src/task.rs (use crate::task::spawn): {direct:?}");
-}
-
-#[test]
-fn blocking_work_goes_through_one_job_type() {
-    // `task::unblock` boxes every closure so the blocking pool's task code is compiled once; a
-    // `smol::unblock` elsewhere brings back a copy of it for its closure alone.
-    let mut direct = Vec::new();
-    for file in modules(&src()).values() {
-        let text = code_only(&std::fs::read_to_string(file).unwrap());
-        if !file.ends_with("task.rs") && text.contains("smol::unblock(") {
-            direct.push(file.display().to_string());
-        }
-    }
-    assert!(direct.is_empty(), "smol::unblock outside src/task.rs (use crate::task::unblock): {direct:?}");
+    assert!(direct.is_empty(), "outside src/task.rs: {direct:?}");
 }
 
 /// The modules whose docs say they are pure (decisions with table tests; their callers act).
