@@ -327,12 +327,13 @@ impl FileSource {
 }
 
 /// How long the directory stays quiet after a scan before the kept copies of its files are
-/// written (at the latest [`watch::MAX_DELAY`] after the first scan not yet kept). Their
-/// fsyncs run on the same blocking job as the scans, so written at once they would hold back
-/// the scan of the next files of a burst (ten manifests copied in at once started in two or
-/// three groups, 6 to 16 ms apart). A stop of atoll within that time keeps the copies of
-/// before the last edit.
-const KEPT_AFTER_QUIET: Duration = Duration::from_millis(100);
+/// written (at the latest [`watch::MAX_DELAY`] after the first scan not yet kept): the files
+/// of a burst come well within it, and a lone pod's copy is written while the runtime makes
+/// its sandbox, as before. Their fsyncs run on the same blocking job as the scans, so written
+/// at once they held back the scan of the next files of a burst (ten manifests copied in at
+/// once started in two or three groups, 6 to 16 ms apart). A stop of atoll within that time
+/// keeps the copies of before the last edit.
+const KEPT_AFTER_QUIET: Duration = Duration::from_millis(10);
 
 /// Runs the file source until the receiver goes away. Every look at the file system (the
 /// watch's set-up, each scan) runs off the executor: a FIFO, a slow or a stuck file system
