@@ -5,6 +5,11 @@
 
 use crate::cri::Status;
 use std::fmt;
+use std::time::Duration;
+
+/// The next try after a sync failed (kubelet's pod workers' back-off period), and after a
+/// container's own files could not be made on the host.
+pub const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum SyncError {

@@ -10,7 +10,7 @@
 
 use super::container::{container_config, InstanceContext};
 use super::context::Context;
-use super::errors::SyncError;
+use super::errors::{SyncError, SYNC_ERROR_RETRY};
 use super::host_files::HostFiles;
 use super::plan::{Kill, SpecRef, Start};
 use super::volumes::poddir;
@@ -24,9 +24,6 @@ use crate::pod::paths::PodDir;
 use crate::pod::types::{Container, Pod};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
-
-/// When a container whose own files could not be made on the host is tried again.
-const HOST_FILES_RETRY: Duration = Duration::from_secs(10);
 
 /// kubelet gives postStart no time limit; atoll bounds it so one hook cannot wedge its worker.
 const POST_START_LIMIT: Duration = Duration::from_secs(300);
@@ -157,7 +154,7 @@ async fn start_one<R: RuntimeService>(
         Err(e) => {
             // On the host, not in the spec: tried again as a failed sync is.
             wait(cx, pod, c, waits, WaitReason::CreateContainerConfigError, e);
-            return Ok(Outcome::Blocked(Some(HOST_FILES_RETRY)));
+            return Ok(Outcome::Blocked(Some(SYNC_ERROR_RETRY)));
         }
     };
     let facts = cx.node.facts();

@@ -12,7 +12,7 @@
 //! and the pod's directories, and ends.
 
 use super::context::Context;
-use super::errors::SyncError;
+use super::errors::{SyncError, SYNC_ERROR_RETRY};
 use super::inbox::Msg;
 use super::lifecycle::{self, Deadline, Failure};
 use super::plan::Kill;
@@ -28,8 +28,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// How long a worker with nothing pending sleeps unless woken (a day: in effect, until woken).
 const QUIET: Duration = Duration::from_secs(24 * 3600);
-/// The next try after a sync failed (kubelet's pod workers' back-off period).
-const SYNC_ERROR_RETRY: Duration = Duration::from_secs(10);
 
 /// Runs the worker of `sp` until it is terminated and cleaned up.
 /// `woken` carries the PLEG's wake-ups (at most one pending: they coalesce).
