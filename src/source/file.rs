@@ -180,7 +180,7 @@ impl FileSource {
         }
         // Files that vanished take their pods with them; files that broke keep their last good.
         self.good.retain(|p, _| scan.good.contains_key(p) || scan.errors.contains_key(p));
-        self.keep_copies(&scan);
+        self.bring_back_kept(&scan);
         for (p, e) in &scan.errors {
             let kept = self.good.get(p).is_some_and(|g| !g.opened.manifests.pods.is_empty());
             let suffix = if kept { " (keeping the last valid version of its pod running)" } else { "" };
@@ -188,13 +188,12 @@ impl FileSource {
                 notes.insert(Note::new(Level::Error, format!("{line}{suffix}")));
             }
         }
+        let present = scan
+            .path_problem
+            .is_none()
+            .then(|| scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)).collect());
         self.good.extend(scan.good);
-        if let Some(unstored) = &mut self.unstored {
-            // Every file's last valid version, a broken file's too: a later scan's picture may
-            // take the place of this one before it is stored.
-            let files = self.good.iter().map(|(p, g)| (absolute(p), (!holds_secret(g)).then(|| g.payload.clone())));
-            unstored.files = files.collect();
-        }
+        self.keep_copies(present);
         let (by_key, objects_by_key) = self.by_name(&mut notes);
         for n in news(&notes, &self.reported) {
             let (label, text) = (self.cfg.label(), &n.text);
@@ -219,16 +218,22 @@ impl FileSource {
         Rescan::Changed(Update { source: self.cfg.id(), pods, objects, errors, payloads, leaving: vec![] })
     }
 
-    /// Keeps each good file's last valid version on disk (not a Secret's, nor an encrypted
-    /// file's), and brings back from there the kept version of a broken file that has none in
-    /// memory (after a restart), opened again and checked against the version records.
-    /// The writes are left to [`store_kept`](Self::store_kept).
-    fn keep_copies(&mut self, scan: &Scan) {
+    /// Keeps each file's last valid version on disk, a broken file's too (not a Secret's, nor
+    /// an encrypted file's): a whole picture, so a later scan's may take the place of one not
+    /// yet stored. `present`: the files the scan found (`None`: the directory could not be
+    /// read). The writes are left to [`store_kept`](Self::store_kept).
+    fn keep_copies(&mut self, present: Option<BTreeSet<PathBuf>>) {
+        if self.kept.is_none() {
+            return;
+        }
+        let files = self.good.iter().map(|(p, g)| (absolute(p), (!holds_secret(g)).then(|| g.payload.clone())));
+        self.unstored = Some(Unstored { files: files.collect(), present });
+    }
+
+    /// Brings back from disk the kept version of a broken file that has none in memory (after
+    /// a restart), opened again and checked against the version records.
+    fn bring_back_kept(&mut self, scan: &Scan) {
         let Some(kept) = &mut self.kept else { return };
-        let present =
-            scan.path_problem.is_none().then(|| scan.good.keys().chain(scan.errors.keys()).map(|p| absolute(p)));
-        // The files to keep are filled in once the scan's good files are in (`rescan`).
-        self.unstored = Some(Unstored { files: Vec::new(), present: present.map(|p| p.collect()) });
         let broken: Vec<&PathBuf> = scan.errors.keys().filter(|p| !self.good.contains_key(*p)).collect();
         for p in broken {
             let Some((opened, payload)) = kept.load(&absolute(p), &self.cfg.intake) else { continue };
