@@ -38,8 +38,8 @@ pub const RELIST_SAFETY_NET: Duration = Duration::from_secs(10);
 /// the container a worker has just started, whose event comes once the worker's follow-up
 /// sync is under way, does not cost a third sync. kubelet's evented PLEG has the same rule:
 /// its pod cache takes an event's status, and a sync follows, only if the event is newer than
-/// the status it holds. (A wall clock stepped back between the two
-/// could hide one event; the relist still sees the change.)
+/// the status it holds. (A wall clock stepped back between the two could hide one event; the
+/// relist still sees the change.)
 fn news(created_at: i64, looked: Option<i64>) -> bool {
     created_at <= 0 || looked.is_none_or(|looked| created_at >= looked)
 }
