@@ -104,6 +104,7 @@ spec:
             ip: String::new(),
             host_network: true,
             created_at: 1,
+            pid: None,
         }],
         containers: ["a", "b"]
             .iter()

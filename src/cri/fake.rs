@@ -190,29 +190,6 @@ impl FakeRuntime {
         Self::emit(&mut st, id, ContainerEventType::ContainerStoppedEvent);
     }
 
-    /// Sends an event about container `id` (or sandbox) to every subscriber, with the
-    /// container's labels as containerd sends its statuses.
-    fn emit(st: &mut State, id: &str, kind: ContainerEventType) {
-        let labels = match (st.containers.get(id), st.sandboxes.get(id)) {
-            (Some(c), _) => c.config.labels.clone(),
-            (None, Some(s)) => s.config.labels.clone(),
-            _ => return,
-        };
-        let event = ContainerEventResponse {
-            container_id: id.to_string(),
-            container_event_type: kind as i32,
-            created_at: Self::now(st),
-            containers_statuses: vec![ContainerStatus { id: id.to_string(), labels, ..Default::default() }],
-            ..Default::default()
-        };
-        if st.events_stolen {
-            return;
-        }
-        if let Some(subscribers) = &mut st.events {
-            subscribers.retain(|s| s.try_send(event.clone()).is_ok());
-        }
-    }
-
     /// (container name, state, restart-count annotation, id) of every container, oldest first.
     pub fn containers(&self) -> Vec<(String, ContainerState, String, String)> {
         let st = self.state();
@@ -251,6 +228,14 @@ impl FakeRuntime {
 
 fn not_found(what: &str, id: &str) -> Status {
     Status::new(Code::NotFound, format!("{what} {id:?} not found"))
+}
+
+/// What a verbose status adds: an `info` with a pid, as containerd's. It is this process's:
+/// a watch on it finds it in no container's cgroup and leaves the container to the relist.
+fn verbose_info(verbose: bool) -> HashMap<String, String> {
+    let info =
+        if verbose { vec![("info".to_string(), format!(r#"{{"pid": {}}}"#, std::process::id()))] } else { vec![] };
+    info.into_iter().collect()
 }
 
 fn selected(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
@@ -321,8 +306,8 @@ impl RuntimeService for FakeRuntime {
         Ok(())
     }
 
-    async fn pod_sandbox_status(&self, id: &str, _verbose: bool) -> Result<PodSandboxStatusResponse, Status> {
-        self.call("PodSandboxStatus")?;
+    async fn pod_sandbox_status(&self, id: &str, verbose: bool) -> Result<PodSandboxStatusResponse, Status> {
+        self.call_on("PodSandboxStatus", if verbose { "verbose" } else { "" })?;
         let st = self.state();
         let s = st.sandboxes.get(id).ok_or_else(|| not_found("sandbox", id))?;
         let options = s.config.linux.as_ref().and_then(|l| l.security_context.as_ref()?.namespace_options.clone());
@@ -338,6 +323,7 @@ impl RuntimeService for FakeRuntime {
                 annotations: s.config.annotations.clone(),
                 ..Default::default()
             }),
+            info: verbose_info(verbose),
             ..Default::default()
         })
     }
@@ -446,8 +432,8 @@ impl RuntimeService for FakeRuntime {
             .collect())
     }
 
-    async fn container_status(&self, id: &str, _verbose: bool) -> Result<ContainerStatusResponse, Status> {
-        self.call("ContainerStatus")?;
+    async fn container_status(&self, id: &str, verbose: bool) -> Result<ContainerStatusResponse, Status> {
+        self.call_on("ContainerStatus", if verbose { "verbose" } else { "" })?;
         let st = self.state();
         let c = st.containers.get(id).ok_or_else(|| not_found("container", id))?;
         let metadata = c.config.metadata.clone().unwrap_or(ContainerMetadata::default());
@@ -467,7 +453,7 @@ impl RuntimeService for FakeRuntime {
                 mounts: c.config.mounts.iter().map(|m| Mount { ..m.clone() }).collect(),
                 ..Default::default()
             }),
-            ..Default::default()
+            info: verbose_info(verbose),
         })
     }
 

@@ -18,6 +18,8 @@ pub struct SandboxObs {
     pub host_network: bool,
     /// Nanoseconds since the epoch; the newest sandbox decides.
     pub created_at: i64,
+    /// Its process, when a verbose status showed it (for the watch on process exits).
+    pub pid: Option<i32>,
 }
 
 /// A container's state, as CRI reports it.
@@ -50,6 +52,8 @@ pub struct ContainerObs {
     /// The image as the runtime reports it, and its resolved reference (an image id).
     pub image: String,
     pub image_ref: String,
+    /// Its process, when a verbose status showed it running (for the watch on process exits).
+    pub pid: Option<i32>,
 }
 
 impl ContainerObs {
@@ -71,6 +75,7 @@ impl ContainerObs {
             log_path: String::new(),
             image: String::new(),
             image_ref: String::new(),
+            pid: None,
         }
     }
 }

@@ -121,6 +121,7 @@ mod tests {
                 ip: String::new(),
                 host_network: false,
                 created_at,
+                pid: None,
             });
         }
         assert_eq!(started(&obs, seen), SystemTime::UNIX_EPOCH + Duration::from_secs(2));

@@ -12,7 +12,9 @@
 //! list shows a moment late, is seen by the first sync after that time.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
-use crate::cri::api::{ContainerFilter, NamespaceMode, PodSandboxFilter, PodSandboxState, PodSandboxStatus};
+use crate::cri::api::{
+    ContainerFilter, NamespaceMode, PodSandboxFilter, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse,
+};
 use crate::cri::{RuntimeService, Status};
 use crate::node::observed::{ContainerObs, ContainerState, Observed, SandboxObs};
 use std::collections::HashMap;
@@ -32,9 +34,10 @@ type Ready = Vec<(SandboxObs, Instant)>;
 
 impl SandboxFacts {
     /// Pod `uid`'s sandbox `id` has this status (kept if it is ready): the sandbox as it shows.
-    pub fn learn(&self, uid: &str, id: &str, st: &PodSandboxStatus) -> SandboxObs {
+    pub fn learn(&self, uid: &str, id: &str, r: &PodSandboxStatusResponse) -> SandboxObs {
+        let st = r.status.clone().unwrap_or_default();
         let attempt = st.metadata.as_ref().map_or(0, |m| m.attempt);
-        let sandbox = status(id.to_string(), attempt, st);
+        let sandbox = status(id.to_string(), attempt, &st, &r.info);
         if sandbox.ready {
             let mut all = crate::locks::lock(&self.0);
             let mut ready = take(&mut all, uid);
@@ -64,10 +67,21 @@ fn take(all: &mut Vec<(String, Ready)>, uid: &str) -> Ready {
     all.iter().position(|(u, _)| u == uid).map(|i| all.swap_remove(i).1).unwrap_or_default()
 }
 
+/// Which running processes' pids a look asks for (their statuses asked verbose): those whose
+/// exits are to be watched and are not yet.
+pub type PidWanted<'a> = Option<&'a (dyn Fn(&str) -> bool + Sync)>;
+
 /// Everything the runtime shows for pod `uid`; with `known`, a sandbox listed ready whose
 /// status was read less than [`TRUSTED`] ago is not asked again, and what is read is kept
-/// there.
-pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&SandboxFacts>) -> Result<Observed, Status> {
+/// there. The status of a process `pids` wants is asked verbose, which shows its pid: the
+/// watch on its exit needs no call of its own.
+pub async fn observe<R: RuntimeService>(
+    rt: &R,
+    uid: &str,
+    known: Option<&SandboxFacts>,
+    pids: PidWanted<'_>,
+) -> Result<Observed, Status> {
+    let wanted = |id: &str| pids.is_some_and(|w| w(id));
     let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
     let mut obs = Observed::default();
     // Both lists at once: one round trip, not two.
@@ -84,10 +98,10 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
         let kept = facts.iter().position(|(k, _)| k.id == s.id).map(|i| facts.swap_remove(i));
         let (sandbox, read) = match kept.filter(|(_, read)| listed_ready && read.elapsed() < TRUSTED) {
             Some(kept) => kept,
-            None => match rt.pod_sandbox_status(&s.id, false).await {
+            None => match rt.pod_sandbox_status(&s.id, listed_ready && wanted(&s.id)).await {
                 Ok(r) => {
                     let attempt = s.metadata.map_or(0, |m| m.attempt);
-                    (status(s.id, attempt, &r.status.unwrap_or_default()), Instant::now())
+                    (status(s.id, attempt, &r.status.unwrap_or_default(), &r.info), Instant::now())
                 }
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
@@ -102,8 +116,9 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
         crate::locks::lock(&k.0).push((uid.to_string(), ready));
     }
     for c in containers {
-        let st = match rt.container_status(&c.id, false).await {
-            Ok(r) => r.status.unwrap_or_default(),
+        let verbose = c.state == crate::cri::api::ContainerState::ContainerRunning as i32 && wanted(&c.id);
+        let (st, info) = match rt.container_status(&c.id, verbose).await {
+            Ok(r) => (r.status.unwrap_or_default(), r.info),
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
         };
@@ -130,22 +145,33 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, known: Option<&Sandbo
             log_path: st.log_path,
             image: st.image.map(|i| i.image).unwrap_or_default(),
             image_ref: st.image_ref,
+            pid: if state == ContainerState::Running { pid_of(&info).ok() } else { None },
         });
     }
     obs.normalise();
     Ok(obs)
 }
 
-/// Sandbox `id` (of this `attempt`) as its status shows it.
-fn status(id: String, attempt: u32, st: &PodSandboxStatus) -> SandboxObs {
+/// Sandbox `id` (of this `attempt`) as its status (and the `info` of a verbose one) shows it.
+fn status(id: String, attempt: u32, st: &PodSandboxStatus, info: &HashMap<String, String>) -> SandboxObs {
+    let ready = st.state == PodSandboxState::SandboxReady as i32;
     SandboxObs {
         id,
         attempt,
-        ready: st.state == PodSandboxState::SandboxReady as i32,
+        ready,
         host_network: host_network(st),
         ip: st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
         created_at: st.created_at,
+        pid: if ready { pid_of(info).ok() } else { None },
     }
+}
+
+/// The pid in a verbose status's `info` (JSON with a `pid`, as containerd and CRI-O report it).
+pub fn pid_of(info: &HashMap<String, String>) -> Result<i32, String> {
+    let text = info.get("info").ok_or("the runtime's status has no info (not verbose)")?;
+    let parsed = crate::parse::json(text.as_bytes())?;
+    let pid = parsed.get("pid").and_then(serde_json::Value::as_i64);
+    pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0).ok_or_else(|| "no pid in the runtime's info".into())
 }
 
 /// Whether a sandbox has the host's network.
@@ -202,7 +228,7 @@ mod tests {
         let rt = FakeRuntime::default();
         let (pod_net, host_net) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", true));
         let known = SandboxFacts::default();
-        let look = |known: Option<&SandboxFacts>| smol::block_on(observe(&rt, "u1", known)).unwrap();
+        let look = |known: Option<&SandboxFacts>| smol::block_on(observe(&rt, "u1", known, None)).unwrap();
         let first = look(Some(&known));
         assert_eq!(rt.count("PodSandboxStatus"), 2);
         assert_eq!(first.sandboxes.len(), 2);
@@ -222,8 +248,9 @@ mod tests {
         assert_eq!((shown(&pod_net), shown(&host_net)), ((false, false), (true, true)));
         // A sandbox learnt from RunPodSandbox's status is not asked at the next look.
         let third = sandbox(&rt, "u1", false);
-        let st = smol::block_on(rt.pod_sandbox_status(&third, false)).unwrap().status.unwrap();
+        let st = smol::block_on(rt.pod_sandbox_status(&third, false)).unwrap();
         known.learn("u1", &third, &st);
+        let st = st.status.unwrap();
         let before = rt.count("PodSandboxStatus");
         let seen = look(Some(&known));
         assert_eq!(rt.count("PodSandboxStatus"), before + 1, "only the stopped one");
@@ -239,5 +266,59 @@ mod tests {
         known.forget("u1");
         look(Some(&known));
         assert_eq!(rt.count("PodSandboxStatus"), before + 3);
+    }
+
+    #[test]
+    fn a_pid_wanted_is_asked_with_the_status_the_look_asks_anyway() {
+        let rt = FakeRuntime::default();
+        let sb = sandbox(&rt, "u1", false);
+        let mut config = crate::cri::api::ContainerConfig::default();
+        config.labels.insert(LABEL_POD_UID.into(), "u1".into());
+        let start = |config| {
+            let id = smol::block_on(rt.create_container(&sb, config, PodSandboxConfig::default())).unwrap();
+            smol::block_on(rt.start_container(&id)).unwrap();
+            id
+        };
+        let (running, exited) = (start(config.clone()), start(config));
+        rt.exit(&exited, 1);
+        let verbose = |method: &str| rt.calls().iter().filter(|c| *c == &format!("{method} verbose")).count();
+        let known = SandboxFacts::default();
+        let me = Some(std::process::id() as i32);
+        // Nothing wanted: no status is verbose, no pid is shown.
+        let none = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|_: &str| false))).unwrap();
+        assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 0));
+        assert!(none.sandboxes.iter().all(|s| s.pid.is_none()) && none.containers.iter().all(|c| c.pid.is_none()));
+        // Every pid wanted: the running container's status is asked verbose, the exited one's
+        // not, and the trusted sandbox's not at all (its pid is asked where it is learnt).
+        let all = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|_: &str| true))).unwrap();
+        assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 1));
+        let pid = |id: &str| all.containers.iter().find(|c| c.id.as_str() == id).unwrap().pid;
+        assert_eq!((pid(&running), pid(&exited)), (me, None));
+        assert_eq!(rt.count("ContainerStatus"), 4, "one status per container each time, no more");
+        // A sandbox not trusted any more is asked verbose when its pid is wanted.
+        known.forget("u1");
+        let again = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|id: &str| id == sb))).unwrap();
+        assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (1, 1));
+        assert_eq!(again.sandboxes[0].pid, me);
+        assert!(again.containers.iter().all(|c| c.pid.is_none()), "not wanted");
+        // What is learnt from a verbose status keeps its pid while it is trusted.
+        known.forget("u1");
+        let r = smol::block_on(rt.pod_sandbox_status(&sb, true)).unwrap();
+        assert_eq!(known.learn("u1", &sb, &r).pid, me);
+        let kept = smol::block_on(observe(&rt, "u1", Some(&known), None)).unwrap();
+        assert_eq!((kept.sandboxes[0].pid, rt.count("PodSandboxStatus")), (me, 3));
+    }
+
+    #[test]
+    fn the_pid_comes_from_the_verbose_info() {
+        let info = |s: &str| HashMap::from([("info".to_string(), s.to_string())]);
+        assert_eq!(pid_of(&info(r#"{"pid": 4242, "runtimeSpec": {"process": {"args": ["sh"]}}}"#)), Ok(4242));
+        assert!(pid_of(&info(r#"{"pid": 0}"#)).is_err());
+        assert!(pid_of(&info(r#"{"pid": -1}"#)).is_err());
+        assert!(pid_of(&info(r#"{"pid": 99999999999}"#)).is_err());
+        assert!(pid_of(&info("not json")).is_err());
+        assert!(pid_of(&HashMap::new()).is_err());
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(pid_of(&info(&format!(r#"{{"pid": 7, "x": {deep}}}"#))).is_err());
     }
 }

@@ -48,7 +48,8 @@ pub async fn sync<R: RuntimeService>(
     waits: &mut Waits,
 ) -> Result<(Synced, Observed), SyncError> {
     cx.pleg.looking(&pod.metadata.uid);
-    let obs = observe(&cx.runtime, &pod.metadata.uid, Some(&cx.pleg.sandboxes))
+    let pids = |id: &str| cx.pleg.watch_exits() && !cx.pleg.exits.known(id);
+    let obs = observe(&cx.runtime, &pod.metadata.uid, Some(&cx.pleg.sandboxes), Some(&pids))
         .await
         .map_err(SyncError::runtime("observe"))?;
     let decided = {
@@ -159,8 +160,10 @@ async fn act<R: RuntimeService>(
             .await;
             (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
-            let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
-            let ip = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st.status.unwrap_or_default()).ip;
+            // Verbose where process exits are watched: it shows the sandbox's pid too.
+            let st = cx.runtime.pod_sandbox_status(&id, cx.pleg.watch_exits()).await;
+            let st = st.map_err(SyncError::runtime("PodSandboxStatus"))?;
+            let ip = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st).ip;
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
             log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
             (id, ip)

@@ -330,6 +330,7 @@ mod tests {
                 ip: "10.0.0.9".into(),
                 host_network: false,
                 created_at: 0,
+                pid: None,
             }],
             containers,
         };

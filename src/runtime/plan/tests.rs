@@ -15,7 +15,15 @@ fn t(s: u64) -> SystemTime {
 }
 
 fn sandbox(id: &str, attempt: u32, ready: bool) -> SandboxObs {
-    SandboxObs { id: id.into(), attempt, ready, ip: "10.0.0.2".into(), host_network: false, created_at: attempt as i64 }
+    SandboxObs {
+        id: id.into(),
+        attempt,
+        ready,
+        ip: "10.0.0.2".into(),
+        host_network: false,
+        created_at: attempt as i64,
+        pid: None,
+    }
 }
 
 fn ctr(pod: &Pod, name: &str, state: ContainerState, exit: i32, restarts: u32, created: i64) -> ContainerObs {
@@ -36,6 +44,7 @@ fn ctr(pod: &Pod, name: &str, state: ContainerState, exit: i32, restarts: u32, c
         log_path: String::new(),
         image: String::new(),
         image_ref: String::new(),
+        pid: None,
     }
 }
 

@@ -2,8 +2,10 @@
 //! process of each running container and ready sandbox wakes its pod's worker when it ends.
 //!
 //! The pid comes from the runtime's verbose status (`info["info"]`, JSON with a `pid`, as
-//! containerd and CRI-O report it), which also shows the container running: one call per
-//! process. A pid is trusted only when the pidfd opened on it is a process in a cgroup named
+//! containerd and CRI-O report it), which also shows the container running: the sync's own
+//! look asks the statuses of processes not watched yet verbose ([`Exits::known`]), and the
+//! sandbox's first status after RunPodSandbox is verbose, so a watch mostly costs no call; a
+//! process the look showed without its pid costs one. A pid is trusted only when the pidfd opened on it is a process in a cgroup named
 //! after the container. A pidfd refers to one process for good; for it to be another than the
 //! container's, that one's pid would have to be given again between the status and the
 //! read of its cgroup (the kernel's pids going round in that moment) to a process in the
@@ -18,6 +20,7 @@
 
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed};
+use crate::runtime::observe::pid_of;
 use smol::Async;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -72,6 +75,12 @@ impl Exits {
         self.set_expected(id, false);
     }
 
+    /// Whether process `id` is watched, or was found unwatchable, already: a look at the
+    /// runtime need not ask its pid.
+    pub fn known(&self, id: &str) -> bool {
+        crate::locks::lock(&self.watched).contains_key(id)
+    }
+
     fn set_expected(&self, id: &str, expected: bool) {
         if let Some(e) = crate::locks::lock(&self.watched).get_mut(id) {
             e.expected = expected;
@@ -94,24 +103,31 @@ pub fn supported() -> bool {
     })
 }
 
+/// A process to watch: its container's or sandbox's ID, whether a sandbox's, and its pid if
+/// the look showed it.
+struct Process {
+    id: String,
+    sandbox: bool,
+    pid: Option<i32>,
+}
+
 /// Watches what `obs` shows running for pod `uid` and is not watched yet.
 pub fn watch<R: RuntimeService>(exits: &Arc<Exits>, rt: &R, uid: &str, obs: &Observed) {
-    let running: Vec<(String, bool)> = obs
-        .sandboxes
-        .iter()
-        .filter(|s| s.ready)
-        .map(|s| (s.id.clone(), true))
-        .chain(obs.containers.iter().filter(|c| c.state == ContainerState::Running).map(|c| (c.id.to_string(), false)))
+    let sandboxes = obs.sandboxes.iter().filter(|s| s.ready).map(|s| (s.id.clone(), true, s.pid));
+    let containers = obs.containers.iter().filter(|c| c.state == ContainerState::Running);
+    let running: Vec<Process> = sandboxes
+        .chain(containers.map(|c| (c.id.to_string(), false, c.pid)))
+        .map(|(id, sandbox, pid)| Process { id, sandbox, pid })
         .collect();
     let mut watched = crate::locks::lock(&exits.watched);
     // What could not be watched is looked at again once it is no longer running.
-    watched.retain(|id, e| e.watching || e.uid != uid || running.iter().any(|(r, _)| r == id));
-    for (id, sandbox) in running {
-        if watched.contains_key(&id) || watched.len() >= MAX_WATCHED {
+    watched.retain(|id, e| e.watching || e.uid != uid || running.iter().any(|r| &r.id == id));
+    for p in running {
+        if watched.contains_key(&p.id) || watched.len() >= MAX_WATCHED {
             continue;
         }
-        watched.insert(id.clone(), Entry { uid: uid.to_string(), watching: true, expected: false });
-        let task = one(rt.clone(), Arc::downgrade(exits), exits.closing.1.clone(), uid.to_string(), id, sandbox);
+        watched.insert(p.id.clone(), Entry { uid: uid.to_string(), watching: true, expected: false });
+        let task = one(rt.clone(), Arc::downgrade(exits), exits.closing.1.clone(), uid.to_string(), p);
         crate::task::spawn(task).detach();
     }
 }
@@ -122,16 +138,16 @@ async fn one<R: RuntimeService>(
     exits: Weak<Exits>,
     closed: smol::channel::Receiver<()>,
     uid: String,
-    id: String,
-    sandbox: bool,
+    p: Process,
 ) {
-    let fd = match open(&rt, &id, sandbox).await {
+    let (id, sandbox) = (p.id.as_str(), p.sandbox);
+    let fd = match open(&rt, &p).await {
         Opened::Watch(fd) => fd,
-        Opened::Gone => return recorded(&rt, &exits, &uid, &id, sandbox).await,
+        Opened::Gone => return recorded(&rt, &exits, &uid, id, sandbox).await,
         Opened::Unwatchable(why) => {
             log::debug!("not watching the process of {id}: {why}; the relist will see it end");
             if let Some(x) = exits.upgrade() {
-                if let Some(e) = crate::locks::lock(&x.watched).get_mut(&id) {
+                if let Some(e) = crate::locks::lock(&x.watched).get_mut(id) {
                     e.watching = false;
                 }
             }
@@ -144,7 +160,7 @@ async fn one<R: RuntimeService>(
     })
     .await;
     if ended {
-        recorded(&rt, &exits, &uid, &id, sandbox).await;
+        recorded(&rt, &exits, &uid, id, sandbox).await;
     }
 }
 
@@ -173,27 +189,17 @@ enum Opened {
     Unwatchable(String),
 }
 
-/// A pidfd on the process of `id`: one verbose status call, which shows both whether it runs
-/// and its pid.
-async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
-    use crate::cri::api::{ContainerState as Cri, PodSandboxState};
+/// A pidfd on the process of `p`: its pid as the look showed it, else from one verbose status
+/// call, which shows both whether it runs and its pid.
+async fn open<R: RuntimeService>(rt: &R, p: &Process) -> Opened {
     use rustix::io::Errno;
-    let shown = if sandbox {
-        let r = rt.pod_sandbox_status(id, true).await;
-        r.map(|r| (r.status.is_some_and(|s| s.state == PodSandboxState::SandboxReady as i32), r.info))
-    } else {
-        let r = rt.container_status(id, true).await;
-        r.map(|r| (r.status.is_some_and(|s| s.state == Cri::ContainerRunning as i32), r.info))
-    };
-    let info = match shown {
-        Ok((true, info)) => info,
-        Ok((false, _)) => return Opened::Gone,
-        Err(e) if e.is_not_found() => return Opened::Gone,
-        Err(e) => return Opened::Unwatchable(e.to_string()),
-    };
-    let pid = match pid_of(&info) {
-        Ok(pid) => pid,
-        Err(e) => return Opened::Unwatchable(e),
+    let id = p.id.as_str();
+    let pid = match p.pid {
+        Some(pid) => pid,
+        None => match pid_shown(rt, id, p.sandbox).await {
+            Ok(pid) => pid,
+            Err(opened) => return opened,
+        },
     };
     let Some(raw) = rustix::process::Pid::from_raw(pid) else { return Opened::Unwatchable("pid 0".into()) };
     let fd = match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
@@ -218,6 +224,25 @@ async fn open<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Opened {
     }
 }
 
+/// The pid of `id` from one verbose status, which also shows it running (else what to make of
+/// the watch instead).
+async fn pid_shown<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Result<i32, Opened> {
+    use crate::cri::api::{ContainerState as Cri, PodSandboxState};
+    let shown = if sandbox {
+        let r = rt.pod_sandbox_status(id, true).await;
+        r.map(|r| (r.status.is_some_and(|s| s.state == PodSandboxState::SandboxReady as i32), r.info))
+    } else {
+        let r = rt.container_status(id, true).await;
+        r.map(|r| (r.status.is_some_and(|s| s.state == Cri::ContainerRunning as i32), r.info))
+    };
+    match shown {
+        Ok((true, info)) => pid_of(&info).map_err(Opened::Unwatchable),
+        Ok((false, _)) => Err(Opened::Gone),
+        Err(e) if e.is_not_found() => Err(Opened::Gone),
+        Err(e) => Err(Opened::Unwatchable(e.to_string())),
+    }
+}
+
 /// Whether the runtime shows `id` running (a sandbox: ready).
 async fn running<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Result<bool, crate::cri::Status> {
     use crate::cri::api::{ContainerState as Cri, PodSandboxState};
@@ -230,14 +255,6 @@ async fn running<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Result<b
     }
 }
 
-/// The pid in a verbose status's `info` JSON.
-fn pid_of(info: &HashMap<String, String>) -> Result<i32, String> {
-    let text = info.get("info").ok_or("the runtime's verbose status has no info")?;
-    let parsed = crate::parse::json(text.as_bytes())?;
-    let pid = parsed.get("pid").and_then(serde_json::Value::as_i64);
-    pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0).ok_or_else(|| "no pid in the runtime's info".into())
-}
-
 /// Whether `/proc/PID/cgroup` text puts the process in a cgroup named after container `id`.
 fn in_cgroup_of(cgroup: &[u8], id: &str) -> bool {
     !id.is_empty()
@@ -247,19 +264,6 @@ fn in_cgroup_of(cgroup: &[u8], id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_pid_comes_from_the_verbose_info() {
-        let info = |s: &str| HashMap::from([("info".to_string(), s.to_string())]);
-        assert_eq!(pid_of(&info(r#"{"pid": 4242, "runtimeSpec": {"process": {"args": ["sh"]}}}"#)), Ok(4242));
-        assert!(pid_of(&info(r#"{"pid": 0}"#)).is_err());
-        assert!(pid_of(&info(r#"{"pid": -1}"#)).is_err());
-        assert!(pid_of(&info(r#"{"pid": 99999999999}"#)).is_err());
-        assert!(pid_of(&info("not json")).is_err());
-        assert!(pid_of(&HashMap::new()).is_err());
-        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(pid_of(&info(&format!(r#"{{"pid": 7, "x": {deep}}}"#))).is_err());
-    }
 
     #[test]
     fn a_process_belongs_to_a_container_by_its_cgroup() {
