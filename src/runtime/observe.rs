@@ -98,7 +98,7 @@ pub async fn observe<R: RuntimeService>(
         let kept = facts.iter().position(|(k, _)| k.id == s.id).map(|i| facts.swap_remove(i));
         let (sandbox, read) = match kept.filter(|(_, read)| listed_ready && read.elapsed() < TRUSTED) {
             Some(kept) => kept,
-            None => match rt.pod_sandbox_status(&s.id, listed_ready && wanted(&s.id)).await {
+            None => match sandbox_status(rt, &s.id, listed_ready && wanted(&s.id)).await {
                 Ok(r) => {
                     let attempt = s.metadata.map_or(0, |m| m.attempt);
                     (status(s.id, attempt, &r.status.unwrap_or_default(), &r.info), Instant::now())
@@ -117,7 +117,11 @@ pub async fn observe<R: RuntimeService>(
     }
     for c in containers {
         let verbose = c.state == crate::cri::api::ContainerState::ContainerRunning as i32 && wanted(&c.id);
-        let (st, info) = match rt.container_status(&c.id, verbose).await {
+        let shown = match rt.container_status(&c.id, verbose).await {
+            Err(e) if verbose && !e.is_not_found() => rt.container_status(&c.id, false).await,
+            shown => shown,
+        };
+        let (st, info) = match shown {
             Ok(r) => (r.status.unwrap_or_default(), r.info),
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
@@ -150,6 +154,20 @@ pub async fn observe<R: RuntimeService>(
     }
     obs.normalise();
     Ok(obs)
+}
+
+/// Sandbox `id`'s status, asked `verbose` to show its pid. If the runtime cannot make the
+/// verbose part (containerd fails the whole call then), the plain status: the watch on the
+/// process asks for the pid itself, and leaves what it cannot watch to the relist.
+pub async fn sandbox_status<R: RuntimeService>(
+    rt: &R,
+    id: &str,
+    verbose: bool,
+) -> Result<PodSandboxStatusResponse, Status> {
+    match rt.pod_sandbox_status(id, verbose).await {
+        Err(e) if verbose && !e.is_not_found() => rt.pod_sandbox_status(id, false).await,
+        shown => shown,
+    }
 }
 
 /// Sandbox `id` (of this `attempt`) as its status (and the `info` of a verbose one) shows it.
@@ -223,6 +241,15 @@ mod tests {
         smol::block_on(rt.run_pod_sandbox(config, "")).unwrap()
     }
 
+    /// A running container of pod `uid` in sandbox `sb`.
+    fn container(rt: &FakeRuntime, uid: &str, sb: &str) -> String {
+        let mut config = crate::cri::api::ContainerConfig::default();
+        config.labels.insert(LABEL_POD_UID.into(), uid.into());
+        let id = smol::block_on(rt.create_container(sb, config, PodSandboxConfig::default())).unwrap();
+        smol::block_on(rt.start_container(&id)).unwrap();
+        id
+    }
+
     #[test]
     fn a_ready_sandboxs_status_is_asked_once_and_again_once_it_is_not_ready() {
         let rt = FakeRuntime::default();
@@ -272,14 +299,7 @@ mod tests {
     fn a_pid_wanted_is_asked_with_the_status_the_look_asks_anyway() {
         let rt = FakeRuntime::default();
         let sb = sandbox(&rt, "u1", false);
-        let mut config = crate::cri::api::ContainerConfig::default();
-        config.labels.insert(LABEL_POD_UID.into(), "u1".into());
-        let start = |config| {
-            let id = smol::block_on(rt.create_container(&sb, config, PodSandboxConfig::default())).unwrap();
-            smol::block_on(rt.start_container(&id)).unwrap();
-            id
-        };
-        let (running, exited) = (start(config.clone()), start(config));
+        let (running, exited) = (container(&rt, "u1", &sb), container(&rt, "u1", &sb));
         rt.exit(&exited, 1);
         let verbose = |method: &str| rt.calls().iter().filter(|c| *c == &format!("{method} verbose")).count();
         let known = SandboxFacts::default();
@@ -307,6 +327,32 @@ mod tests {
         assert_eq!(known.learn("u1", &sb, &r).pid, me);
         let kept = smol::block_on(observe(&rt, "u1", Some(&known), None)).unwrap();
         assert_eq!((kept.sandboxes[0].pid, rt.count("PodSandboxStatus")), (me, 3));
+    }
+
+    #[test]
+    fn a_verbose_status_the_runtime_cannot_make_leaves_the_plain_one() {
+        let rt = FakeRuntime::default();
+        let sb = sandbox(&rt, "u1", false);
+        container(&rt, "u1", &sb);
+        rt.forget_calls();
+        // containerd fails the whole call when it cannot make the verbose part: the look
+        // goes on with the plain status, and the watch is left to ask for the pid itself.
+        rt.fail_next("PodSandboxStatus", crate::cri::Code::Unknown);
+        rt.fail_next("ContainerStatus", crate::cri::Code::Unknown);
+        let obs = smol::block_on(observe(&rt, "u1", None, Some(&|_: &str| true))).unwrap();
+        let statuses: Vec<String> = rt.calls().into_iter().filter(|c| c.contains("Status")).collect();
+        assert_eq!(
+            statuses,
+            ["PodSandboxStatus verbose", "PodSandboxStatus", "ContainerStatus verbose", "ContainerStatus"]
+        );
+        assert!(obs.sandboxes[0].ready && obs.sandboxes[0].pid.is_none());
+        assert!(obs.containers[0].state == ContainerState::Running && obs.containers[0].pid.is_none());
+        // A plain status that fails still fails the look, as before.
+        rt.fail_next("ContainerStatus", crate::cri::Code::Unavailable);
+        assert!(smol::block_on(observe(&rt, "u1", None, None)).is_err());
+        let r = smol::block_on(sandbox_status(&rt, "gone", true));
+        assert!(r.is_err_and(|e| e.is_not_found()), "what is gone is not asked twice");
+        assert_eq!(rt.count("PodSandboxStatus"), 4);
     }
 
     #[test]

@@ -161,7 +161,7 @@ async fn act<R: RuntimeService>(
             (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
             // Verbose where process exits are watched: it shows the sandbox's pid too.
-            let st = cx.runtime.pod_sandbox_status(&id, cx.pleg.watch_exits()).await;
+            let st = super::observe::sandbox_status(&cx.runtime, &id, cx.pleg.watch_exits()).await;
             let st = st.map_err(SyncError::runtime("PodSandboxStatus"))?;
             let ip = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st).ip;
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
