@@ -10,6 +10,13 @@
 //! GetPodStatus. What the list alone cannot show, a network namespace removed from outside
 //! (the status's IP goes empty and the sandbox is made again) or a stop that containerd 2.x's
 //! list shows a moment late, is seen by the first sync after that time.
+//!
+//! Only a pod's worker makes its sandboxes and containers. So after a sync that made all it
+//! meant to, the runtime holds nothing for the pod that sync did not see or make ([`Left`]),
+//! and the follow-up reads those statuses without the lists: a started container costs one
+//! ContainerStatus more, not two lists and every status (kubelet's pod cache, which its
+//! PLEG fills, spares its syncs the lists altogether). A start that did not all go through
+//! may have left a container made but not started, so the sync after it lists.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{
@@ -71,41 +78,113 @@ fn take(all: &mut Vec<(String, Ready)>, uid: &str) -> Ready {
 /// exits are to be watched and are not yet.
 pub type PidWanted<'a> = Option<&'a (dyn Fn(&str) -> bool + Sync)>;
 
-/// Everything the runtime shows for pod `uid`; with `known`, a sandbox listed ready whose
-/// status was read less than [`TRUSTED`] ago is not asked again, and what is read is kept
-/// there. The status of a process `pids` wants is asked verbose, which shows its pid: the
-/// watch on its exit needs no call of its own.
-pub async fn observe<R: RuntimeService>(
-    rt: &R,
-    uid: &str,
-    known: Option<&SandboxFacts>,
-    pids: PidWanted<'_>,
-) -> Result<Observed, Status> {
-    let wanted = |id: &str| pids.is_some_and(|w| w(id));
+/// How a sync looks at its pod: what it keeps of the ready sandboxes' statuses, which pids it
+/// wants, and what the last sync left, if it is the follow-up of one that made something.
+#[derive(Default)]
+pub struct Look<'a> {
+    pub facts: Option<&'a SandboxFacts>,
+    pub pids: PidWanted<'a>,
+    pub left: Option<Left>,
+}
+
+/// Everything a pod can have in the runtime after a sync that made sandboxes or containers,
+/// all of which it made without a failure: what it saw, and what it made (only a pod's worker
+/// makes them). The sync that follows reads their statuses and need not list: a started
+/// container's follow-up asks one ContainerStatus, not two lists and the statuses.
+#[derive(Clone, Debug)]
+pub struct Left {
+    pub seen: Observed,
+    /// The sandbox it made, as its status showed it just after.
+    pub sandbox: Option<SandboxObs>,
+    /// The containers it made and started: ID, name, sandbox ID.
+    pub started: Vec<(String, String, String)>,
+}
+
+/// A sandbox to read: its ID and attempt, and what shows whether it is ready.
+struct SandboxToRead {
+    id: String,
+    attempt: u32,
+    ready: Shown,
+}
+
+/// What is known of a sandbox before its status is read.
+enum Shown {
+    /// A list showed it ready (or not).
+    Listed(bool),
+    /// The last sync made it: its status then.
+    Made(SandboxObs),
+    /// The last sync saw it: read again.
+    Seen,
+}
+
+/// A container to read: ID, name, sandbox ID, whether last shown running.
+type ContainerToRead = (String, String, String, bool);
+
+/// What the runtime's lists show of pod `uid`.
+async fn listed<R: RuntimeService>(rt: &R, uid: &str) -> Result<(Vec<SandboxToRead>, Vec<ContainerToRead>), Status> {
     let selector = HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]);
-    let mut obs = Observed::default();
     // Both lists at once: one round trip, not two.
     let (sandboxes, containers) = smol::future::zip(
         rt.list_pod_sandbox(Some(PodSandboxFilter { label_selector: selector.clone(), ..Default::default() })),
         rt.list_containers(Some(ContainerFilter { label_selector: selector, ..Default::default() })),
     )
     .await;
-    let (sandboxes, containers) = (sandboxes?, containers?);
+    let sandboxes = sandboxes?.into_iter().map(|s| SandboxToRead {
+        ready: Shown::Listed(s.state == PodSandboxState::SandboxReady as i32),
+        attempt: s.metadata.map_or(0, |m| m.attempt),
+        id: s.id,
+    });
+    let containers = containers?.into_iter().map(|c| {
+        let running = c.state == crate::cri::api::ContainerState::ContainerRunning as i32;
+        (c.id, c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(), c.pod_sandbox_id, running)
+    });
+    Ok((sandboxes.collect(), containers.collect()))
+}
+
+impl Left {
+    /// What to read: everything seen and made.
+    fn into_reads(self) -> (Vec<SandboxToRead>, Vec<ContainerToRead>) {
+        let seen =
+            self.seen.sandboxes.into_iter().map(|s| SandboxToRead { id: s.id, attempt: s.attempt, ready: Shown::Seen });
+        let made = self.sandbox.map(|s| SandboxToRead { id: s.id.clone(), attempt: s.attempt, ready: Shown::Made(s) });
+        let seen_containers = self.seen.containers.into_iter().map(|c| {
+            let running = c.state == ContainerState::Running;
+            (c.id.to_string(), c.name, c.sandbox_id, running)
+        });
+        let started = self.started.into_iter().map(|(id, name, sandbox)| (id, name, sandbox, true));
+        (made.into_iter().chain(seen).collect(), started.chain(seen_containers).collect())
+    }
+}
+
+/// Everything the runtime shows for pod `uid`: from its lists, or, after a sync that left
+/// what the pod can have (`look.left`), from those statuses alone. With `look.facts`, a
+/// sandbox listed ready whose status was read less than [`TRUSTED`] ago is not asked again,
+/// and what is read is kept there. The status of a process `look.pids` wants is asked
+/// verbose, which shows its pid: the watch on its exit needs no call of its own.
+pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Result<Observed, Status> {
+    let Look { facts: known, pids, left } = look;
+    let wanted = |id: &str| pids.is_some_and(|w| w(id));
+    let mut obs = Observed::default();
+    let (sandboxes, containers) = match left {
+        Some(left) => left.into_reads(),
+        None => listed(rt, uid).await?,
+    };
     let mut facts = known.map(|k| take(&mut crate::locks::lock(&k.0), uid)).unwrap_or_default();
     let mut ready = Ready::new();
     for s in sandboxes {
-        let listed_ready = s.state == PodSandboxState::SandboxReady as i32;
         let kept = facts.iter().position(|(k, _)| k.id == s.id).map(|i| facts.swap_remove(i));
-        let (sandbox, read) = match kept.filter(|(_, read)| listed_ready && read.elapsed() < TRUSTED) {
-            Some(kept) => kept,
-            None => match sandbox_status(rt, &s.id, listed_ready && wanted(&s.id)).await {
-                Ok(r) => {
-                    let attempt = s.metadata.map_or(0, |m| m.attempt);
-                    (status(s.id, attempt, &r.status.unwrap_or_default(), &r.info), Instant::now())
+        let trusted = kept.filter(|(_, read)| matches!(s.ready, Shown::Listed(true)) && read.elapsed() < TRUSTED);
+        let (sandbox, read) = match (trusted, s.ready) {
+            (Some(kept), _) => kept,
+            (None, Shown::Made(made)) => (made, Instant::now()),
+            (None, ready) => {
+                let verbose = !matches!(ready, Shown::Listed(false)) && wanted(&s.id);
+                match sandbox_status(rt, &s.id, verbose).await {
+                    Ok(r) => (status(s.id, s.attempt, &r.status.unwrap_or_default(), &r.info), Instant::now()),
+                    Err(e) if e.is_not_found() => continue,
+                    Err(e) => return Err(e),
                 }
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e),
-            },
+            }
         };
         if sandbox.ready {
             ready.push((sandbox.clone(), read));
@@ -115,10 +194,10 @@ pub async fn observe<R: RuntimeService>(
     if let (Some(k), false) = (known, ready.is_empty()) {
         crate::locks::lock(&k.0).push((uid.to_string(), ready));
     }
-    for c in containers {
-        let verbose = c.state == crate::cri::api::ContainerState::ContainerRunning as i32 && wanted(&c.id);
-        let shown = match rt.container_status(&c.id, verbose).await {
-            Err(e) if verbose && !e.is_not_found() => rt.container_status(&c.id, false).await,
+    for (id, name, sandbox_id, running) in containers {
+        let verbose = running && wanted(&id);
+        let shown = match rt.container_status(&id, verbose).await {
+            Err(e) if verbose && !e.is_not_found() => rt.container_status(&id, false).await,
             shown => shown,
         };
         let (st, info) = match shown {
@@ -134,9 +213,9 @@ pub async fn observe<R: RuntimeService>(
             st.message.clone()
         };
         obs.containers.push(ContainerObs {
-            id: c.id.into(),
-            name: c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
-            sandbox_id: c.pod_sandbox_id,
+            id: id.into(),
+            name,
+            sandbox_id,
             restart_count: ann("io.kubernetes.container.restartCount").parse().unwrap_or(0),
             hash: ann("io.kubernetes.container.hash"),
             state,
@@ -241,6 +320,11 @@ mod tests {
         smol::block_on(rt.run_pod_sandbox(config, "")).unwrap()
     }
 
+    /// A look with these facts and wanting these pids.
+    fn with<'a>(facts: Option<&'a SandboxFacts>, pids: PidWanted<'a>) -> Look<'a> {
+        Look { facts, pids, left: None }
+    }
+
     /// A running container of pod `uid` in sandbox `sb`.
     fn container(rt: &FakeRuntime, uid: &str, sb: &str) -> String {
         let mut config = crate::cri::api::ContainerConfig::default();
@@ -255,7 +339,7 @@ mod tests {
         let rt = FakeRuntime::default();
         let (pod_net, host_net) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", true));
         let known = SandboxFacts::default();
-        let look = |known: Option<&SandboxFacts>| smol::block_on(observe(&rt, "u1", known, None)).unwrap();
+        let look = |known: Option<&SandboxFacts>| smol::block_on(observe(&rt, "u1", with(known, None))).unwrap();
         let first = look(Some(&known));
         assert_eq!(rt.count("PodSandboxStatus"), 2);
         assert_eq!(first.sandboxes.len(), 2);
@@ -305,19 +389,19 @@ mod tests {
         let known = SandboxFacts::default();
         let me = Some(std::process::id() as i32);
         // Nothing wanted: no status is verbose, no pid is shown.
-        let none = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|_: &str| false))).unwrap();
+        let none = smol::block_on(observe(&rt, "u1", with(Some(&known), Some(&|_: &str| false)))).unwrap();
         assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 0));
         assert!(none.sandboxes.iter().all(|s| s.pid.is_none()) && none.containers.iter().all(|c| c.pid.is_none()));
         // Every pid wanted: the running container's status is asked verbose, the exited one's
         // not, and the trusted sandbox's not at all (its pid is asked where it is learnt).
-        let all = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|_: &str| true))).unwrap();
+        let all = smol::block_on(observe(&rt, "u1", with(Some(&known), Some(&|_: &str| true)))).unwrap();
         assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 1));
         let pid = |id: &str| all.containers.iter().find(|c| c.id.as_str() == id).unwrap().pid;
         assert_eq!((pid(&running), pid(&exited)), (me, None));
         assert_eq!(rt.count("ContainerStatus"), 4, "one status per container each time, no more");
         // A sandbox not trusted any more is asked verbose when its pid is wanted.
         known.forget("u1");
-        let again = smol::block_on(observe(&rt, "u1", Some(&known), Some(&|id: &str| id == sb))).unwrap();
+        let again = smol::block_on(observe(&rt, "u1", with(Some(&known), Some(&|id: &str| id == sb)))).unwrap();
         assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (1, 1));
         assert_eq!(again.sandboxes[0].pid, me);
         assert!(again.containers.iter().all(|c| c.pid.is_none()), "not wanted");
@@ -325,7 +409,7 @@ mod tests {
         known.forget("u1");
         let r = smol::block_on(rt.pod_sandbox_status(&sb, true)).unwrap();
         assert_eq!(known.learn("u1", &sb, &r).pid, me);
-        let kept = smol::block_on(observe(&rt, "u1", Some(&known), None)).unwrap();
+        let kept = smol::block_on(observe(&rt, "u1", with(Some(&known), None))).unwrap();
         assert_eq!((kept.sandboxes[0].pid, rt.count("PodSandboxStatus")), (me, 3));
     }
 
@@ -339,7 +423,7 @@ mod tests {
         // goes on with the plain status, and the watch is left to ask for the pid itself.
         rt.fail_next("PodSandboxStatus", crate::cri::Code::Unknown);
         rt.fail_next("ContainerStatus", crate::cri::Code::Unknown);
-        let obs = smol::block_on(observe(&rt, "u1", None, Some(&|_: &str| true))).unwrap();
+        let obs = smol::block_on(observe(&rt, "u1", with(None, Some(&|_: &str| true)))).unwrap();
         let statuses: Vec<String> = rt.calls().into_iter().filter(|c| c.contains("Status")).collect();
         assert_eq!(
             statuses,
@@ -349,10 +433,34 @@ mod tests {
         assert!(obs.containers[0].state == ContainerState::Running && obs.containers[0].pid.is_none());
         // A plain status that fails still fails the look, as before.
         rt.fail_next("ContainerStatus", crate::cri::Code::Unavailable);
-        assert!(smol::block_on(observe(&rt, "u1", None, None)).is_err());
+        assert!(smol::block_on(observe(&rt, "u1", with(None, None))).is_err());
         let r = smol::block_on(sandbox_status(&rt, "gone", true));
         assert!(r.is_err_and(|e| e.is_not_found()), "what is gone is not asked twice");
         assert_eq!(rt.count("PodSandboxStatus"), 4);
+    }
+
+    #[test]
+    fn after_a_sync_that_made_everything_only_what_it_left_is_read() {
+        let rt = FakeRuntime::default();
+        let (old, made) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", false));
+        let (gone, started) = (container(&rt, "u1", &old), container(&rt, "u1", &made));
+        let seen = smol::block_on(observe(&rt, "u1", with(None, None))).unwrap();
+        let made_obs = seen.sandboxes.iter().find(|s| s.id == made).cloned();
+        let mut before = seen.clone();
+        before.sandboxes.retain(|s| s.id == old);
+        before.containers.retain(|c| c.id.as_str() == gone);
+        smol::block_on(rt.remove_container(&gone)).unwrap();
+        rt.forget_calls();
+        let left = Left { seen: before, sandbox: made_obs, started: vec![(started.clone(), "c".into(), made.clone())] };
+        let obs = smol::block_on(observe(&rt, "u1", Look { left: Some(left), ..Default::default() })).unwrap();
+        // No list; the sandbox it saw asked again, the one it made not; the gone container dropped.
+        assert_eq!(rt.calls(), ["PodSandboxStatus", "ContainerStatus", "ContainerStatus"]);
+        assert_eq!(obs.sandboxes.len(), 2);
+        assert_eq!(
+            obs.containers.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect::<Vec<_>>(),
+            [(started.as_str(), "c")]
+        );
+        assert_eq!(obs.containers[0].sandbox_id, made);
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn restore(uid: &str, statuses: &[ContainerStatus]) -> (Pod, Duration) {
 /// Stops (preStop hooks included, within the recorded grace) and removes everything the
 /// runtime has for a pod UID nobody wants, and its directories.
 pub async fn remove<R: RuntimeService>(cx: &Context<R>, uid: &str) -> Result<(), SyncError> {
-    let obs = observe(&cx.runtime, uid, None, None).await.map_err(SyncError::runtime("observe"))?;
+    let obs = observe(&cx.runtime, uid, Default::default()).await.map_err(SyncError::runtime("observe"))?;
     let live: Vec<_> = obs
         .containers
         .iter()

@@ -39,12 +39,15 @@ pub struct Sandbox<'a> {
 pub type Images = std::collections::HashMap<String, Result<String, super::images::ImageWait>>;
 
 /// What starting a plan's containers came to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Started {
     /// When to look again at the soonest, if a container waits on a timer.
     pub retry: Option<Duration>,
-    /// Whether any container was started.
-    pub any: bool,
+    /// The containers started: name and ID.
+    pub started: Vec<(String, String)>,
+    /// Some container could not be started (it waits, or its config, CreateContainer or
+    /// StartContainer failed): the runtime may hold a container made for it.
+    pub not_all: bool,
 }
 
 /// Starts each of `starts` (in order; an init container that cannot start stops the rest).
@@ -57,11 +60,14 @@ pub async fn start_containers<R: RuntimeService>(
     mut images: Images,
     host: HostFiles,
 ) -> Result<Started, SyncError> {
-    let Some(files) = pod_files(cx, pod, starts, waits, host) else { return Ok(Started::default()) };
-    let mut started = Started::default();
+    let mut started = Started { not_all: true, ..Default::default() };
+    let Some(files) = pod_files(cx, pod, starts, waits, host) else { return Ok(started) };
+    started.not_all = false;
     for start in starts {
-        match start_one(cx, pod, start, sb, waits, &mut images, &files).await? {
-            Outcome::Started => started.any = true,
+        let outcome = start_one(cx, pod, start, sb, waits, &mut images, &files).await?;
+        started.not_all |= !matches!(outcome, Outcome::Started(_));
+        match outcome {
+            Outcome::Started(id) => started.started.push((start.container(pod).name.clone(), id)),
             Outcome::Blocked(retry) => {
                 started.retry = retry.into_iter().chain(started.retry).min();
                 if matches!(start.which, SpecRef::Init(_)) {
@@ -76,7 +82,8 @@ pub async fn start_containers<R: RuntimeService>(
 
 /// How one container's start went.
 enum Outcome {
-    Started,
+    /// Its ID.
+    Started(String),
     /// It cannot start yet (its image, a config check): an init container stops the rest.
     /// When to look again, if on a timer.
     Blocked(Option<Duration>),
@@ -196,7 +203,7 @@ async fn start_one<R: RuntimeService>(
     post_start(cx, pod, c, &id, sb.ip, waits).await;
     let text = format!("Started container {} (restart {})", c.name, start.restart_count);
     cx.node.events().record(pod, false, "Started", &text);
-    Ok(Outcome::Started)
+    Ok(Outcome::Started(id))
 }
 
 /// The container's postStart hook, if any: a failure kills the container, which then

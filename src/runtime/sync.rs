@@ -7,7 +7,7 @@
 
 use super::context::Context;
 use super::errors::SyncError;
-use super::observe::observe;
+use super::observe::{observe, Left, Look};
 use super::plan::{self, Plan};
 use super::start::{start_containers, wait_all, Images, Sandbox};
 use super::{host_files, lifecycle, sandbox, stop};
@@ -47,11 +47,13 @@ pub async fn sync<R: RuntimeService>(
     verdicts: &ProbeVerdicts,
     waits: &mut Waits,
 ) -> Result<(Synced, Observed), SyncError> {
-    cx.pleg.looking(&pod.metadata.uid);
-    let pids = |id: &str| cx.pleg.watch_exits() && !cx.pleg.exits.known(id);
-    let obs = observe(&cx.runtime, &pod.metadata.uid, Some(&cx.pleg.sandboxes), Some(&pids))
-        .await
-        .map_err(SyncError::runtime("observe"))?;
+    let uid = &pod.metadata.uid;
+    // The follow-up of a sync that made everything it meant to reads what that sync left.
+    let left = cx.pleg.left(uid).filter(|_| mode == Mode::Run);
+    cx.pleg.looking(uid);
+    let pids = |id: &str| cx.pleg.watch_exits() && cx.pleg.exits.wants_pid(id);
+    let look = Look { facts: Some(&cx.pleg.sandboxes), pids: Some(&pids), left };
+    let obs = observe(&cx.runtime, uid, look).await.map_err(SyncError::runtime("observe"))?;
     let decided = {
         let backoff = cx.tuning.crash_backoff();
         plan::plan(pod, &obs, verdicts, &backoff, SystemTime::now(), mode != Mode::Run)
@@ -136,7 +138,7 @@ async fn act<R: RuntimeService>(
     } else {
         Default::default()
     };
-    let (mut images, mut made) = (Images::new(), None);
+    let (mut images, mut made, mut made_sandbox) = (Images::new(), None, None);
     let (sandbox_id, pod_ip) = match p.create_sandbox {
         Some(attempt) => {
             host_files::log_directory(&sandbox_config.log_directory).await.map_err(SyncError::Host)?;
@@ -163,7 +165,9 @@ async fn act<R: RuntimeService>(
             // Verbose where process exits are watched: it shows the sandbox's pid too.
             let st = super::observe::sandbox_status(&cx.runtime, &id, cx.pleg.watch_exits()).await;
             let st = st.map_err(SyncError::runtime("PodSandboxStatus"))?;
-            let ip = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st).ip;
+            let sandbox = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st);
+            let ip = sandbox.ip.clone();
+            made_sandbox = Some(sandbox);
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
             log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
             (id, ip)
@@ -187,8 +191,15 @@ async fn act<R: RuntimeService>(
         .map_err(SyncError::Host)?;
     let sb = Sandbox { id: &sandbox_id, ip: &pod_ip, config: &sandbox_config };
     let started = start_containers(cx, pod, &p.start, &sb, waits, images, files).await?;
-    // Look again at once at what was started: its status, and its process to watch.
-    let soonest = if started.any { Some(Duration::ZERO) } else { started.retry };
+    // Look again at once at what was started: its status, and its process to watch. If
+    // every start went through, the runtime holds nothing this sync did not see or make.
+    let any = !started.started.is_empty();
+    if any && !started.not_all {
+        let started = started.started.iter().map(|(name, id)| (id.clone(), name.clone(), sandbox_id.clone()));
+        let left = Left { seen: obs.clone(), sandbox: made_sandbox, started: started.collect() };
+        cx.pleg.leave(&pod.metadata.uid, left);
+    }
+    let soonest = if any { Some(Duration::ZERO) } else { started.retry };
     if let Some(r) = soonest {
         retry = Some(retry.map_or(r, |x| x.min(r)));
     }

@@ -2,13 +2,14 @@
 //! RunPodSandbox runs (`host_files`): the fake runtime holds the sandbox until the last of them
 //! is there, which it never would be if they were made after it; a pod-network pod's hosts
 //! file, which names the pod's IP, follows; a container whose own files cannot be made waits
-//! alone. The sandbox's status read after RunPodSandbox serves the follow-up sync (`observe`).
+//! alone. The sandbox's status read after RunPodSandbox serves the follow-up sync (`observe`),
+//! which reads only what the start left when every start went through.
 
 use super::sync::{sync, Mode, Synced};
 use super::tests::{context, dir, static_pod};
 use crate::cri::api::ContainerState;
 use crate::cri::fake::FakeRuntime;
-use crate::node::observed::{ProbeVerdicts, WaitReason, Waits};
+use crate::node::observed::{ContainerState as ContainerObsState, ProbeVerdicts, WaitReason, Waits};
 
 const POD: &str = "apiVersion: v1
 kind: Pod
@@ -18,6 +19,11 @@ spec:
   containers:
   - {name: c, image: docker.io/library/busybox:1.36}
 ";
+
+/// The pod with a container `a` before `c`.
+fn two_containers() -> String {
+    POD.replace("  - {name: c,", "  - {name: a, image: docker.io/library/busybox:1.36}\n  - {name: c,")
+}
 
 fn started(rt: &FakeRuntime) -> Vec<(String, ContainerState)> {
     rt.containers().into_iter().map(|c| (c.0, c.1)).collect()
@@ -56,11 +62,8 @@ fn a_pod_network_pods_hosts_file_names_the_ip_its_sandbox_got() {
 
 #[test]
 fn a_container_whose_files_cannot_be_made_waits_and_the_other_starts() {
-    let root = dir("host-files-one-fails");
-    let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
-    let cx = context(&root, &rt);
-    let two = POD.replace("  - {name: c,", "  - {name: a, image: docker.io/library/busybox:1.36}\n  - {name: c,");
-    let sp = static_pod(&two);
+    let (root, rt) = (dir("host-files-one-fails"), FakeRuntime::default().with_image("docker.io/library/busybox:1.36"));
+    let (cx, sp) = (context(&root, &rt), static_pod(&two_containers()));
     // A file where a's log directory goes.
     let logs = root.join("logs/default_files-n1_hf-1");
     std::fs::create_dir_all(&logs).unwrap();
@@ -89,4 +92,29 @@ fn the_sandbox_status_read_at_the_start_serves_the_follow_up_sync() {
     let (_, obs) = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
     assert_eq!(rt.count("PodSandboxStatus"), 0, "{:?}", rt.calls());
     assert!(obs.sandboxes.first().is_some_and(|s| s.ready && s.host_network), "{:?}", obs.sandboxes);
+    // It read what the start left, the started container's status, and listed nothing.
+    assert_eq!(rt.calls(), ["ContainerStatus"]);
+    assert!(obs.containers.iter().any(|c| c.name == "c" && c.state == ContainerObsState::Running));
+    // The sync after it lists, as every sync not following a start.
+    rt.forget_calls();
+    smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
+    assert_eq!((rt.count("ListPodSandbox"), rt.count("ListContainers")), (1, 1), "{:?}", rt.calls());
+}
+
+#[test]
+fn the_follow_up_of_a_start_that_did_not_all_go_through_lists() {
+    let (root, rt) = (dir("start-left-partly"), FakeRuntime::default().with_image("docker.io/library/busybox:1.36"));
+    let (cx, sp) = (context(&root, &rt), static_pod(&two_containers()));
+    let (mut waits, verdicts) = (Waits::new(), ProbeVerdicts::default());
+    // a's StartContainer fails: the runtime holds an a the sync made but did not start.
+    rt.fail_next("StartContainer", crate::cri::Code::Unknown);
+    smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
+    assert_eq!(
+        started(&rt),
+        [("a".into(), ContainerState::ContainerCreated), ("c".into(), ContainerState::ContainerRunning)]
+    );
+    rt.forget_calls();
+    let (_, obs) = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
+    assert_eq!(rt.count("ListContainers"), 1, "{:?}", rt.calls());
+    assert!(obs.containers.iter().any(|c| c.name == "a"), "the a it made is seen: {:?}", obs.containers);
 }

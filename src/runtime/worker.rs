@@ -269,7 +269,9 @@ impl<R: RuntimeService> Worker<R> {
 /// An operator's restart: the running containers are stopped as for any kill (preStop within
 /// the pod's grace period); the next sync starts them again per restartPolicy.
 async fn restart<R: RuntimeService>(cx: &Context<R>, pod: &Pod) -> Vec<String> {
-    let Ok(obs) = super::observe::observe(&cx.runtime, &pod.metadata.uid, None, None).await else { return Vec::new() };
+    let Ok(obs) = super::observe::observe(&cx.runtime, &pod.metadata.uid, Default::default()).await else {
+        return Vec::new();
+    };
     let kills: Vec<Kill> = obs
         .containers
         .iter()

@@ -3,20 +3,22 @@
 //!
 //! The pid comes from the runtime's verbose status (`info["info"]`, JSON with a `pid`, as
 //! containerd and CRI-O report it), which also shows the container running: the sync's own
-//! look asks the statuses of processes not watched yet verbose ([`Exits::known`]), and the
-//! sandbox's first status after RunPodSandbox is verbose, so a watch mostly costs no call; a
-//! process the look showed without its pid costs one. A pid is trusted only when the pidfd opened on it is a process in a cgroup named
-//! after the container. A pidfd refers to one process for good; for it to be another than the
-//! container's, that one's pid would have to be given again between the status and the
-//! read of its cgroup (the kernel's pids going round in that moment) to a process in the
-//! container's own cgroup. When the process ends, the runtime records the exit
-//! a moment later (containerd 1.6: 10 to 40 ms, after it has deleted the task); the worker is
-//! woken once it has, asked every 2 ms at first so a restart waits for the runtime, not for a
-//! step of a back-off. A process atoll stops itself ([`Exits::expect`]) wakes its worker at
-//! once: CRI's StopContainer and StopPodSandbox answer only once the exit is recorded, so the
-//! worker's next sync, after the stop, sees it without the runtime being asked meanwhile.
-//! Anything that cannot be watched is left to the relist. At most [`MAX_WATCHED`] processes
-//! are watched (one descriptor each).
+//! look asks the statuses of processes it wants pids of ([`Exits::wants_pid`]) verbose, and
+//! the sandbox's first status after RunPodSandbox is verbose, so a watch mostly costs no
+//! call; a process the look showed without its pid, or whose pid is no longer its own,
+//! costs one. A pid is trusted only when the pidfd opened on it is a process in a cgroup
+//! named after the container. A pidfd refers to one process for good; for it to be another
+//! than the container's, that one's pid would have to be given again between the status and
+//! the read of its cgroup (a moment, or the length of the sync that read it: the kernel's
+//! pids going round meanwhile) to a process in the container's own cgroup. When the process
+//! ends, the runtime records the exit a moment later (containerd 1.6: 10 to 40 ms, after it
+//! has deleted the task); the worker is woken once it has, asked every 2 ms at first so a
+//! restart waits for the runtime, not for a step of a back-off. A process atoll stops
+//! itself ([`Exits::expect`]) wakes its worker at once: CRI's StopContainer and
+//! StopPodSandbox answer only once the exit is recorded, so the worker's next sync, after
+//! the stop, sees it without the runtime being asked meanwhile. Anything that cannot be
+//! watched is left to the relist. At most [`MAX_WATCHED`] processes are watched (one
+//! descriptor each).
 
 use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState, Observed};
@@ -75,10 +77,11 @@ impl Exits {
         self.set_expected(id, false);
     }
 
-    /// Whether process `id` is watched, or was found unwatchable, already: a look at the
-    /// runtime need not ask its pid.
-    pub fn known(&self, id: &str) -> bool {
-        crate::locks::lock(&self.watched).contains_key(id)
+    /// Whether a look at the runtime should ask the pid of process `id`: it is neither watched
+    /// nor found unwatchable yet, and there is room to watch it.
+    pub fn wants_pid(&self, id: &str) -> bool {
+        let watched = crate::locks::lock(&self.watched);
+        !watched.contains_key(id) && watched.len() < MAX_WATCHED
     }
 
     fn set_expected(&self, id: &str, expected: bool) {
@@ -189,18 +192,23 @@ enum Opened {
     Unwatchable(String),
 }
 
-/// A pidfd on the process of `p`: its pid as the look showed it, else from one verbose status
-/// call, which shows both whether it runs and its pid.
+/// A pidfd on the process of `p`: its pid as the look showed it, else (or if that pid is no
+/// longer in the container's cgroup: the look may be as old as its sync) from one verbose
+/// status call, which shows both whether it runs and its pid.
 async fn open<R: RuntimeService>(rt: &R, p: &Process) -> Opened {
+    let opened = p.pid.map(|pid| open_pid(&p.id, pid));
+    if let Some(opened @ (Opened::Watch(_) | Opened::Gone)) = opened {
+        return opened;
+    }
+    match pid_shown(rt, &p.id, p.sandbox).await {
+        Ok(pid) => open_pid(&p.id, pid),
+        Err(opened) => opened,
+    }
+}
+
+/// A pidfd on `pid`, if it is the process of container (or sandbox) `id`.
+fn open_pid(id: &str, pid: i32) -> Opened {
     use rustix::io::Errno;
-    let id = p.id.as_str();
-    let pid = match p.pid {
-        Some(pid) => pid,
-        None => match pid_shown(rt, id, p.sandbox).await {
-            Ok(pid) => pid,
-            Err(opened) => return opened,
-        },
-    };
     let Some(raw) = rustix::process::Pid::from_raw(pid) else { return Opened::Unwatchable("pid 0".into()) };
     let fd = match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
         Ok(fd) => fd,
