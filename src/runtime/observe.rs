@@ -13,10 +13,10 @@
 //!
 //! Only a pod's worker makes its sandboxes and containers. So after a sync that made all it
 //! meant to, the runtime holds nothing for the pod that sync did not see or make ([`Left`]),
-//! and the follow-up reads those statuses without the lists: a started container costs one
-//! ContainerStatus more, not two lists and every status (kubelet's pod cache, which its
-//! PLEG fills, spares its syncs the lists altogether). A start that did not all go through
-//! may have left a container made but not started, so the sync after it lists.
+//! and the follow-up reads those statuses afresh without the lists: a started container costs
+//! its status and its sandbox's, not two lists and every status (kubelet's pod cache, which
+//! its PLEG fills, spares its syncs the lists altogether). A start that did not all go
+//! through may have left a container made but not started, so the sync after it lists.
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{
@@ -89,32 +89,24 @@ pub struct Look<'a> {
 
 /// Everything a pod can have in the runtime after a sync that made sandboxes or containers,
 /// all of which it made without a failure: what it saw, and what it made (only a pod's worker
-/// makes them). The sync that follows reads their statuses and need not list: a started
-/// container's follow-up asks one ContainerStatus, not two lists and the statuses.
+/// makes them). The sync that follows reads all their statuses afresh (so it sees whatever
+/// changed before it began, as a list would) and need not list: a started container's
+/// follow-up asks its ContainerStatus and its sandbox's status, not two lists and the statuses.
 #[derive(Clone, Debug)]
 pub struct Left {
+    /// What it saw, with the sandbox it made.
     pub seen: Observed,
-    /// The sandbox it made, as its status showed it just after.
-    pub sandbox: Option<SandboxObs>,
     /// The containers it made and started: ID, name, sandbox ID.
     pub started: Vec<(String, String, String)>,
 }
 
-/// A sandbox to read: its ID and attempt, and what shows whether it is ready.
+/// A sandbox to read: its ID and attempt; whether it was last shown ready, and by a list
+/// (then what its status showed a moment ago may be trusted).
 struct SandboxToRead {
     id: String,
     attempt: u32,
-    ready: Shown,
-}
-
-/// What is known of a sandbox before its status is read.
-enum Shown {
-    /// A list showed it ready (or not).
-    Listed(bool),
-    /// The last sync made it: its status then.
-    Made(SandboxObs),
-    /// The last sync saw it: read again.
-    Seen,
+    ready: bool,
+    listed: bool,
 }
 
 /// A container to read: ID, name, sandbox ID, whether last shown running.
@@ -130,7 +122,8 @@ async fn listed<R: RuntimeService>(rt: &R, uid: &str) -> Result<(Vec<SandboxToRe
     )
     .await;
     let sandboxes = sandboxes?.into_iter().map(|s| SandboxToRead {
-        ready: Shown::Listed(s.state == PodSandboxState::SandboxReady as i32),
+        ready: s.state == PodSandboxState::SandboxReady as i32,
+        listed: true,
         attempt: s.metadata.map_or(0, |m| m.attempt),
         id: s.id,
     });
@@ -144,15 +137,15 @@ async fn listed<R: RuntimeService>(rt: &R, uid: &str) -> Result<(Vec<SandboxToRe
 impl Left {
     /// What to read: everything seen and made.
     fn into_reads(self) -> (Vec<SandboxToRead>, Vec<ContainerToRead>) {
-        let seen =
-            self.seen.sandboxes.into_iter().map(|s| SandboxToRead { id: s.id, attempt: s.attempt, ready: Shown::Seen });
-        let made = self.sandbox.map(|s| SandboxToRead { id: s.id.clone(), attempt: s.attempt, ready: Shown::Made(s) });
-        let seen_containers = self.seen.containers.into_iter().map(|c| {
+        let sandboxes = self.seen.sandboxes.into_iter();
+        let sandboxes =
+            sandboxes.map(|s| SandboxToRead { id: s.id, attempt: s.attempt, ready: s.ready, listed: false });
+        let seen = self.seen.containers.into_iter().map(|c| {
             let running = c.state == ContainerState::Running;
             (c.id.to_string(), c.name, c.sandbox_id, running)
         });
         let started = self.started.into_iter().map(|(id, name, sandbox)| (id, name, sandbox, true));
-        (made.into_iter().chain(seen).collect(), started.chain(seen_containers).collect())
+        (sandboxes.collect(), started.chain(seen).collect())
     }
 }
 
@@ -173,18 +166,14 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
     let mut ready = Ready::new();
     for s in sandboxes {
         let kept = facts.iter().position(|(k, _)| k.id == s.id).map(|i| facts.swap_remove(i));
-        let trusted = kept.filter(|(_, read)| matches!(s.ready, Shown::Listed(true)) && read.elapsed() < TRUSTED);
-        let (sandbox, read) = match (trusted, s.ready) {
-            (Some(kept), _) => kept,
-            (None, Shown::Made(made)) => (made, Instant::now()),
-            (None, ready) => {
-                let verbose = !matches!(ready, Shown::Listed(false)) && wanted(&s.id);
-                match sandbox_status(rt, &s.id, verbose).await {
-                    Ok(r) => (status(s.id, s.attempt, &r.status.unwrap_or_default(), &r.info), Instant::now()),
-                    Err(e) if e.is_not_found() => continue,
-                    Err(e) => return Err(e),
-                }
-            }
+        let trusted = kept.filter(|(_, read)| s.listed && s.ready && read.elapsed() < TRUSTED);
+        let (sandbox, read) = match trusted {
+            Some(kept) => kept,
+            None => match sandbox_status(rt, &s.id, s.ready && wanted(&s.id)).await {
+                Ok(r) => (status(s.id, s.attempt, &r.status.unwrap_or_default(), &r.info), Instant::now()),
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            },
         };
         if sandbox.ready {
             ready.push((sandbox.clone(), read));
@@ -238,7 +227,7 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
 /// Sandbox `id`'s status, asked `verbose` to show its pid. If the runtime cannot make the
 /// verbose part (containerd fails the whole call then), the plain status: the watch on the
 /// process asks for the pid itself, and leaves what it cannot watch to the relist.
-pub async fn sandbox_status<R: RuntimeService>(
+async fn sandbox_status<R: RuntimeService>(
     rt: &R,
     id: &str,
     verbose: bool,
@@ -444,18 +433,23 @@ mod tests {
         let rt = FakeRuntime::default();
         let (old, made) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", false));
         let (gone, started) = (container(&rt, "u1", &old), container(&rt, "u1", &made));
-        let seen = smol::block_on(observe(&rt, "u1", with(None, None))).unwrap();
-        let made_obs = seen.sandboxes.iter().find(|s| s.id == made).cloned();
+        let known = SandboxFacts::default();
+        let seen = smol::block_on(observe(&rt, "u1", with(Some(&known), None))).unwrap();
         let mut before = seen.clone();
-        before.sandboxes.retain(|s| s.id == old);
         before.containers.retain(|c| c.id.as_str() == gone);
+        // Meanwhile one instance is removed and the old sandbox stopped.
         smol::block_on(rt.remove_container(&gone)).unwrap();
+        smol::block_on(rt.stop_pod_sandbox(&old)).unwrap();
         rt.forget_calls();
-        let left = Left { seen: before, sandbox: made_obs, started: vec![(started.clone(), "c".into(), made.clone())] };
-        let obs = smol::block_on(observe(&rt, "u1", Look { left: Some(left), ..Default::default() })).unwrap();
-        // No list; the sandbox it saw asked again, the one it made not; the gone container dropped.
-        assert_eq!(rt.calls(), ["PodSandboxStatus", "ContainerStatus", "ContainerStatus"]);
-        assert_eq!(obs.sandboxes.len(), 2);
+        let left = Left { seen: before, started: vec![(started.clone(), "c".into(), made.clone())] };
+        let look = Look { facts: Some(&known), pids: None, left: Some(left) };
+        let obs = smol::block_on(observe(&rt, "u1", look)).unwrap();
+        // No list; every status read afresh, though the facts were fresh: the stop is seen, the
+        // removed container dropped.
+        let statuses = ["PodSandboxStatus", "PodSandboxStatus", "ContainerStatus", "ContainerStatus"];
+        assert_eq!(rt.calls(), statuses);
+        assert!(obs.sandboxes.iter().any(|s| s.id == old && !s.ready));
+        assert!(obs.sandboxes.iter().any(|s| s.id == made && s.ready));
         assert_eq!(
             obs.containers.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect::<Vec<_>>(),
             [(started.as_str(), "c")]

@@ -162,9 +162,7 @@ async fn act<R: RuntimeService>(
             .await;
             (images, made) = (found, files);
             let id = id.map_err(SyncError::CreateSandbox)?;
-            // Verbose where process exits are watched: it shows the sandbox's pid too.
-            let st = super::observe::sandbox_status(&cx.runtime, &id, cx.pleg.watch_exits()).await;
-            let st = st.map_err(SyncError::runtime("PodSandboxStatus"))?;
+            let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
             let sandbox = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st);
             let ip = sandbox.ip.clone();
             made_sandbox = Some(sandbox);
@@ -196,7 +194,9 @@ async fn act<R: RuntimeService>(
     let any = !started.started.is_empty();
     if any && !started.not_all {
         let started = started.started.iter().map(|(name, id)| (id.clone(), name.clone(), sandbox_id.clone()));
-        let left = Left { seen: obs.clone(), sandbox: made_sandbox, started: started.collect() };
+        let mut seen = obs.clone();
+        seen.sandboxes.extend(made_sandbox);
+        let left = Left { seen, started: started.collect() };
         cx.pleg.leave(&pod.metadata.uid, left);
     }
     let soonest = if any { Some(Duration::ZERO) } else { started.retry };

@@ -2,8 +2,9 @@
 //! RunPodSandbox runs (`host_files`): the fake runtime holds the sandbox until the last of them
 //! is there, which it never would be if they were made after it; a pod-network pod's hosts
 //! file, which names the pod's IP, follows; a container whose own files cannot be made waits
-//! alone. The sandbox's status read after RunPodSandbox serves the follow-up sync (`observe`),
-//! which reads only what the start left when every start went through.
+//! alone. The follow-up sync reads only what the start left when every start went through
+//! (`observe`), and lists otherwise, when the sandbox's status read after RunPodSandbox
+//! serves it.
 
 use super::sync::{sync, Mode, Synced};
 use super::tests::{context, dir, static_pod};
@@ -79,7 +80,7 @@ fn a_container_whose_files_cannot_be_made_waits_and_the_other_starts() {
 }
 
 #[test]
-fn the_sandbox_status_read_at_the_start_serves_the_follow_up_sync() {
+fn the_follow_up_of_a_start_reads_what_it_left_and_lists_nothing() {
     let root = dir("start-follow-up");
     let rt = FakeRuntime::default().with_image("docker.io/library/busybox:1.36");
     let cx = context(&root, &rt);
@@ -89,16 +90,17 @@ fn the_sandbox_status_read_at_the_start_serves_the_follow_up_sync() {
     smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
     assert_eq!(rt.count("PodSandboxStatus"), 1, "once, after RunPodSandbox");
     rt.forget_calls();
+    // The sandbox's and the started container's statuses, read afresh; no list.
     let (_, obs) = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
-    assert_eq!(rt.count("PodSandboxStatus"), 0, "{:?}", rt.calls());
+    assert_eq!(rt.calls(), ["PodSandboxStatus", "ContainerStatus"]);
     assert!(obs.sandboxes.first().is_some_and(|s| s.ready && s.host_network), "{:?}", obs.sandboxes);
-    // It read what the start left, the started container's status, and listed nothing.
-    assert_eq!(rt.calls(), ["ContainerStatus"]);
     assert!(obs.containers.iter().any(|c| c.name == "c" && c.state == ContainerObsState::Running));
-    // The sync after it lists, as every sync not following a start.
+    // The sync after it lists, as every sync not following a start, and takes the sandbox
+    // as its status showed it a moment ago.
     rt.forget_calls();
     smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
     assert_eq!((rt.count("ListPodSandbox"), rt.count("ListContainers")), (1, 1), "{:?}", rt.calls());
+    assert_eq!(rt.count("PodSandboxStatus"), 0, "{:?}", rt.calls());
 }
 
 #[test]
@@ -117,4 +119,6 @@ fn the_follow_up_of_a_start_that_did_not_all_go_through_lists() {
     let (_, obs) = smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, &mut waits)).unwrap();
     assert_eq!(rt.count("ListContainers"), 1, "{:?}", rt.calls());
     assert!(obs.containers.iter().any(|c| c.name == "a"), "the a it made is seen: {:?}", obs.containers);
+    // The sandbox's status read after RunPodSandbox serves the follow-up.
+    assert_eq!(rt.count("PodSandboxStatus"), 0, "{:?}", rt.calls());
 }
