@@ -3,9 +3,9 @@
 //!
 //! The pid comes from the runtime's verbose status (`info["info"]`, JSON with a `pid`, as
 //! containerd and CRI-O report it), which also shows the container running: the sync's own
-//! look asks the statuses of processes it wants pids of ([`Exits::wants_pid`]) verbose, and
-//! the sandbox's first status after RunPodSandbox is verbose, so a watch mostly costs no
-//! call; a process the look showed without its pid, or whose pid is no longer its own,
+//! look asks the statuses of processes it wants pids of ([`Exits::wants_pid`]) verbose (a
+//! start's follow-up reads its sandbox's and containers' statuses), so a watch mostly costs
+//! no call; a process the look showed without its pid, or whose pid is no longer its own,
 //! costs one. A pid is trusted only when the pidfd opened on it is a process in a cgroup
 //! named after the container. A pidfd refers to one process for good; for it to be another
 //! than the container's, that one's pid would have to be given again between the status and
