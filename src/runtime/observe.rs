@@ -5,9 +5,8 @@
 //!
 //! A ready sandbox's IP, network mode and creation time do not change while it lives, and
 //! ListPodSandbox shows whether it is still ready: with [`SandboxFacts`], which the PLEG keeps,
-//! the syncs that follow one another within [`TRUSTED`] (a start's follow-up, a batch, a crash
-//! loop) ask PodSandboxStatus once per sandbox, not each time. kubelet asks at every
-//! GetPodStatus. What the list alone cannot show, a network namespace removed from outside
+//! the syncs that list within [`TRUSTED`] of one another (a batch, a crash loop) ask
+//! PodSandboxStatus once per sandbox, not each time. kubelet asks at every GetPodStatus. What the list alone cannot show, a network namespace removed from outside
 //! (the status's IP goes empty and the sandbox is made again) or a stop that containerd 2.x's
 //! list shows a moment late, is seen by the first sync after that time.
 //!
@@ -382,7 +381,7 @@ mod tests {
         assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 0));
         assert!(none.sandboxes.iter().all(|s| s.pid.is_none()) && none.containers.iter().all(|c| c.pid.is_none()));
         // Every pid wanted: the running container's status is asked verbose, the exited one's
-        // not, and the trusted sandbox's not at all (its pid is asked where it is learnt).
+        // not, and the trusted sandbox's not at all (its pid comes with the next status read).
         let all = smol::block_on(observe(&rt, "u1", with(Some(&known), Some(&|_: &str| true)))).unwrap();
         assert_eq!((verbose("PodSandboxStatus"), verbose("ContainerStatus")), (0, 1));
         let pid = |id: &str| all.containers.iter().find(|c| c.id.as_str() == id).unwrap().pid;
@@ -433,27 +432,30 @@ mod tests {
         let rt = FakeRuntime::default();
         let (old, made) = (sandbox(&rt, "u1", false), sandbox(&rt, "u1", false));
         let (gone, started) = (container(&rt, "u1", &old), container(&rt, "u1", &made));
+        smol::block_on(rt.stop_pod_sandbox(&old)).unwrap();
         let known = SandboxFacts::default();
+        // What the sync saw: the old sandbox stopped, its container exited, the new one ready.
         let seen = smol::block_on(observe(&rt, "u1", with(Some(&known), None))).unwrap();
         let mut before = seen.clone();
         before.containers.retain(|c| c.id.as_str() == gone);
-        // Meanwhile one instance is removed and the old sandbox stopped.
+        // Meanwhile the old instance is removed, and the sandbox the sync made dies.
         smol::block_on(rt.remove_container(&gone)).unwrap();
-        smol::block_on(rt.stop_pod_sandbox(&old)).unwrap();
+        smol::block_on(rt.stop_pod_sandbox(&made)).unwrap();
         rt.forget_calls();
         let left = Left { seen: before, started: vec![(started.clone(), "c".into(), made.clone())] };
-        let look = Look { facts: Some(&known), pids: None, left: Some(left) };
+        let look = Look { facts: Some(&known), pids: Some(&|_: &str| true), left: Some(left) };
         let obs = smol::block_on(observe(&rt, "u1", look)).unwrap();
-        // No list; every status read afresh, though the facts were fresh: the stop is seen, the
+        // No list; every status read afresh though the made sandbox's facts were fresh, and
+        // verbose only for what was last shown ready or running: the death is seen, the
         // removed container dropped.
-        let statuses = ["PodSandboxStatus", "PodSandboxStatus", "ContainerStatus", "ContainerStatus"];
+        let statuses = ["PodSandboxStatus verbose", "PodSandboxStatus", "ContainerStatus verbose", "ContainerStatus"];
         assert_eq!(rt.calls(), statuses);
-        assert!(obs.sandboxes.iter().any(|s| s.id == old && !s.ready));
-        assert!(obs.sandboxes.iter().any(|s| s.id == made && s.ready));
+        assert!(obs.sandboxes.len() == 2 && obs.sandboxes.iter().all(|s| !s.ready), "{:?}", obs.sandboxes);
         assert_eq!(
             obs.containers.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect::<Vec<_>>(),
             [(started.as_str(), "c")]
         );
+        assert_eq!(obs.containers[0].state, ContainerState::Exited);
         assert_eq!(obs.containers[0].sandbox_id, made);
     }
 
