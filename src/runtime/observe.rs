@@ -93,10 +93,20 @@ pub struct Look<'a> {
 /// follow-up asks its ContainerStatus and its sandbox's status, not two lists and the statuses.
 #[derive(Clone, Debug)]
 pub struct Left {
-    /// What it saw, with the sandbox it made.
-    pub seen: Observed,
-    /// The containers it made and started: ID, name, sandbox ID.
-    pub started: Vec<(String, String, String)>,
+    /// What it saw, with the sandbox and the containers it made.
+    seen: Observed,
+}
+
+impl Left {
+    /// What a sync that saw `seen` leaves after making `sandbox` (if it did) and starting
+    /// `started` (name, ID) in sandbox `sandbox_id`.
+    pub fn after(seen: &Observed, sandbox: Option<SandboxObs>, started: &[(String, String)], sandbox_id: &str) -> Left {
+        let mut seen = seen.clone();
+        seen.sandboxes.extend(sandbox);
+        let started = started.iter().map(|(name, id)| ContainerObs::running(id, name, sandbox_id, None));
+        seen.containers.extend(started);
+        Left { seen }
+    }
 }
 
 /// A sandbox to read: its ID and attempt; whether it was last shown ready, and by a list
@@ -139,12 +149,11 @@ impl Left {
         let sandboxes = self.seen.sandboxes.into_iter();
         let sandboxes =
             sandboxes.map(|s| SandboxToRead { id: s.id, attempt: s.attempt, ready: s.ready, listed: false });
-        let seen = self.seen.containers.into_iter().map(|c| {
+        let containers = self.seen.containers.into_iter().map(|c| {
             let running = c.state == ContainerState::Running;
             (c.id.to_string(), c.name, c.sandbox_id, running)
         });
-        let started = self.started.into_iter().map(|(id, name, sandbox)| (id, name, sandbox, true));
-        (sandboxes.collect(), started.chain(seen).collect())
+        (sandboxes.collect(), containers.collect())
     }
 }
 
@@ -442,13 +451,13 @@ mod tests {
         smol::block_on(rt.remove_container(&gone)).unwrap();
         smol::block_on(rt.stop_pod_sandbox(&made)).unwrap();
         rt.forget_calls();
-        let left = Left { seen: before, started: vec![(started.clone(), "c".into(), made.clone())] };
+        let left = Left::after(&before, None, &[("c".into(), started.clone())], &made);
         let look = Look { facts: Some(&known), pids: Some(&|_: &str| true), left: Some(left) };
         let obs = smol::block_on(observe(&rt, "u1", look)).unwrap();
         // No list; every status read afresh though the made sandbox's facts were fresh, and
         // verbose only for what was last shown ready or running: the death is seen, the
         // removed container dropped.
-        let statuses = ["PodSandboxStatus verbose", "PodSandboxStatus", "ContainerStatus verbose", "ContainerStatus"];
+        let statuses = ["PodSandboxStatus verbose", "PodSandboxStatus", "ContainerStatus", "ContainerStatus verbose"];
         assert_eq!(rt.calls(), statuses);
         assert!(obs.sandboxes.len() == 2 && obs.sandboxes.iter().all(|s| !s.ready), "{:?}", obs.sandboxes);
         assert_eq!(

@@ -193,11 +193,7 @@ async fn act<R: RuntimeService>(
     // every start went through, the runtime holds nothing this sync did not see or make.
     let any = !started.started.is_empty();
     if any && !started.not_all {
-        let started = started.started.iter().map(|(name, id)| (id.clone(), name.clone(), sandbox_id.clone()));
-        let mut seen = obs.clone();
-        seen.sandboxes.extend(made_sandbox);
-        let left = Left { seen, started: started.collect() };
-        cx.pleg.leave(&pod.metadata.uid, left);
+        cx.pleg.leave(&pod.metadata.uid, Left::after(obs, made_sandbox, &started.started, &sandbox_id));
     }
     let soonest = if any { Some(Duration::ZERO) } else { started.retry };
     if let Some(r) = soonest {

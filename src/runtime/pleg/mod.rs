@@ -79,7 +79,7 @@ pub struct Pleg {
     /// What each pod's ready sandboxes' statuses showed (`observe`).
     pub sandboxes: crate::runtime::observe::SandboxFacts,
     /// What a sync that made something left its pod's next look (`observe::Left`).
-    left: Mutex<HashMap<String, crate::runtime::observe::Left>>,
+    left: Mutex<Vec<(String, crate::runtime::observe::Left)>>,
 }
 
 impl Pleg {
@@ -101,7 +101,7 @@ impl Pleg {
             relist_now: smol::channel::bounded(1),
             exits: exits::Exits::new(wake),
             sandboxes: Default::default(),
-            left: Mutex::new(HashMap::new()),
+            left: Mutex::new(Vec::new()),
         })
     }
 
@@ -111,18 +111,21 @@ impl Pleg {
         crate::locks::lock(&self.looked).remove(uid);
         crate::locks::lock(&self.logs).remove(uid);
         self.sandboxes.forget(uid);
-        crate::locks::lock(&self.left).remove(uid);
+        self.left(uid);
     }
 
     /// A sync of pod `uid` made all it meant to: what its pod can now have, for the next look.
     pub fn leave(&self, uid: &str, left: crate::runtime::observe::Left) {
-        crate::locks::lock(&self.left).insert(uid.to_string(), left);
+        let mut all = crate::locks::lock(&self.left);
+        all.retain(|(u, _)| u != uid);
+        all.push((uid.to_string(), left));
     }
 
     /// What the last sync of pod `uid` left, if it was one that made something (taken: only
     /// the sync that follows it reads it).
     pub fn left(&self, uid: &str) -> Option<crate::runtime::observe::Left> {
-        crate::locks::lock(&self.left).remove(uid)
+        let mut all = crate::locks::lock(&self.left);
+        all.iter().position(|(u, _)| u == uid).map(|i| all.swap_remove(i).1)
     }
 
     /// The log files of pod `uid`'s running containers, for the relist to watch their size.
