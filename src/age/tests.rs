@@ -71,7 +71,7 @@ fn key_files_must_be_roots_alone() {
 #[test]
 fn a_key_file_is_checked_on_the_descriptor_it_is_read_from() {
     use std::os::unix::fs::PermissionsExt;
-    let d = std::env::temp_dir().join(format!("atoll-age-key-{}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("atoll-age-key-dir-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     let key = d.join("age.key");
