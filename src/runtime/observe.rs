@@ -6,9 +6,10 @@
 //! A ready sandbox's IP, network mode and creation time do not change while it lives, and
 //! ListPodSandbox shows whether it is still ready: with [`SandboxFacts`], which the PLEG keeps,
 //! the syncs that list within [`TRUSTED`] of one another (a batch, a crash loop) ask
-//! PodSandboxStatus once per sandbox, not each time. kubelet asks at every GetPodStatus. What the list alone cannot show, a network namespace removed from outside
-//! (the status's IP goes empty and the sandbox is made again) or a stop that containerd 2.x's
-//! list shows a moment late, is seen by the first sync after that time.
+//! PodSandboxStatus once per sandbox, not each time. kubelet asks at every GetPodStatus.
+//! What the list alone cannot show, a network namespace removed from outside (the status's
+//! IP goes empty and the sandbox is made again) or a stop that containerd 2.x's list shows a
+//! moment late, is seen by the first sync after that time.
 //!
 //! Only a pod's worker makes its sandboxes and containers. So after a sync that made all it
 //! meant to, the runtime holds nothing for the pod that sync did not see or make ([`Left`]),
@@ -19,7 +20,8 @@
 
 use super::sandbox::{ANNOTATION_MANAGED_BY, LABEL_CONTAINER_NAME, LABEL_POD_UID};
 use crate::cri::api::{
-    ContainerFilter, NamespaceMode, PodSandboxFilter, PodSandboxState, PodSandboxStatus, PodSandboxStatusResponse,
+    ContainerFilter, ContainerStatusResponse, NamespaceMode, PodSandboxFilter, PodSandboxState, PodSandboxStatus,
+    PodSandboxStatusResponse,
 };
 use crate::cri::{RuntimeService, Status};
 use crate::node::observed::{ContainerObs, ContainerState, Observed, SandboxObs};
@@ -41,9 +43,10 @@ type Ready = Vec<(SandboxObs, Instant)>;
 impl SandboxFacts {
     /// Pod `uid`'s sandbox `id` has this status (kept if it is ready): the sandbox as it shows.
     pub fn learn(&self, uid: &str, id: &str, r: &PodSandboxStatusResponse) -> SandboxObs {
-        let st = r.status.clone().unwrap_or_default();
+        let plain = PodSandboxStatus::default();
+        let st = r.status.as_ref().unwrap_or(&plain);
         let attempt = st.metadata.as_ref().map_or(0, |m| m.attempt);
-        let sandbox = status(id.to_string(), attempt, &st, &r.info);
+        let sandbox = status(id.to_string(), attempt, st, &r.info);
         if sandbox.ready {
             let mut all = crate::locks::lock(&self.0);
             let mut ready = take(&mut all, uid);
@@ -91,26 +94,38 @@ pub struct Look<'a> {
 /// makes them). The sync that follows reads all their statuses afresh (so it sees whatever
 /// changed before it began, as a list would) and need not list: a started container's
 /// follow-up asks its ContainerStatus and its sandbox's status, not two lists and the statuses.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Left {
-    /// What it saw, with the sandbox and the containers it made.
-    seen: Observed,
+    /// The sandboxes it saw, and the one it made.
+    sandboxes: Vec<SandboxToRead>,
+    /// The containers it saw, and those it started.
+    containers: Vec<ContainerToRead>,
 }
 
+/// A sandbox a sync made: its attempt, and whether its status showed it ready.
+pub type Made = (u32, bool);
+
 impl Left {
-    /// What a sync that saw `seen` leaves after making `sandbox` (if it did) and starting
-    /// `started` (name, ID) in sandbox `sandbox_id`.
-    pub fn after(seen: &Observed, sandbox: Option<SandboxObs>, started: &[(String, String)], sandbox_id: &str) -> Left {
-        let mut seen = seen.clone();
-        seen.sandboxes.extend(sandbox);
-        let started = started.iter().map(|(name, id)| ContainerObs::running(id, name, sandbox_id, None));
-        seen.containers.extend(started);
-        Left { seen }
+    /// What a sync that saw `seen` leaves after making sandbox `sandbox_id` (if `made`) and
+    /// starting the containers `started` (IDs) in it.
+    pub fn after(seen: &Observed, made: Option<Made>, started: &[String], sandbox_id: &str) -> Left {
+        let mut left = Left { sandboxes: Vec::new(), containers: Vec::new() };
+        let made = made.map(|(attempt, ready)| (sandbox_id, attempt, ready));
+        for (id, attempt, ready) in seen.sandboxes.iter().map(|s| (s.id.as_str(), s.attempt, s.ready)).chain(made) {
+            left.sandboxes.push(SandboxToRead { id: id.into(), attempt, ready, listed: false });
+        }
+        let seen =
+            seen.containers.iter().map(|c| (c.id.as_str(), c.sandbox_id.as_str(), c.state == ContainerState::Running));
+        for (id, sandbox_id, running) in seen.chain(started.iter().map(|id| (id.as_str(), sandbox_id, true))) {
+            left.containers.push((id.into(), sandbox_id.into(), running));
+        }
+        left
     }
 }
 
 /// A sandbox to read: its ID and attempt; whether it was last shown ready, and by a list
 /// (then what its status showed a moment ago may be trusted).
+#[derive(Debug)]
 struct SandboxToRead {
     id: String,
     attempt: u32,
@@ -118,8 +133,9 @@ struct SandboxToRead {
     listed: bool,
 }
 
-/// A container to read: ID, name, sandbox ID, whether last shown running.
-type ContainerToRead = (String, String, String, bool);
+/// A container to read: ID, sandbox ID, whether last shown running (its name is in the
+/// labels its status shows, as in the list's).
+type ContainerToRead = (String, String, bool);
 
 /// What the runtime's lists show of pod `uid`.
 async fn listed<R: RuntimeService>(rt: &R, uid: &str) -> Result<(Vec<SandboxToRead>, Vec<ContainerToRead>), Status> {
@@ -138,23 +154,9 @@ async fn listed<R: RuntimeService>(rt: &R, uid: &str) -> Result<(Vec<SandboxToRe
     });
     let containers = containers?.into_iter().map(|c| {
         let running = c.state == crate::cri::api::ContainerState::ContainerRunning as i32;
-        (c.id, c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(), c.pod_sandbox_id, running)
+        (c.id, c.pod_sandbox_id, running)
     });
     Ok((sandboxes.collect(), containers.collect()))
-}
-
-impl Left {
-    /// What to read: everything seen and made.
-    fn into_reads(self) -> (Vec<SandboxToRead>, Vec<ContainerToRead>) {
-        let sandboxes = self.seen.sandboxes.into_iter();
-        let sandboxes =
-            sandboxes.map(|s| SandboxToRead { id: s.id, attempt: s.attempt, ready: s.ready, listed: false });
-        let containers = self.seen.containers.into_iter().map(|c| {
-            let running = c.state == ContainerState::Running;
-            (c.id.to_string(), c.name, c.sandbox_id, running)
-        });
-        (sandboxes.collect(), containers.collect())
-    }
 }
 
 /// Everything the runtime shows for pod `uid`: from its lists, or, after a sync that left
@@ -167,7 +169,7 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
     let wanted = |id: &str| pids.is_some_and(|w| w(id));
     let mut obs = Observed::default();
     let (sandboxes, containers) = match left {
-        Some(left) => left.into_reads(),
+        Some(left) => (left.sandboxes, left.containers),
         None => listed(rt, uid).await?,
     };
     let mut facts = known.map(|k| take(&mut crate::locks::lock(&k.0), uid)).unwrap_or_default();
@@ -191,13 +193,8 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
     if let (Some(k), false) = (known, ready.is_empty()) {
         crate::locks::lock(&k.0).push((uid.to_string(), ready));
     }
-    for (id, name, sandbox_id, running) in containers {
-        let verbose = running && wanted(&id);
-        let shown = match rt.container_status(&id, verbose).await {
-            Err(e) if verbose && !e.is_not_found() => rt.container_status(&id, false).await,
-            shown => shown,
-        };
-        let (st, info) = match shown {
+    for (id, sandbox_id, running) in containers {
+        let (st, info) = match container_status(rt, &id, running && wanted(&id)).await {
             Ok(r) => (r.status.unwrap_or_default(), r.info),
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
@@ -211,7 +208,7 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
         };
         obs.containers.push(ContainerObs {
             id: id.into(),
-            name,
+            name: st.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default(),
             sandbox_id,
             restart_count: ann("io.kubernetes.container.restartCount").parse().unwrap_or(0),
             hash: ann("io.kubernetes.container.hash"),
@@ -225,7 +222,7 @@ pub async fn observe<R: RuntimeService>(rt: &R, uid: &str, look: Look<'_>) -> Re
             log_path: st.log_path,
             image: st.image.map(|i| i.image).unwrap_or_default(),
             image_ref: st.image_ref,
-            pid: if state == ContainerState::Running { pid_of(&info).ok() } else { None },
+            pid: if state == ContainerState::Running { pid_of(&info) } else { None },
         });
     }
     obs.normalise();
@@ -246,6 +243,18 @@ async fn sandbox_status<R: RuntimeService>(
     }
 }
 
+/// Container `id`'s status, as [`sandbox_status`] asks a sandbox's.
+async fn container_status<R: RuntimeService>(
+    rt: &R,
+    id: &str,
+    verbose: bool,
+) -> Result<ContainerStatusResponse, Status> {
+    match rt.container_status(id, verbose).await {
+        Err(e) if verbose && !e.is_not_found() => rt.container_status(id, false).await,
+        shown => shown,
+    }
+}
+
 /// Sandbox `id` (of this `attempt`) as its status (and the `info` of a verbose one) shows it.
 fn status(id: String, attempt: u32, st: &PodSandboxStatus, info: &HashMap<String, String>) -> SandboxObs {
     let ready = st.state == PodSandboxState::SandboxReady as i32;
@@ -256,16 +265,16 @@ fn status(id: String, attempt: u32, st: &PodSandboxStatus, info: &HashMap<String
         host_network: host_network(st),
         ip: st.network.as_ref().map(|n| n.ip.clone()).unwrap_or_default(),
         created_at: st.created_at,
-        pid: if ready { pid_of(info).ok() } else { None },
+        pid: if ready { pid_of(info) } else { None },
     }
 }
 
-/// The pid in a verbose status's `info` (JSON with a `pid`, as containerd and CRI-O report it).
-pub fn pid_of(info: &HashMap<String, String>) -> Result<i32, String> {
-    let text = info.get("info").ok_or("the runtime's status has no info (not verbose)")?;
-    let parsed = crate::parse::json(text.as_bytes())?;
+/// The pid in a verbose status's `info` (JSON with a `pid`, as containerd and CRI-O report
+/// it); none in a plain status's.
+pub fn pid_of(info: &HashMap<String, String>) -> Option<i32> {
+    let parsed = crate::parse::json(info.get("info")?.as_bytes()).ok()?;
     let pid = parsed.get("pid").and_then(serde_json::Value::as_i64);
-    pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0).ok_or_else(|| "no pid in the runtime's info".into())
+    pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0)
 }
 
 /// Whether a sandbox has the host's network.
@@ -326,6 +335,7 @@ mod tests {
     fn container(rt: &FakeRuntime, uid: &str, sb: &str) -> String {
         let mut config = crate::cri::api::ContainerConfig::default();
         config.labels.insert(LABEL_POD_UID.into(), uid.into());
+        config.labels.insert(LABEL_CONTAINER_NAME.into(), "c".into());
         let id = smol::block_on(rt.create_container(sb, config, PodSandboxConfig::default())).unwrap();
         smol::block_on(rt.start_container(&id)).unwrap();
         id
@@ -451,7 +461,7 @@ mod tests {
         smol::block_on(rt.remove_container(&gone)).unwrap();
         smol::block_on(rt.stop_pod_sandbox(&made)).unwrap();
         rt.forget_calls();
-        let left = Left::after(&before, None, &[("c".into(), started.clone())], &made);
+        let left = Left::after(&before, None, std::slice::from_ref(&started), &made);
         let look = Look { facts: Some(&known), pids: Some(&|_: &str| true), left: Some(left) };
         let obs = smol::block_on(observe(&rt, "u1", look)).unwrap();
         // No list; every status read afresh though the made sandbox's facts were fresh, and
@@ -471,13 +481,13 @@ mod tests {
     #[test]
     fn the_pid_comes_from_the_verbose_info() {
         let info = |s: &str| HashMap::from([("info".to_string(), s.to_string())]);
-        assert_eq!(pid_of(&info(r#"{"pid": 4242, "runtimeSpec": {"process": {"args": ["sh"]}}}"#)), Ok(4242));
-        assert!(pid_of(&info(r#"{"pid": 0}"#)).is_err());
-        assert!(pid_of(&info(r#"{"pid": -1}"#)).is_err());
-        assert!(pid_of(&info(r#"{"pid": 99999999999}"#)).is_err());
-        assert!(pid_of(&info("not json")).is_err());
-        assert!(pid_of(&HashMap::new()).is_err());
+        assert_eq!(pid_of(&info(r#"{"pid": 4242, "runtimeSpec": {"process": {"args": ["sh"]}}}"#)), Some(4242));
+        assert_eq!(None, pid_of(&info(r#"{"pid": 0}"#)));
+        assert_eq!(None, pid_of(&info(r#"{"pid": -1}"#)));
+        assert_eq!(None, pid_of(&info(r#"{"pid": 99999999999}"#)));
+        assert_eq!(None, pid_of(&info("not json")));
+        assert_eq!(None, pid_of(&HashMap::new()));
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(pid_of(&info(&format!(r#"{{"pid": 7, "x": {deep}}}"#))).is_err());
+        assert_eq!(None, pid_of(&info(&format!(r#"{{"pid": 7, "x": {deep}}}"#))));
     }
 }

@@ -43,8 +43,8 @@ pub type Images = std::collections::HashMap<String, Result<String, super::images
 pub struct Started {
     /// When to look again at the soonest, if a container waits on a timer.
     pub retry: Option<Duration>,
-    /// The containers started: name and ID.
-    pub started: Vec<(String, String)>,
+    /// The IDs of the containers started.
+    pub started: Vec<String>,
     /// Some container could not be started (it waits, or its config, CreateContainer or
     /// StartContainer failed): the runtime may hold a container made for it.
     pub not_all: bool,
@@ -67,7 +67,7 @@ pub async fn start_containers<R: RuntimeService>(
         let outcome = start_one(cx, pod, start, sb, waits, &mut images, &files).await?;
         started.not_all |= !matches!(outcome, Outcome::Started(_));
         match outcome {
-            Outcome::Started(id) => started.started.push((start.container(pod).name.clone(), id)),
+            Outcome::Started(id) => started.started.push(id),
             Outcome::Blocked(retry) => {
                 started.retry = retry.into_iter().chain(started.retry).min();
                 if matches!(start.which, SpecRef::Init(_)) {

@@ -164,8 +164,8 @@ async fn act<R: RuntimeService>(
             let id = id.map_err(SyncError::CreateSandbox)?;
             let st = cx.runtime.pod_sandbox_status(&id, false).await.map_err(SyncError::runtime("PodSandboxStatus"))?;
             let sandbox = cx.pleg.sandboxes.learn(&pod.metadata.uid, &id, &st);
-            let ip = sandbox.ip.clone();
-            made_sandbox = Some(sandbox);
+            let ip = sandbox.ip;
+            made_sandbox = Some((attempt, sandbox.ready));
             let shown = if ip.is_empty() { String::new() } else { format!(", IP {ip}") };
             log::info!("pod {}: sandbox {} (attempt {attempt}) ready{shown}", pod.key(), short(&id));
             (id, ip)

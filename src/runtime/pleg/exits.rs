@@ -244,7 +244,9 @@ async fn pid_shown<R: RuntimeService>(rt: &R, id: &str, sandbox: bool) -> Result
         r.map(|r| (r.status.is_some_and(|s| s.state == Cri::ContainerRunning as i32), r.info))
     };
     match shown {
-        Ok((true, info)) => pid_of(&info).map_err(Opened::Unwatchable),
+        Ok((true, info)) => {
+            pid_of(&info).ok_or_else(|| Opened::Unwatchable("the runtime's verbose status shows no pid".into()))
+        }
         Ok((false, _)) => Err(Opened::Gone),
         Err(e) if e.is_not_found() => Err(Opened::Gone),
         Err(e) => Err(Opened::Unwatchable(e.to_string())),
