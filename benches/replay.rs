@@ -553,10 +553,9 @@ fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> String
 fn batch_atoll(rig: &Rig, n: usize, r: usize) -> Timed {
     let Rig { manifests, cri, .. } = rig;
     let name = |i: usize| format!("b{n}r{r}x{i}");
+    let staged: Vec<_> = (0..n).map(|i| stage(manifests, &name(i), &pod_yaml(&name(i), STOPS_ON_TERM))).collect();
     let (from, t0) = (mark(), Instant::now());
-    for i in 0..n {
-        drop_manifest(manifests, &name(i), &pod_yaml(&name(i), STOPS_ON_TERM));
-    }
+    staged.into_iter().for_each(rename_in);
     let end = nth_call(from, "StartContainer", n);
     let took = Timed::between(from, t0, end);
     wait("the batch running", || (0..n).all(|i| !running(cri, &format!("{}-bench", name(i))).is_empty()));

@@ -41,9 +41,10 @@ use std::time::{Duration, Instant};
 /// One pod start with atoll's CRI calls on a timeline from the manifest's rename.
 fn start_timeline(cri: &Cri, manifests: &Path) -> Vec<String> {
     let name = "timeline";
+    let staged = stage(manifests, name, &pod_yaml(name, true, STOPS_ON_TERM));
     let from = mark();
     let t0 = Instant::now();
-    drop_manifest(manifests, name, &pod_yaml(name, true, STOPS_ON_TERM));
+    rename_in(staged);
     let started = nth_call(from, "StartContainer", 1);
     wait("start", || !running(cri, &format!("{name}-bench")).is_empty());
     let calls: Vec<(Instant, String)> =
@@ -417,11 +418,12 @@ fn latency(tb: &common::Testbed, manifests: &Path, rounds: usize, batches: &[usi
     // 4: batches, next to the same calls made concurrently.
     let mut breakdowns = Vec::new();
     for n in batches {
+        let name = |i: usize| format!("b{n}x{i}");
+        let staged: Vec<_> =
+            (0..*n).map(|i| stage(manifests, &name(i), &pod_yaml(&name(i), true, STOPS_ON_TERM))).collect();
         let (from, t0) = (mark(), Instant::now());
         let cost0 = (usage(std::process::id()).0, runtime_cpu());
-        for i in 0..*n {
-            drop_manifest(manifests, &format!("b{n}x{i}"), &pod_yaml(&format!("b{n}x{i}"), true, STOPS_ON_TERM));
-        }
+        staged.into_iter().for_each(rename_in);
         let ended = nth_call(from, "StartContainer", *n);
         let batch = ended - t0;
         let cost = (usage(std::process::id()).0 - cost0.0, runtime_cpu() - cost0.1);
