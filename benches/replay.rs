@@ -21,7 +21,13 @@
 //! - 10 and 50 at once: the manifests all renamed in -> the last StartContainer's reply; the
 //!   replay, that many starts sent at once.
 //!
-//!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=40; under `cargo test` a short run)
+//!
+//! Each figure is the median of the pairs (atoll's less the replay's, and atoll's over the
+//! replay's) with its 95% interval (`shared/pairs.rs`), and the CRI calls atoll made in its
+//! window beside the replay's.
+//!
+//!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=100, ATOLL_BENCH_RESTART_ROUNDS=40,
+//!                                      ATOLL_BENCH_BATCH_ROUNDS=30; under `cargo test` a short run)
 
 #[path = "shared/calls.rs"]
 mod calls;
@@ -29,11 +35,13 @@ mod calls;
 mod common;
 #[path = "shared/cri_proxy.rs"]
 mod cri_proxy;
+#[path = "shared/pairs.rs"]
+mod pairs;
 
 use atoll::cri::api::{CreateContainerResponse, RunPodSandboxRequest, RunPodSandboxResponse};
 use atoll::grpc::Channel;
 use calls::*;
-use cri_proxy::{Proxy, Recorded};
+use cri_proxy::{contains, for_pod, given_ids, method, returned_id, shown, Proxy, Recorded};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,81 +79,6 @@ struct Recording {
     pod_dir: PathBuf,
     log_dir: String,
     containers: Vec<String>,
-}
-
-const POD_CALLS: &[&str] = &[
-    "ListPodSandbox",
-    "ListContainers",
-    "RunPodSandbox",
-    "PodSandboxStatus",
-    "ImageStatus",
-    "PullImage",
-    "CreateContainer",
-    "StartContainer",
-    "ContainerStatus",
-    "StopContainer",
-    "StopPodSandbox",
-    "RemovePodSandbox",
-    "RemoveContainer",
-];
-
-fn method(c: &Recorded) -> &str {
-    c.path.rsplit('/').next().unwrap_or("")
-}
-
-/// A call as the table shows it: its method, and whether it asked for the verbose status
-/// (a process watch being set up, on a runtime without container events).
-fn shown(c: &Recorded) -> String {
-    let verbose = match method(c) {
-        "ContainerStatus" => {
-            atoll::grpc::decode_message::<atoll::cri::api::ContainerStatusRequest>(c.request.clone(), 1 << 24)
-                .is_ok_and(|r| r.verbose)
-        }
-        "PodSandboxStatus" => {
-            atoll::grpc::decode_message::<atoll::cri::api::PodSandboxStatusRequest>(c.request.clone(), 1 << 24)
-                .is_ok_and(|r| r.verbose)
-        }
-        _ => false,
-    };
-    format!("{}{}", method(c), if verbose { " (verbose)" } else { "" })
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The calls of `all` that began in `[from, until]` and were made for the pod `uid` (or name
-/// one of `ids`), ImageStatus too; by when they began.
-fn for_pod(all: &[Recorded], from: Instant, until: Instant, uid: &str, ids: &[String]) -> Vec<Recorded> {
-    let mut mine: Vec<Recorded> = all
-        .iter()
-        .filter(|c| c.began >= from && c.began <= until && POD_CALLS.contains(&method(c)))
-        .filter(|c| {
-            method(c) == "ImageStatus"
-                || contains(&c.request, uid.as_bytes())
-                || ids.iter().any(|id| contains(&c.request, id.as_bytes()))
-        })
-        .cloned()
-        .collect();
-    mine.sort_by_key(|c| c.began);
-    mine
-}
-
-/// The IDs the runtime gave in `calls` (sandboxes and containers).
-fn given_ids(calls: &[Recorded]) -> Vec<String> {
-    calls.iter().filter_map(|c| returned_id(method(c), c.response.clone())).collect()
-}
-
-fn returned_id(method: &str, response: prost::bytes::Bytes) -> Option<String> {
-    match method {
-        "RunPodSandbox" => {
-            atoll::grpc::decode_message::<RunPodSandboxResponse>(response, 1 << 24).ok().map(|r| r.pod_sandbox_id)
-        }
-        "CreateContainer" => {
-            atoll::grpc::decode_message::<CreateContainerResponse>(response, 1 << 24).ok().map(|r| r.container_id)
-        }
-        _ => None,
-    }
 }
 
 /// Byte strings to swap in a request (old, new: the same length).
@@ -374,15 +307,48 @@ fn record(tb: &common::Testbed, base: &Path, proxy: &Proxy) -> Recorded3 {
     Recorded3 { start, stop, crash, restart }
 }
 
+/// The file system `dir` is on, by name where known.
+fn file_system(dir: &Path) -> String {
+    match rustix::fs::statfs(dir).map(|s| s.f_type as u64) {
+        Ok(0xEF53) => "ext2/3/4".into(),
+        Ok(0x0102_1994) => "tmpfs".into(),
+        Ok(0x5846_5342) => "xfs".into(),
+        Ok(0x9123_683E) => "btrfs".into(),
+        Ok(t) => format!("a file system of type {t:#x}"),
+        Err(e) => format!("an unknown file system ({e})"),
+    }
+}
+
+/// What one `mkdir` in `dir`'s file system costs now (the median of 200): a start makes about
+/// seven inodes on the host (the pod's directory, its hosts file, termination-message file, log
+/// directories), which the replay has made before its clock starts.
+fn mkdir_us(dir: &Path) -> f64 {
+    let at = dir.join("mkdir");
+    std::fs::create_dir_all(&at).unwrap();
+    let mut took: Vec<Duration> = (0..200)
+        .map(|i| {
+            let t0 = Instant::now();
+            std::fs::create_dir(at.join(i.to_string())).unwrap();
+            t0.elapsed()
+        })
+        .collect();
+    took.sort();
+    let _ = std::fs::remove_dir_all(&at);
+    took[took.len() / 2].as_secs_f64() * 1e6
+}
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 40 } else { 2 }) as usize;
+    // A start's pairs scatter by about 15 ms: 100 of them give its median within about ±4 ms.
+    let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 100 } else { 2 }) as usize;
+    // The restart's rounds each wait a second for the container's exit.
+    let restart_rounds = env_or("ATOLL_BENCH_RESTART_ROUNDS", if bench { 40 } else { 2 }) as usize;
     // (pods at once, rounds): a batch is one sample, so it is taken several times.
-    let batch_rounds = env_or("ATOLL_BENCH_BATCH_ROUNDS", if bench { 6 } else { 2 }) as usize;
+    let batch_rounds = env_or("ATOLL_BENCH_BATCH_ROUNDS", if bench { 30 } else { 2 }) as usize;
     let batches = if bench { vec![(10, batch_rounds), (50, batch_rounds / 2)] } else { vec![(3, batch_rounds)] };
     let tb = common::testbed();
     let cri = tb.cri();
@@ -409,7 +375,9 @@ fn main() {
     let mut rows = Vec::new();
     let rig = Rig { rec, ch, state, manifests: direct.join("manifests"), cri: tb.cri() };
     rows.extend(start_and_stop(&rig, rounds, &mut failed));
-    rows.push(restart(&rig, rounds, &mut failed));
+    if restart_rounds > 0 {
+        rows.push(restart(&rig, restart_rounds, &mut failed));
+    }
     for &(n, batch_rounds) in batches.iter().filter(|(_, rounds)| *rounds > 0) {
         rows.push(batch(&rig, n, batch_rounds, &mut failed));
     }
@@ -417,12 +385,10 @@ fn main() {
     log::set_max_level(log::LevelFilter::Off);
     println!();
     println!(
-        "atoll vs the replay of its own CRI requests ({version}, private test bed), {rounds} rounds, median / p90:"
+        "atoll vs the replay of its own CRI requests ({version}, private test bed on {}), {rounds} rounds ({restart_rounds} of the restart):",
+        file_system(&base)
     );
-    println!(
-        "| measurement | atoll | replay | atoll adds (median of the pairs) | atoll with no runtime call in flight | ratio |"
-    );
-    println!("|---|---|---|---|---|---|");
+    println!("{}", pairs::HEAD);
     for r in &rows {
         println!("{r}");
     }
@@ -432,30 +398,9 @@ fn main() {
         "replayed calls the runtime refused: {}",
         if failed.is_empty() { "none".into() } else { failed.join("; ") }
     );
+    println!("a directory made in the test bed's file system after the run: {:.0} µs (median of 200)", mkdir_us(&base));
     println!();
     let _ = std::fs::remove_dir_all(&base);
-}
-
-/// A table row: atoll's times and the replay's, paired round by round, and how much of atoll's
-/// time no runtime call was in flight.
-fn row(what: &str, atoll: &[Timed], replay: &[Duration]) -> String {
-    let took: Vec<Duration> = atoll.iter().map(|t| t.took).collect();
-    let outside: Vec<Duration> = atoll.iter().map(|t| t.outside).collect();
-    let mut adds: Vec<f64> =
-        took.iter().zip(replay).map(|(a, r)| a.as_secs_f64() * 1e3 - r.as_secs_f64() * 1e3).collect();
-    adds.sort_by(|a, b| a.total_cmp(b));
-    let add = adds.get(adds.len() / 2).copied().unwrap_or(0.0);
-    let ratio = pct(&took, 50).as_secs_f64() / pct(replay, 50).as_secs_f64();
-    let ms1 = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
-    format!(
-        "| {what} | {} / {} | {} / {} | {add:+.1} ms | {} / {} | {ratio:.3} |",
-        ms1(pct(&took, 50)),
-        ms1(pct(&took, 90)),
-        ms1(pct(replay, 50)),
-        ms1(pct(replay, 90)),
-        ms1(pct(&outside, 50)),
-        ms1(pct(&outside, 90)),
-    )
 }
 
 /// What every measurement takes: the recordings, the replay's connection to the runtime,
@@ -498,8 +443,8 @@ fn start_and_stop(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> Vec<Str
         }
     }
     vec![
-        row("pod start, host network", &start, &rstart),
-        row("stop (atoll's includes the 10 ms re-create wait)", &stop, &rstop),
+        pairs::row("pod start, host network", &start, &rstart, rec.start.calls.len()),
+        pairs::row("stop (atoll's includes the 10 ms re-create wait)", &stop, &rstop, rec.stop.len()),
     ]
 }
 
@@ -527,7 +472,8 @@ fn restart(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> String {
             by_atoll();
         }
     }
-    row("crash -> restarted (atoll's includes noticing the exit)", &atoll, &replayed)
+    let what = format!("crash -> restarted (atoll's includes noticing the exit; {rounds} rounds)");
+    pairs::row(&what, &atoll, &replayed, rig.rec.restart.len())
 }
 
 /// `n` pods at once, `rounds` times, atoll and the replay alternating which goes first (the
@@ -545,7 +491,7 @@ fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> String
         }
     }
     let what = format!("{n} pods at once -> all started ({rounds} rounds)");
-    row(&what, &atoll, &replayed)
+    pairs::row(&what, &atoll, &replayed, n * rig.rec.start.calls.len())
 }
 
 /// atoll's batch: the manifests renamed in -> the reply to the last StartContainer. Then removed,

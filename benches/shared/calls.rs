@@ -80,19 +80,31 @@ pub fn outside_calls(from: usize, t0: Instant, end: Instant) -> Duration {
     end.saturating_duration_since(t0).saturating_sub(covered)
 }
 
-/// A measurement by the agent in this process: how long it took in all, and how much of that
-/// was outside the runtime's calls (`outside_calls`).
+/// A measurement by the agent in this process: how long it took in all, how much of that was
+/// outside the runtime's calls (`outside_calls`), and how many calls it made.
 #[derive(Clone, Copy, Debug)]
 pub struct Timed {
     pub took: Duration,
     pub outside: Duration,
+    pub calls: usize,
 }
 
 impl Timed {
     /// `t0..end`, with the calls in the trace after `from`.
     pub fn between(from: usize, t0: Instant, end: Instant) -> Timed {
-        Timed { took: end.saturating_duration_since(t0), outside: outside_calls(from, t0, end) }
+        let calls = calls_within(from, t0, end);
+        Timed { took: end.saturating_duration_since(t0), outside: outside_calls(from, t0, end), calls }
     }
+}
+
+/// How many calls in the trace after `from` began at or after `t0` and ended by `end`.
+pub fn calls_within(from: usize, t0: Instant, end: Instant) -> usize {
+    let calls = CALLS.calls.lock().unwrap();
+    let began = |at: &Instant, text: &str| {
+        let us: u64 = text.rsplit(' ').next()?.parse().ok()?;
+        at.checked_sub(Duration::from_micros(us))
+    };
+    calls.iter().skip(from).filter(|(at, text)| *at <= end && began(at, text).is_some_and(|b| b >= t0)).count()
 }
 
 pub fn pct(v: &[Duration], p: usize) -> Duration {
@@ -191,7 +203,8 @@ pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> 
     wait("crash pod gone", || sandboxes(cri, &pod) == 0);
     let took = seen.duration_since(exited).unwrap_or_default();
     let t0 = restarted.checked_sub(took).unwrap_or(restarted);
-    Timed { took, outside: outside_calls(from, t0, restarted) }
+    // Between the exit and the restart the bench makes no call (it waits on the trace).
+    Timed { took, outside: outside_calls(from, t0, restarted), calls: calls_within(from, t0, restarted) }
 }
 
 /// A start and a stop by the agent in this process (node `bench`): the manifest `yaml` of pod

@@ -3,10 +3,13 @@
 //! keeps, for every call that has ended, its path, its request and reply bodies as they went
 //! (gRPC frames), and when it began and ended. atoll pointed at it makes exactly the calls it
 //! makes against the runtime itself; what was kept can be sent again byte for byte
-//! (`replay.rs`). Each client connection gets its own connection to the runtime.
+//! (`replay.rs`). Each client connection gets its own connection to the runtime. Below the
+//! proxy: what a recorded call was (its method, the ID the runtime returned) and which of the
+//! calls were made for one pod.
 
 #![allow(dead_code)]
 
+use atoll::cri::api::{CreateContainerResponse, RunPodSandboxResponse};
 use bytes::{Bytes, BytesMut};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -111,4 +114,80 @@ async fn forward(
         None => back.send_data(Bytes::new(), true).ok()?,
     }
     Some(Recorded { path, request, response: response.freeze(), began, ended: Instant::now() })
+}
+
+/// The methods a pod's own calls use.
+pub const POD_CALLS: &[&str] = &[
+    "ListPodSandbox",
+    "ListContainers",
+    "RunPodSandbox",
+    "PodSandboxStatus",
+    "ImageStatus",
+    "PullImage",
+    "CreateContainer",
+    "StartContainer",
+    "ContainerStatus",
+    "StopContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+    "RemoveContainer",
+];
+
+pub fn method(c: &Recorded) -> &str {
+    c.path.rsplit('/').next().unwrap_or("")
+}
+
+/// A call as the table shows it: its method, and whether it asked for the verbose status
+/// (a process watch being set up, on a runtime without container events).
+pub fn shown(c: &Recorded) -> String {
+    let verbose = match method(c) {
+        "ContainerStatus" => {
+            atoll::grpc::decode_message::<atoll::cri::api::ContainerStatusRequest>(c.request.clone(), 1 << 24)
+                .is_ok_and(|r| r.verbose)
+        }
+        "PodSandboxStatus" => {
+            atoll::grpc::decode_message::<atoll::cri::api::PodSandboxStatusRequest>(c.request.clone(), 1 << 24)
+                .is_ok_and(|r| r.verbose)
+        }
+        _ => false,
+    };
+    format!("{}{}", method(c), if verbose { " (verbose)" } else { "" })
+}
+
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The calls of `all` that began in `[from, until]` and were made for the pod `uid` (or name
+/// one of `ids`), ImageStatus too; by when they began.
+pub fn for_pod(all: &[Recorded], from: Instant, until: Instant, uid: &str, ids: &[String]) -> Vec<Recorded> {
+    let mut mine: Vec<Recorded> = all
+        .iter()
+        .filter(|c| c.began >= from && c.began <= until && POD_CALLS.contains(&method(c)))
+        .filter(|c| {
+            method(c) == "ImageStatus"
+                || contains(&c.request, uid.as_bytes())
+                || ids.iter().any(|id| contains(&c.request, id.as_bytes()))
+        })
+        .cloned()
+        .collect();
+    mine.sort_by_key(|c| c.began);
+    mine
+}
+
+/// The IDs the runtime gave in `calls` (sandboxes and containers).
+pub fn given_ids(calls: &[Recorded]) -> Vec<String> {
+    calls.iter().filter_map(|c| returned_id(method(c), c.response.clone())).collect()
+}
+
+pub fn returned_id(method: &str, response: prost::bytes::Bytes) -> Option<String> {
+    match method {
+        "RunPodSandbox" => {
+            atoll::grpc::decode_message::<RunPodSandboxResponse>(response, 1 << 24).ok().map(|r| r.pod_sandbox_id)
+        }
+        "CreateContainer" => {
+            atoll::grpc::decode_message::<CreateContainerResponse>(response, 1 << 24).ok().map(|r| r.container_id)
+        }
+        _ => None,
+    }
 }
