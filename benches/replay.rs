@@ -24,7 +24,8 @@
 //!
 //! Each figure is the median of the pairs (atoll's less the replay's, and atoll's over the
 //! replay's) with its 95% interval (`shared/pairs.rs`), and the CRI calls atoll made in its
-//! window beside the replay's.
+//! window beside the replay's. The agent's files and its pods' logs (what a start makes on the
+//! host) go beside the test bed, or under ATOLL_BENCH_BASE.
 //!
 //!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=100, ATOLL_BENCH_RESTART_ROUNDS=40,
 //!                                      ATOLL_BENCH_BATCH_ROUNDS=30; under `cargo test` a short run)
@@ -167,15 +168,15 @@ fn pod_yaml(name: &str, command: &str) -> String {
     )
 }
 
-/// The agent in this process on `dir/manifests`, its state in `dir/state`, the runtime at
-/// `endpoint`. Dropping the sender stops it (pods keep running).
-fn start_agent(tb: &common::Testbed, dir: &Path, endpoint: &str) -> InProcess {
+/// The agent in this process on `dir/manifests`, its state in `dir/state` and its pods' logs
+/// in `dir/logs`, the runtime at `endpoint`. Dropping the sender stops it (pods keep running).
+fn start_agent(dir: &Path, endpoint: &str) -> InProcess {
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     let config = dir.join("kubelet.yaml");
     let text = format!(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: {}\npodLogsDir: {}\nhealthzPort: 0\nport: 0\n",
         dir.join("manifests").display(),
-        tb.logs.display()
+        dir.join("logs").display()
     );
     std::fs::write(&config, text).unwrap();
     agent_in_process(&config, endpoint, &dir.join("state"), "bench", &[])
@@ -265,7 +266,7 @@ fn record(tb: &common::Testbed, base: &Path, proxy: &Proxy) -> Recorded3 {
     let dir = base.join("recorded");
     let keep = base.join("kept");
     std::fs::create_dir_all(&keep).unwrap();
-    let agent = start_agent(tb, &dir, &format!("unix://{}", proxy.socket.display()));
+    let agent = start_agent(&dir, &format!("unix://{}", proxy.socket.display()));
     let cri = tb.cri();
     let manifests = dir.join("manifests");
     // A first pod warms up what a first start pays once (the image looked up, connections).
@@ -309,7 +310,7 @@ fn record(tb: &common::Testbed, base: &Path, proxy: &Proxy) -> Recorded3 {
 
 /// The file system `dir` is on, by name where known.
 fn file_system(dir: &Path) -> String {
-    match rustix::fs::statfs(dir).map(|s| s.f_type as u64) {
+    match rustix::fs::statfs(dir).map(|s| s.f_type as u32) {
         Ok(0xEF53) => "ext2/3/4".into(),
         Ok(0x0102_1994) => "tmpfs".into(),
         Ok(0x5846_5342) => "xfs".into(),
@@ -352,7 +353,11 @@ fn main() {
     let batches = if bench { vec![(10, batch_rounds), (50, batch_rounds / 2)] } else { vec![(3, batch_rounds)] };
     let tb = common::testbed();
     let cri = tb.cri();
-    let base = std::env::temp_dir().join(common::unique("atoll-bench-replay"));
+    // The agent's files and its pods' logs (the host files a start makes; the replay's are
+    // copies made before its clock starts): beside the test bed, or where ATOLL_BENCH_BASE says.
+    let base = std::env::var_os("ATOLL_BENCH_BASE")
+        .map_or_else(std::env::temp_dir, PathBuf::from)
+        .join(common::unique("atoll-bench-replay"));
     std::fs::create_dir_all(&base).unwrap();
     log::set_logger(&CALLS).expect("the only logger in the bench");
     log::set_max_level(log::LevelFilter::Trace);
@@ -370,11 +375,13 @@ fn main() {
     let state = base.join("recorded/state");
     let ch = Arc::new(Channel::new(upstream));
     let direct = base.join("direct");
-    let agent = start_agent(tb, &direct, &tb.endpoint.to_string());
+    let agent = start_agent(&direct, &tb.endpoint.to_string());
     let mut failed: Vec<String> = Vec::new();
     let mut rows = Vec::new();
     let rig = Rig { rec, ch, state, manifests: direct.join("manifests"), cri: tb.cri() };
-    rows.extend(start_and_stop(&rig, rounds, &mut failed));
+    if rounds > 0 {
+        rows.extend(start_and_stop(&rig, rounds, &mut failed));
+    }
     if restart_rounds > 0 {
         rows.push(restart(&rig, restart_rounds, &mut failed));
     }
@@ -385,7 +392,8 @@ fn main() {
     log::set_max_level(log::LevelFilter::Off);
     println!();
     println!(
-        "atoll vs the replay of its own CRI requests ({version}, private test bed on {}), {rounds} rounds ({restart_rounds} of the restart):",
+        "atoll vs the replay of its own CRI requests ({version}, private test bed on {}, the pods' files and logs on {}), {rounds} rounds ({restart_rounds} of the restart):",
+        file_system(&std::env::temp_dir()),
         file_system(&base)
     );
     println!("{}", pairs::HEAD);
@@ -398,7 +406,7 @@ fn main() {
         "replayed calls the runtime refused: {}",
         if failed.is_empty() { "none".into() } else { failed.join("; ") }
     );
-    println!("a directory made in the test bed's file system after the run: {:.0} µs (median of 200)", mkdir_us(&base));
+    println!("a directory made beside the pods' files after the run: {:.0} µs (median of 200)", mkdir_us(&base));
     println!();
     let _ = std::fs::remove_dir_all(&base);
 }
