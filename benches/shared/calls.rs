@@ -53,6 +53,12 @@ pub fn nth_call(from: usize, call: &str, n: usize) -> Instant {
     }
 }
 
+/// When a call in the trace began: its end `at` less the microseconds it logged.
+fn began(at: Instant, text: &str) -> Option<Instant> {
+    let us: u64 = text.rsplit(' ').next()?.parse().ok()?;
+    at.checked_sub(Duration::from_micros(us))
+}
+
 /// How much of `t0..end` no CRI call in the trace after `from` covered: the time atoll itself
 /// was on the way (noticing the event, deciding, preparing a request), not waiting on the
 /// runtime. Each call's span is its end less the microseconds it logged.
@@ -61,11 +67,7 @@ pub fn outside_calls(from: usize, t0: Instant, end: Instant) -> Duration {
     let mut spans: Vec<(Instant, Instant)> = calls
         .iter()
         .skip(from)
-        .filter_map(|(at, text)| {
-            let us: u64 = text.rsplit(' ').next()?.parse().ok()?;
-            let began = at.checked_sub(Duration::from_micros(us))?;
-            Some((began.max(t0), (*at).min(end)))
-        })
+        .filter_map(|(at, text)| Some((began(*at, text)?.max(t0), (*at).min(end))))
         .filter(|(b, e)| b < e)
         .collect();
     spans.sort();
@@ -100,11 +102,7 @@ impl Timed {
 /// How many calls in the trace after `from` began at or after `t0` and ended by `end`.
 pub fn calls_within(from: usize, t0: Instant, end: Instant) -> usize {
     let calls = CALLS.calls.lock().unwrap();
-    let began = |at: &Instant, text: &str| {
-        let us: u64 = text.rsplit(' ').next()?.parse().ok()?;
-        at.checked_sub(Duration::from_micros(us))
-    };
-    calls.iter().skip(from).filter(|(at, text)| *at <= end && began(at, text).is_some_and(|b| b >= t0)).count()
+    calls.iter().skip(from).filter(|(at, text)| *at <= end && began(*at, text).is_some_and(|b| b >= t0)).count()
 }
 
 pub fn pct(v: &[Duration], p: usize) -> Duration {
@@ -204,7 +202,7 @@ pub fn crash_to_restart(cri: &Cri, manifests: &Path, name: &str, yaml: &str) -> 
     let took = seen.duration_since(exited).unwrap_or_default();
     let t0 = restarted.checked_sub(took).unwrap_or(restarted);
     // Between the exit and the restart the bench makes no call (it waits on the trace).
-    Timed { took, outside: outside_calls(from, t0, restarted), calls: calls_within(from, t0, restarted) }
+    Timed { took, ..Timed::between(from, t0, restarted) }
 }
 
 /// A start and a stop by the agent in this process (node `bench`): the manifest `yaml` of pod
