@@ -8,9 +8,13 @@
 //! starting at once would make their files one after another. When a sandbox is made, they
 //! are made while RunPodSandbox runs, as none needs the sandbox. The exception is a
 //! pod-network pod's hosts file, which names the pod's IP: it is written once the sandbox has
-//! one ([`complete`]). The pod's log directory is made before RunPodSandbox, as kubelet does
-//! ([`log_directory`]). A container whose own files cannot be made waits (kubelet's
-//! CreateContainerConfigError); the others go on.
+//! one ([`complete`]). The pod's log directory is made first, also while RunPodSandbox runs
+//! (alone, [`log_directory`], if nothing starts). kubelet makes it just before RunPodSandbox,
+//! but no runtime needs it before a container is created (CRI-O makes it itself), and a wait
+//! for it sent RunPodSandbox through the blocking pool's queue (the pool adds a thread only
+//! once five jobs wait for each idle one): ten pods at once, on a disk where an inode takes
+//! most of a millisecond, sent theirs 2 to 70 ms after their lists. A container whose own
+//! files cannot be made waits (kubelet's CreateContainerConfigError); the others go on.
 
 use super::plan::Start;
 use super::sandbox;
@@ -54,16 +58,18 @@ struct Wanted {
     starts: Vec<(String, u32, bool)>,
 }
 
-/// Makes the pod's log directory (`PodSandboxConfig.log_directory`), on the blocking pool.
+/// Makes the pod's log directory (`PodSandboxConfig.log_directory`) alone, on the blocking pool.
 pub async fn log_directory(path: &str) -> Result<(), String> {
     let path = PathBuf::from(path);
-    crate::task::unblock(move || {
-        std::fs::create_dir_all(&path).map_err(|e| format!("creating {}: {e}", path.display()))
-    })
-    .await
+    crate::task::unblock(move || make_dir(&path)).await
 }
 
-/// Makes the files the `starts` of `pod` need, on the blocking pool. `ip`: the sandbox's IP,
+fn make_dir(path: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))
+}
+
+/// Makes the pod's log directory and the files the `starts` of `pod` need, on the blocking
+/// pool. `ip`: the sandbox's IP,
 /// `None` while RunPodSandbox runs (a pod-network pod's hosts file then waits for
 /// [`complete`]).
 pub async fn make(
@@ -111,6 +117,7 @@ pub async fn complete(
 }
 
 fn make_now(w: &Wanted, ip: Option<&str>) -> Result<HostFiles, String> {
+    make_dir(&w.log_directory)?;
     poddir::prepare_volumes(&w.pod, &w.dir)?;
     let hosts_file = hosts(&w.pod, &w.dir, ip)?;
     let containers =
@@ -120,8 +127,7 @@ fn make_now(w: &Wanted, ip: Option<&str>) -> Result<HostFiles, String> {
 
 /// One container's log directory, and its termination-log file if `tlog`.
 fn own(w: &Wanted, name: &str, restart_count: u32, tlog: bool) -> Result<Option<PathBuf>, String> {
-    let logs = w.log_directory.join(name);
-    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    make_dir(&w.log_directory.join(name))?;
     tlog.then(|| poddir::termination_log_file(&w.dir, name, restart_count)).transpose()
 }
 
@@ -169,6 +175,7 @@ mod tests {
         let logs = d.join("logs/web");
         let starts = [start(SpecRef::Regular(0), "app", 0), start(SpecRef::Regular(1), "side", 3)];
         let files = smol::block_on(make(&p, &dir, logs.to_str().unwrap(), &starts, None)).unwrap();
+        assert!(logs.is_dir(), "the pod's log directory, made first");
         let hosts = files.hosts_file.clone().expect("a host-network pod's hosts file needs no IP");
         assert!(read(&hosts).starts_with("# Kubernetes-managed hosts file (host network).\n"));
         assert!(logs.join("app").is_dir() && logs.join("side").is_dir());
@@ -241,8 +248,10 @@ mod tests {
         assert!(e.starts_with(&format!("creating {}", d.join("logs/app").display())), "{e}");
         assert_eq!(files.termination_log("side"), Ok(None));
         assert!(d.join("logs/side").is_dir());
-        // The pod's log directory that cannot be made names it.
+        // The pod's log directory that cannot be made names it, alone or made with the rest.
         let e = smol::block_on(log_directory(d.join("plain/sub").to_str().unwrap())).unwrap_err();
+        assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
+        let e = smol::block_on(make(&p, &dir, d.join("plain/sub").to_str().unwrap(), &starts, None)).unwrap_err();
         assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
     }
 }

@@ -141,15 +141,14 @@ async fn act<R: RuntimeService>(
     let (mut images, mut made, mut made_sandbox) = (Images::new(), None, None);
     let (sandbox_id, pod_ip) = match p.create_sandbox {
         Some(attempt) => {
-            host_files::log_directory(&sandbox_config.log_directory).await.map_err(SyncError::Host)?;
-            // The images are looked at (and pulled), and the host files made, while the
-            // sandbox is made, not after.
+            // The images are looked at (and pulled), and the host files made (the pod's log
+            // directory first), while the sandbox is made, not after.
             let files = async {
                 match dir {
                     Ok(dir) if !p.start.is_empty() => {
                         Some(host_files::make(pod, dir, &sandbox_config.log_directory, &p.start, None).await)
                     }
-                    _ => None,
+                    _ => host_files::log_directory(&sandbox_config.log_directory).await.err().map(Err),
                 }
             };
             let ((id, found), files) = smol::future::zip(
@@ -181,7 +180,11 @@ async fn act<R: RuntimeService>(
         waits.insert(w.name.clone(), w.wait.clone());
     }
     if p.start.is_empty() {
-        return Ok(Synced::Again(retry));
+        // With a new sandbox and nothing to start, `made` is only the pod's log directory.
+        return match made {
+            Some(Err(e)) => Err(SyncError::Host(e)),
+            _ => Ok(Synced::Again(retry)),
+        };
     }
     let dir = dir.map_err(|e| SyncError::Host(e.clone()))?;
     let files = host_files::complete(made, pod, dir, &sandbox_config.log_directory, &p.start, &pod_ip)
