@@ -10,7 +10,7 @@
 //! pod-network pod's hosts file, which names the pod's IP: it is written once the sandbox has
 //! one ([`complete`]). The pod's log directory is made first, also while RunPodSandbox runs
 //! (alone, [`log_directory`], if nothing starts). kubelet makes it just before RunPodSandbox,
-//! but no runtime needs it before a container is created (CRI-O makes it itself), and a wait
+//! but no runtime needs it before a container is created (CRI-O makes it itself, 0700), and a wait
 //! for it sent RunPodSandbox through the blocking pool's queue (the pool adds a thread only
 //! once five jobs wait for each idle one): ten pods at once, on a disk where an inode takes
 //! most of a millisecond, sent theirs 2 to 70 ms after their lists. A container whose own
@@ -22,7 +22,7 @@ use super::volumes::poddir;
 use crate::pod::paths::PodDir;
 use crate::pod::types::Pod;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What the starts of one sync have on the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,14 +64,15 @@ pub async fn log_directory(path: &str) -> Result<(), String> {
     crate::task::unblock(move || make_dir(&path)).await
 }
 
-fn make_dir(path: &std::path::Path) -> Result<(), String> {
+fn make_dir(path: &Path) -> Result<(), String> {
     std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))
 }
 
-/// Makes the pod's log directory and the files the `starts` of `pod` need, on the blocking
-/// pool. `ip`: the sandbox's IP,
-/// `None` while RunPodSandbox runs (a pod-network pod's hosts file then waits for
-/// [`complete`]).
+/// Makes the files the `starts` of `pod` need, on the blocking pool. `ip`: the sandbox's IP,
+/// `None` while RunPodSandbox runs: then the pod's log directory is made first (a sandbox
+/// whose log directory cannot be made fails the sync, as kubelet's does), and a pod-network
+/// pod's hosts file waits for [`complete`]. Otherwise each container's log directory makes
+/// the pod's if it is missing (a failure is that container's).
 pub async fn make(
     pod: &Pod,
     dir: &PodDir,
@@ -117,7 +118,9 @@ pub async fn complete(
 }
 
 fn make_now(w: &Wanted, ip: Option<&str>) -> Result<HostFiles, String> {
-    make_dir(&w.log_directory)?;
+    if ip.is_none() {
+        make_dir(&w.log_directory)?;
+    }
     poddir::prepare_volumes(&w.pod, &w.dir)?;
     let hosts_file = hosts(&w.pod, &w.dir, ip)?;
     let containers =
@@ -248,10 +251,14 @@ mod tests {
         assert!(e.starts_with(&format!("creating {}", d.join("logs/app").display())), "{e}");
         assert_eq!(files.termination_log("side"), Ok(None));
         assert!(d.join("logs/side").is_dir());
-        // The pod's log directory that cannot be made names it, alone or made with the rest.
-        let e = smol::block_on(log_directory(d.join("plain/sub").to_str().unwrap())).unwrap_err();
-        assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
-        let e = smol::block_on(make(&p, &dir, d.join("plain/sub").to_str().unwrap(), &starts, None)).unwrap_err();
-        assert!(e.starts_with(&format!("creating {}", d.join("plain/sub").display())), "{e}");
+        // The pod's log directory that cannot be made names it, alone or made with the rest
+        // for a new sandbox. For a sandbox that is there, each container's is its own error.
+        let (bad, starts) = (d.join("plain/sub"), [start(SpecRef::Regular(0), "app", 0)]);
+        let e = smol::block_on(log_directory(bad.to_str().unwrap())).unwrap_err();
+        assert!(e.starts_with(&format!("creating {}", bad.display())), "{e}");
+        let e = smol::block_on(make(&p, &dir, bad.to_str().unwrap(), &starts, None)).unwrap_err();
+        assert!(e.starts_with(&format!("creating {}", bad.display())), "{e}");
+        let files = smol::block_on(make(&p, &dir, bad.to_str().unwrap(), &starts, Some(""))).unwrap();
+        assert!(files.termination_log("app").unwrap_err().starts_with(&format!("creating {}", bad.display())));
     }
 }
