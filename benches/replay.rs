@@ -19,8 +19,11 @@
 //!   one's StartContainer; the replay, the calls of the sync that restarted it (from its
 //!   lists), so atoll's part includes noticing the exit;
 //! - 10 and 50 at once: the manifests all renamed in -> the last StartContainer's reply; the
-//!   replay, that many starts sent at once.
-//!
+//!   replay, that many starts sent at once. Each batch begins once the machine is quiet, and
+//!   the CPU this process used in each one's window (atoll's, or the replay's client's; user
+//!   and system) is printed under the table: the files a start makes on the host are atoll's
+//!   system time, the replay's copies are made before its clock, and on an ext4 without a
+//!   journal each inode made within a minute of many deletions costs most of a millisecond.
 //!
 //! Each figure is the median of the pairs (atoll's less the replay's, and atoll's over the
 //! replay's) with its 95% interval (`shared/pairs.rs`), and the CRI calls atoll made in its
@@ -28,7 +31,8 @@
 //! host) go beside the test bed, or under ATOLL_BENCH_BASE.
 //!
 //!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=100, ATOLL_BENCH_RESTART_ROUNDS=40,
-//!                                      ATOLL_BENCH_BATCH_ROUNDS=30; under `cargo test` a short run)
+//!                                      ATOLL_BENCH_BATCH_ROUNDS=60, a quarter of them of 50 pods;
+//!                                      under `cargo test` a short run)
 
 #[path = "shared/calls.rs"]
 mod calls;
@@ -364,9 +368,10 @@ fn main() {
     let rounds = env_or("ATOLL_BENCH_ROUNDS", if bench { 100 } else { 2 }) as usize;
     // The restart's rounds each wait a second for the container's exit.
     let restart_rounds = env_or("ATOLL_BENCH_RESTART_ROUNDS", if bench { 40 } else { 2 }) as usize;
-    // (pods at once, rounds): a batch is one sample, so it is taken several times.
-    let batch_rounds = env_or("ATOLL_BENCH_BATCH_ROUNDS", if bench { 30 } else { 2 }) as usize;
-    let batches = if bench { vec![(10, batch_rounds), (50, batch_rounds / 2)] } else { vec![(3, batch_rounds)] };
+    // (pods at once, rounds): a batch is one sample, so it is taken several times. Thirty
+    // rounds of 10 gave the ratio's median within about ±0.02, as much as the gap to its target.
+    let batch_rounds = env_or("ATOLL_BENCH_BATCH_ROUNDS", if bench { 60 } else { 2 }) as usize;
+    let batches = if bench { vec![(10, batch_rounds), (50, batch_rounds / 4)] } else { vec![(3, batch_rounds)] };
     let tb = common::testbed();
     let cri = tb.cri();
     // The agent's files and its pods' logs (the host files a start makes; the replay's are
@@ -401,8 +406,11 @@ fn main() {
     if restart_rounds > 0 {
         rows.push(restart(&rig, restart_rounds, &mut failed));
     }
+    let mut notes = Vec::new();
     for &(n, batch_rounds) in batches.iter().filter(|(_, rounds)| *rounds > 0) {
-        rows.push(batch(&rig, n, batch_rounds, &mut failed));
+        let (row, note) = batch(&rig, n, batch_rounds, &mut failed);
+        rows.push(row);
+        notes.push(note);
     }
     drop(agent);
     log::set_max_level(log::LevelFilter::Off);
@@ -422,6 +430,9 @@ fn main() {
         "replayed calls the runtime refused: {}",
         if failed.is_empty() { "none".into() } else { failed.join("; ") }
     );
+    for note in &notes {
+        println!("{note}");
+    }
     println!("a directory made beside the pods' files after the run: {:.0} µs (median of 200)", mkdir_us(&base));
     println!();
     let _ = std::fs::remove_dir_all(&base);
@@ -502,47 +513,83 @@ fn restart(rig: &Rig, rounds: usize, failed: &mut Vec<String>) -> String {
 
 /// `n` pods at once, `rounds` times, atoll and the replay alternating which goes first (the
 /// runtime's state after a batch, its metadata store and the shims' exits, is the other's
-/// handicap otherwise).
-fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> String {
+/// handicap otherwise), each on a quiet machine ([`quiet`]). Returns the row, and a line on
+/// this process's CPU in the windows (atoll's, or the replay's client's) and the waits.
+fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> (String, String) {
     let (mut atoll, mut replayed) = (vec![], vec![]);
+    let (mut cpu_atoll, mut cpu_replay, mut waits) = (vec![], vec![], vec![]);
     for r in 0..rounds {
-        if r % 2 == 0 {
-            atoll.push(batch_atoll(rig, n, r));
-            replayed.push(batch_replay(rig, n, r, failed));
-        } else {
-            replayed.push(batch_replay(rig, n, r, failed));
-            atoll.push(batch_atoll(rig, n, r));
+        for by_atoll in [r % 2 == 0, r % 2 == 1] {
+            let (cpus, cpu, waited) = if by_atoll {
+                let b = batch_atoll(rig, n, r);
+                atoll.push(b.took);
+                (&mut cpu_atoll, b.cpu, b.waited)
+            } else {
+                let b = batch_replay(rig, n, r, failed);
+                replayed.push(b.took);
+                (&mut cpu_replay, b.cpu, b.waited)
+            };
+            cpus.push(cpu);
+            waits.push(waited);
         }
     }
     let what = format!("{n} pods at once -> all started ({rounds} rounds)");
-    pairs::row(&what, &atoll, &replayed, n * rig.rec.start.calls.len())
+    let median = |v: &[(Duration, Duration)], sys: bool| {
+        ms(pct(&v.iter().map(|c| if sys { c.1 } else { c.0 }).collect::<Vec<_>>(), 50))
+    };
+    let note = format!(
+        "{n} at once: this process's CPU in a batch's window, user / system (median): atoll's {} / {}, the replay's client's {} / {}; each batch began on a quiet machine (a 100 ms window at most 5% busy) after {} (p90 {})",
+        median(&cpu_atoll, false),
+        median(&cpu_atoll, true),
+        median(&cpu_replay, false),
+        median(&cpu_replay, true),
+        ms(pct(&waits, 50)),
+        ms(pct(&waits, 90)),
+    );
+    (pairs::row(&what, &atoll, &replayed, n * rig.rec.start.calls.len()), note)
 }
 
-/// atoll's batch: the manifests renamed in -> the reply to the last StartContainer. Then removed,
-/// and waited for until the runtime holds none of them.
-fn batch_atoll(rig: &Rig, n: usize, r: usize) -> Timed {
+/// One batch: how long it took, this process's CPU (user, system) meanwhile, and how long the
+/// machine took to go quiet before it.
+struct Batch<T> {
+    took: T,
+    cpu: (Duration, Duration),
+    waited: Duration,
+}
+
+/// The longest wait for a quiet machine before a batch (a busy machine is measured as it is).
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// atoll's batch: the manifests renamed in -> the reply to the last StartContainer, and this
+/// process's CPU (user, system) until the bench saw that reply. Then removed, and waited for
+/// until the runtime holds none of them.
+fn batch_atoll(rig: &Rig, n: usize, r: usize) -> Batch<Timed> {
     let Rig { manifests, cri, .. } = rig;
     let name = |i: usize| format!("b{n}r{r}x{i}");
     let staged: Vec<_> = (0..n).map(|i| stage(manifests, &name(i), &pod_yaml(&name(i), STOPS_ON_TERM))).collect();
-    let (from, t0) = (mark(), Instant::now());
+    let waited = quiet(SETTLE);
+    let (from, t0, cpu0) = (mark(), Instant::now(), own_cpu());
     staged.into_iter().for_each(rename_in);
     let end = nth_call(from, "StartContainer", n);
+    let cpu = cpu_since(cpu0);
     let took = Timed::between(from, t0, end);
     wait("the batch running", || (0..n).all(|i| !running(cri, &format!("{}-bench", name(i))).is_empty()));
     for i in 0..n {
         std::fs::remove_file(manifests.join(format!("{}.yaml", name(i)))).unwrap();
     }
     wait("the batch gone", || (0..n).all(|i| sandboxes(cri, &format!("{}-bench", name(i))) == 0));
-    took
+    Batch { took, cpu, waited }
 }
 
-/// The replay's batch: `n` recorded starts sent at once -> the last reply. Then removed.
-fn batch_replay(rig: &Rig, n: usize, r: usize, failed: &mut Vec<String>) -> Duration {
+/// The replay's batch: `n` recorded starts sent at once -> the last reply, and this process's
+/// CPU (user, system) meanwhile. Then removed.
+fn batch_replay(rig: &Rig, n: usize, r: usize, failed: &mut Vec<String>) -> Batch<Duration> {
     let Rig { rec, ch, state, cri, .. } = rig;
     let first = 2000 + ((n * 100 + r) * 100) as u64;
     let prepared: Vec<_> = (0..n).map(|i| prepare(&rec.start, state, first + i as u64)).collect();
     let calls = Arc::new(rec.start.calls.clone());
-    let t0 = Instant::now();
+    let waited = quiet(SETTLE);
+    let (t0, cpu0) = (Instant::now(), own_cpu());
     let results = smol::block_on(async {
         let tasks: Vec<_> = prepared
             .iter()
@@ -557,10 +604,10 @@ fn batch_replay(rig: &Rig, n: usize, r: usize, failed: &mut Vec<String>) -> Dura
         }
         all
     });
-    let replayed = t0.elapsed();
+    let (replayed, cpu) = (t0.elapsed(), cpu_since(cpu0));
     failed.extend(results);
     for (uid, _) in &prepared {
         clean(cri, uid);
     }
-    replayed
+    Batch { took: replayed, cpu, waited }
 }

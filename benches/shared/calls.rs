@@ -141,6 +141,53 @@ pub fn wait(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the machine is quiet: a 100 ms window in which its CPUs were at most 5% busy
+/// (by /proc/stat), or `limit`. What a batch leaves behind (shims exiting, the runtime's
+/// collection of removed snapshots, the agent's removal of pods' files) would otherwise land in
+/// the next sample, whichever arm's it is. Returns how long it waited.
+pub fn quiet(limit: Duration) -> Duration {
+    let t0 = Instant::now();
+    let mut last = cpu_ticks();
+    while t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = cpu_ticks();
+        let (busy, all) = (now.0.saturating_sub(last.0), now.1.saturating_sub(last.1));
+        if all > 0 && busy * 20 <= all {
+            break;
+        }
+        last = now;
+    }
+    t0.elapsed()
+}
+
+/// The machine's CPU ticks so far (/proc/stat's first line): busy, and all (idle and iowait
+/// are not busy).
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    let all: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (all.saturating_sub(idle), all)
+}
+
+/// This process's CPU so far (all its threads, /proc/self/stat): user and system, in 10 ms
+/// ticks.
+pub fn own_cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| rest.split_whitespace().nth(n - 3).and_then(|t| t.parse().ok()).unwrap_or(0);
+    (field(14), field(15))
+}
+
+/// This process's CPU (user, system) since [`own_cpu`] gave `before`.
+pub fn cpu_since(before: (u64, u64)) -> (Duration, Duration) {
+    let now = own_cpu();
+    let ticks = |t: u64| Duration::from_millis(t * 10);
+    (ticks(now.0.saturating_sub(before.0)), ticks(now.1.saturating_sub(before.1)))
+}
+
 /// Writes a manifest as editors and config tools do: a temporary file renamed into place.
 pub fn drop_manifest(dir: &Path, name: &str, yaml: &str) {
     rename_in(stage(dir, name, yaml));
