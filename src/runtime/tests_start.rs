@@ -2,14 +2,17 @@
 //! RunPodSandbox runs (`host_files`): the fake runtime holds the sandbox until the last of them
 //! is there, which it never would be if they were made after it; a pod-network pod's hosts
 //! file, which names the pod's IP, follows; a container whose own files cannot be made waits
-//! alone. The follow-up sync reads only what the start left when every start went through
-//! (`observe`), and lists otherwise, when the sandbox's status read after RunPodSandbox
-//! serves it.
+//! alone. A new sandbox with nothing to start still needs the pod's log directory: without it
+//! the sync fails. The follow-up sync reads only what the start left when every start went
+//! through (`observe`), and lists otherwise, when the sandbox's status read after
+//! RunPodSandbox serves it.
 
+use super::errors::SyncError;
 use super::sync::{sync, Mode, Synced};
 use super::tests::{context, dir, static_pod};
 use crate::cri::api::ContainerState;
 use crate::cri::fake::FakeRuntime;
+use crate::cri::RuntimeService;
 use crate::node::observed::{ContainerState as ContainerObsState, ProbeVerdicts, WaitReason, Waits};
 
 const POD: &str = "apiVersion: v1
@@ -77,6 +80,38 @@ fn a_container_whose_files_cannot_be_made_waits_and_the_other_starts() {
     assert_eq!(wait.reason, WaitReason::CreateContainerConfigError);
     assert!(wait.message.contains(&logs.join("a").display().to_string()), "{}", wait.message);
     assert_eq!(synced, Synced::Again(Some(std::time::Duration::ZERO)), "c started: looked at again at once");
+}
+
+#[test]
+fn a_new_sandbox_with_nothing_to_start_fails_the_sync_without_its_log_directory() {
+    let (root, rt) =
+        (dir("start-nothing-no-log-dir"), FakeRuntime::default().with_image("docker.io/library/busybox:1.36"));
+    let (cx, sp) = (context(&root, &rt), static_pod(POD));
+    let (mut waits, verdicts) = (Waits::new(), ProbeVerdicts::default());
+    let once = |waits: &mut Waits| smol::block_on(sync(&cx, &sp.pod, Mode::Run, &verdicts, waits));
+    // c exits twice: restarted at once, then backing off.
+    once(&mut waits).unwrap();
+    for _ in 0..2 {
+        let c = rt.containers().into_iter().next_back().expect("c");
+        rt.exit(&c.3, 1);
+        once(&mut waits).unwrap();
+        once(&mut waits).unwrap();
+    }
+    assert_eq!(waits.get("c").map(|w| w.reason), Some(WaitReason::CrashLoopBackOff));
+    // The sandbox stops, and a file stands where the pod's log directory goes.
+    let (first, _) = rt.sandboxes()[0].clone();
+    smol::block_on(rt.stop_pod_sandbox(&first)).unwrap();
+    let logs = root.join("logs/default_files-n1_hf-1");
+    std::fs::remove_dir_all(&logs).unwrap();
+    std::fs::write(&logs, "").unwrap();
+    rt.forget_calls();
+    let failed = once(&mut waits).expect_err("no log directory for the new sandbox");
+    assert!(
+        matches!(&failed, SyncError::Host(e) if e.contains(&logs.display().to_string())),
+        "the sync's own error, naming the directory: {failed:?}"
+    );
+    assert_eq!(rt.count("RunPodSandbox"), 1, "the new sandbox was made meanwhile: {:?}", rt.calls());
+    assert_eq!(rt.count("ImageStatus") + rt.count("CreateContainer"), 0, "nothing starts: {:?}", rt.calls());
 }
 
 #[test]
