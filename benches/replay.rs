@@ -20,10 +20,11 @@
 //!   lists), so atoll's part includes noticing the exit;
 //! - 10 and 50 at once: the manifests all renamed in -> the last StartContainer's reply; the
 //!   replay, that many starts sent at once. Each batch begins once the machine is quiet, and
-//!   the CPU this process used in each one's window (atoll's, or the replay's client's; user
-//!   and system) is printed under the table: the files a start makes on the host are atoll's
-//!   system time, the replay's copies are made before its clock, and on an ext4 without a
-//!   journal each inode made within a minute of many deletions costs most of a millisecond.
+//!   the CPU this process used in each one's window (user and system: in atoll's, atoll and
+//!   the bench waiting on its trace; in the replay's, its client and the agent idle beside
+//!   it) is printed under the table: the files a start makes on the host are atoll's system
+//!   time, the replay's copies are made before its clock, and on an ext4 without a journal
+//!   each inode made within minutes of many deletions costs most of a millisecond.
 //!
 //! Each figure is the median of the pairs (atoll's less the replay's, and atoll's over the
 //! replay's) with its 95% interval (`shared/pairs.rs`), and the CRI calls atoll made in its
@@ -31,7 +32,7 @@
 //! host) go beside the test bed, or under ATOLL_BENCH_BASE.
 //!
 //!   cargo bench --bench replay        (ATOLL_BENCH_ROUNDS=100, ATOLL_BENCH_RESTART_ROUNDS=40,
-//!                                      ATOLL_BENCH_BATCH_ROUNDS=60, a quarter of them of 50 pods;
+//!                                      ATOLL_BENCH_BATCH_ROUNDS=60 of 10 pods, and a quarter as many of 50;
 //!                                      under `cargo test` a short run)
 
 #[path = "replay/batch.rs"]
@@ -307,7 +308,10 @@ fn record(tb: &common::Testbed, base: &Path, proxy: &Proxy) -> Recorded3 {
             .max()
             .expect("the restarting sync's lists")
     };
-    let listed = last_list("ListPodSandbox").min(last_list("ListContainers"));
+    let (pods, containers) = (last_list("ListPodSandbox"), last_list("ListContainers"));
+    let apart = pods.max(containers).duration_since(pods.min(containers));
+    assert!(apart < Duration::from_millis(50), "the restarting sync's lists, {apart:?} apart, are one sync's");
+    let listed = pods.min(containers);
     let restart = for_pod(&all, listed, again.began, &crash.uid, &ids);
     std::fs::remove_file(manifests.join("crash.yaml")).unwrap();
     wait("crash gone", || sandboxes(&cri, "crash-bench") == 0);

@@ -30,14 +30,19 @@ pub fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> (S
     let median = |v: &[(Duration, Duration)], sys: bool| {
         ms(pct(&v.iter().map(|c| if sys { c.1 } else { c.0 }).collect::<Vec<_>>(), 50))
     };
+    let restless = waits.iter().filter(|w| **w >= SETTLE).count();
     let note = format!(
-        "{n} at once: this process's CPU in a batch's window, user / system (median): atoll's {} / {}, the replay's client's {} / {}; each batch began on a quiet machine (a 100 ms window at most 5% busy) after {} (p90 {})",
+        "{n} at once: the bench's process's CPU in a batch's window, user / system (median, in 10 ms ticks): in atoll's (atoll, and the bench waiting on its trace) {} / {}, in the replay's (its client, and the agent idle beside it) {} / {}; each batch began once the machine was quiet (a 100 ms window at most 5% busy) after {} (p90 {}){}",
         median(&cpu_atoll, false),
         median(&cpu_atoll, true),
         median(&cpu_replay, false),
         median(&cpu_replay, true),
         ms(pct(&waits, 50)),
         ms(pct(&waits, 90)),
+        match restless {
+            0 => String::new(),
+            k => format!(", except {k} of {} that began busy after {} s", waits.len(), SETTLE.as_secs()),
+        }
     );
     (pairs::row(&what, &atoll, &replayed, n * rig.rec.start.calls.len()), note)
 }

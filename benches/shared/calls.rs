@@ -171,8 +171,8 @@ fn cpu_ticks() -> (u64, u64) {
     (all.saturating_sub(idle), all)
 }
 
-/// This process's CPU so far (all its threads, /proc/self/stat): user and system, in 10 ms
-/// ticks.
+/// This process's CPU so far (all its threads, /proc/self/stat): user and system, in clock
+/// ticks (USER_HZ, 100 on Linux): a difference of two readings is good to a tick.
 pub fn own_cpu() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // The fields after the command's closing parenthesis; utime and stime are the 14th and 15th.
