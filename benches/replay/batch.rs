@@ -7,7 +7,7 @@ use super::*;
 /// `n` pods at once, `rounds` times, atoll and the replay alternating which goes first (the
 /// runtime's state after a batch, its metadata store and the shims' exits, is the other's
 /// handicap otherwise), each on a quiet machine ([`quiet`]). Returns the row, and a line on
-/// this process's CPU in the windows (atoll's, or the replay's client's) and the waits.
+/// this process's CPU in atoll's windows and in the replay's, and on the waits.
 pub fn batch(rig: &Rig, n: usize, rounds: usize, failed: &mut Vec<String>) -> (String, String) {
     let (mut atoll, mut replayed) = (vec![], vec![]);
     let (mut cpu_atoll, mut cpu_replay, mut waits) = (vec![], vec![], vec![]);
